@@ -1,0 +1,19 @@
+// Package busarchive reads and writes bus.tar, the one file that holds the data of
+// a restore point or a set-aside copy.
+//
+// Format 1 is a plain tar holding, per stream,
+//
+//	streams/<stream>/stream.arc.s2   the server's snapshot, byte for byte
+//	streams/<stream>/backup.json     {"config":…,"state":…} as jsm.go writes it
+//
+// and manifest.json as the last entry. The manifest is the commit mark: an
+// archive without it is incomplete. It records the format version, the keeper's
+// and the server's versions, the time, and per stream its configuration, its
+// state at snapshot time and every entry's size and SHA-256.
+//
+// The writer streams each snapshot straight into the file as the chunks arrive:
+// a data entry's tar header is written with its size field reserved and patched
+// in place once the entry ends, so nothing is spooled and nothing is held whole
+// in memory. The reader seeks over the data to find the manifest and hands out
+// section readers over each entry for a streaming restore.
+package busarchive

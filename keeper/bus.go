@@ -1,0 +1,99 @@
+package keeper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"time"
+)
+
+// ErrNoStream is returned (wrapped) by Bus methods when the named stream does
+// not exist.
+var ErrNoStream = errors.New("no such stream")
+
+// StreamInfo is what the keeper needs to know of one live stream.
+type StreamInfo struct {
+	Name      string   `json:"name"`
+	Subjects  []string `json:"subjects,omitempty"`
+	Messages  uint64   `json:"messages"`
+	Bytes     uint64   `json:"bytes"`
+	FirstSeq  uint64   `json:"first_seq"`
+	LastSeq   uint64   `json:"last_seq"`
+	Consumers int      `json:"consumers"`
+}
+
+// Bus is the keeper's view of a JetStream system. Implementations must be safe
+// for concurrent use and must not assume a single server: on a cluster the
+// snapshot is answered by the stream's leader, and a restore keeps the
+// replicas and placement that the archived configuration names.
+type Bus interface {
+	// ServerVersion is the version of the server the bus is connected to.
+	ServerVersion() string
+
+	// Stream describes one live stream, or returns an error wrapping
+	// ErrNoStream when it does not exist.
+	Stream(ctx context.Context, name string) (*StreamInfo, error)
+
+	// Snapshot streams the server's snapshot of the stream, consumers included,
+	// into data (stream.arc.s2) and meta (backup.json). It closes both writers
+	// whether or not it succeeds, as jsm.go does; only a nil error means the
+	// snapshot is whole.
+	Snapshot(ctx context.Context, stream string, data, meta io.WriteCloser) error
+
+	// Restore re-creates the stream, with the consumers its snapshot carries,
+	// from data (stream.arc.s2) and meta (backup.json), streaming. The stream
+	// must not exist. On error, a partly created stream may be left behind:
+	// the caller deletes it.
+	Restore(ctx context.Context, stream string, data, meta io.Reader) error
+
+	// DeleteStream removes a stream and its consumers. Removing a stream that
+	// does not exist returns an error wrapping ErrNoStream.
+	DeleteStream(ctx context.Context, stream string) error
+
+	// Positions lists every durable consumer, on any stream, whose name is
+	// module or begins with module+"_" or module+"-", with its ack floor and
+	// configuration as the server holds it.
+	Positions(ctx context.Context, module string) ([]Position, error)
+
+	// SetPosition (re)makes the durable consumer p.Consumer on p.Stream from
+	// p.Config so that the next message it delivers is the one after
+	// p.AckFloor, or the stream's first message if that one is gone. A live
+	// consumer of that name is replaced.
+	SetPosition(ctx context.Context, p Position) error
+}
+
+// Index is the `kept` KV bucket: the keeper's index of points, asides and
+// plans, and the home of its records. Values are small JSON documents, never
+// archive bytes. Keys are dot-separated plain names.
+type Index interface {
+	// Get returns the value of key, or an error wrapping ErrNotFound.
+	Get(ctx context.Context, key string) ([]byte, error)
+	// Put sets key to value.
+	Put(ctx context.Context, key string, value []byte) error
+	// Delete removes key; removing a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+	// Keys lists the keys that begin with prefix, sorted.
+	Keys(ctx context.Context, prefix string) ([]string, error)
+}
+
+// Acts records what the keeper did. Record returns only once the act is
+// durably stored (acknowledged by the bus); a hand act that cannot be recorded
+// stops the verb before it removes anything.
+type Acts interface {
+	Record(ctx context.Context, a Act) error
+}
+
+// Act is one record of what the keeper did.
+type Act struct {
+	Verb    string          `json:"verb"`
+	Module  string          `json:"module,omitempty"`
+	Local   string          `json:"local,omitempty"`
+	Caller  string          `json:"caller,omitempty"`
+	Why     string          `json:"why,omitempty"`
+	Hand    bool            `json:"hand,omitempty"` // a person asked for it
+	What    string          `json:"what"`           // one sentence
+	Outcome string          `json:"outcome"`        // "done", "failed", "planned", "intent"
+	Time    time.Time       `json:"time"`
+	Detail  json.RawMessage `json:"detail,omitempty"`
+}

@@ -1,0 +1,88 @@
+package keeper
+
+import (
+	"errors"
+)
+
+// Sentinel errors. Every error a verb returns wraps exactly one of these; Code
+// and ExitCode map them to the wire and to the CLI in this one place.
+var (
+	ErrBadRequest = errors.New("bad request")
+	ErrNotFound   = errors.New("not found")
+	ErrBusy       = errors.New("busy")
+	ErrConflict   = errors.New("conflict")
+	ErrFailed     = errors.New("failed")
+	ErrNoBus      = errors.New("no bus reachable")
+)
+
+// Wire codes (Nats-Service-Error-Code).
+const (
+	CodeBadRequest = 400
+	CodeNotFound   = 404
+	CodeConflict   = 409
+	CodeFailed     = 500
+	CodeNoBus      = 503
+)
+
+// CLI exit codes.
+const (
+	ExitOK        = 0
+	ExitFailed    = 1
+	ExitUsage     = 2
+	ExitNotFound  = 3
+	ExitBusy      = 4
+	ExitNoService = 5
+)
+
+// Code is the wire code for err.
+func Code(err error) int {
+	switch {
+	case err == nil:
+		return 200
+	case errors.Is(err, ErrBadRequest):
+		return CodeBadRequest
+	case errors.Is(err, ErrNotFound):
+		return CodeNotFound
+	case errors.Is(err, ErrBusy), errors.Is(err, ErrConflict):
+		return CodeConflict
+	case errors.Is(err, ErrNoBus):
+		return CodeNoBus
+	default:
+		return CodeFailed
+	}
+}
+
+// KindOf is the sentinel for a wire code, so a client can rebuild an error
+// that errors.Is recognises.
+func KindOf(code int) error {
+	switch code {
+	case CodeBadRequest:
+		return ErrBadRequest
+	case CodeNotFound:
+		return ErrNotFound
+	case CodeConflict:
+		return ErrConflict
+	case CodeNoBus:
+		return ErrNoBus
+	default:
+		return ErrFailed
+	}
+}
+
+// ExitCode is the documented CLI exit code for err.
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, ErrBadRequest):
+		return ExitUsage
+	case errors.Is(err, ErrNotFound):
+		return ExitNotFound
+	case errors.Is(err, ErrBusy), errors.Is(err, ErrConflict):
+		return ExitBusy
+	case errors.Is(err, ErrNoBus):
+		return ExitNoService
+	default:
+		return ExitFailed
+	}
+}

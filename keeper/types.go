@@ -1,0 +1,116 @@
+package keeper
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Request is a verb's request, as it travels on the wire (kebab-case keys).
+type Request struct {
+	Module      string `json:"module,omitempty"`
+	Local       string `json:"local,omitempty"`
+	Form        int    `json:"form,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+	CatchUp     string `json:"catch-up,omitempty"`
+	From        string `json:"from,omitempty"`
+	AsideOnly   bool   `json:"aside-only,omitempty"`
+	Caller      string `json:"caller,omitempty"`
+	Why         string `json:"why,omitempty"`
+	DryRun      bool   `json:"dry-run,omitempty"`
+}
+
+// Reply is a verb's success reply. Said is always set.
+type Reply struct {
+	Said      string          `json:"said"`
+	Point     *Point          `json:"point,omitempty"`
+	Aside     *Aside          `json:"aside,omitempty"`
+	Dir       string          `json:"dir,omitempty"`
+	CatchUp   string          `json:"catch-up,omitempty"`
+	Positions []Position      `json:"positions,omitempty"`
+	Plan      *RestorePlan    `json:"plan,omitempty"`
+	Points    []Point         `json:"points,omitempty"`
+	Asides    []Aside         `json:"asides,omitempty"`
+	Report    *VerifyReport   `json:"report,omitempty"`
+	Extra     json.RawMessage `json:"extra,omitempty"`
+}
+
+// Position is where one of a module's durable consumers stood.
+type Position struct {
+	Stream   string          `json:"stream"`
+	Consumer string          `json:"consumer"`
+	AckFloor uint64          `json:"ack_floor"` // stream sequence acknowledged up to
+	Config   json.RawMessage `json:"config"`    // the consumer configuration as the server holds it
+}
+
+// Plan is an explicit list of the streams that make up one kept data,
+// recorded as plan.<module>.<local>; it wins over the naming rule.
+type Plan struct {
+	Module  string   `json:"module"`
+	Local   string   `json:"local"`
+	Streams []string `json:"streams"`
+}
+
+// StreamSum is one stream of a point or aside as the archive manifest has it.
+type StreamSum struct {
+	Name      string `json:"name"`
+	Messages  uint64 `json:"messages"`
+	Bytes     uint64 `json:"bytes"`
+	FirstSeq  uint64 `json:"first_seq"`
+	LastSeq   uint64 `json:"last_seq"`
+	Consumers int    `json:"consumers"`
+}
+
+// Point is a restore point: point.json, and the value of
+// point.<module>.<local>.<form>.<fingerprint> in `kept`.
+type Point struct {
+	Module      string      `json:"module"`
+	Local       string      `json:"local"`
+	Form        int         `json:"form"`
+	Fingerprint string      `json:"fingerprint"`
+	CatchUp     string      `json:"catch-up,omitempty"`
+	Taken       time.Time   `json:"taken"`
+	Caller      string      `json:"caller,omitempty"`
+	Why         string      `json:"why,omitempty"`
+	Dir         string      `json:"dir"` // relative to the keeper's directory
+	Streams     []StreamSum `json:"streams"`
+	Positions   []Position  `json:"positions"`
+	ArchiveSize int64       `json:"archive_size"`
+	ArchiveSHA  string      `json:"archive_sha256,omitempty"`
+}
+
+// Aside is a set-aside copy: aside.json, and the value of aside.<id> in `kept`.
+type Aside struct {
+	ID          string      `json:"id"`
+	Module      string      `json:"module"`
+	Local       string      `json:"local"`
+	Taken       time.Time   `json:"taken"`
+	Caller      string      `json:"caller,omitempty"`
+	Why         string      `json:"why,omitempty"`
+	Reason      string      `json:"reason"`          // "restore" or "aside-only"
+	Point       string      `json:"point,omitempty"` // the point restored in its place, if any
+	Dir         string      `json:"dir"`             // relative to the keeper's directory
+	Streams     []StreamSum `json:"streams"`
+	Positions   []Position  `json:"positions"`
+	ArchiveSize int64       `json:"archive_size"`
+}
+
+// RestorePlan is exactly what a restore-kept would do; dry-run replies with it.
+type RestorePlan struct {
+	Point        string     `json:"point,omitempty"` // point directory, relative
+	SetAside     []string   `json:"set-aside"`       // live streams to snapshot into the aside
+	Remove       []string   `json:"remove"`          // live streams to delete after that
+	Restore      []string   `json:"restore"`         // streams to restore from the point
+	Reposition   []Position `json:"reposition"`      // consumers to set back
+	AsideBytes   uint64     `json:"aside-bytes"`     // live bytes that will be set aside
+	RestoreBytes uint64     `json:"restore-bytes"`   // bytes the point holds
+	AsideOnly    bool       `json:"aside-only,omitempty"`
+}
+
+// VerifyReport is verify-kept's readable report.
+type VerifyReport struct {
+	Point    string      `json:"point"`
+	OK       bool        `json:"ok"`
+	Streams  []StreamSum `json:"streams"`
+	Bytes    int64       `json:"bytes"`
+	Problems []string    `json:"problems,omitempty"`
+}
