@@ -1,0 +1,175 @@
+package verbs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// DefaultTimeout is how long a Client waits for one reply. Restores of large
+// kept data take minutes; set WithTimeout for more.
+const DefaultTimeout = 10 * time.Minute
+
+// MaxReply bounds the reply a Client accepts.
+const MaxReply = 8 << 20
+
+// Error is a failure reply from the keeper. errors.Is(err, keeper.ErrNotFound)
+// (and the other keeper sentinels) works through Unwrap.
+type Error struct {
+	Code int    // the wire code: 400, 404, 409, 500, 503
+	Said string // the keeper's sentence: what happened and what did not
+}
+
+func (e *Error) Error() string { return e.Said }
+
+// Unwrap returns the keeper sentinel for Code.
+func (e *Error) Unwrap() error { return keeper.KindOf(e.Code) }
+
+// Client sends requests to nats-keeper services. It is safe for concurrent use.
+//
+// A migration hook takes a restore point before it changes a module's data,
+// and restores it if the change must be undone:
+//
+//	c := verbs.NewClient(nc)
+//	req := keeper.Request{Module: "billing", Local: "ledger", Form: 3,
+//		Fingerprint: manifestHash, CatchUp: "ledger-migrate-3-to-4", Caller: "deploy"}
+//	if _, err := c.SnapshotKept(ctx, req); err != nil {
+//		return err // do not migrate without a restore point
+//	}
+//	if err := migrate(); err != nil {
+//		req.Why = "migration to form 4 failed: " + err.Error()
+//		rep, rerr := c.RestoreKept(ctx, req)
+//		...  // rep.Aside.ID names the set-aside data; rep.CatchUp what to run next
+//	}
+//
+// Errors: a failure reply is an *Error; errors.Is(err, keeper.ErrBusy or
+// keeper.ErrConflict) means another verb holds the kept data (retry later),
+// keeper.ErrNotFound that the point or kept data does not exist,
+// keeper.ErrBadRequest that the request was refused and nothing was done.
+// When no keeper answers (no responders, or no reply in time) the error wraps
+// keeper.ErrNoBus; after a timeout the verb may still be running.
+type Client struct {
+	nc      *nats.Conn
+	prefix  string
+	timeout time.Duration
+}
+
+// NewClient returns a Client using nc. It takes WithPrefix and WithTimeout.
+func NewClient(nc *nats.Conn, opts ...Option) *Client {
+	c := config{prefix: DefaultPrefix, timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.timeout <= 0 {
+		c.timeout = DefaultTimeout
+	}
+	return &Client{nc: nc, prefix: c.prefix, timeout: c.timeout}
+}
+
+// Prefix is the subject prefix the client sends to.
+func (c *Client) Prefix() string { return c.prefix }
+
+// SnapshotKept takes the restore point of r.Module's kept data r.Local at
+// r.Form before r.Fingerprint.
+func (c *Client) SnapshotKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return c.Do(ctx, VerbSnapshot, r)
+}
+
+// RestoreKept restores a point (or with r.AsideOnly only sets the live data
+// aside; with r.DryRun only plans). r.Why is required.
+func (c *Client) RestoreKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return c.Do(ctx, VerbRestore, r)
+}
+
+// DiscardAside removes the set-aside copy whose id is r.From; r.Why is required.
+func (c *Client) DiscardAside(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return c.Do(ctx, VerbDiscard, r)
+}
+
+// ListKept lists points and asides, of r.Module (and r.Local) when given.
+func (c *Client) ListKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return c.Do(ctx, VerbList, r)
+}
+
+// VerifyKept re-checks one point's archive against its manifest.
+func (c *Client) VerifyKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return c.Do(ctx, VerbVerify, r)
+}
+
+// Do sends r to <prefix>.<verb> and decodes the reply.
+func (c *Client) Do(ctx context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s request could not be encoded, so nothing was sent: %v", keeper.ErrBadRequest, verb, err)
+	}
+	subject := c.prefix + "." + verb
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	msg, err := c.nc.RequestWithContext(ctx, subject, body)
+	if err != nil {
+		return nil, noReply(subject, err)
+	}
+	return decodeReply(subject, msg)
+}
+
+func noReply(subject string, err error) error {
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return fmt.Errorf("%w: no nats-keeper answers on %s, so nothing was done; start one with `nats-keeper serve`", keeper.ErrNoBus, subject)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return fmt.Errorf("%w: no reply on %s in time; the keeper may still be running the verb, check with list-kept: %v", keeper.ErrNoBus, subject, err)
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("the request on %s was cancelled before a reply came; the keeper may still be running it: %w", subject, err)
+	}
+	return fmt.Errorf("%w: the request on %s could not be sent or answered: %v", keeper.ErrNoBus, subject, err)
+}
+
+func decodeReply(subject string, msg *nats.Msg) (*keeper.Reply, error) {
+	if len(msg.Data) > MaxReply {
+		return nil, fmt.Errorf("%w: the reply on %s is %d bytes, more than the %d a client accepts", keeper.ErrFailed, subject, len(msg.Data), MaxReply)
+	}
+	if codeText := msg.Header.Get(micro.ErrorCodeHeader); codeText != "" {
+		code, err := strconv.Atoi(codeText)
+		if err != nil {
+			code = keeper.CodeFailed
+		}
+		said := msg.Header.Get(micro.ErrorHeader)
+		var eb ErrorBody
+		if json.Unmarshal(msg.Data, &eb) == nil && eb.Error != "" {
+			said = eb.Error
+		}
+		if said == "" {
+			said = fmt.Sprintf("the keeper answered %s with code %d and no sentence", subject, code)
+		}
+		return nil, &Error{Code: code, Said: said}
+	}
+	var rep keeper.Reply
+	if err := json.Unmarshal(msg.Data, &rep); err != nil {
+		return nil, fmt.Errorf("%w: the reply on %s is not a keeper reply: %v", keeper.ErrFailed, subject, err)
+	}
+	return &rep, nil
+}
+
+// WatchProgress calls fn with each progress report of the verbs on module's
+// kept data local until stop is called. fn runs on the subscription's
+// goroutine.
+func (c *Client) WatchProgress(module, local string, fn func(keeper.Progress)) (stop func(), err error) {
+	sub, err := c.nc.Subscribe(ProgressSubject(c.prefix, module, local), func(m *nats.Msg) {
+		var p keeper.Progress
+		if len(m.Data) <= 64<<10 && json.Unmarshal(m.Data, &p) == nil {
+			fn(p)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("could not watch progress on %s: %w", ProgressSubject(c.prefix, module, local), err)
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}

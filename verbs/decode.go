@@ -1,0 +1,112 @@
+package verbs
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// The verbs, as they appear in subjects (<prefix>.<verb>).
+const (
+	VerbSnapshot = "snapshot-kept"
+	VerbRestore  = "restore-kept"
+	VerbDiscard  = "discard-aside"
+	VerbList     = "list-kept"
+	VerbVerify   = "verify-kept"
+)
+
+// Verbs lists the five verbs in the order the contract gives them.
+var Verbs = [...]string{VerbSnapshot, VerbRestore, VerbDiscard, VerbList, VerbVerify}
+
+// requestKeys are the exact keys a request may carry (kebab-case, case
+// sensitive, unlike encoding/json's own matching).
+var requestKeys = map[string]bool{
+	"module": true, "local": true, "form": true, "fingerprint": true, "catch-up": true,
+	"from": true, "aside-only": true, "caller": true, "why": true, "dry-run": true,
+}
+
+// DecodeRequest strictly decodes one request body for verb and checks it with
+// CheckRequest. The body must be exactly one JSON object of at most MaxBody
+// bytes whose keys are the contract's, each once, spelled exactly, with the
+// right types. Every error wraps keeper.ErrBadRequest and ends
+// "so nothing was done".
+func DecodeRequest(verb string, body []byte) (keeper.Request, error) {
+	var r keeper.Request
+	if len(body) > MaxBody {
+		return r, badRequest(verb, "was refused: the request is %d bytes, more than the %d allowed", len(body), MaxBody)
+	}
+	if err := checkKeys(body); err != nil {
+		return r, badRequest(verb, "was refused: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return keeper.Request{}, badRequest(verb, "was refused: %v", jsonProblem(err))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return keeper.Request{}, badRequest(verb, "was refused: there is more after the request object")
+	}
+	if err := CheckRequest(verb, r); err != nil {
+		return keeper.Request{}, err
+	}
+	return r, nil
+}
+
+// checkKeys walks the top-level object and refuses anything but one object
+// whose keys are known, exact and not repeated.
+func checkKeys(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("the request is empty; send a JSON object such as {}")
+		}
+		return fmt.Errorf("the request is not JSON: %v", jsonProblem(err))
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return fmt.Errorf("the request is not a JSON object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("the request is not JSON: %v", jsonProblem(err))
+		}
+		key, _ := tok.(string)
+		if !requestKeys[key] {
+			return fmt.Errorf("the key %q is not one a request may have", clip(key))
+		}
+		if seen[key] {
+			return fmt.Errorf("the key %q appears twice", key)
+		}
+		seen[key] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("the value of %q is not JSON: %v", key, jsonProblem(err))
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return fmt.Errorf("the request is not JSON: %v", jsonProblem(err))
+	}
+	return nil
+}
+
+// jsonProblem turns encoding/json's errors into a short phrase.
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("%q must be a %s, not a JSON %s", te.Field, te.Type.String(), te.Value)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("bad JSON at byte %d (%v)", se.Offset, se)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return "the JSON ends too soon"
+	}
+	return err.Error()
+}

@@ -1,0 +1,132 @@
+package verbs
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+func TestDecodeRequestGood(t *testing.T) {
+	cases := []struct {
+		verb, body string
+		want       keeper.Request
+	}{
+		{VerbSnapshot, `{"module":"billing","local":"ledger","form":3,"fingerprint":"9f2c1a7e","catch-up":"ledger-migrate-3-to-4","caller":"ops-jane"}`,
+			keeper.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "9f2c1a7e", CatchUp: "ledger-migrate-3-to-4", Caller: "ops-jane"}},
+		{VerbRestore, ` {"module":"billing","local":"ledger","form":3,"fingerprint":"9f2c1a7e","why":"roll back release 42","dry-run":true} `,
+			keeper.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "9f2c1a7e", Why: "roll back release 42", DryRun: true}},
+		{VerbRestore, `{"module":"billing","local":"ledger","aside-only":true,"why":"clear it"}`,
+			keeper.Request{Module: "billing", Local: "ledger", AsideOnly: true, Why: "clear it"}},
+		{VerbDiscard, `{"from":"billing.ledger.20260101T000000","why":"checked, not needed"}`,
+			keeper.Request{From: "billing.ledger.20260101T000000", Why: "checked, not needed"}},
+		{VerbList, `{}`, keeper.Request{}},
+		{VerbList, `{"module":"billing"}`, keeper.Request{Module: "billing"}},
+		{VerbVerify, `{"module":"billing","local":"ledger","form":0,"fingerprint":"x"}`,
+			keeper.Request{Module: "billing", Local: "ledger", Fingerprint: "x"}},
+	}
+	for _, c := range cases {
+		got, err := DecodeRequest(c.verb, []byte(c.body))
+		if err != nil {
+			t.Errorf("%s %s: %v", c.verb, c.body, err)
+			continue
+		}
+		if got != c.want {
+			t.Errorf("%s %s: got %+v, want %+v", c.verb, c.body, got, c.want)
+		}
+	}
+}
+
+func TestDecodeRequestRefused(t *testing.T) {
+	long := strings.Repeat("a", 10000)
+	cases := []struct{ name, verb, body string }{
+		{"empty", VerbList, ``},
+		{"null", VerbList, `null`},
+		{"array", VerbList, `[]`},
+		{"string", VerbList, `"x"`},
+		{"two objects", VerbList, `{}{}`},
+		{"trailing garbage", VerbList, `{} x`},
+		{"malformed", VerbList, `{"module":`},
+		{"unknown key", VerbList, `{"modul":"x"}`},
+		{"wrong case key", VerbList, `{"Module":"x"}`},
+		{"duplicate key", VerbList, `{"module":"a","module":"b"}`},
+		{"wrong type form", VerbSnapshot, `{"module":"a","local":"b","form":"3","fingerprint":"f"}`},
+		{"float form", VerbSnapshot, `{"module":"a","local":"b","form":3.5,"fingerprint":"f"}`},
+		{"huge form", VerbSnapshot, `{"module":"a","local":"b","form":99999999999999999999,"fingerprint":"f"}`},
+		{"negative form", VerbSnapshot, `{"module":"a","local":"b","form":-1,"fingerprint":"f"}`},
+		{"wrong type bool", VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","dry-run":"yes"}`},
+		{"object module", VerbList, `{"module":{"a":1}}`},
+		{"dot", VerbSnapshot, `{"module":"a.b","local":"b","fingerprint":"f"}`},
+		{"dotdot", VerbSnapshot, `{"module":"..","local":"b","fingerprint":"f"}`},
+		{"slash", VerbSnapshot, `{"module":"a","local":"b/c","fingerprint":"f"}`},
+		{"backslash", VerbSnapshot, `{"module":"a","local":"b\\c","fingerprint":"f"}`},
+		{"space", VerbSnapshot, `{"module":"a b","local":"b","fingerprint":"f"}`},
+		{"star", VerbSnapshot, `{"module":"a","local":"*","fingerprint":"f"}`},
+		{"gt", VerbSnapshot, `{"module":"a","local":"b","fingerprint":">"}`},
+		{"nul", VerbSnapshot, `{"module":"a\u0000","local":"b","fingerprint":"f"}`},
+		{"long name", VerbSnapshot, `{"module":"` + long + `","local":"b","fingerprint":"f"}`},
+		{"missing fingerprint", VerbSnapshot, `{"module":"a","local":"b"}`},
+		{"snapshot dry-run", VerbSnapshot, `{"module":"a","local":"b","fingerprint":"f","dry-run":true}`},
+		{"restore without why", VerbRestore, `{"module":"a","local":"b","fingerprint":"f"}`},
+		{"discard without why", VerbDiscard, `{"from":"a.b.20260101T000000"}`},
+		{"discard traversal", VerbDiscard, `{"from":"../../etc","why":"w"}`},
+		{"discard slash", VerbDiscard, `{"from":"a/b","why":"w"}`},
+		{"discard dry-run", VerbDiscard, `{"from":"a.b.20260101T000000","why":"w","dry-run":true}`},
+		{"list local without module", VerbList, `{"local":"b"}`},
+		{"verify missing local", VerbVerify, `{"module":"a","fingerprint":"f"}`},
+		{"unknown verb", "drop-everything", `{}`},
+		{"oversize", VerbList, `{"why":"` + strings.Repeat("x", MaxBody) + `"}`},
+	}
+	for _, c := range cases {
+		_, err := DecodeRequest(c.verb, []byte(c.body))
+		if err == nil {
+			t.Errorf("%s: %s %.80s was accepted", c.name, c.verb, c.body)
+			continue
+		}
+		if !errors.Is(err, keeper.ErrBadRequest) {
+			t.Errorf("%s: error does not wrap ErrBadRequest: %v", c.name, err)
+		}
+		if keeper.Code(err) != 400 {
+			t.Errorf("%s: code %d, want 400", c.name, keeper.Code(err))
+		}
+		if !strings.HasSuffix(err.Error(), "so nothing was done") {
+			t.Errorf("%s: sentence does not end with what was not done: %q", c.name, err)
+		}
+		if len(err.Error()) > 600 {
+			t.Errorf("%s: sentence is %d bytes long; hostile input must be clipped", c.name, len(err.Error()))
+		}
+	}
+}
+
+func TestValidName(t *testing.T) {
+	for _, ok := range []string{"a", "billing", "ledger_v2", "x-y", "Ünïcode", strings.Repeat("n", MaxName)} {
+		if err := ValidName(ok); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", ".", "..", "a.b", "a/b", `a\b`, "a b", "a*", "a>", "a\x00", "a\tb", "a\nb", strings.Repeat("n", MaxName+1), "\xff"} {
+		if err := ValidName(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestSemVerAndPrefix(t *testing.T) {
+	for in, want := range map[string]string{"v1.2.3": "1.2.3", "0.4.0-rc.1": "0.4.0-rc.1", "(devel)": "0.0.0-dev", "": "0.0.0-dev",
+		"v0.0.0-20260101000000-abcdef123456": "0.0.0-20260101000000-abcdef123456"} {
+		if got := SemVer(in); got != want {
+			t.Errorf("SemVer(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for _, ok := range []string{"mesh-broker", "ops.keeper"} {
+		if err := CheckPrefix(ok); err != nil {
+			t.Errorf("prefix %q refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "a..b", "a.>", "a b", "*", ".a"} {
+		if err := CheckPrefix(bad); err == nil {
+			t.Errorf("prefix %q accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,52 @@
+package verbs
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// FuzzDecodeRequest: any body either decodes to a request that passes
+// CheckRequest and survives a round trip, or is refused with a 400 sentence.
+func FuzzDecodeRequest(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"module":"billing","local":"ledger","form":3,"fingerprint":"9f2c1a7e","catch-up":"m","caller":"c"}`,
+		`{"module":"a","local":"b","why":"w","aside-only":true}`, `{"from":"a.b.20260101T000000","why":"w"}`,
+		`{"module":"a","module":"b"}`, `{"Module":"a"}`, `[1]`, `{"form":1e3}`, `{"module":"a\u0000"}`, `{} {}`, ``,
+	} {
+		for _, v := range Verbs {
+			f.Add(v, []byte(s))
+		}
+	}
+	f.Fuzz(func(t *testing.T, verb string, body []byte) {
+		r, err := DecodeRequest(verb, body)
+		if err != nil {
+			if !errors.Is(err, keeper.ErrBadRequest) || !strings.HasSuffix(err.Error(), nothingDone) {
+				t.Fatalf("refusal is not a 400 sentence: %v", err)
+			}
+			if r != (keeper.Request{}) {
+				t.Fatalf("refused request still returned %+v", r)
+			}
+			return
+		}
+		if err := CheckRequest(verb, r); err != nil {
+			t.Fatalf("accepted request fails CheckRequest: %v", err)
+		}
+		again, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := DecodeRequest(verb, again)
+		if err != nil || r2 != r {
+			t.Fatalf("round trip of %s: %+v, %v", again, r2, err)
+		}
+		for _, name := range []string{r.Module, r.Local, r.Fingerprint} {
+			if strings.ContainsAny(name, "/\\.*> \x00") || len(name) > MaxName {
+				t.Fatalf("accepted a name that is not plain: %q", name)
+			}
+		}
+	})
+}

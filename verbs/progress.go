@@ -1,0 +1,49 @@
+package verbs
+
+import (
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// ProgressEvery is the least time between two progress messages of one verb.
+const ProgressEvery = 250 * time.Millisecond
+
+// ProgressSubject is where the verbs on module's kept data local report
+// keeper.Progress as JSON.
+func ProgressSubject(prefix, module, local string) string {
+	return prefix + ".progress." + module + "." + local
+}
+
+// progress publishes one verb's progress, at most once per ProgressEvery; the
+// reply, not progress, tells that the verb ended.
+type progress struct {
+	nc      *nats.Conn
+	subject string
+
+	mu   sync.Mutex
+	last time.Time
+}
+
+func newProgress(nc *nats.Conn, prefix, module, local string) *progress {
+	return &progress{nc: nc, subject: ProgressSubject(prefix, module, local)}
+}
+
+func (p *progress) publish(pr keeper.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	if now.Sub(p.last) < ProgressEvery {
+		return
+	}
+	b, err := json.Marshal(pr)
+	if err != nil {
+		return
+	}
+	p.last = now
+	_ = p.nc.Publish(p.subject, b) // progress is best effort
+}
