@@ -33,17 +33,19 @@ func newProgress(nc *nats.Conn, prefix, module, local string) *progress {
 	return &progress{nc: nc, subject: ProgressSubject(prefix, module, local)}
 }
 
-func (p *progress) publish(pr keeper.Progress) {
+// publish sends pr unless one was sent less than ProgressEvery ago, and says
+// whether it sent it.
+func (p *progress) publish(pr keeper.Progress) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()
 	if now.Sub(p.last) < ProgressEvery {
-		return
+		return false
 	}
 	b, err := json.Marshal(pr)
 	if err != nil {
-		return
+		return false
 	}
 	p.last = now
-	_ = p.nc.Publish(p.subject, b) // progress is best effort
+	return p.nc.Publish(p.subject, b) == nil // progress is best effort
 }

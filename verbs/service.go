@@ -249,7 +249,8 @@ func (s *Service) run(verb string, req micro.Request) {
 	log := s.log.With("verb", verb, "module", r.Module, "local", r.Local, "caller", r.Caller)
 	ctx := s.base
 	if verb == VerbSnapshot || verb == VerbRestore || verb == VerbVerify {
-		ctx = keeper.WithProgress(ctx, newProgress(s.nc, s.prefix, r.Module, r.Local).publish)
+		p := newProgress(s.nc, s.prefix, r.Module, r.Local)
+		ctx = keeper.WithProgress(ctx, func(pr keeper.Progress) { p.publish(pr) })
 	}
 	reply, err := s.call(ctx, verb, r)
 	if err != nil {
