@@ -97,3 +97,30 @@ type Act struct {
 	Time    time.Time       `json:"time"`
 	Detail  json.RawMessage `json:"detail,omitempty"`
 }
+
+// Progress is reported while a long verb runs.
+type Progress struct {
+	Verb         string `json:"verb"`
+	Module       string `json:"module"`
+	Local        string `json:"local"`
+	Step         string `json:"step"`   // "snapshot", "aside", "restore", "verify"
+	Stream       string `json:"stream"` // the stream in progress
+	StreamsDone  int    `json:"streams_done"`
+	StreamsTotal int    `json:"streams_total"`
+	Bytes        int64  `json:"bytes"` // archive bytes written or read so far in this step
+}
+
+type progressKey struct{}
+
+// WithProgress returns a context whose verbs report progress to fn. fn is
+// called from the verb's goroutine and must not block for long.
+func WithProgress(ctx context.Context, fn func(Progress)) context.Context {
+	return context.WithValue(ctx, progressKey{}, fn)
+}
+
+func progressFrom(ctx context.Context) func(Progress) {
+	if fn, ok := ctx.Value(progressKey{}).(func(Progress)); ok && fn != nil {
+		return fn
+	}
+	return func(Progress) {}
+}

@@ -2,6 +2,7 @@ package keeper
 
 import (
 	"errors"
+	"fmt"
 )
 
 // Sentinel errors. Every error a verb returns wraps exactly one of these; Code
@@ -85,4 +86,29 @@ func ExitCode(err error) int {
 	default:
 		return ExitFailed
 	}
+}
+
+// kindError is a sentence that maps to a sentinel without the sentinel's
+// words in its text.
+type kindError struct {
+	kind error
+	err  error
+}
+
+func (e *kindError) Error() string   { return e.err.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.err, e.kind} }
+
+// errorf formats a sentence (with %w allowed) that errors.Is matches to kind.
+func errorf(kind error, format string, args ...any) error {
+	return &kindError{kind: kind, err: fmt.Errorf(format, args...)}
+}
+
+// withKind marks err as kind unless it already carries a sentinel.
+func withKind(kind, err error) error {
+	for _, s := range []error{ErrBadRequest, ErrNotFound, ErrBusy, ErrConflict, ErrFailed, ErrNoBus} {
+		if errors.Is(err, s) {
+			return err
+		}
+	}
+	return &kindError{kind: kind, err: err}
 }

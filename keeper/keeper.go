@@ -9,7 +9,13 @@ package keeper
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -24,29 +30,118 @@ type Config struct {
 	Now     func() time.Time // nil means time.Now
 }
 
-// Progress is reported while a long verb runs.
-type Progress struct {
-	Verb         string `json:"verb"`
-	Module       string `json:"module"`
-	Local        string `json:"local"`
-	Step         string `json:"step"`   // "snapshot", "aside", "restore", "verify"
-	Stream       string `json:"stream"` // the stream in progress
-	StreamsDone  int    `json:"streams_done"`
-	StreamsTotal int    `json:"streams_total"`
-	Bytes        int64  `json:"bytes"` // archive bytes written or read so far in this step
+// Keeper runs the verbs. It is safe for concurrent use: verbs on different
+// kept data run at once; two verbs that touch the same kept data never
+// interleave, the second fails with ErrBusy naming the holder.
+type Keeper struct {
+	dir     string
+	bus     Bus
+	index   Index
+	acts    Acts
+	log     *slog.Logger
+	version string
+	now     func() time.Time
+	locks   locks
 }
 
-type progressKey struct{}
-
-// WithProgress returns a context whose verbs report progress to fn. fn is
-// called from the verb's goroutine and must not block for long.
-func WithProgress(ctx context.Context, fn func(Progress)) context.Context {
-	return context.WithValue(ctx, progressKey{}, fn)
-}
-
-func progressFrom(ctx context.Context) func(Progress) {
-	if fn, ok := ctx.Value(progressKey{}).(func(Progress)); ok && fn != nil {
-		return fn
+// New opens the keeper's directory (making it 0700), removes leftover
+// .partial directories and returns a Keeper.
+func New(ctx context.Context, cfg Config) (*Keeper, error) {
+	if cfg.Bus == nil || cfg.Index == nil || cfg.Acts == nil {
+		return nil, errors.New("keeper: Bus, Index and Acts are required")
 	}
-	return func(Progress) {}
+	if cfg.Dir == "" {
+		return nil, errors.New("keeper: Dir is required")
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("keeper: %w", err)
+	}
+	k := &Keeper{dir: dir, bus: cfg.Bus, index: cfg.Index, acts: cfg.Acts, log: cfg.Logger,
+		version: cfg.Version, now: cfg.Now}
+	if k.log == nil {
+		k.log = slog.Default()
+	}
+	if k.now == nil {
+		k.now = time.Now
+	}
+	if k.version == "" {
+		k.version = "dev"
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("keeper: make directory: %w", err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("keeper: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("keeper: %s is not a directory (a symlink is never followed)", dir)
+	}
+	for _, sub := range []string{pointsDir, asideDir} {
+		if err := k.mkdirs(sub); err != nil {
+			return nil, fmt.Errorf("keeper: %w", err)
+		}
+	}
+	if err := k.cleanPartials(); err != nil {
+		return nil, fmt.Errorf("keeper: clean leftover .partial directories: %w", err)
+	}
+	return k, nil
+}
+
+// Dir is the keeper's directory.
+func (k *Keeper) Dir() string { return k.dir }
+
+// cleanPartials removes leftover .partial directories: a .partial directory
+// never holds the only copy of anything, because live data is removed only
+// after its aside was renamed into place, and a point replaces another only by
+// an exchange that leaves the new one in place.
+func (k *Keeper) cleanPartials() error {
+	return filepath.WalkDir(k.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if path == k.dir {
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		if d.IsDir() && strings.HasSuffix(d.Name(), partialSuffix) {
+			k.log.Info("removing leftover partial directory", "dir", path)
+			if err := os.RemoveAll(path); err != nil {
+				return err
+			}
+			return fs.SkipDir
+		}
+		if d.IsDir() {
+			rel, _ := filepath.Rel(k.dir, path)
+			// points/<m>/<l>/<point> and aside/<id> are the deepest levels worth walking.
+			depth := len(strings.Split(rel, string(filepath.Separator)))
+			if (strings.HasPrefix(rel, pointsDir) && depth >= 4) || (strings.HasPrefix(rel, asideDir) && depth >= 2) {
+				return fs.SkipDir
+			}
+		}
+		return nil
+	})
+}
+
+func (k *Keeper) record(ctx context.Context, a Act) error {
+	a.Time = k.now().UTC()
+	k.log.Info("act", "verb", a.Verb, "module", a.Module, "local", a.Local, "caller", a.Caller,
+		"why", a.Why, "hand", a.Hand, "outcome", a.Outcome, "what", a.What)
+	if err := k.acts.Record(ctx, a); err != nil {
+		k.log.Error("act not recorded", "verb", a.Verb, "err", err)
+		return err
+	}
+	return nil
+}
+
+// lock takes module/local for verb.
+func (k *Keeper) lock(verb string, r Request) (func(), error) {
+	release, err := k.locks.take(r.Module, r.Local, verb, r.Caller, k.now())
+	if err != nil {
+		return nil, fmt.Errorf("%s refused: %w, so nothing was done", verb, err)
+	}
+	return release, nil
 }

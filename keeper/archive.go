@@ -1,0 +1,181 @@
+package keeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/nats-keeper/nats-keeper/busarchive"
+)
+
+// countingWriter reports the bytes that pass through it.
+type countingWriter struct {
+	w    io.WriteCloser
+	n    int64
+	tick func(int64)
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	c.tick(c.n)
+	return n, err
+}
+
+func (c *countingWriter) Close() error { return c.w.Close() }
+
+// writeArchive snapshots each stream into dir/bus.tar, which must not exist,
+// and syncs it. It returns the manifest and the archive's size.
+func (k *Keeper) writeArchive(ctx context.Context, dir string, streams []string, p Progress) (*busarchive.Manifest, int64, error) {
+	path := filepath.Join(dir, archiveName)
+	f, err := createExclusive(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	w := busarchive.NewWriter(f, busarchive.WriterInfo{
+		KeeperVersion: k.version,
+		ServerVersion: k.bus.ServerVersion(),
+		Created:       k.now().UTC(),
+	})
+	report := progressFrom(ctx)
+	p.StreamsTotal = len(streams)
+	var before int64
+	for i, s := range streams {
+		sw, err := w.Stream(s)
+		if err != nil {
+			return nil, 0, fmt.Errorf("archive stream %s: %w", s, err)
+		}
+		p.Stream, p.StreamsDone = s, i
+		report(p)
+		data := &countingWriter{w: sw.Data(), tick: func(n int64) {
+			if total := before + n; total-p.Bytes >= 8<<20 {
+				p.Bytes = total
+				report(p)
+			}
+		}}
+		if err := k.bus.Snapshot(ctx, s, data, sw.Meta()); err != nil {
+			return nil, 0, fmt.Errorf("snapshot of stream %s: %w", s, err)
+		}
+		if _, err := sw.Finish(); err != nil {
+			return nil, 0, fmt.Errorf("archive stream %s: %w", s, err)
+		}
+		before += data.n
+		p.Bytes = before
+	}
+	m, err := w.Commit()
+	if err != nil {
+		return nil, 0, fmt.Errorf("commit archive: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, 0, err
+	}
+	p.StreamsDone, p.Stream = len(streams), ""
+	report(p)
+	return m, fi.Size(), nil
+}
+
+// verifyArchive fully verifies dir/bus.tar and returns its manifest. Its
+// error wraps ErrDamaged and lists every problem found.
+func verifyArchive(ctx context.Context, dir string) (*busarchive.Manifest, *busarchive.Report, error) {
+	path := filepath.Join(dir, archiveName)
+	rep, err := busarchive.VerifyFile(ctx, path)
+	if err != nil {
+		return nil, rep, &DamagedError{Path: path, Problems: problemSentences(err)}
+	}
+	a, c, err := busarchive.OpenFile(path)
+	if err != nil {
+		return nil, rep, &DamagedError{Path: path, Problems: problemSentences(err)}
+	}
+	defer c.Close()
+	return a.Manifest(), rep, nil
+}
+
+func problemSentences(err error) []string {
+	var out []string
+	for _, p := range busarchive.Problems(err) {
+		out = append(out, p.Error())
+	}
+	if len(out) == 0 && err != nil {
+		out = append(out, err.Error())
+	}
+	return out
+}
+
+// restoreArchive restores the named streams of dir/bus.tar, in archive order,
+// calling done after each. It stops at the first failure and returns the
+// streams it began (the last of them maybe half-made).
+func (k *Keeper) restoreArchive(ctx context.Context, dir string, only []string, p Progress, done func(stream string)) (begun []string, err error) {
+	a, c, err := busarchive.OpenFile(filepath.Join(dir, archiveName))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	report := progressFrom(ctx)
+	streams := a.Streams()
+	if only != nil {
+		var keep []string
+		for _, s := range streams {
+			if contains(only, s) {
+				keep = append(keep, s)
+			}
+		}
+		streams = keep
+	}
+	p.StreamsTotal = len(streams)
+	for i, s := range streams {
+		p.Stream, p.StreamsDone = s, i
+		report(p)
+		data, err := a.StreamData(s)
+		if err != nil {
+			return begun, err
+		}
+		meta, err := a.StreamMeta(s)
+		if err != nil {
+			data.Close()
+			return begun, err
+		}
+		begun = append(begun, s)
+		err = k.bus.Restore(ctx, s, data, meta)
+		data.Close()
+		meta.Close()
+		if err != nil {
+			return begun, fmt.Errorf("restore of stream %s: %w", s, err)
+		}
+		if done != nil {
+			done(s)
+		}
+	}
+	p.StreamsDone, p.Stream = len(streams), ""
+	report(p)
+	return begun, nil
+}
+
+// ErrDamaged is wrapped by errors about archives that fail verification.
+var ErrDamaged = errors.New("archive is damaged")
+
+// DamagedError lists every problem found in one archive.
+type DamagedError struct {
+	Path     string
+	Problems []string
+}
+
+func (e *DamagedError) Error() string {
+	s := fmt.Sprintf("%s failed verification with %d problem(s)", e.Path, len(e.Problems))
+	for i, p := range e.Problems {
+		if i == 5 {
+			s += fmt.Sprintf("; and %d more", len(e.Problems)-5)
+			break
+		}
+		s += "; " + p
+	}
+	return s
+}
+
+func (e *DamagedError) Unwrap() []error { return []error{ErrDamaged, ErrFailed} }

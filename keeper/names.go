@@ -1,0 +1,172 @@
+package keeper
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Bounds on what a request may carry.
+const (
+	MaxNameLen = 128  // module, local, fingerprint, catch-up
+	MaxTextLen = 1024 // caller, why
+	MaxPathLen = 4096 // from
+	MaxForm    = 1_000_000_000
+)
+
+// ValidName reports why s is not a plain name, or nil: non-empty, at most
+// MaxNameLen bytes, not "." or "..", and free of / \ NUL space * > and ".".
+// A plain name is safe as one path component, one KV key token and one
+// subject token.
+func ValidName(what, s string) error {
+	switch {
+	case s == "":
+		return errorf(ErrBadRequest, "%s is empty", what)
+	case len(s) > MaxNameLen:
+		return errorf(ErrBadRequest, "%s is %d bytes long, over the limit of %d", what, len(s), MaxNameLen)
+	case s == "." || s == "..":
+		return errorf(ErrBadRequest, "%s may not be %q", what, s)
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || strings.ContainsRune("/\\ *>.", r) {
+			return errorf(ErrBadRequest, "%s %q holds %q, which a plain name may not", what, s, r)
+		}
+	}
+	return nil
+}
+
+func checkText(what, s string) error {
+	if len(s) > MaxTextLen {
+		return errorf(ErrBadRequest, "%s is %d bytes long, over the limit of %d", what, len(s), MaxTextLen)
+	}
+	for _, r := range s {
+		if r == 0 {
+			return errorf(ErrBadRequest, "%s holds a NUL byte", what)
+		}
+	}
+	return nil
+}
+
+// Verb names, as on the wire.
+const (
+	VerbSnapshot = "snapshot-kept"
+	VerbRestore  = "restore-kept"
+	VerbDiscard  = "discard-aside"
+	VerbList     = "list-kept"
+	VerbVerify   = "verify-kept"
+)
+
+// CheckRequest checks a request for one verb before anything is done: every
+// name plain, every text bounded, every field the verb needs present. Its
+// error wraps ErrBadRequest.
+func CheckRequest(verb string, r Request) error {
+	if err := checkRequest(verb, r); err != nil {
+		return fmt.Errorf("%s refused: %w, so nothing was done", verb, err)
+	}
+	return nil
+}
+
+func checkRequest(verb string, r Request) error {
+	for what, s := range map[string]string{"caller": r.Caller, "why": r.Why} {
+		if err := checkText(what, s); err != nil {
+			return err
+		}
+	}
+	if len(r.From) > MaxPathLen {
+		return errorf(ErrBadRequest, "from is %d bytes long, over the limit of %d", len(r.From), MaxPathLen)
+	}
+	if r.Form < 0 || r.Form > MaxForm {
+		return errorf(ErrBadRequest, "form %d is outside 0..%d", r.Form, MaxForm)
+	}
+	if r.CatchUp != "" {
+		if err := ValidName("catch-up", r.CatchUp); err != nil {
+			return err
+		}
+	}
+	needPoint := func() error {
+		if err := ValidName("module", r.Module); err != nil {
+			return err
+		}
+		if err := ValidName("local", r.Local); err != nil {
+			return err
+		}
+		return ValidName("fingerprint", r.Fingerprint)
+	}
+	switch verb {
+	case VerbSnapshot:
+		if r.From != "" || r.AsideOnly || r.DryRun {
+			return errorf(ErrBadRequest, "snapshot-kept takes no from, aside-only or dry-run")
+		}
+		return needPoint()
+	case VerbVerify:
+		if r.From != "" {
+			return checkFromShape(r.From)
+		}
+		return needPoint()
+	case VerbRestore:
+		if err := ValidName("module", r.Module); err != nil {
+			return err
+		}
+		if err := ValidName("local", r.Local); err != nil {
+			return err
+		}
+		if r.Why == "" {
+			return errorf(ErrBadRequest, "why is required for restore-kept")
+		}
+		if r.AsideOnly {
+			if r.From != "" || r.Fingerprint != "" {
+				return errorf(ErrBadRequest, "aside-only restores nothing, so it takes no from or fingerprint")
+			}
+			return nil
+		}
+		if r.From != "" {
+			return checkFromShape(r.From)
+		}
+		return ValidName("fingerprint", r.Fingerprint)
+	case VerbDiscard:
+		if r.Why == "" {
+			return errorf(ErrBadRequest, "why is required for discard-aside")
+		}
+		_, _, err := ParseAsideID(r.From)
+		return err
+	case VerbList:
+		if r.Module != "" {
+			if err := ValidName("module", r.Module); err != nil {
+				return err
+			}
+		}
+		if r.Local != "" {
+			if r.Module == "" {
+				return errorf(ErrBadRequest, "local needs a module")
+			}
+			return ValidName("local", r.Local)
+		}
+		return nil
+	default:
+		return errorf(ErrBadRequest, "unknown verb %q", verb)
+	}
+}
+
+func checkFromShape(from string) error {
+	if strings.ContainsRune(from, 0) {
+		return errorf(ErrBadRequest, "from holds a NUL byte")
+	}
+	return nil
+}
+
+// ParseAsideID checks an aside id, <module>.<local>.<yyyymmddThhmmss>[-N],
+// and returns its module and local.
+func ParseAsideID(id string) (module, local string, err error) {
+	if id == "" {
+		return "", "", errorf(ErrBadRequest, "the aside id is empty")
+	}
+	parts := strings.Split(id, ".")
+	if len(parts) != 3 {
+		return "", "", errorf(ErrBadRequest, "aside id %.200q is not <module>.<local>.<time>", id)
+	}
+	for i, what := range []string{"module of the aside id", "local of the aside id", "time of the aside id"} {
+		if err := ValidName(what, parts[i]); err != nil {
+			return "", "", err
+		}
+	}
+	return parts[0], parts[1], nil
+}

@@ -1,0 +1,105 @@
+package keeper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+)
+
+func planKey(module, local string) string { return "plan." + module + "." + local }
+
+// SetPlan records the plan of one kept data: the explicit list of its
+// streams, which wins over the naming rule.
+func (k *Keeper) SetPlan(ctx context.Context, p Plan) error {
+	if err := ValidName("module", p.Module); err != nil {
+		return err
+	}
+	if err := ValidName("local", p.Local); err != nil {
+		return err
+	}
+	if len(p.Streams) == 0 || len(p.Streams) > 64 {
+		return errorf(ErrBadRequest, "a plan names 1 to 64 streams, not %d", len(p.Streams))
+	}
+	for _, s := range p.Streams {
+		if err := validStreamName(s); err != nil {
+			return err
+		}
+	}
+	data, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	if err := k.index.Put(ctx, planKey(p.Module, p.Local), data); err != nil {
+		return errorf(ErrFailed, "plan for %s/%s was not recorded: %v", p.Module, p.Local, err)
+	}
+	return nil
+}
+
+func validStreamName(s string) error {
+	if s == "" || len(s) > 255 || strings.ContainsAny(s, ". *>/\\\x00\t\r\n") {
+		return errorf(ErrBadRequest, "%q is not a valid stream name", s)
+	}
+	return nil
+}
+
+// candidates are the streams that make up a kept data: the recorded plan's,
+// or else the naming rule's three.
+func (k *Keeper) candidates(ctx context.Context, module, local string) (names []string, planned bool, err error) {
+	data, err := k.index.Get(ctx, planKey(module, local))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		bus := module + "_" + local
+		return []string{"KV_" + bus, "OBJ_" + bus, bus}, false, nil
+	case err != nil:
+		return nil, false, errorf(ErrFailed, "reading the plan of %s/%s: %v", module, local, err)
+	}
+	var p Plan
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, false, errorf(ErrFailed, "the recorded plan of %s/%s is not valid JSON: %v", module, local, err)
+	}
+	for _, s := range p.Streams {
+		if err := validStreamName(s); err != nil {
+			return nil, false, errorf(ErrFailed, "the recorded plan of %s/%s: %v", module, local, err)
+		}
+	}
+	return p.Streams, true, nil
+}
+
+// liveStreams returns the kept data's streams that exist on the bus now, and
+// the names that were looked for.
+func (k *Keeper) liveStreams(ctx context.Context, module, local string) ([]StreamInfo, []string, error) {
+	names, _, err := k.candidates(ctx, module, local)
+	if err != nil {
+		return nil, nil, err
+	}
+	var live []StreamInfo
+	for _, n := range names {
+		si, err := k.bus.Stream(ctx, n)
+		switch {
+		case errors.Is(err, ErrNoStream):
+			continue
+		case err != nil:
+			return nil, names, errorf(ErrFailed, "looking up stream %s: %v", n, err)
+		}
+		live = append(live, *si)
+	}
+	return live, names, nil
+}
+
+func streamNames(ss []StreamInfo) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = s.Name
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

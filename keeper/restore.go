@@ -1,0 +1,186 @@
+package keeper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// RestoreKept restores a point beside the live data, or with AsideOnly only
+// sets the live data aside; DryRun replies with the plan and changes nothing.
+//
+// The order: check → locate the point → verify its whole archive → plan →
+// set the live streams aside (snapshot, verify, sync, record) → remove them →
+// restore every stream of the point → set back the module's consumers on
+// streams the point does not carry → record the act. If restoring fails
+// after the live streams were removed, what was half-restored is removed and
+// the aside is put back.
+func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
+	if err := CheckRequest(VerbRestore, r); err != nil {
+		return nil, err
+	}
+	release, err := k.lock(VerbRestore, r)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+
+	act := Act{Verb: VerbRestore, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why, Hand: true}
+	fail := func(err error) (*Reply, error) {
+		act.What, act.Outcome = err.Error(), "failed"
+		k.record(ctx, act)
+		return nil, err
+	}
+
+	pl, err := k.planRestore(ctx, r)
+	if err != nil {
+		return fail(fmt.Errorf("restore-kept of %s/%s: %w, so nothing was set aside or removed", r.Module, r.Local, err))
+	}
+	if r.DryRun {
+		said := pl.said(r)
+		act.What, act.Outcome = said, "planned"
+		k.record(ctx, act)
+		return &Reply{Said: said, Plan: &pl.RestorePlan, Positions: pl.Reposition, CatchUp: catchUp(pl)}, nil
+	}
+
+	// Set aside: only once this is complete, verified and recorded may any
+	// live stream be removed.
+	var aside *Aside
+	if len(pl.SetAside) > 0 {
+		if aside, err = k.setAside(ctx, r, pl); err != nil {
+			return fail(fmt.Errorf("restore-kept of %s/%s: setting the live data aside failed: %w, so nothing was removed",
+				r.Module, r.Local, withKind(ErrFailed, err)))
+		}
+	}
+	asideDir := ""
+	if aside != nil {
+		asideDir = k.abs(aside.Dir)
+	}
+
+	removed, err := k.removeStreams(ctx, pl.Remove)
+	if err != nil {
+		back := k.putBack(ctx, aside, removed, nil)
+		return fail(fmt.Errorf("restore-kept of %s/%s: removing the live streams failed: %w; %s",
+			r.Module, r.Local, withKind(ErrFailed, err), back))
+	}
+
+	if r.AsideOnly {
+		said := fmt.Sprintf("Set aside %s/%s as %s in %s (%s, %s) and removed it from the bus; nothing was restored.",
+			r.Module, r.Local, aside.ID, asideDir, strings.Join(pl.SetAside, ", "), humanBytes(aside.ArchiveSize))
+		return k.done(ctx, act, &Reply{Said: said, Aside: aside, Dir: asideDir})
+	}
+
+	begun, err := k.restoreArchive(ctx, k.abs(pl.pointRel), nil,
+		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "restore"}, nil)
+	if err != nil {
+		back := k.putBack(ctx, aside, removed, begun)
+		return fail(fmt.Errorf("restore-kept of %s/%s from %s failed: %w; %s",
+			r.Module, r.Local, pointName(pl.point), withKind(ErrFailed, err), back))
+	}
+
+	var set []Position
+	for _, p := range pl.Reposition {
+		if err := k.bus.SetPosition(ctx, p); err != nil {
+			keptAt := "nothing was set aside because none of it was live"
+			if aside != nil {
+				keptAt = fmt.Sprintf("the live data as it was is set aside as %s in %s", aside.ID, asideDir)
+			}
+			return fail(errorf(ErrFailed, "restore-kept of %s/%s restored every stream of %s, but setting consumer %s on %s "+
+				"back to sequence %d failed (%v), after %d of %d position(s) were set; %s", r.Module, r.Local, pointName(pl.point), p.Consumer, p.Stream, p.AckFloor, err,
+				len(set), len(pl.Reposition), keptAt))
+		}
+		set = append(set, p)
+	}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "Restored %s/%s from %s: %d stream(s) restored, %d consumer position(s) set back",
+		r.Module, r.Local, pointName(pl.point), len(pl.Restore), len(set))
+	if aside != nil {
+		fmt.Fprintf(&b, "; the live data as it was is set aside as %s in %s", aside.ID, asideDir)
+	} else {
+		b.WriteString("; nothing was set aside because none of the kept data was live")
+	}
+	b.WriteString(".")
+	if c := catchUp(pl); c != "" {
+		fmt.Fprintf(&b, " The data is at form %d: run %s next.", pl.point.Form, c)
+	}
+	return k.done(ctx, act, &Reply{Said: b.String(), Point: pl.point, Aside: aside, Dir: asideDir,
+		CatchUp: catchUp(pl), Positions: set})
+}
+
+func catchUp(pl *restorePlan) string {
+	if pl.point == nil {
+		return ""
+	}
+	return pl.point.CatchUp
+}
+
+// done records the act of a verb that changed the bus. The change is made;
+// an act that cannot be recorded is said, not turned into a failure.
+func (k *Keeper) done(ctx context.Context, act Act, rep *Reply) (*Reply, error) {
+	act.What, act.Outcome = rep.Said, "done"
+	if data, err := json.Marshal(rep); err == nil && len(data) < 64<<10 {
+		act.Detail = data
+	}
+	if err := k.record(ctx, act); err != nil {
+		rep.Said += fmt.Sprintf(" (The act could not be recorded on the bus: %v; it is in the keeper's log.)", err)
+	}
+	return rep, nil
+}
+
+// removeStreams deletes the streams in order and returns those it removed.
+func (k *Keeper) removeStreams(ctx context.Context, names []string) ([]string, error) {
+	var removed []string
+	for _, s := range names {
+		if err := k.bus.DeleteStream(ctx, s); err != nil && !errors.Is(err, ErrNoStream) {
+			return removed, fmt.Errorf("deleting stream %s: %w", s, err)
+		}
+		removed = append(removed, s)
+	}
+	return removed, nil
+}
+
+// putBack undoes a restore that failed after live streams were removed: it
+// deletes the streams that were begun (half-restored), then restores the
+// removed streams from the aside. It returns a sentence that says both
+// outcomes.
+func (k *Keeper) putBack(ctx context.Context, aside *Aside, removed, begun []string) string {
+	var notes []string
+	var stuck []string
+	for _, s := range begun {
+		if err := k.bus.DeleteStream(ctx, s); err != nil && !errors.Is(err, ErrNoStream) {
+			stuck = append(stuck, fmt.Sprintf("%s (%v)", s, err))
+		}
+	}
+	if len(begun) > 0 {
+		if len(stuck) == 0 {
+			notes = append(notes, fmt.Sprintf("the half-restored stream(s) %s were removed", strings.Join(begun, ", ")))
+		} else {
+			notes = append(notes, "the half-restored stream(s) "+strings.Join(stuck, ", ")+" could not be removed")
+		}
+	}
+	if len(removed) == 0 {
+		notes = append(notes, "no live stream had been removed")
+		if aside != nil {
+			notes = append(notes, fmt.Sprintf("the aside %s in %s stays as a copy", aside.ID, k.abs(aside.Dir)))
+		}
+		return strings.Join(notes, "; ")
+	}
+	if len(stuck) > 0 {
+		notes = append(notes, fmt.Sprintf("so the live data was not put back; it is complete in aside %s in %s",
+			aside.ID, k.abs(aside.Dir)))
+		return strings.Join(notes, "; ")
+	}
+	_, err := k.restoreArchive(ctx, k.abs(aside.Dir), removed,
+		Progress{Verb: VerbRestore, Module: aside.Module, Local: aside.Local, Step: "put back"}, nil)
+	if err != nil {
+		notes = append(notes, fmt.Sprintf("putting the live data back from aside %s failed too (%v); it is complete in %s",
+			aside.ID, err, k.abs(aside.Dir)))
+		return strings.Join(notes, "; ")
+	}
+	notes = append(notes, fmt.Sprintf("the live data was put back from aside %s (%s), which stays in %s",
+		aside.ID, strings.Join(removed, ", "), k.abs(aside.Dir)))
+	return strings.Join(notes, "; ")
+}
