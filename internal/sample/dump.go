@@ -1,0 +1,201 @@
+package sample
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// MaxMessages bounds how many messages Dump reads from one stream.
+const MaxMessages = 200_000
+
+// inlineLimit is the largest payload a Message keeps as text.
+const inlineLimit = 256
+
+// Snapshot is the observable state of some streams: what a restore must give
+// back exactly.
+type Snapshot struct {
+	Streams []StreamDump
+}
+
+// StreamDump is one stream's state, messages and consumers.
+type StreamDump struct {
+	Name      string
+	Missing   bool // the stream does not exist
+	Subjects  []string
+	Replicas  int
+	FirstSeq  uint64
+	LastSeq   uint64
+	Msgs      uint64
+	Bytes     uint64
+	Messages  []Message
+	Consumers []ConsumerDump
+}
+
+// Message is one stored message.
+type Message struct {
+	Seq     uint64
+	Subject string
+	Header  map[string][]string
+	Time    time.Time
+	Size    int
+	SHA256  string
+	Text    string // the payload itself when it is at most 256 bytes
+}
+
+// ConsumerDump is one consumer as a restore must give it back. Next is the
+// stream sequence of the message it would deliver next from its ack floor (0
+// when there is none), computed from the stored messages, not by fetching.
+type ConsumerDump struct {
+	Name           string
+	Durable        string
+	FilterSubjects []string
+	AckPolicy      string
+	AckFloor       uint64
+	NumPending     uint64
+	NumAckPending  int
+	Next           uint64
+}
+
+// headers a direct get adds to every message; they are not part of it.
+var directHeaders = []string{
+	"Nats-Stream", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Subject",
+	"Nats-Num-Pending", "Nats-Last-Sequence", "Nats-UpTo-Sequence",
+}
+
+// Dump reads every message and consumer of the named streams, without moving
+// any consumer. A stream that does not exist is recorded as Missing.
+func Dump(ctx context.Context, js jetstream.JetStream, streams ...string) (*Snapshot, error) {
+	snap := &Snapshot{}
+	for _, name := range streams {
+		d, err := dumpStream(ctx, js, name)
+		if err != nil {
+			return nil, err
+		}
+		snap.Streams = append(snap.Streams, *d)
+	}
+	return snap, nil
+}
+
+func dumpStream(ctx context.Context, js jetstream.JetStream, name string) (*StreamDump, error) {
+	s, err := js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return &StreamDump{Name: name, Missing: true}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sample: look up stream %s: %w", name, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sample: stream info of %s: %w", name, err)
+	}
+	d := &StreamDump{
+		Name: name, Subjects: info.Config.Subjects, Replicas: info.Config.Replicas,
+		FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq, Msgs: info.State.Msgs, Bytes: info.State.Bytes,
+	}
+	if d.Msgs > MaxMessages {
+		return nil, fmt.Errorf("sample: stream %s holds %d messages, more than the %d a dump reads", name, d.Msgs, MaxMessages)
+	}
+	for seq := d.FirstSeq; d.Msgs > 0 && seq <= d.LastSeq; {
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(">"))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sample: read message %d of %s: %w", seq, name, err)
+		}
+		if m.Sequence < seq {
+			return nil, fmt.Errorf("sample: asked %s for message %d or later and got %d", name, seq, m.Sequence)
+		}
+		d.Messages = append(d.Messages, messageOf(m))
+		seq = m.Sequence + 1
+		if len(d.Messages) > MaxMessages {
+			return nil, fmt.Errorf("sample: stream %s holds more than the %d messages a dump reads", name, MaxMessages)
+		}
+	}
+	lister := s.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		d.Consumers = append(d.Consumers, consumerOf(ci, d.Messages))
+	}
+	if err := lister.Err(); err != nil {
+		return nil, fmt.Errorf("sample: list consumers of %s: %w", name, err)
+	}
+	slices.SortFunc(d.Consumers, func(a, b ConsumerDump) int { return strings.Compare(a.Name, b.Name) })
+	return d, nil
+}
+
+func messageOf(m *jetstream.RawStreamMsg) Message {
+	sum := sha256.Sum256(m.Data)
+	msg := Message{
+		Seq: m.Sequence, Subject: m.Subject, Time: m.Time.UTC(), Size: len(m.Data),
+		SHA256: hex.EncodeToString(sum[:]),
+	}
+	if len(m.Data) <= inlineLimit {
+		msg.Text = string(m.Data)
+	}
+	for k, v := range m.Header {
+		if slices.Contains(directHeaders, k) {
+			continue
+		}
+		if msg.Header == nil {
+			msg.Header = map[string][]string{}
+		}
+		msg.Header[k] = slices.Clone(v)
+	}
+	return msg
+}
+
+func consumerOf(ci *jetstream.ConsumerInfo, msgs []Message) ConsumerDump {
+	filters := slices.Clone(ci.Config.FilterSubjects)
+	if ci.Config.FilterSubject != "" {
+		filters = append(filters, ci.Config.FilterSubject)
+	}
+	slices.Sort(filters)
+	c := ConsumerDump{
+		Name: ci.Name, Durable: ci.Config.Durable, FilterSubjects: filters,
+		AckPolicy: ci.Config.AckPolicy.String(), AckFloor: ci.AckFloor.Stream,
+		NumPending: ci.NumPending, NumAckPending: ci.NumAckPending,
+	}
+	for _, m := range msgs {
+		if m.Seq > c.AckFloor && matchesAny(filters, m.Subject) {
+			c.Next = m.Seq
+			break
+		}
+	}
+	return c
+}
+
+func matchesAny(filters []string, subject string) bool {
+	if len(filters) == 0 {
+		return true
+	}
+	for _, f := range filters {
+		if SubjectMatches(f, subject) {
+			return true
+		}
+	}
+	return false
+}
+
+// SubjectMatches reports whether subject matches the filter, with NATS
+// wildcards: `*` matches one token, `>` one or more trailing tokens.
+func SubjectMatches(filter, subject string) bool {
+	ft := strings.Split(filter, ".")
+	st := strings.Split(subject, ".")
+	for i, f := range ft {
+		if f == ">" {
+			return len(st) > i
+		}
+		if i >= len(st) || (f != "*" && f != st[i]) {
+			return false
+		}
+	}
+	return len(ft) == len(st)
+}
