@@ -10,18 +10,6 @@ import (
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
-// The verbs, as they appear in subjects (<prefix>.<verb>).
-const (
-	VerbSnapshot = "snapshot-kept"
-	VerbRestore  = "restore-kept"
-	VerbDiscard  = "discard-aside"
-	VerbList     = "list-kept"
-	VerbVerify   = "verify-kept"
-)
-
-// Verbs lists the five verbs in the order the contract gives them.
-var Verbs = [...]string{VerbSnapshot, VerbRestore, VerbDiscard, VerbList, VerbVerify}
-
 // requestKeys are the exact keys a request may carry (kebab-case, case
 // sensitive, unlike encoding/json's own matching).
 var requestKeys = map[string]bool{

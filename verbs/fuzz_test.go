@@ -44,7 +44,7 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("round trip of %s: %+v, %v", again, r2, err)
 		}
 		for _, name := range []string{r.Module, r.Local, r.Fingerprint} {
-			if strings.ContainsAny(name, "/\\.*> \x00") || len(name) > MaxName {
+			if strings.ContainsAny(name, "/\\.*> \x00") || len(name) > keeper.MaxNameLen {
 				t.Fatalf("accepted a name that is not plain: %q", name)
 			}
 		}

@@ -115,19 +115,6 @@ func SemVer(v string) string {
 	return "0.0.0-dev"
 }
 
-// CheckPrefix checks a subject prefix: dot-separated plain names.
-func CheckPrefix(p string) error {
-	if p == "" || len(p) > 200 {
-		return fmt.Errorf("%w: the prefix %q must be 1 to 200 bytes", keeper.ErrBadRequest, clip(p))
-	}
-	for _, tok := range strings.Split(p, ".") {
-		if err := ValidName(tok); err != nil {
-			return fmt.Errorf("%w: the prefix %q has a part that %v", keeper.ErrBadRequest, clip(p), err)
-		}
-	}
-	return nil
-}
-
 // Serve starts the nats-keeper micro service on nc for k. Each verb runs in
 // its own goroutine, at most WithMaxInFlight at once, under a context that
 // carries ctx's values but is not cancelled with it: a verb in flight always
