@@ -57,3 +57,6 @@ func Problems(err error) []*EntryError {
 	walk(err)
 	return out
 }
+
+// ErrNoStream is returned when a stream asked for is not in the archive.
+var ErrNoStream = errors.New("archive holds no such stream")

@@ -25,6 +25,10 @@ type Manifest struct {
 	ServerVersion string           `json:"server_version"`
 	Created       time.Time        `json:"created"`
 	Streams       []StreamManifest `json:"streams"`
+	// Seal is the SHA-256 (lower-case hex) of manifest.json's own bytes as
+	// they were before the seal was appended, so a changed byte anywhere in
+	// the manifest is found. The writer sets it; Open checks it.
+	Seal string `json:"seal,omitempty"`
 }
 
 // StreamManifest describes one stream of the archive.
