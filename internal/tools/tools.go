@@ -1,0 +1,155 @@
+// Package tools installs pinned command-line tools for tests: the nats CLI and
+// a nats-server binary, built through the Go module proxy into a cache
+// directory and reused from there.
+//
+// The cache directory is $NATS_KEEPER_TOOLS when set, else
+// <os.UserCacheDir()>/nats-keeper-tools. Each tool lives in its own
+// sub-directory named after its version. Several test processes may ask at
+// once: an exclusive lock file per tool makes one of them install while the
+// others wait. A failed install fails the test; it never skips it.
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// NatsCLIVersion is the natscli version NatsCLI installs.
+const NatsCLIVersion = "v0.5.0"
+
+const serverModule = "github.com/nats-io/nats-server/v2"
+
+// installTimeout bounds one go install (about 45 s cold on a small machine).
+const installTimeout = 10 * time.Minute
+
+// NatsCLI returns the path of the nats CLI at NatsCLIVersion, installing it
+// when missing.
+func NatsCLI(t testing.TB) string {
+	t.Helper()
+	return install(t, "natscli-"+NatsCLIVersion, "nats", "github.com/nats-io/natscli/nats@"+NatsCLIVersion)
+}
+
+// NatsServer returns the path of a nats-server binary at the version this
+// module requires, installing it when missing.
+func NatsServer(t testing.TB) string {
+	t.Helper()
+	v, err := serverVersion()
+	if err != nil {
+		t.Fatalf("tools: %v", err)
+	}
+	return install(t, "nats-server-"+v, "nats-server", serverModule+"@"+v)
+}
+
+// serverVersion is the nats-server version in the build info of the test
+// binary, else the one go list reports for the module.
+func serverVersion() (string, error) {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == serverModule {
+				if d.Replace != nil && d.Replace.Version != "" {
+					return d.Replace.Version, nil
+				}
+				if d.Version != "" && d.Version != "(devel)" {
+					return d.Version, nil
+				}
+			}
+		}
+	}
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", serverModule).Output()
+	if err != nil {
+		return "", fmt.Errorf("find the nats-server version in go.mod: %w", err)
+	}
+	v := strings.TrimSpace(string(out))
+	if !strings.HasPrefix(v, "v") {
+		return "", fmt.Errorf("go list gave %q as the nats-server version", v)
+	}
+	return v, nil
+}
+
+// cacheDir is where tools are kept.
+func cacheDir() (string, error) {
+	if d := os.Getenv("NATS_KEEPER_TOOLS"); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("find the user cache directory: %w", err)
+	}
+	return filepath.Join(d, "nats-keeper-tools"), nil
+}
+
+// install returns <cache>/<dir>/<bin>, running go install pkg into that
+// directory first when the binary is missing.
+func install(t testing.TB, dir, bin, pkg string) string {
+	t.Helper()
+	root, err := cacheDir()
+	if err != nil {
+		t.Fatalf("tools: %v", err)
+	}
+	gobin := filepath.Join(root, dir)
+	path := filepath.Join(gobin, bin)
+	if isExecutable(path) {
+		return path
+	}
+	if err := os.MkdirAll(gobin, 0o700); err != nil {
+		t.Fatalf("tools: make %s: %v", gobin, err)
+	}
+	unlock, err := lock(filepath.Join(root, dir+".lock"))
+	if err != nil {
+		t.Fatalf("tools: %v", err)
+	}
+	defer unlock()
+	if isExecutable(path) { // another process installed it while we waited
+		return path
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), installTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "install", pkg)
+	cmd.Dir = root // outside this module, so its go.mod does not interfere
+	cmd.Env = append(os.Environ(), "GOBIN="+gobin, "GOFLAGS=-mod=mod", "GOWORK=off", "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("tools: go install %s failed: %v\n%s", pkg, err, out)
+	}
+	if !isExecutable(path) {
+		t.Fatalf("tools: go install %s succeeded but %s is not there", pkg, path)
+	}
+	return path
+}
+
+func isExecutable(path string) bool {
+	st, err := os.Lstat(path)
+	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o100 != 0
+}
+
+// lock takes an exclusive flock on path, waiting for another holder, and
+// returns the function that releases it.
+func lock(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open the install lock %s: %w", path, err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}

@@ -1,0 +1,36 @@
+package tools
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+func TestNatsCLI(t *testing.T) {
+	path := NatsCLI(t)
+	out, err := exec.Command(path, "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s --version: %v\n%s", path, err, out)
+	}
+	if !strings.Contains(string(out), strings.TrimPrefix(NatsCLIVersion, "v")) {
+		t.Fatalf("%s --version says %q, want %s", path, out, NatsCLIVersion)
+	}
+	if again := NatsCLI(t); again != path {
+		t.Fatalf("second call gave %s, first %s", again, path)
+	}
+}
+
+func TestNatsServer(t *testing.T) {
+	path := NatsServer(t)
+	v, err := serverVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(path, "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s --version: %v\n%s", path, err, out)
+	}
+	if !strings.Contains(string(out), strings.TrimPrefix(v, "v")) {
+		t.Fatalf("%s --version says %q, want %s", path, out, v)
+	}
+}
