@@ -67,8 +67,11 @@ func (a *Archive) scan() []error {
 		if err != nil {
 			if errors.Is(err, io.ErrUnexpectedEOF) {
 				add("", ErrIncomplete, "the archive ends inside an entry: it is truncated")
-			} else {
-				add("", ErrFormat, fmt.Sprintf("the tar cannot be read after %d entries: %v", count, err))
+				return problems
+			}
+			add("", ErrFormat, fmt.Sprintf("the tar cannot be read after %d entries: %v", count, err))
+			if manifestAt < 0 {
+				add(ManifestName, ErrIncomplete, "no manifest.json was found before the tar became unreadable")
 			}
 			return problems
 		}
