@@ -1,0 +1,35 @@
+package jsbus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// Record publishes the act as JSON to <prefix>.acts.<verb> and returns only
+// once the acts stream has acknowledged it.
+func (a *Adapter) Record(ctx context.Context, act keeper.Act) error {
+	if !validName(act.Verb) {
+		return fmt.Errorf("jsbus: act verb %q is not a plain name, so the act was not recorded: %w", act.Verb, keeper.ErrBadRequest)
+	}
+	b, err := json.Marshal(act)
+	if err != nil {
+		return fmt.Errorf("jsbus: encode the %s act, so it was not recorded: %w", act.Verb, err)
+	}
+	if len(b) > actsMaxMsgSize {
+		return fmt.Errorf("jsbus: the %s act is %d bytes, over %d, so it was not recorded: %w", act.Verb, len(b), actsMaxMsgSize, keeper.ErrBadRequest)
+	}
+	subject := a.actsSub + "." + act.Verb
+	ack, err := a.js.Publish(ctx, subject, b)
+	if err != nil {
+		return busErr(fmt.Errorf("jsbus: the %s act was not acknowledged by the bus, so it is not recorded: %w", act.Verb, err))
+	}
+	if ack.Stream != a.cfg.acts {
+		a.log.Warn("act stored in another stream than the acts stream", "subject", subject, "stream", ack.Stream)
+	}
+	a.log.Debug("act recorded", "verb", act.Verb, "module", act.Module, "local", act.Local, "outcome", act.Outcome,
+		"caller", act.Caller, "what", act.What, "seq", ack.Sequence)
+	return nil
+}

@@ -1,0 +1,231 @@
+// Package jsbus is the keeper's JetStream adapter: it implements keeper.Bus
+// with jsm.go's server snapshots and restores and nats.go's JetStream API,
+// keeper.Index on the `kept` KV bucket, and keeper.Acts on the KEEPER_ACTS
+// stream. It assumes nothing about the number of servers: snapshots are
+// answered by the stream's leader and restores keep the replicas and placement
+// of the archived configuration.
+package jsbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/jsm.go"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+var (
+	_ keeper.Bus   = (*Adapter)(nil)
+	_ keeper.Index = (*Adapter)(nil)
+	_ keeper.Acts  = (*Adapter)(nil)
+)
+
+// Defaults of the options.
+const (
+	DefaultBucket     = "kept"
+	DefaultActsStream = "KEEPER_ACTS"
+	DefaultPrefix     = "mesh-broker"
+	DefaultTimeout    = 30 * time.Second // one JetStream API request or restore chunk
+	DefaultStall      = 60 * time.Second // a snapshot that sends nothing for this long is abandoned
+)
+
+// Limits of what the adapter makes.
+const (
+	actsMaxBytes     = 256 << 20 // the acts stream keeps the newest 256 MiB of acts
+	actsMaxMsgSize   = 1 << 20
+	indexMaxValue    = 1 << 20
+	maxMetaSize      = 16 << 20 // backup.json
+	maxChunk         = 8 << 20  // a restore chunk: the max payload, up to this
+	maxKeys          = 1_000_000
+	maxListResponses = 100_000 // pages of a consumer list, a bound against a misbehaving server
+)
+
+// Adapter is one connection's view of the bus, the index and the acts stream.
+// It is safe for concurrent use.
+type Adapter struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	mgr     *jsm.Manager
+	kv      jetstream.KeyValue
+	cfg     options
+	log     *slog.Logger
+	actsSub string // <prefix>.acts
+}
+
+type options struct {
+	bucket   string
+	acts     string
+	prefix   string
+	replicas int
+	timeout  time.Duration
+	stall    time.Duration
+	log      *slog.Logger
+}
+
+// Option configures New.
+type Option func(*options)
+
+// WithBucket names the index KV bucket (default "kept").
+func WithBucket(name string) Option { return func(o *options) { o.bucket = name } }
+
+// WithActsStream names the acts stream (default "KEEPER_ACTS").
+func WithActsStream(name string) Option { return func(o *options) { o.acts = name } }
+
+// WithPrefix sets the subject prefix; acts go to <prefix>.acts.<verb>
+// (default "mesh-broker").
+func WithPrefix(p string) Option { return func(o *options) { o.prefix = p } }
+
+// WithReplicas sets the replicas of the bucket and acts stream when New
+// creates them (default 1).
+func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithTimeout bounds each JetStream API request and each restore chunk's
+// acknowledgement (default 30s).
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithStallTimeout abandons a snapshot when the server sends nothing for d
+// (default 60s).
+func WithStallTimeout(d time.Duration) Option { return func(o *options) { o.stall = d } }
+
+// New makes the adapter on nc, creating the index bucket and the acts stream
+// when they are missing. An existing acts stream must take <prefix>.acts.>.
+func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Adapter, error) {
+	o := options{bucket: DefaultBucket, acts: DefaultActsStream, prefix: DefaultPrefix, replicas: 1,
+		timeout: DefaultTimeout, stall: DefaultStall}
+	for _, fn := range opts {
+		fn(&o)
+	}
+	if o.log == nil {
+		o.log = slog.Default()
+	}
+	if nc == nil {
+		return nil, errors.New("jsbus: no NATS connection was given, so the adapter was not made")
+	}
+	if !validName(o.bucket) || !validName(o.acts) || !validPrefix(o.prefix) {
+		return nil, fmt.Errorf("jsbus: bucket %q, acts stream %q or prefix %q is not a valid name, so the adapter was not made: %w",
+			o.bucket, o.acts, o.prefix, keeper.ErrBadRequest)
+	}
+	if o.replicas < 1 || o.replicas > 5 || o.timeout <= 0 || o.stall <= 0 {
+		return nil, fmt.Errorf("jsbus: replicas %d, timeout %s or stall %s out of range, so the adapter was not made: %w",
+			o.replicas, o.timeout, o.stall, keeper.ErrBadRequest)
+	}
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(o.timeout))
+	if err != nil {
+		return nil, fmt.Errorf("jsbus: open JetStream: %w", err)
+	}
+	mgr, err := jsm.New(nc, jsm.WithTimeout(o.timeout))
+	if err != nil {
+		return nil, fmt.Errorf("jsbus: open the JetStream manager: %w", err)
+	}
+	a := &Adapter{nc: nc, js: js, mgr: mgr, cfg: o, log: o.log, actsSub: o.prefix + ".acts"}
+	if a.kv, err = a.ensureBucket(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.ensureActs(ctx); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *Adapter) ensureBucket(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := a.js.KeyValue(ctx, a.cfg.bucket)
+	if err == nil {
+		return kv, nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, busErr(fmt.Errorf("jsbus: open the index bucket %s: %w", a.cfg.bucket, err))
+	}
+	kv, err = a.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: a.cfg.bucket, Description: "nats-keeper index of restore points, asides and plans",
+		History: 5, MaxValueSize: indexMaxValue, Storage: jetstream.FileStorage, Replicas: a.cfg.replicas,
+	})
+	if err != nil {
+		return nil, busErr(fmt.Errorf("jsbus: create the index bucket %s: %w", a.cfg.bucket, err))
+	}
+	a.log.Info("created the index bucket", "bucket", a.cfg.bucket, "replicas", a.cfg.replicas)
+	return kv, nil
+}
+
+func (a *Adapter) ensureActs(ctx context.Context) error {
+	subject := a.actsSub + ".>"
+	s, err := a.js.Stream(ctx, a.cfg.acts)
+	if err == nil {
+		for _, subj := range s.CachedInfo().Config.Subjects {
+			if subj == subject || subj == ">" || (strings.HasSuffix(subj, ".>") && strings.HasPrefix(subject, strings.TrimSuffix(subj, ">"))) {
+				return nil
+			}
+		}
+		return fmt.Errorf("jsbus: stream %s exists but does not take %s, so acts would not be stored: %w",
+			a.cfg.acts, subject, keeper.ErrConflict)
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return busErr(fmt.Errorf("jsbus: look up the acts stream %s: %w", a.cfg.acts, err))
+	}
+	_, err = a.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: a.cfg.acts, Description: "nats-keeper acts: what the keeper did, who asked and why",
+		Subjects: []string{subject}, Storage: jetstream.FileStorage, Replicas: a.cfg.replicas,
+		Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardOld,
+		MaxBytes: actsMaxBytes, MaxMsgSize: actsMaxMsgSize, Duplicates: 2 * time.Minute,
+	})
+	if err != nil {
+		return busErr(fmt.Errorf("jsbus: create the acts stream %s: %w", a.cfg.acts, err))
+	}
+	a.log.Info("created the acts stream", "stream", a.cfg.acts, "subjects", subject, "replicas", a.cfg.replicas)
+	return nil
+}
+
+// ServerVersion is the version of the server the connection is on.
+func (a *Adapter) ServerVersion() string { return a.nc.ConnectedServerVersion() }
+
+// JetStream is the adapter's JetStream handle, for tools and tests.
+func (a *Adapter) JetStream() jetstream.JetStream { return a.js }
+
+// validName reports whether s can be a stream, consumer or bucket name and a
+// single subject token.
+func validName(s string) bool {
+	return s != "" && len(s) <= 255 && !strings.ContainsAny(s, ". *>\t\r\n\x00/\\")
+}
+
+func validPrefix(p string) bool {
+	if p == "" || len(p) > 255 {
+		return false
+	}
+	for _, t := range strings.Split(p, ".") {
+		if t == "" || strings.ContainsAny(t, " *>\t\r\n\x00") {
+			return false
+		}
+	}
+	return true
+}
+
+// busErr marks errors that mean the bus could not be reached with
+// keeper.ErrNoBus, unless they already carry a keeper sentinel.
+func busErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, s := range []error{keeper.ErrBadRequest, keeper.ErrNotFound, keeper.ErrBusy, keeper.ErrConflict,
+		keeper.ErrFailed, keeper.ErrNoBus, keeper.ErrNoStream} {
+		if errors.Is(err, s) {
+			return err
+		}
+	}
+	for _, s := range []error{nats.ErrConnectionClosed, nats.ErrNoServers, nats.ErrConnectionDraining,
+		nats.ErrNoResponders, jetstream.ErrJetStreamNotEnabled, jetstream.ErrJetStreamNotEnabledForAccount,
+		nats.ErrJetStreamNotEnabled} {
+		if errors.Is(err, s) {
+			return fmt.Errorf("%w: %w", err, keeper.ErrNoBus)
+		}
+	}
+	return err
+}

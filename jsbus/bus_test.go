@@ -1,0 +1,281 @@
+package jsbus_test
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+func TestSnapshotRestoreIntoFreshServer(t *testing.T) {
+	ctx := testCtx(t)
+	src := newBus(t)
+	if err := sample.Create(ctx, src.js, "billing", "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	n := sample.NamesOf("billing", "ledger")
+	streams := append(n.Streams(), sample.SharedStream)
+	before, err := sample.Dump(ctx, src.js, streams...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type arc struct{ data, meta []byte }
+	arcs := map[string]arc{}
+	for _, s := range streams {
+		d, m := snapshot(t, src.a, s)
+		arcs[s] = arc{d, m}
+		if !bytes.Contains(m, []byte(`"name": "`+s+`"`)) {
+			t.Fatalf("backup.json of %s does not name it: %s", s, m)
+		}
+	}
+
+	dst := newBus(t)
+	for _, s := range streams {
+		// A reader that hands out data with io.EOF must not lose the tail.
+		if err := dst.a.Restore(ctx, s, &trickle{bytes.NewReader(arcs[s].data)}, bytes.NewReader(arcs[s].meta)); err != nil {
+			t.Fatalf("restore %s: %v", s, err)
+		}
+	}
+	after, err := sample.Dump(ctx, dst.js, streams...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := sample.Diff(before, after); d != "" {
+		t.Fatalf("the restored streams differ from the snapshot:\n%s", d)
+	}
+	kvA, err := sample.KV(ctx, src.js, n.Bus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvB, err := sample.KV(ctx, dst.js, n.Bus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kvA) == 0 || len(kvA) != len(kvB) {
+		t.Fatalf("KV keys: %d before, %d after", len(kvA), len(kvB))
+	}
+	for k, e := range kvA {
+		if kvB[k] != e {
+			t.Fatalf("KV %s: %+v before, %+v after", k, e, kvB[k])
+		}
+	}
+	bigA, err := sample.Object(ctx, src.js, n.Bus, sample.BigObject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bigB, err := sample.Object(ctx, dst.js, n.Bus, sample.BigObject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(bigA, bigB) || len(bigB) != sample.BigSize {
+		t.Fatalf("big object: %d bytes before, %d after, equal %v", len(bigA), len(bigB), bytes.Equal(bigA, bigB))
+	}
+	info, err := dst.a.Stream(ctx, n.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Consumers != 2 || info.Messages != 49 || info.LastSeq != 50 || info.Subjects[0] != "billing.ledger.>" {
+		t.Fatalf("restored stream info: %+v", info)
+	}
+
+	// Restoring over an existing stream is refused and leaves it alone.
+	err = dst.a.Restore(ctx, n.Stream, bytes.NewReader(arcs[n.Stream].data), bytes.NewReader(arcs[n.Stream].meta))
+	if !errors.Is(err, keeper.ErrConflict) {
+		t.Fatalf("restore over a live stream: %v, want ErrConflict", err)
+	}
+	again, err := sample.Dump(ctx, dst.js, n.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := sample.Diff(&sample.Snapshot{Streams: after.Streams[2:3]}, again); d != "" {
+		t.Fatalf("a refused restore changed the live stream:\n%s", d)
+	}
+	// backup.json of another stream is refused before the bus is touched.
+	err = dst.a.Restore(ctx, "OTHER", bytes.NewReader(arcs[n.Stream].data), bytes.NewReader(arcs[n.Stream].meta))
+	if !errors.Is(err, keeper.ErrBadRequest) {
+		t.Fatalf("restore under another name: %v, want ErrBadRequest", err)
+	}
+	if _, err := dst.a.Stream(ctx, "OTHER"); !errors.Is(err, keeper.ErrNoStream) {
+		t.Fatalf("stream OTHER after a refused restore: %v", err)
+	}
+}
+
+func TestRestoreTruncatedArchiveFails(t *testing.T) {
+	ctx := testCtx(t)
+	src := newBus(t)
+	if err := sample.Create(ctx, src.js, "billing", "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	n := sample.NamesOf("billing", "ledger")
+	data, meta := snapshot(t, src.a, n.ObjStrm)
+	dst := newBus(t)
+	err := dst.a.Restore(ctx, n.ObjStrm, bytes.NewReader(data[:len(data)/2]), bytes.NewReader(meta))
+	if err == nil {
+		t.Fatal("half an archive restored without error")
+	}
+	if errors.Is(err, keeper.ErrConflict) || errors.Is(err, keeper.ErrBadRequest) {
+		t.Fatalf("half an archive: %v", err)
+	}
+}
+
+func TestMissingStreamErrors(t *testing.T) {
+	ctx := testCtx(t)
+	b := newBus(t)
+	if _, err := b.a.Stream(ctx, "NOPE"); !errors.Is(err, keeper.ErrNoStream) {
+		t.Fatalf("Stream: %v", err)
+	}
+	if err := b.a.DeleteStream(ctx, "NOPE"); !errors.Is(err, keeper.ErrNoStream) {
+		t.Fatalf("DeleteStream: %v", err)
+	}
+	var d, m buf
+	if err := b.a.Snapshot(ctx, "NOPE", &d, &m); !errors.Is(err, keeper.ErrNoStream) {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	if !d.closed || !m.closed {
+		t.Fatal("a failed snapshot left its writers open")
+	}
+	if err := b.a.SetPosition(ctx, keeper.Position{Stream: "NOPE", Consumer: "x", Config: []byte(`{"durable_name":"x"}`)}); !errors.Is(err, keeper.ErrNoStream) {
+		t.Fatalf("SetPosition: %v", err)
+	}
+	if _, err := b.a.Stream(ctx, "a.b"); !errors.Is(err, keeper.ErrNoStream) {
+		t.Fatalf("Stream with a dotted name: %v", err)
+	}
+}
+
+func TestDeleteStream(t *testing.T) {
+	ctx := testCtx(t)
+	b := newBus(t)
+	if err := sample.Create(ctx, b.js, "billing", "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	n := sample.NamesOf("billing", "ledger")
+	if err := b.a.DeleteStream(ctx, n.Stream); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.a.Stream(ctx, n.Stream); !errors.Is(err, keeper.ErrNoStream) {
+		t.Fatalf("stream after delete: %v", err)
+	}
+	if _, err := b.a.Stream(ctx, n.KVStream); err != nil {
+		t.Fatalf("another stream went too: %v", err)
+	}
+}
+
+func TestIndex(t *testing.T) {
+	ctx := testCtx(t)
+	b := newBus(t)
+	keys, err := b.a.Keys(ctx, "")
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("keys of an empty index: %v %v", keys, err)
+	}
+	if _, err := b.a.Get(ctx, "point.a.b.1.x"); !errors.Is(err, keeper.ErrNotFound) {
+		t.Fatalf("Get of a missing key: %v", err)
+	}
+	for _, k := range []string{"point.billing.ledger.3.ff", "point.billing.ledger.2.aa", "point.bills.x.1.a", "aside.billing.ledger.20260101T000000", "plan.billing.ledger"} {
+		if err := b.a.Put(ctx, k, []byte(`{"k":"`+k+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.a.Put(ctx, "point.billing.ledger.2.aa", []byte(`{"v":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	v, err := b.a.Get(ctx, "point.billing.ledger.2.aa")
+	if err != nil || string(v) != `{"v":2}` {
+		t.Fatalf("Get: %s %v", v, err)
+	}
+	for prefix, want := range map[string][]string{
+		"point.billing.": {"point.billing.ledger.2.aa", "point.billing.ledger.3.ff"},
+		"point.bill":     {"point.billing.ledger.2.aa", "point.billing.ledger.3.ff", "point.bills.x.1.a"},
+		"aside.":         {"aside.billing.ledger.20260101T000000"},
+		"nothing.":       nil,
+	} {
+		got, err := b.a.Keys(ctx, prefix)
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("Keys(%q) = %v %v, want %v", prefix, got, err, want)
+		}
+	}
+	if err := b.a.Delete(ctx, "point.billing.ledger.3.ff"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.a.Delete(ctx, "never.there"); err != nil {
+		t.Fatalf("Delete of a missing key: %v", err)
+	}
+	if _, err := b.a.Get(ctx, "point.billing.ledger.3.ff"); !errors.Is(err, keeper.ErrNotFound) {
+		t.Fatalf("Get after Delete: %v", err)
+	}
+	got, err := b.a.Keys(ctx, "point.")
+	if err != nil || !slices.Equal(got, []string{"point.billing.ledger.2.aa", "point.bills.x.1.a"}) {
+		t.Fatalf("Keys after Delete: %v %v", got, err)
+	}
+	if err := b.a.Put(ctx, "bad key", []byte("x")); !errors.Is(err, keeper.ErrBadRequest) {
+		t.Fatalf("Put of a bad key: %v", err)
+	}
+	if err := b.a.Put(ctx, "big", make([]byte, 2<<20)); !errors.Is(err, keeper.ErrBadRequest) {
+		t.Fatalf("Put of an oversize value: %v", err)
+	}
+}
+
+func TestActs(t *testing.T) {
+	ctx := testCtx(t)
+	b := newBus(t, jsbus.WithPrefix("mesh-broker"), jsbus.WithActsStream("KEEPER_ACTS"))
+	act := keeper.Act{Verb: "discard-aside", Module: "billing", Local: "ledger", Caller: "ops-jane", Why: "done with it",
+		Hand: true, What: "discard aside billing.ledger.x", Outcome: "intent", Detail: []byte(`{"aside":"x"}`)}
+	if err := b.a.Record(ctx, act); err != nil {
+		t.Fatal(err)
+	}
+	s, err := b.js.Stream(ctx, "KEEPER_ACTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(ctx, "mesh-broker.acts.discard-aside")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(m.Data), `"why":"done with it"`) || !strings.Contains(string(m.Data), `"hand":true`) {
+		t.Fatalf("stored act: %s", m.Data)
+	}
+	if err := b.a.Record(ctx, keeper.Act{Verb: "a.b"}); !errors.Is(err, keeper.ErrBadRequest) {
+		t.Fatalf("act with a dotted verb: %v", err)
+	}
+	// Without the acts stream nothing acknowledges the act: Record fails.
+	if err := b.js.DeleteStream(ctx, "KEEPER_ACTS"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.a.Record(ctx, act); err == nil {
+		t.Fatal("an act with no stream to store it was reported recorded")
+	}
+}
+
+func TestNewIsIdempotentAndChecksActsStream(t *testing.T) {
+	ctx := testCtx(t)
+	b := newBus(t)
+	if err := b.a.Put(ctx, "plan.a.b", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	a2, err := jsbus.New(ctx, b.nc, jsbus.WithLogger(quiet()))
+	if err != nil {
+		t.Fatalf("second New: %v", err)
+	}
+	if v, err := a2.Get(ctx, "plan.a.b"); err != nil || string(v) != "{}" {
+		t.Fatalf("second adapter lost the index: %s %v", v, err)
+	}
+	if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: "WRONG_ACTS", Subjects: []string{"elsewhere.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jsbus.New(ctx, b.nc, jsbus.WithLogger(quiet()), jsbus.WithActsStream("WRONG_ACTS")); !errors.Is(err, keeper.ErrConflict) {
+		t.Fatalf("acts stream that does not take the acts subjects: %v", err)
+	}
+	if _, err := jsbus.New(ctx, b.nc, jsbus.WithBucket("a.b")); !errors.Is(err, keeper.ErrBadRequest) {
+		t.Fatalf("dotted bucket name: %v", err)
+	}
+	if b.a.ServerVersion() == "" || !strings.HasPrefix(b.a.ServerVersion(), "2.") {
+		t.Fatalf("server version %q", b.a.ServerVersion())
+	}
+}
+

@@ -1,0 +1,234 @@
+package jsbus
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/jsm.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// JetStream error codes the adapter maps to keeper sentinels.
+const (
+	codeStreamNotFound     = 10059
+	codeConsumerNotFound   = 10014
+	codeStreamExistRestore = 10130
+	codeStreamNameExist    = 10058
+)
+
+func noStream(stream string, err error) error {
+	return fmt.Errorf("jsbus: stream %s does not exist: %w (%w)", stream, keeper.ErrNoStream, err)
+}
+
+// Stream describes one live stream, or returns an error wrapping
+// keeper.ErrNoStream.
+func (a *Adapter) Stream(ctx context.Context, name string) (*keeper.StreamInfo, error) {
+	if !validName(name) {
+		return nil, fmt.Errorf("jsbus: %q is not a stream name: %w", name, keeper.ErrNoStream)
+	}
+	s, err := a.js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, noStream(name, err)
+	}
+	if err != nil {
+		return nil, busErr(fmt.Errorf("jsbus: look up stream %s: %w", name, err))
+	}
+	info := s.CachedInfo()
+	return &keeper.StreamInfo{
+		Name: name, Subjects: info.Config.Subjects, Messages: info.State.Msgs, Bytes: info.State.Bytes,
+		FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq, Consumers: info.State.Consumers,
+	}, nil
+}
+
+// DeleteStream removes a stream and its consumers, or returns an error
+// wrapping keeper.ErrNoStream when it does not exist.
+func (a *Adapter) DeleteStream(ctx context.Context, name string) error {
+	if !validName(name) {
+		return fmt.Errorf("jsbus: %q is not a stream name, so nothing was deleted: %w", name, keeper.ErrNoStream)
+	}
+	err := a.js.DeleteStream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return noStream(name, err)
+	}
+	if err != nil {
+		return busErr(fmt.Errorf("jsbus: delete stream %s: %w (it may or may not still exist)", name, err))
+	}
+	a.log.Info("deleted stream", "stream", name)
+	return nil
+}
+
+// Snapshot streams the server's snapshot of the stream, consumers included,
+// into data and meta, and closes both. A snapshot during which the server
+// sends nothing for the stall timeout is abandoned with an error.
+func (a *Adapter) Snapshot(ctx context.Context, stream string, data, meta io.WriteCloser) error {
+	closeBoth := func() {
+		data.Close()
+		meta.Close()
+	}
+	if !validName(stream) {
+		closeBoth()
+		return fmt.Errorf("jsbus: %q is not a stream name, so no snapshot was taken: %w", stream, keeper.ErrNoStream)
+	}
+	s, err := a.mgr.LoadStream(stream)
+	if err != nil {
+		closeBoth()
+		if jsm.IsNatsError(err, codeStreamNotFound) {
+			return noStream(stream, err)
+		}
+		return busErr(fmt.Errorf("jsbus: load stream %s for a snapshot: %w", stream, err))
+	}
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	w := &watchedWriter{w: data}
+	w.touch()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { a.watch(sctx, cancel, w, stop) })
+	start := time.Now()
+	_, err = s.SnapshotToBuffer(sctx, w, meta, jsm.SnapshotConsumers())
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		if cause := context.Cause(sctx); cause != nil && ctx.Err() == nil && errors.Is(cause, errStalled) {
+			err = cause
+		}
+		if jsm.IsNatsError(err, codeStreamNotFound) {
+			return noStream(stream, err)
+		}
+		return busErr(fmt.Errorf("jsbus: snapshot of stream %s failed after %d bytes, so it is not whole: %w", stream, w.n.Load(), err))
+	}
+	a.log.Debug("snapshot taken", "stream", stream, "bytes", w.n.Load(), "took", time.Since(start))
+	return nil
+}
+
+var errStalled = errors.New("the server sent no snapshot data for too long")
+
+// watch cancels ctx with errStalled when w has not been written to for the
+// stall timeout while no write is in progress.
+func (a *Adapter) watch(ctx context.Context, cancel context.CancelCauseFunc, w *watchedWriter, stop <-chan struct{}) {
+	tick := time.NewTicker(min(a.cfg.stall/4, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if w.busy.Load() == 0 && time.Since(time.Unix(0, w.last.Load())) > a.cfg.stall {
+				cancel(fmt.Errorf("%w (%s)", errStalled, a.cfg.stall))
+				return
+			}
+		}
+	}
+}
+
+// watchedWriter counts what goes through it and when.
+type watchedWriter struct {
+	w    io.WriteCloser
+	n    atomic.Int64
+	last atomic.Int64 // unix nanos of the last write's end
+	busy atomic.Int32
+}
+
+func (w *watchedWriter) touch() { w.last.Store(time.Now().UnixNano()) }
+
+func (w *watchedWriter) Write(p []byte) (int, error) {
+	w.busy.Add(1)
+	defer w.busy.Add(-1)
+	n, err := w.w.Write(p)
+	w.n.Add(int64(n))
+	w.touch()
+	return n, err
+}
+
+func (w *watchedWriter) Close() error { return w.w.Close() }
+
+// backupMeta is the part of backup.json the adapter checks.
+type backupMeta struct {
+	Config struct {
+		Name     string `json:"name"`
+		Replicas int    `json:"num_replicas"`
+	} `json:"config"`
+	State struct {
+		Msgs     uint64 `json:"messages"`
+		FirstSeq uint64 `json:"first_seq"`
+		LastSeq  uint64 `json:"last_seq"`
+	} `json:"state"`
+}
+
+// Restore re-creates the stream from data and meta with the configuration
+// the archive holds (replicas and placement included), sending chunks as
+// large as the connection's max payload. The stream must not exist: an
+// existing one gives an error wrapping keeper.ErrConflict and is untouched.
+func (a *Adapter) Restore(ctx context.Context, stream string, data, meta io.Reader) error {
+	if !validName(stream) {
+		return fmt.Errorf("jsbus: %q is not a stream name, so nothing was restored: %w", stream, keeper.ErrBadRequest)
+	}
+	mj, err := io.ReadAll(io.LimitReader(meta, maxMetaSize+1))
+	if err != nil {
+		return fmt.Errorf("jsbus: read backup.json of stream %s, so nothing was restored: %w", stream, err)
+	}
+	if len(mj) > maxMetaSize {
+		return fmt.Errorf("jsbus: backup.json of stream %s is over %d bytes, so nothing was restored: %w", stream, maxMetaSize, keeper.ErrBadRequest)
+	}
+	var bm backupMeta
+	if err := json.Unmarshal(mj, &bm); err != nil {
+		return fmt.Errorf("jsbus: backup.json of stream %s is not valid JSON, so nothing was restored: %w: %w", stream, keeper.ErrBadRequest, err)
+	}
+	if bm.Config.Name != stream {
+		return fmt.Errorf("jsbus: backup.json is of stream %q, not %q, so nothing was restored: %w", bm.Config.Name, stream, keeper.ErrBadRequest)
+	}
+	chunk := int(min(a.nc.MaxPayload(), maxChunk))
+	start := time.Now()
+	st, err := a.mgr.RestoreSnapshotFromBuffer(ctx, stream, io.NopCloser(&fullReader{r: data}),
+		io.NopCloser(bytes.NewReader(mj)), jsm.SnapshotChunkSize(chunk))
+	if err != nil {
+		if jsm.IsNatsError(err, codeStreamExistRestore) || jsm.IsNatsError(err, codeStreamNameExist) {
+			return fmt.Errorf("jsbus: stream %s already exists, so it was not restored over: %w: %w", stream, keeper.ErrConflict, err)
+		}
+		return busErr(fmt.Errorf("jsbus: restore of stream %s failed; a part of it may be on the bus: %w", stream, err))
+	}
+	if st != nil && st.LastSeq != bm.State.LastSeq {
+		return fmt.Errorf("jsbus: restored stream %s ends at sequence %d but its archive says %d; the restored stream is on the bus: %w",
+			stream, st.LastSeq, bm.State.LastSeq, keeper.ErrFailed)
+	}
+	if st != nil && st.Msgs != bm.State.Msgs {
+		a.log.Warn("restored stream holds a different number of messages than its archive says (limits such as max age may have removed some)",
+			"stream", stream, "restored", st.Msgs, "archived", bm.State.Msgs)
+	}
+	a.log.Info("restored stream", "stream", stream, "replicas", bm.Config.Replicas, "took", time.Since(start))
+	return nil
+}
+
+// fullReader fills every read whole until the end, and never returns data
+// together with io.EOF (jsm's restore would drop such data).
+type fullReader struct {
+	r    io.Reader
+	done bool
+}
+
+func (f *fullReader) Read(p []byte) (int, error) {
+	if f.done {
+		return 0, io.EOF
+	}
+	n, err := io.ReadFull(f.r, p)
+	switch {
+	case errors.Is(err, io.EOF):
+		f.done = true
+		return 0, io.EOF
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		f.done = true
+		return n, nil
+	}
+	return n, err
+}
