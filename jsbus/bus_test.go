@@ -278,4 +278,3 @@ func TestNewIsIdempotentAndChecksActsStream(t *testing.T) {
 		t.Fatalf("server version %q", b.a.ServerVersion())
 	}
 }
-
