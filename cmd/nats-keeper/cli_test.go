@@ -1,0 +1,335 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/verbs"
+)
+
+func TestUsageErrorsExit2(t *testing.T) {
+	for _, args := range [][]string{
+		{"snapshot-kept", "billing"},                                          // too few arguments
+		{"snapshot-kept", "billing", "ledger", "--before", "x"},               // --form missing
+		{"restore-kept", "billing", "ledger", "--form", "3", "--before", "x"}, // --why missing
+		{"list", "--no-such-flag"},
+		{"list", "a", "b", "c"},
+		{"no-such-command"},
+		{"discard-aside", "billing.ledger.20260101T000000"}, // --why missing
+		{"snapshot-kept", "billing", "ledger", "--form", "three", "--before", "x"},
+	} {
+		code, _, errText := runArgs(t, args...)
+		if code != keeper.ExitUsage {
+			t.Errorf("%v: exit %d, want %d; stderr %s", args, code, keeper.ExitUsage, errText)
+		}
+		if !strings.Contains(errText, "nats-keeper: ") {
+			t.Errorf("%v: no sentence on stderr: %q", args, errText)
+		}
+	}
+}
+
+func TestHelpDocumentsExitCodes(t *testing.T) {
+	code, out, _ := runArgs(t, "--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"Exit codes:", "2  bad usage or bad request", "5  no service or bus reachable", "demo", "serve", "snapshot-kept"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("help lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var o outs
+	if err := runVersion(context.Background(), versionOptions{Out: &o.out}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(o.out.String(), "nats-keeper ") || !strings.Contains(o.out.String(), "nats-server") {
+		t.Fatalf("version printed %q", o.out.String())
+	}
+}
+
+// The client commands against a real keeper: snapshot, list, verify, restore
+// (dry-run, then for real), discard; their human and JSON output.
+func TestClientCommands(t *testing.T) {
+	b := newBed(t)
+	ctx := context.Background()
+	if err := sample.Create(ctx, b.js, "billing", "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	f := b.flags()
+
+	var o outs
+	err := runSnapshot(ctx, snapshotOptions{Client: f, Out: o.output(), Module: "billing", Local: "ledger", Form: 3, Before: "9f2c1a7e", CatchUp: "ledger-migrate-3-to-4"})
+	if err != nil {
+		t.Fatalf("snapshot-kept: %v", err)
+	}
+	mustContain(t, "snapshot-kept", o.out.String(), "billing", "KV_billing_ledger", "form 3 before 9f2c1a7e")
+
+	o = outs{}
+	if err := runList(ctx, listOptions{Client: f, Out: o.output(), Module: "billing"}); err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	mustContain(t, "list", o.out.String(), "Restore points:", "9f2c1a7e", "ledger-migrate-3-to-4")
+
+	o = outs{}
+	if err := runVerify(ctx, verifyOptions{Client: f, Out: o.output(), Module: "billing", Local: "ledger", Form: 3, Before: "9f2c1a7e"}); err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	mustContain(t, "verify", o.out.String(), "verifies")
+
+	if err := sample.Change(ctx, b.js, "billing", "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	ro := restoreOptions{Client: f, Module: "billing", Local: "ledger", Form: 3, FormSet: true, Before: "9f2c1a7e", Why: "test"}
+
+	o = outs{}
+	ro.Out, ro.DryRun = o.output(), true
+	if err := runRestore(ctx, ro); err != nil {
+		t.Fatalf("restore-kept --dry-run: %v", err)
+	}
+	mustContain(t, "dry-run", o.out.String(), "plan (nothing was changed)", "set aside:", "OBJ_billing_ledger")
+
+	o = outs{}
+	ro.Out, ro.DryRun = o.output(), false
+	ro.Client.JSON = true
+	if err := runRestore(ctx, ro); err != nil {
+		t.Fatalf("restore-kept: %v", err)
+	}
+	var rep keeper.Reply
+	if err := json.Unmarshal(o.out.Bytes(), &rep); err != nil {
+		t.Fatalf("restore --json printed %q: %v", o.out.String(), err)
+	}
+	if rep.Said == "" || rep.Aside == nil || rep.Aside.ID == "" || rep.CatchUp != "ledger-migrate-3-to-4" {
+		t.Fatalf("restore reply %+v", rep)
+	}
+
+	o = outs{}
+	if err := runList(ctx, listOptions{Client: f, Out: o.output()}); err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	mustContain(t, "list after restore", o.out.String(), "Set-aside data", rep.Aside.ID)
+
+	o = outs{}
+	if err := runDiscard(ctx, discardOptions{Client: f, Out: o.output(), ID: rep.Aside.ID, Why: "checked"}); err != nil {
+		t.Fatalf("discard-aside: %v", err)
+	}
+	mustContain(t, "discard", o.out.String(), rep.Aside.ID)
+
+	// Through the whole command line too: exit 0.
+	code, out, errText := runArgs(t, "list", "billing", "ledger", "--server", b.url)
+	if code != 0 || strings.Contains(out, rep.Aside.ID) {
+		t.Fatalf("list after discard: exit %d, out %s, err %s", code, out, errText)
+	}
+}
+
+func mustContain(t *testing.T, what, got string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(got, w) {
+			t.Errorf("%s: output lacks %q:\n%s", what, w, got)
+		}
+	}
+}
+
+func TestClientFailures(t *testing.T) {
+	b := newBed(t)
+	ctx := context.Background()
+	f := b.flags()
+
+	// Bad request: refused before anything is sent, exit 2.
+	var o outs
+	err := runSnapshot(ctx, snapshotOptions{Client: f, Out: o.output(), Module: "bill.ing", Local: "ledger", Before: "x"})
+	if keeper.ExitCode(err) != keeper.ExitUsage || !strings.Contains(err.Error(), "nothing was done") {
+		t.Fatalf("bad name: %v", err)
+	}
+	err = runRestore(ctx, restoreOptions{Client: f, Out: o.output(), Module: "billing", Local: "ledger", Why: "w"})
+	if keeper.ExitCode(err) != keeper.ExitUsage {
+		t.Fatalf("restore without --form/--before: %v", err)
+	}
+
+	// The service refuses a bad request too: exit 2 from a 400.
+	bad := f
+	bad.Caller = strings.Repeat("c", 5000)
+	err = runList(ctx, listOptions{Client: bad, Out: o.output()})
+	if keeper.ExitCode(err) != keeper.ExitUsage {
+		t.Fatalf("oversize caller: %v", err)
+	}
+
+	// Not found: exit 3.
+	err = runVerify(ctx, verifyOptions{Client: f, Out: o.output(), Module: "billing", Local: "nothing", Form: 1, Before: "x"})
+	if keeper.ExitCode(err) != keeper.ExitNotFound {
+		t.Fatalf("verify of a missing point: exit %d, %v", keeper.ExitCode(err), err)
+	}
+	err = runSnapshot(ctx, snapshotOptions{Client: f, Out: o.output(), Module: "billing", Local: "nothing", Form: 1, Before: "x"})
+	if keeper.ExitCode(err) != keeper.ExitNotFound {
+		t.Fatalf("snapshot of missing kept data: exit %d, %v", keeper.ExitCode(err), err)
+	}
+	o = outs{}
+	jf := f
+	jf.JSON = true
+	err = runDiscard(ctx, discardOptions{Client: jf, Out: o.output(), ID: "billing.ledger.20260101T000000", Why: "w"})
+	if keeper.ExitCode(err) != keeper.ExitNotFound {
+		t.Fatalf("discard of a missing aside: exit %d, %v", keeper.ExitCode(err), err)
+	}
+	var eb verbs.ErrorBody
+	if json.Unmarshal(o.out.Bytes(), &eb) != nil || eb.Code != 404 || eb.Error == "" {
+		t.Fatalf("--json failure printed %q", o.out.String())
+	}
+
+	// No service on the prefix: exit 5.
+	np := f
+	np.Prefix = "nobody-here"
+	err = runList(ctx, listOptions{Client: np, Out: o.output()})
+	if keeper.ExitCode(err) != keeper.ExitNoService {
+		t.Fatalf("no service: exit %d, %v", keeper.ExitCode(err), err)
+	}
+
+	// No bus at all: exit 5.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "nats://" + l.Addr().String()
+	l.Close()
+	code, _, errText := runArgs(t, "list", "--server", dead)
+	if code != keeper.ExitNoService || !strings.Contains(errText, "could not connect") {
+		t.Fatalf("no bus: exit %d, %s", code, errText)
+	}
+}
+
+// blockingBus holds the first Snapshot until release is closed.
+type blockingBus struct {
+	keeper.Bus
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingBus) Snapshot(ctx context.Context, stream string, data, meta io.WriteCloser) error {
+	b.once.Do(func() {
+		close(b.entered)
+		<-b.release
+	})
+	return b.Bus.Snapshot(ctx, stream, data, meta)
+}
+
+// A second verb on kept data that a verb in flight holds: exit 4, naming the
+// holder; the first verb then finishes.
+func TestClientBusy(t *testing.T) {
+	bb := &blockingBus{entered: make(chan struct{}), release: make(chan struct{})}
+	b := newBedWith(t, func(inner keeper.Bus) keeper.Bus { bb.Bus = inner; return bb })
+	ctx := context.Background()
+	if err := sample.Create(ctx, b.js, "billing", "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	f := b.flags()
+	first := make(chan error, 1)
+	go func() {
+		var o outs
+		first <- runSnapshot(ctx, snapshotOptions{Client: f, Out: o.output(), Module: "billing", Local: "ledger", Form: 1, Before: "a"})
+	}()
+	<-bb.entered
+	var o outs
+	err := runSnapshot(ctx, snapshotOptions{Client: f, Out: o.output(), Module: "billing", Local: "ledger", Form: 1, Before: "b"})
+	close(bb.release)
+	if keeper.ExitCode(err) != keeper.ExitBusy {
+		t.Fatalf("second verb: exit %d, %v", keeper.ExitCode(err), err)
+	}
+	if !strings.Contains(err.Error(), "snapshot-kept") {
+		t.Errorf("the busy sentence does not name the holder: %v", err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("first verb: %v", err)
+	}
+}
+
+func TestServeNeedsAServer(t *testing.T) {
+	var o outs
+	err := runServe(context.Background(), serveOptions{Dir: t.TempDir(), Prefix: verbs.DefaultPrefix, Bucket: "kept",
+		LogFormat: "text", LogLevel: "info", Err: &o.err})
+	if keeper.ExitCode(err) != keeper.ExitNoService || !strings.Contains(err.Error(), "--embedded") {
+		t.Fatalf("serve without a server: exit %d, %v", keeper.ExitCode(err), err)
+	}
+	err = runServe(context.Background(), serveOptions{Dir: t.TempDir(), Prefix: verbs.DefaultPrefix, Bucket: "kept",
+		LogFormat: "yaml", LogLevel: "info", Err: &o.err, Embedded: true})
+	if keeper.ExitCode(err) != keeper.ExitUsage {
+		t.Fatalf("serve --log-format yaml: exit %d, %v", keeper.ExitCode(err), err)
+	}
+	err = runServe(context.Background(), serveOptions{Dir: t.TempDir(), Prefix: "a b", Bucket: "kept",
+		LogFormat: "text", LogLevel: "info", Err: &o.err, Embedded: true})
+	if keeper.ExitCode(err) != keeper.ExitUsage {
+		t.Fatalf("serve --prefix 'a b': exit %d, %v", keeper.ExitCode(err), err)
+	}
+}
+
+// serve --embedded answers the client commands, and stops cleanly when its
+// context ends (as on SIGTERM).
+func TestServeEmbedded(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs outs
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- runServe(ctx, serveOptions{Dir: t.TempDir(), Prefix: "ops.keeper", Bucket: "kept", Embedded: true,
+			Listen: "127.0.0.1:0", LogFormat: "json", LogLevel: "info", Err: &logs.err,
+			ready: func(_ *verbs.Service, url string) { ready <- url }})
+	}()
+	var url string
+	select {
+	case url = <-ready:
+	case err := <-done:
+		t.Fatalf("serve ended early: %v", err)
+	}
+	var o outs
+	f := clientFlags{Conn: connFlags{Server: url}, Prefix: "ops.keeper", Timeout: verbs.DefaultTimeout, Caller: "t"}
+	if err := runList(ctx, listOptions{Client: f, Out: o.output()}); err != nil {
+		t.Fatalf("list against serve --embedded: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve after cancel: %v", err)
+	}
+	if !strings.Contains(logs.err.String(), `"msg":"serving"`) {
+		t.Errorf("json logs lack the serving line:\n%s", logs.err.String())
+	}
+	// The port is taken: a clear conflict, exit 4.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	err = runServe(context.Background(), serveOptions{Dir: t.TempDir(), Prefix: "p", Bucket: "kept", Embedded: true,
+		Listen: l.Addr().String(), LogFormat: "text", LogLevel: "info", Err: &logs.err})
+	if keeper.ExitCode(err) != keeper.ExitBusy || !strings.Contains(err.Error(), "--listen") {
+		t.Fatalf("serve on a taken port: exit %d, %v", keeper.ExitCode(err), err)
+	}
+}
+
+func TestDemo(t *testing.T) {
+	var o outs
+	if err := runDemo(context.Background(), demoOptions{Out: &o.out, Err: &o.err}); err != nil {
+		t.Fatalf("demo: %v\n%s", err, o.out.String())
+	}
+	out := o.out.String()
+	for i, want := range []string{"Starting an embedded nats-server", "Making module billing's kept data", "Taking a restore point",
+		"Changing the data", "Restoring the point", "back as it was", "every message, key, revision",
+		"set aside, not lost", "aside billing.ledger.", "Discarding the set-aside copy", "The demo is done."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks step %d %q", i, want)
+		}
+	}
+	if t.Failed() {
+		fmt.Println(out)
+	}
+}

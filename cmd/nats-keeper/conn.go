@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// clientDefaultURL is where client commands look when no server, $NATS_URL
+// or context is given: where `nats-keeper serve --embedded` listens.
+const clientDefaultURL = "nats://127.0.0.1:4222"
+
+func (c connFlags) options(name string, log *slog.Logger) jsbus.ConnOptions {
+	return jsbus.ConnOptions{
+		URL: c.Server, Creds: c.Creds, NKey: c.NKey,
+		TLSCert: c.TLSCert, TLSKey: c.TLSKey, TLSCA: c.TLSCA,
+		Context: c.Context, Name: name, Logger: log,
+	}
+}
+
+// connect connects to the bus; a failure wraps keeper.ErrNoBus (exit 5)
+// unless it already names its kind.
+func connect(ctx context.Context, c connFlags, name string, log *slog.Logger) (*nats.Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	nc, err := jsbus.Connect(c.options(name, log))
+	if err != nil {
+		where := c.Server
+		if c.Context != "" {
+			where = "context " + c.Context
+		}
+		if hasKind(err) {
+			return nil, fmt.Errorf("could not connect to NATS at %s, so nothing was done: %w", where, err)
+		}
+		return nil, fmt.Errorf("%w: could not connect to NATS at %s, so nothing was done: %v", keeper.ErrNoBus, where, err)
+	}
+	return nc, nil
+}
+
+// hasKind reports whether err already carries one of the keeper's sentinels.
+func hasKind(err error) bool {
+	for _, s := range []error{keeper.ErrBadRequest, keeper.ErrNotFound, keeper.ErrBusy, keeper.ErrConflict, keeper.ErrFailed, keeper.ErrNoBus} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/internal/natstest"
+	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/verbs"
+)
+
+// bed is an embedded server with a real keeper (jsbus + keeper + verbs)
+// serving on it.
+type bed struct {
+	url string
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	dir string
+	svc *verbs.Service
+}
+
+func newBed(t *testing.T) *bed {
+	t.Helper()
+	s := natstest.Start(t, nil)
+	nc := natstest.Connect(t, s)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	svc, err := startKeeper(context.Background(), nc, dir, verbs.DefaultPrefix, "kept", quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	return &bed{url: s.ClientURL(), nc: nc, js: js, dir: dir, svc: svc}
+}
+
+// newBedWith serves a keeper whose Bus is wrapped by wrap.
+func newBedWith(t *testing.T, wrap func(keeper.Bus) keeper.Bus) *bed {
+	t.Helper()
+	s := natstest.Start(t, nil)
+	nc := natstest.Connect(t, s)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, err := jsbus.New(ctx, nc, jsbus.WithLogger(quietLog()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	k, err := keeper.New(ctx, keeper.Config{Dir: dir, Bus: wrap(a), Index: a, Acts: a, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := verbs.Serve(ctx, nc, k, verbs.WithLogger(quietLog()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	return &bed{url: s.ClientURL(), nc: nc, js: js, dir: dir, svc: svc}
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func (b *bed) flags() clientFlags {
+	return clientFlags{Conn: connFlags{Server: b.url}, Prefix: verbs.DefaultPrefix, Timeout: time.Minute, Caller: "test@host"}
+}
+
+type outs struct{ out, err bytes.Buffer }
+
+func (o *outs) output() output { return output{Out: &o.out, Err: &o.err} }
+
+// runArgs runs a whole command line in process and returns its exit code.
+func runArgs(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, env{Out: &out, Err: &errb, Getenv: func(string) string { return "" }})
+	return code, out.String(), errb.String()
+}

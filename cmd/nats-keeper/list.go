@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/verbs"
+)
+
+type listOptions struct {
+	Client clientFlags
+	Out    output
+	Module string
+	Local  string
+}
+
+func newListCmd(e env) *cobra.Command {
+	o := &listOptions{Out: output{Out: e.Out, Err: e.Err}}
+	cmd := &cobra.Command{
+		Use:   "list [MODULE [LOCAL]]",
+		Short: "List restore points and set-aside data",
+		Args:  args(0, 2),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if len(a) > 0 {
+				o.Module = a[0]
+			}
+			if len(a) > 1 {
+				o.Local = a[1]
+			}
+			return ran(runList(cmd.Context(), *o))
+		},
+	}
+	addClientFlags(cmd.Flags(), &o.Client, e)
+	return cmd
+}
+
+func runList(ctx context.Context, o listOptions) error {
+	return callVerb(ctx, o.Client, o.Out, verbs.VerbList, keeper.Request{Module: o.Module, Local: o.Local}, printList)
+}

@@ -1,0 +1,90 @@
+// Command nats-keeper keeps restore points of modules' JetStream data and
+// restores them: `serve` runs the keeper as a NATS micro service, the client
+// commands send it one verb each, and `demo` shows the whole round trip on an
+// embedded server.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/verbs"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], env{
+		Out: os.Stdout, Err: os.Stderr, Getenv: os.Getenv,
+		Terminal: isTerminal(os.Stderr),
+	})
+	stop()
+	os.Exit(code)
+}
+
+// env is what the commands get from the process: output, environment, and
+// whether stderr is an interactive terminal (for progress).
+type env struct {
+	Out, Err io.Writer
+	Getenv   func(string) string
+	Terminal bool
+}
+
+// usageError marks an error of the command line itself (exit 2).
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// ranError marks an error returned by a command's run function, so that every
+// other error from cobra is known to be a usage error.
+type ranError struct{ err error }
+
+func (e *ranError) Error() string { return e.err.Error() }
+func (e *ranError) Unwrap() error { return e.err }
+
+// run executes one command line and returns the process exit code.
+func run(ctx context.Context, args []string, e env) int {
+	root := newRoot(e)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	return report(err, e)
+}
+
+// report prints err and maps it to the documented exit code, through
+// keeper.ExitCode only.
+func report(err error, e env) int {
+	if err == nil {
+		return keeper.ExitOK
+	}
+	var ran *ranError
+	if !errors.As(err, &ran) {
+		fmt.Fprintf(e.Err, "nats-keeper: %v\nRun 'nats-keeper --help' for usage.\n", err)
+		return keeper.ExitCode(fmt.Errorf("%w: %w", keeper.ErrBadRequest, err))
+	}
+	fmt.Fprintf(e.Err, "nats-keeper: %v\n", ran.err)
+	return keeper.ExitCode(ran.err)
+}
+
+// printJSONError writes a failure as the service's error body, for --json.
+func printJSONError(w io.Writer, err error) {
+	var ve *verbs.Error
+	code := keeper.Code(err)
+	if errors.As(err, &ve) {
+		code = ve.Code
+	}
+	b, _ := json.MarshalIndent(verbs.ErrorBody{Error: err.Error(), Code: code}, "", "  ")
+	fmt.Fprintf(w, "%s\n", b)
+}
+
+// isTerminal reports whether f is an interactive terminal.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// printSaid prints the reply's sentence and, when present, what was made.
+func printSaid(w io.Writer, rep *keeper.Reply) error {
+	fmt.Fprintln(w, rep.Said)
+	if rep.Dir != "" {
+		fmt.Fprintf(w, "  dir:       %s\n", rep.Dir)
+	}
+	if p := rep.Point; p != nil {
+		fmt.Fprintf(w, "  point:     %s.%s form %d before %s, taken %s\n", p.Module, p.Local, p.Form, p.Fingerprint,
+			p.Taken.UTC().Format("2006-01-02 15:04:05Z"))
+		printStreams(w, p.Streams)
+	}
+	if a := rep.Aside; a != nil {
+		fmt.Fprintf(w, "  aside:     %s (%s, %s) in %s\n", a.ID, a.Reason, humanBytes(a.ArchiveSize), a.Dir)
+	}
+	if len(rep.Positions) > 0 {
+		fmt.Fprintf(w, "  positions: %d consumer(s) set back:", len(rep.Positions))
+		for _, p := range rep.Positions {
+			fmt.Fprintf(w, " %s/%s@%d", p.Stream, p.Consumer, p.AckFloor)
+		}
+		fmt.Fprintln(w)
+	}
+	if pl := rep.Plan; pl != nil {
+		fmt.Fprintln(w, "  plan (nothing was changed):")
+		fmt.Fprintf(w, "    set aside:  %s (%s)\n", list(pl.SetAside), humanBytes(int64(pl.AsideBytes)))
+		fmt.Fprintf(w, "    remove:     %s\n", list(pl.Remove))
+		if !pl.AsideOnly {
+			fmt.Fprintf(w, "    restore:    %s (%s) from %s\n", list(pl.Restore), humanBytes(int64(pl.RestoreBytes)), pl.Point)
+		}
+		fmt.Fprintf(w, "    reposition: %d consumer(s)", len(pl.Reposition))
+		for _, p := range pl.Reposition {
+			fmt.Fprintf(w, " %s/%s@%d", p.Stream, p.Consumer, p.AckFloor)
+		}
+		fmt.Fprintln(w)
+	}
+	if rep.CatchUp != "" {
+		fmt.Fprintf(w, "  catch-up:  run %s next\n", rep.CatchUp)
+	}
+	if r := rep.Report; r != nil {
+		verdict := "verifies"
+		if !r.OK {
+			verdict = "DOES NOT VERIFY"
+		}
+		fmt.Fprintf(w, "  report:    %s %s (%s)\n", r.Point, verdict, humanBytes(r.Bytes))
+		printStreams(w, r.Streams)
+		for _, p := range r.Problems {
+			fmt.Fprintf(w, "    problem: %s\n", p)
+		}
+	}
+	return nil
+}
+
+func printStreams(w io.Writer, ss []keeper.StreamSum) {
+	for _, s := range ss {
+		fmt.Fprintf(w, "    stream %s: %d message(s), sequences %d..%d, %d consumer(s)\n", s.Name, s.Messages, s.FirstSeq, s.LastSeq, s.Consumers)
+	}
+}
+
+func list(ss []string) string {
+	if len(ss) == 0 {
+		return "nothing"
+	}
+	return strings.Join(ss, ", ")
+}
+
+// printList prints list-kept's points and asides as two tables.
+func printList(w io.Writer, rep *keeper.Reply) error {
+	fmt.Fprintln(w, rep.Said)
+	if len(rep.Points) > 0 {
+		fmt.Fprintln(w, "\nRestore points:")
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  MODULE\tLOCAL\tFORM\tBEFORE\tTAKEN\tSIZE\tCATCH-UP")
+		for _, p := range rep.Points {
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Module, p.Local, p.Form, p.Fingerprint,
+				p.Taken.UTC().Format("2006-01-02 15:04:05Z"), humanBytes(p.ArchiveSize), dash(p.CatchUp))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(rep.Asides) > 0 {
+		fmt.Fprintln(w, "\nSet-aside data (remove only with discard-aside):")
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  ID\tREASON\tTAKEN\tSIZE\tWHY")
+		for _, a := range rep.Asides {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", a.ID, a.Reason, a.Taken.UTC().Format("2006-01-02 15:04:05Z"),
+				humanBytes(a.ArchiveSize), dash(a.Why))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/verbs"
+)
+
+type restoreOptions struct {
+	Client    clientFlags
+	Out       output
+	Module    string
+	Local     string
+	Form      int
+	FormSet   bool
+	Before    string
+	Why       string
+	AsideOnly bool
+	DryRun    bool
+	From      string
+}
+
+func newRestoreCmd(e env) *cobra.Command {
+	o := &restoreOptions{Out: output{Out: e.Out, Err: e.Err, Progress: e.Terminal}}
+	cmd := &cobra.Command{
+		Use:   "restore-kept MODULE LOCAL --form N --before FINGERPRINT --why TEXT [--aside-only] [--dry-run] [--from DIR]",
+		Short: "Restore a restore point, setting the live data aside first",
+		Long: `Restore a restore point of one kept data. The point's archive is verified
+before the bus is touched; the live data is set aside (kept on disk until a
+person discards it) before anything is removed.
+
+--aside-only sets the live data aside and removes it, restoring nothing.
+--dry-run prints exactly what would happen and changes nothing.`,
+		Args: args(2, 2),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			o.Module, o.Local = a[0], a[1]
+			o.FormSet = cmd.Flags().Changed("form")
+			return ran(runRestore(cmd.Context(), *o))
+		},
+	}
+	f := cmd.Flags()
+	addClientFlags(f, &o.Client, e)
+	f.IntVar(&o.Form, "form", 0, "the form of the restore point")
+	f.StringVar(&o.Before, "before", "", "the fingerprint of the restore point")
+	f.StringVar(&o.Why, "why", "", "why the live data is replaced (required)")
+	f.BoolVar(&o.AsideOnly, "aside-only", false, "only set the live data aside and remove it; restore nothing")
+	f.BoolVar(&o.DryRun, "dry-run", false, "print the plan and change nothing")
+	f.StringVar(&o.From, "from", "", "the restore point's directory, instead of --form and --before")
+	_ = cmd.MarkFlagRequired("why")
+	return cmd
+}
+
+func runRestore(ctx context.Context, o restoreOptions) error {
+	if !o.AsideOnly && o.From == "" && (!o.FormSet || o.Before == "") {
+		return jsonErr(o.Client, o.Out, fmt.Errorf("%w: restore-kept needs --form and --before (or --from, or --aside-only), so nothing was done",
+			keeper.ErrBadRequest))
+	}
+	req := keeper.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, Why: o.Why,
+		AsideOnly: o.AsideOnly, DryRun: o.DryRun, From: o.From}
+	return callVerb(ctx, o.Client, o.Out, verbs.VerbRestore, req, printSaid)
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/nats-keeper/nats-keeper/verbs"
+)
+
+const exitCodesHelp = `Exit codes:
+  0  done
+  1  failed
+  2  bad usage or bad request (nothing was done)
+  3  not found
+  4  busy or conflict (another verb holds the kept data)
+  5  no service or bus reachable`
+
+func newRoot(e env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "nats-keeper",
+		Short: "Keep restore points of modules' JetStream data, and restore them",
+		Long: `nats-keeper takes restore points of a module's kept data on a NATS JetStream bus
+(its KV bucket, object store and stream, and its consumers' positions) before a
+change, and restores them beside the live data, setting the live data aside.
+
+Start here: nats-keeper demo
+
+` + exitCodesHelp,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetOut(e.Out)
+	root.SetErr(e.Err)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	root.SetHelpTemplate(root.HelpTemplate() + "\n" + exitCodesHelp + "\n")
+	root.AddCommand(
+		newServeCmd(e), newSnapshotCmd(e), newRestoreCmd(e), newDiscardCmd(e),
+		newListCmd(e), newVerifyCmd(e), newDemoCmd(e), newVersionCmd(e),
+	)
+	return root
+}
+
+// ran wraps a run function's error so that main knows it is not a usage error.
+func ran(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ranError{err}
+}
+
+// connFlags are the NATS connection flags every command shares.
+type connFlags struct {
+	Server  string
+	Creds   string
+	NKey    string
+	TLSCert string
+	TLSKey  string
+	TLSCA   string
+	Context string
+}
+
+func addConnFlags(fs *pflag.FlagSet, c *connFlags, e env) {
+	fs.StringVar(&c.Server, "server", e.Getenv("NATS_URL"), "NATS server URL(s) (default $NATS_URL)")
+	fs.StringVar(&c.Creds, "creds", "", "user credentials file")
+	fs.StringVar(&c.NKey, "nkey", "", "user NKey seed file")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "TLS client certificate file")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "TLS client key file")
+	fs.StringVar(&c.TLSCA, "tls-ca", "", "TLS certificate authority file")
+	fs.StringVar(&c.Context, "context", "", "a `nats` CLI context to connect with")
+}
+
+// clientFlags are the flags of the commands that send one verb.
+type clientFlags struct {
+	Conn    connFlags
+	Prefix  string
+	Timeout time.Duration
+	JSON    bool
+	Caller  string
+}
+
+func addClientFlags(fs *pflag.FlagSet, c *clientFlags, e env) {
+	addConnFlags(fs, &c.Conn, e)
+	fs.StringVar(&c.Prefix, "prefix", verbs.DefaultPrefix, "subject prefix of the keeper's verbs")
+	fs.DurationVar(&c.Timeout, "timeout", verbs.DefaultTimeout, "how long to wait for the reply")
+	fs.BoolVar(&c.JSON, "json", false, "print the reply as JSON")
+	fs.StringVar(&c.Caller, "caller", defaultCaller(e), "who is asking, recorded with the act")
+}
+
+func defaultCaller(e env) string {
+	user := e.Getenv("USER")
+	if user == "" {
+		user = "someone"
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return user
+	}
+	return user + "@" + host
+}
+
+// args checks positional arguments, as a usage error.
+func args(min, max int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if len(a) < min || len(a) > max {
+			if min == max {
+				return &usageError{fmt.Errorf("%s takes %d argument(s), got %d", cmd.Name(), min, len(a))}
+			}
+			return &usageError{fmt.Errorf("%s takes %d to %d arguments, got %d", cmd.Name(), min, max, len(a))}
+		}
+		return nil
+	}
+}

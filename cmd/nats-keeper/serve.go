@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/nats-keeper/nats-keeper/internal/natstest"
+	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/verbs"
+)
+
+type serveOptions struct {
+	Conn      connFlags
+	Dir       string
+	Prefix    string
+	Bucket    string
+	Embedded  bool
+	Listen    string
+	LogFormat string
+	LogLevel  string
+	Err       io.Writer // logs
+
+	// ready, when set, is called once the service answers (tests).
+	ready func(*verbs.Service, string)
+}
+
+func newServeCmd(e env) *cobra.Command {
+	o := &serveOptions{Err: e.Err}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the keeper as a NATS micro service answering the verbs",
+		Long: `Run the keeper: a NATS micro service named nats-keeper answering
+<prefix>.snapshot-kept, restore-kept, discard-aside, list-kept and verify-kept.
+
+Connect to an existing NATS with --server (or $NATS_URL, or --context), or run
+an in-process nats-server with JetStream with --embedded. SIGINT or SIGTERM
+stops taking requests, finishes the verbs in flight and exits 0.`,
+		Args: args(0, 0),
+		RunE: func(cmd *cobra.Command, _ []string) error { return ran(runServe(cmd.Context(), *o)) },
+	}
+	f := cmd.Flags()
+	addConnFlags(f, &o.Conn, e)
+	dir := e.Getenv("NATS_KEEPER_DIR")
+	if dir == "" {
+		dir = "./nats-keeper-data"
+	}
+	f.StringVar(&o.Dir, "dir", dir, "the keeper's directory (default $NATS_KEEPER_DIR, else ./nats-keeper-data)")
+	f.StringVar(&o.Prefix, "prefix", verbs.DefaultPrefix, "subject prefix of the verbs")
+	f.StringVar(&o.Bucket, "bucket", "kept", "KV bucket of the keeper's index")
+	f.BoolVar(&o.Embedded, "embedded", false, "start an in-process nats-server with JetStream, its store under <dir>/nats")
+	f.StringVar(&o.Listen, "listen", "127.0.0.1:4222", "where the embedded server listens (with --embedded)")
+	f.StringVar(&o.LogFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return cmd
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("%w: --log-level %q is not debug, info, warn or error", keeper.ErrBadRequest, level)
+	}
+	ho := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, ho)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, ho)), nil
+	}
+	return nil, fmt.Errorf("%w: --log-format %q is not text or json", keeper.ErrBadRequest, format)
+}
+
+func runServe(ctx context.Context, o serveOptions) error {
+	log, err := newLogger(o.Err, o.LogFormat, o.LogLevel)
+	if err != nil {
+		return fmt.Errorf("%w, so nothing is served", err)
+	}
+	if err := verbs.CheckPrefix(o.Prefix); err != nil {
+		return fmt.Errorf("%w: --prefix: %w, so nothing is served", keeper.ErrBadRequest, err)
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return fmt.Errorf("%w: --dir %q: %v, so nothing is served", keeper.ErrBadRequest, o.Dir, err)
+	}
+	if !o.Embedded && o.Conn.Server == "" && o.Conn.Context == "" {
+		return fmt.Errorf("%w: no NATS server given, so nothing is served: pass --server nats://HOST:4222 "+
+			"(or set NATS_URL, or --context NAME for a `nats` CLI context), or run `nats-keeper serve --embedded` "+
+			"to start a nats-server with JetStream inside the keeper", keeper.ErrNoBus)
+	}
+	conn := o.Conn
+	if o.Embedded {
+		s, err := startEmbedded(filepath.Join(dir, "nats"), o.Listen)
+		if err != nil {
+			return err
+		}
+		defer func() { s.Shutdown(); s.WaitForShutdown() }()
+		conn.Server = s.ClientURL()
+		log.Info("embedded nats-server started", "url", s.ClientURL(), "store", filepath.Join(dir, "nats"))
+	}
+	nc, err := connect(ctx, conn, "nats-keeper serve", log)
+	if err != nil {
+		return fmt.Errorf("%w; nothing is served", err)
+	}
+	defer nc.Close()
+	svc, err := startKeeper(ctx, nc, dir, o.Prefix, o.Bucket, log)
+	if err != nil {
+		return err
+	}
+	if o.ready != nil {
+		o.ready(svc, nc.ConnectedUrl())
+	}
+	lost := waitStop(ctx, nc)
+	if err := svc.Stop(); err != nil {
+		log.Warn("stopping the service", "error", err)
+	}
+	if lost != nil {
+		return lost
+	}
+	log.Info("stopped on signal; every verb in flight finished")
+	return nil
+}
+
+// startKeeper builds the jsbus adapter and the keeper on nc, brings the index
+// up to date with the files, and serves the verbs.
+func startKeeper(ctx context.Context, nc *nats.Conn, dir, prefix, bucket string, log *slog.Logger) (*verbs.Service, error) {
+	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log))
+	if err != nil {
+		if !hasKind(err) {
+			err = fmt.Errorf("%w: %w", keeper.ErrNoBus, err)
+		}
+		return nil, fmt.Errorf("could not open the keeper's state on the bus, so nothing is served: %w", err)
+	}
+	k, err := keeper.New(ctx, keeper.Config{Dir: dir, Bus: a, Index: a, Acts: a, Logger: log, Version: buildVersion()})
+	if err != nil {
+		return nil, fmt.Errorf("could not open the keeper's directory %s, so nothing is served: %w", dir, err)
+	}
+	written, removed, err := k.Rebuild(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("could not bring the index %s up to date with the files in %s, so nothing is served: %w", bucket, dir, err)
+	}
+	log.Info("index rebuilt from the files", "dir", dir, "written", written, "removed", removed)
+	svc, err := verbs.Serve(ctx, nc, k, verbs.WithPrefix(prefix), verbs.WithVersion(buildVersion()),
+		verbs.WithLogger(log), verbs.WithMetadata("dir", dir))
+	if err != nil {
+		return nil, err
+	}
+	return svc, nil
+}
+
+// waitStop waits for ctx to end (a signal), or for the connection to close
+// for good, which it returns as an error.
+func waitStop(ctx context.Context, nc *nats.Conn) error {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if nc.IsClosed() {
+				return fmt.Errorf("%w: the connection to NATS closed and will not come back; the keeper stopped", keeper.ErrNoBus)
+			}
+		}
+	}
+}
+
+// startEmbedded runs a nats-server with JetStream storing under store and
+// listening on listen (host:port; port 0 picks a free one).
+func startEmbedded(store, listen string) (*server.Server, error) {
+	host, portText, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --listen %q is not host:port, so nothing is served", keeper.ErrBadRequest, listen)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, fmt.Errorf("%w: --listen %q has no port 0..65535, so nothing is served", keeper.ErrBadRequest, listen)
+	}
+	if port == 0 {
+		port = -1
+	} else {
+		// The server cannot say "address in use" without a logger; ask first.
+		l, err := net.Listen("tcp", net.JoinHostPort(host, portText))
+		if err != nil {
+			return nil, fmt.Errorf("%w: cannot listen on %s (%v), so no embedded server was started; pick another address with --listen",
+				keeper.ErrConflict, listen, err)
+		}
+		_ = l.Close()
+	}
+	opts := natstest.Options(store)
+	opts.ServerName = "nats-keeper-embedded"
+	opts.Host, opts.Port = host, port
+	s, err := natstest.Run(opts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the embedded nats-server did not start, so nothing is served: %v", keeper.ErrFailed, err)
+	}
+	return s, nil
+}

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/verbs"
+)
+
+type verifyOptions struct {
+	Client clientFlags
+	Out    output
+	Module string
+	Local  string
+	Form   int
+	Before string
+}
+
+func newVerifyCmd(e env) *cobra.Command {
+	o := &verifyOptions{Out: output{Out: e.Out, Err: e.Err, Progress: e.Terminal}}
+	cmd := &cobra.Command{
+		Use:   "verify MODULE LOCAL --form N --before FINGERPRINT",
+		Short: "Re-check one restore point's archive against its manifest",
+		Args:  args(2, 2),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			o.Module, o.Local = a[0], a[1]
+			return ran(runVerify(cmd.Context(), *o))
+		},
+	}
+	f := cmd.Flags()
+	addClientFlags(f, &o.Client, e)
+	f.IntVar(&o.Form, "form", 0, "the form of the restore point")
+	f.StringVar(&o.Before, "before", "", "the fingerprint of the restore point")
+	_ = cmd.MarkFlagRequired("form")
+	_ = cmd.MarkFlagRequired("before")
+	return cmd
+}
+
+func runVerify(ctx context.Context, o verifyOptions) error {
+	req := keeper.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before}
+	return callVerb(ctx, o.Client, o.Out, verbs.VerbVerify, req, printSaid)
+}
