@@ -25,8 +25,15 @@ const (
 // Verbs lists the five verbs in the order the contract gives them.
 var Verbs = [...]string{VerbSnapshot, VerbRestore, VerbDiscard, VerbList, VerbVerify}
 
+// refusal is a request refused before anything was done: its sentence, and
+// keeper.ErrBadRequest for errors.Is.
+type refusal struct{ said string }
+
+func (e *refusal) Error() string { return e.said }
+func (e *refusal) Unwrap() error { return keeper.ErrBadRequest }
+
 func badRequest(verb, format string, args ...any) error {
-	return fmt.Errorf("%w: %s %s, %s", keeper.ErrBadRequest, verb, fmt.Sprintf(format, args...), nothingDone)
+	return &refusal{said: fmt.Sprintf("%s %s, %s", verb, fmt.Sprintf(format, args...), nothingDone)}
 }
 
 // CheckRequest checks that r is a well-formed request for verb. The rules

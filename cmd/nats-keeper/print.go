@@ -18,7 +18,9 @@ func printSaid(w io.Writer, rep *keeper.Reply) error {
 	if p := rep.Point; p != nil {
 		fmt.Fprintf(w, "  point:     %s.%s form %d before %s, taken %s\n", p.Module, p.Local, p.Form, p.Fingerprint,
 			p.Taken.UTC().Format("2006-01-02 15:04:05Z"))
-		printStreams(w, p.Streams)
+		if rep.Report == nil {
+			printStreams(w, p.Streams)
+		}
 	}
 	if a := rep.Aside; a != nil {
 		fmt.Fprintf(w, "  aside:     %s (%s, %s) in %s\n", a.ID, a.Reason, humanBytes(a.ArchiveSize), a.Dir)
