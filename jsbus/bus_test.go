@@ -278,3 +278,55 @@ func TestNewIsIdempotentAndChecksActsStream(t *testing.T) {
 		t.Fatalf("server version %q", b.a.ServerVersion())
 	}
 }
+
+// failing fails its writes after limit bytes, or its Close.
+type failing struct {
+	buf
+	limit     int
+	failClose bool
+}
+
+var errDisk = errors.New("disk full")
+
+func (f *failing) Write(p []byte) (int, error) {
+	if f.Len()+len(p) > f.limit {
+		return 0, errDisk
+	}
+	return f.buf.Write(p)
+}
+
+func (f *failing) Close() error {
+	f.closed = true
+	if f.failClose {
+		return errDisk
+	}
+	return nil
+}
+
+func TestSnapshotWriterFailures(t *testing.T) {
+	ctx := testCtx(t)
+	b := newBus(t)
+	if err := sample.Create(ctx, b.js, "billing", "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	n := sample.NamesOf("billing", "ledger")
+	for _, c := range []struct {
+		name       string
+		data, meta *failing
+	}{
+		{"data write", &failing{limit: 1000}, &failing{limit: 1 << 30}},
+		{"meta write", &failing{limit: 1 << 30}, &failing{limit: 10}},
+		{"data close", &failing{limit: 1 << 30, failClose: true}, &failing{limit: 1 << 30}},
+		{"meta close", &failing{limit: 1 << 30}, &failing{limit: 1 << 30, failClose: true}},
+	} {
+		err := b.a.Snapshot(ctx, n.ObjStrm, c.data, c.meta)
+		if !errors.Is(err, errDisk) {
+			t.Errorf("%s failing: %v, want the disk error", c.name, err)
+		}
+		if !c.data.closed || !c.meta.closed {
+			t.Errorf("%s failing: writers left open", c.name)
+		}
+	}
+	// The stream is still whole and a later snapshot works.
+	snapshot(t, b.a, n.ObjStrm)
+}

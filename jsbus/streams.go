@@ -2,6 +2,7 @@ package jsbus
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -89,14 +90,22 @@ func (a *Adapter) Snapshot(ctx context.Context, stream string, data, meta io.Wri
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	w := &watchedWriter{w: data}
+	mw := &watchedWriter{w: meta}
 	w.touch()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { a.watch(sctx, cancel, w, stop) })
 	start := time.Now()
-	_, err = s.SnapshotToBuffer(sctx, w, meta, jsm.SnapshotConsumers())
+	_, err = s.SnapshotToBuffer(sctx, w, mw, jsm.SnapshotConsumers())
 	close(stop)
 	wg.Wait()
+	w.Close() // jsm has closed both; these make sure, and keep the errors
+	mw.Close()
+	if err == nil {
+		if cerr := cmp.Or(w.closeError(), mw.closeError()); cerr != nil {
+			return fmt.Errorf("jsbus: closing the snapshot of stream %s failed, so it is not whole: %w", stream, cerr)
+		}
+	}
 	if err != nil {
 		if cause := context.Cause(sctx); cause != nil && ctx.Err() == nil && errors.Is(cause, errStalled) {
 			err = cause
@@ -132,12 +141,20 @@ func (a *Adapter) watch(ctx context.Context, cancel context.CancelCauseFunc, w *
 	}
 }
 
-// watchedWriter counts what goes through it and when.
+// watchedWriter counts what goes through it and when. After its first write
+// error or its Close it swallows further writes: jsm's snapshot callback may
+// still run after SnapshotToBuffer returned, and must neither block on a
+// second error nor write into a closed writer.
 type watchedWriter struct {
 	w    io.WriteCloser
 	n    atomic.Int64
 	last atomic.Int64 // unix nanos of the last write's end
 	busy atomic.Int32
+
+	mu       sync.Mutex
+	closed   bool
+	failed   bool
+	closeErr error
 }
 
 func (w *watchedWriter) touch() { w.last.Store(time.Now().UnixNano()) }
@@ -145,13 +162,40 @@ func (w *watchedWriter) touch() { w.last.Store(time.Now().UnixNano()) }
 func (w *watchedWriter) Write(p []byte) (int, error) {
 	w.busy.Add(1)
 	defer w.busy.Add(-1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || w.failed {
+		return len(p), nil
+	}
 	n, err := w.w.Write(p)
 	w.n.Add(int64(n))
 	w.touch()
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		w.failed = true
+	}
 	return n, err
 }
 
-func (w *watchedWriter) Close() error { return w.w.Close() }
+func (w *watchedWriter) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return w.closeErr
+	}
+	w.closed = true
+	w.closeErr = w.w.Close()
+	return w.closeErr
+}
+
+// closeErr is the error of the first Close, which jsm does not look at.
+func (w *watchedWriter) closeError() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.closeErr
+}
 
 // backupMeta is the part of backup.json the adapter checks.
 type backupMeta struct {
