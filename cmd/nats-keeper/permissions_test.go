@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/nats-keeper/nats-keeper/internal/natstest"
+	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/verbs"
+)
+
+// readmePermissions returns the server configuration block of the README's
+// Permissions section, so that this test checks exactly what it documents.
+func readmePermissions(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, "## Permissions")
+	if i < 0 {
+		t.Fatal("README.md has no Permissions section")
+	}
+	s = s[i:]
+	start := strings.Index(s, "```conf\n")
+	if start < 0 {
+		t.Fatal("the Permissions section has no ```conf block")
+	}
+	s = s[start+len("```conf\n"):]
+	end := strings.Index(s, "```")
+	if end < 0 {
+		t.Fatal("the ```conf block does not end")
+	}
+	return s[:end]
+}
+
+// The README's keeper user can run every verb; its read-only user can list
+// and verify, and the server refuses its changing verbs, which change nothing.
+func TestReadmePermissions(t *testing.T) {
+	conf := readmePermissions(t)
+	// An admin for the test's own setup, beside the README's users.
+	conf = strings.Replace(conf, "users = [", `users = [
+    { user: "admin", password: "admin-secret" }`, 1)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "server.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("the README's configuration does not load: %v\n%s", err, conf)
+	}
+	base := natstest.Options(filepath.Join(dir, "store"))
+	opts.Host, opts.Port, opts.JetStream, opts.StoreDir = base.Host, base.Port, true, base.StoreDir
+	opts.NoLog, opts.NoSigs, opts.ServerName = true, true, base.ServerName
+	s := natstest.Start(t, opts)
+
+	admin := natstest.Connect(t, s, nats.UserInfo("admin", "admin-secret"))
+	keeperConn := natstest.Connect(t, s, nats.UserInfo("keeper", "keeper-secret"))
+	denied := make(chan string, 10)
+	viewer := natstest.Connect(t, s, nats.UserInfo("viewer", "viewer-secret"),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				denied <- err.Error()
+			}
+		}))
+	ctx := context.Background()
+
+	svc, err := startKeeper(ctx, keeperConn, filepath.Join(dir, "keeper"), verbs.DefaultPrefix, "kept", quietLog())
+	if err != nil {
+		t.Fatalf("the keeper user cannot start the keeper: %v", err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+
+	js, err := jetstream.New(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sample.Create(ctx, js, "billing", "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	// The keeper user: every verb.
+	kc := verbs.NewClient(admin, verbs.WithTimeout(time.Minute))
+	req := keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "f", Caller: "admin"}
+	if _, err := kc.SnapshotKept(ctx, req); err != nil {
+		t.Fatalf("snapshot-kept as the keeper user: %v", err)
+	}
+	if _, err := kc.VerifyKept(ctx, req); err != nil {
+		t.Fatalf("verify-kept as the keeper user: %v", err)
+	}
+	if err := sample.Change(ctx, js, "billing", "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	req.Why = "permissions test"
+	rep, err := kc.RestoreKept(ctx, req)
+	if err != nil {
+		t.Fatalf("restore-kept as the keeper user: %v", err)
+	}
+	asideID := rep.Aside.ID
+
+	// The read-only user.
+	names := sample.NamesOf("billing", "ledger")
+	before, err := sample.Dump(ctx, js, names.Streams()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vc := verbs.NewClient(viewer, verbs.WithTimeout(time.Minute))
+	list, err := vc.ListKept(ctx, keeper.Request{})
+	if err != nil || len(list.Points) != 1 || len(list.Asides) != 1 {
+		t.Fatalf("list-kept as the viewer: %+v, %v", list, err)
+	}
+	if _, err := vc.VerifyKept(ctx, keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "f"}); err != nil {
+		t.Fatalf("verify-kept as the viewer: %v", err)
+	}
+	// The server refuses the changing verbs: the viewer's publish is a
+	// permissions violation reported to its error handler, and the keeper
+	// never counts the request.
+	for _, verb := range []string{verbs.VerbRestore, verbs.VerbDiscard, verbs.VerbSnapshot} {
+		body := `{"module":"billing","local":"ledger","form":1,"fingerprint":"f","why":"not allowed"}`
+		if verb == verbs.VerbDiscard {
+			body = `{"from":"` + asideID + `","why":"not allowed"}`
+		}
+		if err := viewer.PublishRequest(verbs.DefaultPrefix+"."+verb, viewer.NewRespInbox(), []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		if err := viewer.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case msg := <-denied:
+			if !strings.Contains(msg, `"`+verbs.DefaultPrefix+"."+verb+`"`) {
+				t.Errorf("%s: the violation names another subject: %s", verb, msg)
+			}
+		case <-time.After(time.Minute): // a guard against hanging, not a measurement
+			t.Fatalf("%s as the viewer was not refused by the server", verb)
+		}
+	}
+	stats, err := admin.Request("$SRV.STATS."+verbs.ServiceName, nil, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st micro.Stats
+	if err := json.Unmarshal(stats.Data, &st); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{verbs.VerbSnapshot: 1, verbs.VerbRestore: 1, verbs.VerbDiscard: 0}
+	for _, ep := range st.Endpoints {
+		if n, ok := want[ep.Name]; ok {
+			delete(want, ep.Name)
+			if ep.NumRequests != n {
+				t.Errorf("%s reached the keeper %d times, want %d (the keeper user's only)", ep.Name, ep.NumRequests, n)
+			}
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("the service's stats lack the endpoints %v", want)
+	}
+	after, err := sample.Dump(ctx, js, names.Streams()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := sample.Diff(before, after); d != "" {
+		t.Fatalf("the viewer's refused verbs changed the bus:\n%s", d)
+	}
+	list, err = kc.ListKept(ctx, keeper.Request{})
+	if err != nil || len(list.Points) != 1 || len(list.Asides) != 1 || list.Asides[0].ID != asideID {
+		t.Fatalf("after the viewer's refused verbs: %+v, %v", list, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "keeper", "aside", asideID, "bus.tar")); err != nil {
+		t.Fatalf("the aside is gone: %v", err)
+	}
+}
