@@ -1,0 +1,170 @@
+package keeper_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/internal/natstest"
+	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+const (
+	module = "billing"
+	local  = "ledger"
+)
+
+// env is one embedded server with the sample kept data and a keeper on it.
+type env struct {
+	t     *testing.T
+	ctx   context.Context
+	srv   *server.Server
+	js    jetstream.JetStream
+	bus   *jsbus.Adapter
+	k     *keeper.Keeper
+	dir   string
+	names sample.Names
+}
+
+type envOption func(*keeper.Config)
+
+func newEnv(t *testing.T, opts ...envOption) *env {
+	t.Helper()
+	ctx := t.Context()
+	s := natstest.Start(t, nil)
+	nc := natstest.Connect(t, s)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad, err := jsbus.New(ctx, nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sample.Create(ctx, js, module, local); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, ctx: ctx, srv: s, js: js, bus: ad, dir: t.TempDir(), names: sample.NamesOf(module, local)}
+	cfg := keeper.Config{Dir: e.dir, Bus: ad, Index: ad, Acts: ad, Version: "test",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if e.k, err = keeper.New(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// kept dumps the kept data's three streams.
+func (e *env) kept() *sample.Snapshot {
+	e.t.Helper()
+	d, err := sample.Dump(e.ctx, e.js, e.names.Streams()...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return d
+}
+
+// shared dumps the shared stream that the module reads.
+func (e *env) shared() *sample.StreamDump {
+	e.t.Helper()
+	d, err := sample.Dump(e.ctx, e.js, sample.SharedStream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return &d.Streams[0]
+}
+
+func consumer(t *testing.T, sd *sample.StreamDump, name string) sample.ConsumerDump {
+	t.Helper()
+	for _, c := range sd.Consumers {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("stream %s has no consumer %s", sd.Name, name)
+	return sample.ConsumerDump{}
+}
+
+func req(form int, fp string) keeper.Request {
+	return keeper.Request{Module: module, Local: local, Form: form, Fingerprint: fp, Caller: "test", Why: "testing"}
+}
+
+func (e *env) snapshot(form int, fp string) *keeper.Reply {
+	e.t.Helper()
+	r := req(form, fp)
+	r.CatchUp = "ledger-migrate"
+	rep, err := e.k.SnapshotKept(e.ctx, r)
+	if err != nil {
+		e.t.Fatalf("snapshot-kept: %v", err)
+	}
+	return rep
+}
+
+func (e *env) change() {
+	e.t.Helper()
+	if err := sample.Change(e.ctx, e.js, module, local); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// archiveStreams restores every stream of the archive in dir into a fresh
+// server and dumps them there.
+func archiveStreams(t *testing.T, dir string) *sample.Snapshot {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := busarchive.VerifyFile(ctx, filepath.Join(dir, "bus.tar")); err != nil {
+		t.Fatalf("archive in %s does not verify: %v", dir, err)
+	}
+	a, c, err := busarchive.OpenFile(filepath.Join(dir, "bus.tar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := natstest.Start(t, nil)
+	nc := natstest.Connect(t, s)
+	ad, err := jsbus.New(ctx, nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range a.Streams() {
+		data, err := a.StreamData(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, err := a.StreamMeta(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ad.Restore(ctx, name, data, meta); err != nil {
+			t.Fatalf("restore %s from %s: %v", name, dir, err)
+		}
+		data.Close()
+		meta.Close()
+	}
+	js, _ := jetstream.New(nc)
+	d, err := sample.Dump(ctx, js, a.Streams()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func mustContain(t *testing.T, s string, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			t.Errorf("%q\n  does not say %q", s, p)
+		}
+	}
+}

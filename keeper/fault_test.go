@@ -1,0 +1,231 @@
+package keeper_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+var errInjected = errors.New("injected fault")
+
+// faults wraps the real bus, index and acts and fails the n-th call of one
+// operation. It is for injecting faults only; everything else is the real bus.
+type faults struct {
+	keeper.Bus
+	index keeper.Index
+	acts  keeper.Acts
+
+	mu    sync.Mutex
+	op    string // "snapshot", "restore", "delete", "position", "put:<prefix>", "act:<outcome>"
+	nth   int    // fail the nth call (1-based)
+	calls map[string]int
+	armed bool
+}
+
+func (f *faults) fail(op string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.armed {
+		return false
+	}
+	if f.calls == nil {
+		f.calls = map[string]int{}
+	}
+	f.calls[op]++
+	return op == f.op && f.calls[op] == f.nth
+}
+
+func (f *faults) Snapshot(ctx context.Context, s string, data, meta io.WriteCloser) error {
+	if f.fail("snapshot") {
+		io.WriteString(data, "partial bytes")
+		data.Close()
+		meta.Close()
+		return errInjected
+	}
+	return f.Bus.Snapshot(ctx, s, data, meta)
+}
+
+func (f *faults) Restore(ctx context.Context, s string, data, meta io.Reader) error {
+	if f.fail("restore") {
+		// A real half-restore: the server gets only part of the data.
+		if err := f.Bus.Restore(ctx, s, io.LimitReader(data, 2000), meta); err != nil {
+			return errors.Join(errInjected, err)
+		}
+		return errInjected
+	}
+	return f.Bus.Restore(ctx, s, data, meta)
+}
+
+func (f *faults) DeleteStream(ctx context.Context, s string) error {
+	if f.fail("delete") {
+		return errInjected
+	}
+	return f.Bus.DeleteStream(ctx, s)
+}
+
+func (f *faults) SetPosition(ctx context.Context, p keeper.Position) error {
+	if f.fail("position") {
+		return errInjected
+	}
+	return f.Bus.SetPosition(ctx, p)
+}
+
+func (f *faults) Get(ctx context.Context, k string) ([]byte, error) { return f.index.Get(ctx, k) }
+func (f *faults) Delete(ctx context.Context, k string) error       { return f.index.Delete(ctx, k) }
+func (f *faults) Keys(ctx context.Context, p string) ([]string, error) {
+	return f.index.Keys(ctx, p)
+}
+
+func (f *faults) Put(ctx context.Context, k string, v []byte) error {
+	if f.fail("put:" + strings.SplitN(k, ".", 2)[0]) {
+		return errInjected
+	}
+	return f.index.Put(ctx, k, v)
+}
+
+func (f *faults) Record(ctx context.Context, a keeper.Act) error {
+	if f.fail("act:" + a.Verb + ":" + a.Outcome) {
+		return errInjected
+	}
+	return f.acts.Record(ctx, a)
+}
+
+func faultEnv(t *testing.T) (*env, *faults) {
+	var f *faults
+	e := newEnv(t, func(c *keeper.Config) {
+		f = &faults{Bus: c.Bus, index: c.Index, acts: c.Acts}
+		c.Bus, c.Index, c.Acts = f, f, f
+	})
+	return e, f
+}
+
+// TestRestoreFaults fails each step of restore-kept in turn. After each, the
+// kept data is on the bus either as it was or as the point, the aside (if
+// any) is complete, and the error says what did and did not happen.
+func TestRestoreFaults(t *testing.T) {
+	cases := []struct {
+		op      string
+		nth     int
+		outcome string // "live": the bus holds the live data as it was; "point": the point's data
+		says    []string
+	}{
+		{"snapshot", 1, "live", []string{"setting the live data aside failed", "nothing was removed"}},
+		{"snapshot", 3, "live", []string{"setting the live data aside failed", "nothing was removed"}},
+		{"put:aside", 1, "live", []string{"could not be recorded", "nothing was removed"}},
+		{"delete", 1, "live", []string{"removing the live streams failed", "no live stream had been removed"}},
+		{"delete", 2, "live", []string{"removing the live streams failed", "put back from aside"}},
+		{"restore", 1, "live", []string{"half-restored", "put back from aside"}},
+		{"restore", 2, "live", []string{"half-restored", "put back from aside"}},
+		{"restore", 3, "live", []string{"half-restored", "put back from aside"}},
+		{"position", 1, "point", []string{"restored every stream", "set aside as"}},
+	}
+	for _, c := range cases {
+		t.Run(c.op+"#"+string(rune('0'+c.nth)), func(t *testing.T) {
+			e, f := faultEnv(t)
+			point := e.kept()
+			e.snapshot(1, "fp")
+			e.change()
+			live := e.kept()
+
+			f.mu.Lock()
+			f.op, f.nth, f.armed = c.op, c.nth, true
+			f.mu.Unlock()
+			_, err := e.k.RestoreKept(e.ctx, req(1, "fp"))
+			f.mu.Lock()
+			f.armed = false
+			f.mu.Unlock()
+			if !errors.Is(err, keeper.ErrFailed) {
+				t.Fatalf("got %v, want a failure", err)
+			}
+			mustContain(t, err.Error(), c.says...)
+
+			want := live
+			if c.outcome == "point" {
+				want = point
+			}
+			if d := sample.Diff(want, e.kept()); d != "" {
+				t.Errorf("after a fault at %s #%d the kept data is not %s:\n%s\nerror: %v", c.op, c.nth, c.outcome, d, err)
+			}
+			checkAsides(t, e, live)
+		})
+	}
+}
+
+// checkAsides: every aside directory is complete and holds the live data,
+// and no partial directory is left.
+func checkAsides(t *testing.T, e *env, live *sample.Snapshot) {
+	t.Helper()
+	ents, _ := os.ReadDir(filepath.Join(e.dir, "aside"))
+	for _, ent := range ents {
+		if strings.HasSuffix(ent.Name(), ".partial") {
+			t.Errorf("partial aside left: %s", ent.Name())
+			continue
+		}
+		dir := filepath.Join(e.dir, "aside", ent.Name())
+		if _, err := busarchive.VerifyFile(e.ctx, filepath.Join(dir, "bus.tar")); err != nil {
+			t.Errorf("aside %s does not verify: %v", ent.Name(), err)
+			continue
+		}
+		if d := sample.Diff(live, archiveStreams(t, dir)); d != "" {
+			t.Errorf("aside %s differs from the live data:\n%s", ent.Name(), d)
+		}
+	}
+}
+
+func TestSnapshotFaultsLeaveNoPoint(t *testing.T) {
+	for _, op := range []string{"snapshot", "put:point"} {
+		t.Run(op, func(t *testing.T) {
+			e, f := faultEnv(t)
+			f.mu.Lock()
+			f.op, f.nth, f.armed = op, 1, true
+			f.mu.Unlock()
+			_, err := e.k.SnapshotKept(e.ctx, req(1, "fp"))
+			if !errors.Is(err, keeper.ErrFailed) {
+				t.Fatalf("got %v, want a failure", err)
+			}
+			dir := filepath.Join(e.dir, "points", module, local)
+			ents, _ := os.ReadDir(dir)
+			switch op {
+			case "snapshot":
+				mustContain(t, err.Error(), "was not taken")
+				if len(ents) != 0 {
+					t.Errorf("a failed snapshot left %v", ents)
+				}
+			case "put:point":
+				// The point is complete on disk; only its index record is missing.
+				mustContain(t, err.Error(), "is complete in", "could not be recorded")
+				if len(ents) != 1 || strings.HasSuffix(ents[0].Name(), ".partial") {
+					t.Errorf("entries: %v", ents)
+				}
+			}
+		})
+	}
+}
+
+func TestDiscardNeedsRecordedHandAct(t *testing.T) {
+	e, f := faultEnv(t)
+	rep, err := e.k.RestoreKept(e.ctx, keeper.Request{Module: module, Local: local, AsideOnly: true, Caller: "t", Why: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.op, f.nth, f.armed = "act:discard-aside:intent", 1, true
+	f.mu.Unlock()
+	_, err = e.k.DiscardAside(e.ctx, keeper.Request{From: rep.Aside.ID, Caller: "ops", Why: "done"})
+	if !errors.Is(err, keeper.ErrFailed) {
+		t.Fatalf("got %v, want failure", err)
+	}
+	mustContain(t, err.Error(), "could not be recorded", "nothing was removed")
+	if _, err := busarchive.VerifyFile(e.ctx, filepath.Join(rep.Dir, "bus.tar")); err != nil {
+		t.Fatalf("the aside was touched: %v", err)
+	}
+}
