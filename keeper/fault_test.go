@@ -80,7 +80,7 @@ func (f *faults) SetPosition(ctx context.Context, p keeper.Position) error {
 }
 
 func (f *faults) Get(ctx context.Context, k string) ([]byte, error) { return f.index.Get(ctx, k) }
-func (f *faults) Delete(ctx context.Context, k string) error       { return f.index.Delete(ctx, k) }
+func (f *faults) Delete(ctx context.Context, k string) error        { return f.index.Delete(ctx, k) }
 func (f *faults) Keys(ctx context.Context, p string) ([]string, error) {
 	return f.index.Keys(ctx, p)
 }
