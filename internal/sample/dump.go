@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -64,12 +66,6 @@ type ConsumerDump struct {
 	Next           uint64
 }
 
-// headers a direct get adds to every message; they are not part of it.
-var directHeaders = []string{
-	"Nats-Stream", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Subject",
-	"Nats-Num-Pending", "Nats-Last-Sequence", "Nats-UpTo-Sequence",
-}
-
 // Dump reads every message and consumer of the named streams, without moving
 // any consumer. A stream that does not exist is recorded as Missing.
 func Dump(ctx context.Context, js jetstream.JetStream, streams ...string) (*Snapshot, error) {
@@ -104,18 +100,18 @@ func dumpStream(ctx context.Context, js jetstream.JetStream, name string) (*Stre
 		return nil, fmt.Errorf("sample: stream %s holds %d messages, more than the %d a dump reads", name, d.Msgs, MaxMessages)
 	}
 	for seq := d.FirstSeq; d.Msgs > 0 && seq <= d.LastSeq; {
-		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(">"))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
+		m, err := nextMsg(ctx, js, name, seq)
+		if errors.Is(err, errNoMessage) {
 			break
 		}
 		if err != nil {
 			return nil, fmt.Errorf("sample: read message %d of %s: %w", seq, name, err)
 		}
-		if m.Sequence < seq {
-			return nil, fmt.Errorf("sample: asked %s for message %d or later and got %d", name, seq, m.Sequence)
+		if m.Seq < seq {
+			return nil, fmt.Errorf("sample: asked %s for message %d or later and got %d", name, seq, m.Seq)
 		}
-		d.Messages = append(d.Messages, messageOf(m))
-		seq = m.Sequence + 1
+		d.Messages = append(d.Messages, m)
+		seq = m.Seq + 1
 		if len(d.Messages) > MaxMessages {
 			return nil, fmt.Errorf("sample: stream %s holds more than the %d messages a dump reads", name, MaxMessages)
 		}
@@ -131,25 +127,67 @@ func dumpStream(ctx context.Context, js jetstream.JetStream, name string) (*Stre
 	return d, nil
 }
 
-func messageOf(m *jetstream.RawStreamMsg) Message {
-	sum := sha256.Sum256(m.Data)
+var errNoMessage = errors.New("no message")
+
+// nextMsg reads the first message at or after seq through the stream
+// leader's message API (never a direct get, which a lagging replica may
+// answer on a cluster).
+func nextMsg(ctx context.Context, js jetstream.JetStream, stream string, seq uint64) (Message, error) {
+	req, _ := json.Marshal(map[string]any{"seq": seq, "next_by_subj": ">"})
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	reply, err := js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return Message{}, err
+	}
+	var resp struct {
+		Error *struct {
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message *struct {
+			Subject string    `json:"subject"`
+			Seq     uint64    `json:"seq"`
+			Header  []byte    `json:"hdrs"`
+			Data    []byte    `json:"data"`
+			Time    time.Time `json:"time"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return Message{}, fmt.Errorf("the reply is not JSON: %w", err)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrCode == 10037 { // no message found
+			return Message{}, errNoMessage
+		}
+		return Message{}, fmt.Errorf("%s (%d)", resp.Error.Description, resp.Error.ErrCode)
+	}
+	if resp.Message == nil {
+		return Message{}, errors.New("the reply holds no message")
+	}
+	rm := resp.Message
+	sum := sha256.Sum256(rm.Data)
 	msg := Message{
-		Seq: m.Sequence, Subject: m.Subject, Time: m.Time.UTC(), Size: len(m.Data),
+		Seq: rm.Seq, Subject: rm.Subject, Time: rm.Time.UTC(), Size: len(rm.Data),
 		SHA256: hex.EncodeToString(sum[:]),
 	}
-	if len(m.Data) <= inlineLimit {
-		msg.Text = string(m.Data)
+	if len(rm.Data) <= inlineLimit {
+		msg.Text = string(rm.Data)
 	}
-	for k, v := range m.Header {
-		if slices.Contains(directHeaders, k) {
-			continue
+	if len(rm.Header) > 0 {
+		h, err := nats.DecodeHeadersMsg(rm.Header)
+		if err != nil {
+			return Message{}, fmt.Errorf("headers of message %d: %w", rm.Seq, err)
 		}
-		if msg.Header == nil {
-			msg.Header = map[string][]string{}
+		msg.Header = map[string][]string{}
+		for k, v := range h {
+			msg.Header[k] = slices.Clone(v)
 		}
-		msg.Header[k] = slices.Clone(v)
 	}
-	return msg
+	return msg, nil
 }
 
 func consumerOf(ci *jetstream.ConsumerInfo, msgs []Message) ConsumerDump {
