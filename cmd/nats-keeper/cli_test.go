@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/keeper"
@@ -68,12 +69,30 @@ func TestClientCommands(t *testing.T) {
 	}
 	f := b.flags()
 
+	progress := make(chan keeper.Progress, 100)
+	stop, err := verbs.NewClient(b.nc).WatchProgress("billing", "ledger", func(p keeper.Progress) { progress <- p })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if err := b.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
 	var o outs
-	err := runSnapshot(ctx, snapshotOptions{Client: f, Out: o.output(), Module: "billing", Local: "ledger", Form: 3, Before: "9f2c1a7e", CatchUp: "ledger-migrate-3-to-4"})
+	err = runSnapshot(ctx, snapshotOptions{Client: f, Out: o.output(), Module: "billing", Local: "ledger", Form: 3, Before: "9f2c1a7e", CatchUp: "ledger-migrate-3-to-4"})
 	if err != nil {
 		t.Fatalf("snapshot-kept: %v", err)
 	}
 	mustContain(t, "snapshot-kept", o.out.String(), "billing", "KV_billing_ledger", "form 3 before 9f2c1a7e")
+	select {
+	case p := <-progress:
+		if p.Verb != verbs.VerbSnapshot || p.Module != "billing" || p.Local != "ledger" {
+			t.Errorf("progress %+v", p)
+		}
+	case <-time.After(time.Minute): // a guard against hanging, not a measurement
+		t.Fatal("snapshot-kept published no progress")
+	}
 
 	o = outs{}
 	if err := runList(ctx, listOptions{Client: f, Out: o.output(), Module: "billing"}); err != nil {
@@ -331,5 +350,26 @@ func TestDemo(t *testing.T) {
 	}
 	if t.Failed() {
 		fmt.Println(out)
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	var o outs
+	p := &progressLine{w: &o.err}
+	p.show(keeper.Progress{Verb: "restore-kept", Step: "restore", Stream: "KV_billing_ledger", StreamsDone: 1, StreamsTotal: 3, Bytes: 3 << 20})
+	p.clear()
+	got := o.err.String()
+	for _, want := range []string{"\r\033[K", "restore-kept restore: stream 2 of 3 KV_billing_ledger, 3.0 MiB"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("progress line %q lacks %q", got, want)
+		}
+	}
+	if !strings.HasSuffix(got, "\r\033[K") {
+		t.Errorf("the progress line is not cleared: %q", got)
+	}
+	var q outs
+	(&progressLine{w: &q.err}).clear()
+	if q.err.Len() != 0 {
+		t.Errorf("clear without progress wrote %q", q.err.String())
 	}
 }

@@ -137,11 +137,16 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 
-	ls := exec.Command(natsCLI, "--server", url, "micro", "ls")
-	ls.Env = cleanEnv(tmp)
-	out, err := ls.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "nats-keeper") {
-		t.Fatalf("nats micro ls: %v\n%s", err, out)
+	for _, args := range [][]string{{"micro", "ls"}, {"micro", "info", "nats-keeper"}, {"micro", "stats", "nats-keeper"}} {
+		cmd := exec.Command(natsCLI, append([]string{"--server", url}, args...)...)
+		cmd.Env = cleanEnv(tmp)
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "nats-keeper") {
+			t.Fatalf("nats %v: %v\n%s", args, err, out)
+		}
+		if args[1] == "info" && !strings.Contains(string(out), "mesh-broker.restore-kept") {
+			t.Fatalf("nats micro info does not list the endpoints:\n%s", out)
+		}
 	}
 
 	if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
