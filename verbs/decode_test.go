@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -115,5 +118,18 @@ func TestSemVerAndPrefix(t *testing.T) {
 		if err := CheckPrefix(bad); err == nil {
 			t.Errorf("prefix %q accepted", bad)
 		}
+	}
+}
+
+func TestSemVerIsWhatMicroTakes(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Start(t, nil))
+	for _, v := range []string{"v0.0.0-20261130103300-7aa4e08abcde+dirty", "v1.2.3-01", "(devel)", "v1.2", "v2.0.0-rc.1"} {
+		got := SemVer(v)
+		svc, err := micro.AddService(nc, micro.Config{Name: "x", Version: got})
+		if err != nil {
+			t.Errorf("SemVer(%q) = %q, which micro refuses: %v", v, got, err)
+			continue
+		}
+		_ = svc.Stop()
 	}
 }
