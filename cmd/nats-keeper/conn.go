@@ -39,7 +39,7 @@ func connect(ctx context.Context, c connFlags, name string, log *slog.Logger) (*
 		if hasKind(err) {
 			return nil, fmt.Errorf("could not connect to NATS at %s, so nothing was done: %w", where, err)
 		}
-		return nil, fmt.Errorf("%w: could not connect to NATS at %s, so nothing was done: %v", keeper.ErrNoBus, where, err)
+		return nil, errorf(keeper.ErrNoBus, "could not connect to NATS at %s, so nothing was done: %v", where, err)
 	}
 	return nc, nil
 }

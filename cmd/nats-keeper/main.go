@@ -83,6 +83,18 @@ func printJSONError(w io.Writer, err error) {
 	fmt.Fprintf(w, "%s\n", b)
 }
 
+// kinded is a sentence that errors.Is matches to one keeper sentinel, without
+// the sentinel's words in its text.
+type kinded struct{ kind, err error }
+
+func (e *kinded) Error() string   { return e.err.Error() }
+func (e *kinded) Unwrap() []error { return []error{e.err, e.kind} }
+
+// errorf formats a sentence (%w allowed) of the given kind.
+func errorf(kind error, format string, args ...any) error {
+	return &kinded{kind: kind, err: fmt.Errorf(format, args...)}
+}
+
 // isTerminal reports whether f is an interactive terminal.
 func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()

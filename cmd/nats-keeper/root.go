@@ -36,7 +36,6 @@ Start here: nats-keeper demo
 	root.SetOut(e.Out)
 	root.SetErr(e.Err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
-	root.SetHelpTemplate(root.HelpTemplate() + "\n" + exitCodesHelp + "\n")
 	root.AddCommand(
 		newServeCmd(e), newSnapshotCmd(e), newRestoreCmd(e), newDiscardCmd(e),
 		newListCmd(e), newVerifyCmd(e), newDemoCmd(e), newVersionCmd(e),
@@ -70,7 +69,7 @@ func addConnFlags(fs *pflag.FlagSet, c *connFlags, e env) {
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "TLS client certificate file")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "TLS client key file")
 	fs.StringVar(&c.TLSCA, "tls-ca", "", "TLS certificate authority file")
-	fs.StringVar(&c.Context, "context", "", "a `nats` CLI context to connect with")
+	fs.StringVar(&c.Context, "context", "", "the name of a nats CLI context to connect with")
 }
 
 // clientFlags are the flags of the commands that send one verb.

@@ -68,7 +68,7 @@ stops taking requests, finishes the verbs in flight and exits 0.`,
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("%w: --log-level %q is not debug, info, warn or error", keeper.ErrBadRequest, level)
+		return nil, errorf(keeper.ErrBadRequest, "--log-level %q is not debug, info, warn or error", level)
 	}
 	ho := &slog.HandlerOptions{Level: lv}
 	switch format {
@@ -77,7 +77,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, ho)), nil
 	}
-	return nil, fmt.Errorf("%w: --log-format %q is not text or json", keeper.ErrBadRequest, format)
+	return nil, errorf(keeper.ErrBadRequest, "--log-format %q is not text or json", format)
 }
 
 func runServe(ctx context.Context, o serveOptions) error {
@@ -86,16 +86,16 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("%w, so nothing is served", err)
 	}
 	if err := verbs.CheckPrefix(o.Prefix); err != nil {
-		return fmt.Errorf("%w: --prefix: %w, so nothing is served", keeper.ErrBadRequest, err)
+		return errorf(keeper.ErrBadRequest, "--prefix: %w, so nothing is served", err)
 	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
-		return fmt.Errorf("%w: --dir %q: %v, so nothing is served", keeper.ErrBadRequest, o.Dir, err)
+		return errorf(keeper.ErrBadRequest, "--dir %q: %v, so nothing is served", o.Dir, err)
 	}
 	if !o.Embedded && o.Conn.Server == "" && o.Conn.Context == "" {
-		return fmt.Errorf("%w: no NATS server given, so nothing is served: pass --server nats://HOST:4222 "+
+		return errorf(keeper.ErrNoBus, "no NATS server given, so nothing is served: pass --server nats://HOST:4222 "+
 			"(or set NATS_URL, or --context NAME for a `nats` CLI context), or run `nats-keeper serve --embedded` "+
-			"to start a nats-server with JetStream inside the keeper", keeper.ErrNoBus)
+			"to start a nats-server with JetStream inside the keeper")
 	}
 	conn := o.Conn
 	if o.Embedded {
@@ -136,7 +136,7 @@ func startKeeper(ctx context.Context, nc *nats.Conn, dir, prefix, bucket string,
 	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log))
 	if err != nil {
 		if !hasKind(err) {
-			err = fmt.Errorf("%w: %w", keeper.ErrNoBus, err)
+			err = errorf(keeper.ErrNoBus, "%w", err)
 		}
 		return nil, fmt.Errorf("could not open the keeper's state on the bus, so nothing is served: %w", err)
 	}
@@ -168,7 +168,7 @@ func waitStop(ctx context.Context, nc *nats.Conn) error {
 			return nil
 		case <-t.C:
 			if nc.IsClosed() {
-				return fmt.Errorf("%w: the connection to NATS closed and will not come back; the keeper stopped", keeper.ErrNoBus)
+				return errorf(keeper.ErrNoBus, "the connection to NATS closed and will not come back; the keeper stopped")
 			}
 		}
 	}
@@ -179,11 +179,11 @@ func waitStop(ctx context.Context, nc *nats.Conn) error {
 func startEmbedded(store, listen string) (*server.Server, error) {
 	host, portText, err := net.SplitHostPort(listen)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --listen %q is not host:port, so nothing is served", keeper.ErrBadRequest, listen)
+		return nil, errorf(keeper.ErrBadRequest, "--listen %q is not host:port, so nothing is served", listen)
 	}
 	port, err := strconv.Atoi(portText)
 	if err != nil || port < 0 || port > 65535 {
-		return nil, fmt.Errorf("%w: --listen %q has no port 0..65535, so nothing is served", keeper.ErrBadRequest, listen)
+		return nil, errorf(keeper.ErrBadRequest, "--listen %q has no port 0..65535, so nothing is served", listen)
 	}
 	if port == 0 {
 		port = -1
@@ -191,8 +191,7 @@ func startEmbedded(store, listen string) (*server.Server, error) {
 		// The server cannot say "address in use" without a logger; ask first.
 		l, err := net.Listen("tcp", net.JoinHostPort(host, portText))
 		if err != nil {
-			return nil, fmt.Errorf("%w: cannot listen on %s (%v), so no embedded server was started; pick another address with --listen",
-				keeper.ErrConflict, listen, err)
+			return nil, errorf(keeper.ErrConflict, "cannot listen on %s (%v), so no embedded server was started; pick another address with --listen", listen, err)
 		}
 		_ = l.Close()
 	}
@@ -201,7 +200,7 @@ func startEmbedded(store, listen string) (*server.Server, error) {
 	opts.Host, opts.Port = host, port
 	s, err := natstest.Run(opts)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the embedded nats-server did not start, so nothing is served: %v", keeper.ErrFailed, err)
+		return nil, errorf(keeper.ErrFailed, "the embedded nats-server did not start, so nothing is served: %v", err)
 	}
 	return s, nil
 }
