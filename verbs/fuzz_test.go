@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -46,6 +49,35 @@ func FuzzDecodeRequest(f *testing.F) {
 		for _, name := range []string{r.Module, r.Local, r.Fingerprint} {
 			if strings.ContainsAny(name, "/\\.*> \x00") || len(name) > keeper.MaxNameLen {
 				t.Fatalf("accepted a name that is not plain: %q", name)
+			}
+		}
+	})
+}
+
+// FuzzDecodeReply: whatever comes back on the bus, the client returns either a
+// reply or an error, never both and never a panic; a failure reply is an
+// *Error that maps to a keeper sentinel.
+func FuzzDecodeReply(f *testing.F) {
+	f.Add("", []byte(`{"said":"done."}`))
+	f.Add("404", []byte(`{"error":"there is no restore point x","code":404}`))
+	f.Add("409", []byte(`not json`))
+	f.Add("abc", []byte(``))
+	f.Add("", []byte(`{"said":1}`))
+	f.Fuzz(func(t *testing.T, code string, data []byte) {
+		msg := nats.NewMsg("_INBOX.x")
+		msg.Data = data
+		if code != "" {
+			msg.Header.Set(micro.ErrorCodeHeader, code)
+			msg.Header.Set(micro.ErrorHeader, "said")
+		}
+		rep, err := decodeReply("mesh-broker.list-kept", msg)
+		if (rep == nil) == (err == nil) {
+			t.Fatalf("reply %v and error %v", rep, err)
+		}
+		var ve *Error
+		if code != "" {
+			if !errors.As(err, &ve) || ve.Said == "" || keeper.KindOf(ve.Code) == nil {
+				t.Fatalf("failure reply became %v", err)
 			}
 		}
 	})
