@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -42,6 +43,9 @@ type Keeper struct {
 	version string
 	now     func() time.Time
 	locks   locks
+	// files is held shared by every verb that changes the files and
+	// exclusively by Rebuild, so a rebuild never races a discard.
+	files sync.RWMutex
 }
 
 // New opens the keeper's directory (making it 0700), removes leftover
@@ -143,5 +147,9 @@ func (k *Keeper) lock(verb string, r Request) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s refused: %w, so nothing was done", verb, err)
 	}
-	return release, nil
+	k.files.RLock()
+	return func() {
+		k.files.RUnlock()
+		release()
+	}, nil
 }

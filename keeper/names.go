@@ -82,6 +82,9 @@ func checkRequest(verb string, r Request) error {
 			return err
 		}
 	}
+	if verb != VerbRestore && (r.AsideOnly || r.DryRun) {
+		return errorf(ErrBadRequest, "%s takes no aside-only or dry-run; only restore-kept does", verb)
+	}
 	needPoint := func() error {
 		if err := ValidName("module", r.Module); err != nil {
 			return err
@@ -93,8 +96,8 @@ func checkRequest(verb string, r Request) error {
 	}
 	switch verb {
 	case VerbSnapshot:
-		if r.From != "" || r.AsideOnly || r.DryRun {
-			return errorf(ErrBadRequest, "snapshot-kept takes no from, aside-only or dry-run")
+		if r.From != "" {
+			return errorf(ErrBadRequest, "snapshot-kept takes no from")
 		}
 		return needPoint()
 	case VerbVerify:

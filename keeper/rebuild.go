@@ -16,6 +16,8 @@ import (
 // recorded, and every record without its directory is removed. Plans are
 // left alone. It returns how many records it wrote and removed.
 func (k *Keeper) Rebuild(ctx context.Context) (written, removed int, err error) {
+	k.files.Lock()
+	defer k.files.Unlock()
 	want := map[string][]byte{}
 	points, err := k.scanPoints()
 	if err != nil {

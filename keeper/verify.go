@@ -16,7 +16,7 @@ func (k *Keeper) VerifyKept(ctx context.Context, r Request) (*Reply, error) {
 	}
 	p, rel, err := k.locatePoint(r)
 	if err != nil {
-		return nil, withKind(ErrFailed, err)
+		return nil, fmt.Errorf("verify-kept: %w, so nothing was verified", withKind(ErrFailed, err))
 	}
 	progressFrom(ctx)(Progress{Verb: VerbVerify, Module: p.Module, Local: p.Local, Step: "verify"})
 	m, rep, err := verifyArchive(ctx, k.abs(rel))

@@ -1,0 +1,77 @@
+package keeper_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+func TestCheckRequestRefuses(t *testing.T) {
+	ok := keeper.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "9f2c", Why: "w", Caller: "c"}
+	with := func(f func(*keeper.Request)) keeper.Request { r := ok; f(&r); return r }
+	cases := []struct {
+		name string
+		verb string
+		r    keeper.Request
+		says string
+	}{
+		{"dot in module", keeper.VerbSnapshot, with(func(r *keeper.Request) { r.Module = "a.b" }), `holds '.'`},
+		{"slash", keeper.VerbSnapshot, with(func(r *keeper.Request) { r.Local = "a/b" }), `holds '/'`},
+		{"backslash", keeper.VerbSnapshot, with(func(r *keeper.Request) { r.Local = `a\b` }), `holds '\\'`},
+		{"space", keeper.VerbSnapshot, with(func(r *keeper.Request) { r.Fingerprint = "a b" }), `holds ' '`},
+		{"star", keeper.VerbSnapshot, with(func(r *keeper.Request) { r.Module = "*" }), `holds '*'`},
+		{"gt", keeper.VerbSnapshot, with(func(r *keeper.Request) { r.Module = ">" }), `holds '>'`},
+		{"nul", keeper.VerbSnapshot, with(func(r *keeper.Request) { r.Module = "a\x00" }), `holds '\x00'`},
+		{"dotdot", keeper.VerbSnapshot, with(func(r *keeper.Request) { r.Local = ".." }), `may not be ".."`},
+		{"empty", keeper.VerbSnapshot, with(func(r *keeper.Request) { r.Module = "" }), "module is empty"},
+		{"10k name", keeper.VerbSnapshot, with(func(r *keeper.Request) { r.Module = strings.Repeat("a", 10000) }), "over the limit"},
+		{"negative form", keeper.VerbSnapshot, with(func(r *keeper.Request) { r.Form = -1 }), "outside"},
+		{"snapshot from", keeper.VerbSnapshot, with(func(r *keeper.Request) { r.From = "x" }), "takes no from"},
+		{"dry-run discard", keeper.VerbDiscard, with(func(r *keeper.Request) { r.From = "a.b.c"; r.DryRun = true }), "takes no aside-only or dry-run"},
+		{"restore without why", keeper.VerbRestore, with(func(r *keeper.Request) { r.Why = "" }), "why is required"},
+		{"discard without why", keeper.VerbDiscard, with(func(r *keeper.Request) { r.From = "a.b.c"; r.Why = "" }), "why is required"},
+		{"aside id traversal", keeper.VerbDiscard, with(func(r *keeper.Request) { r.From = "../../etc" }), "aside id"},
+		{"aside id slash", keeper.VerbDiscard, with(func(r *keeper.Request) { r.From = "a.b/..c.d" }), "is not <module>.<local>.<time>"},
+		{"long why", keeper.VerbRestore, with(func(r *keeper.Request) { r.Why = strings.Repeat("w", 5000) }), "over the limit"},
+		{"unknown verb", "drop-all", ok, "unknown verb"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := keeper.CheckRequest(c.verb, c.r)
+			if !errors.Is(err, keeper.ErrBadRequest) {
+				t.Fatalf("got %v, want bad request", err)
+			}
+			if !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), "nothing was done") {
+				t.Errorf("got %q, want it to say %q and that nothing was done", err, c.says)
+			}
+		})
+	}
+	for _, verb := range []string{keeper.VerbSnapshot, keeper.VerbRestore, keeper.VerbVerify} {
+		if err := keeper.CheckRequest(verb, ok); err != nil {
+			t.Errorf("%s refused a good request: %v", verb, err)
+		}
+	}
+}
+
+func FuzzCheckRequest(f *testing.F) {
+	f.Add("billing", "ledger", "9f2c", "billing.ledger.20260101T000000")
+	f.Add("..", "a/b", "", "../x")
+	f.Fuzz(func(t *testing.T, module, local, fp, from string) {
+		r := keeper.Request{Module: module, Local: local, Fingerprint: fp, From: from, Why: "w"}
+		for _, verb := range []string{keeper.VerbSnapshot, keeper.VerbRestore, keeper.VerbDiscard, keeper.VerbList, keeper.VerbVerify} {
+			err := keeper.CheckRequest(verb, r)
+			if err == nil && verb == keeper.VerbSnapshot {
+				for _, s := range []string{module, local, fp} {
+					if s == "" || s == "." || s == ".." || strings.ContainsAny(s, "/\\ *>.\x00") || len(s) > keeper.MaxNameLen {
+						t.Fatalf("accepted %q", s)
+					}
+				}
+			}
+			if err != nil && !errors.Is(err, keeper.ErrBadRequest) {
+				t.Fatalf("refusal is not a bad request: %v", err)
+			}
+		}
+	})
+}
