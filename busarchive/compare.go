@@ -37,7 +37,9 @@ var ErrMismatch = errors.New("archive content disagrees with its manifest")
 //     or after first);
 //   - the consumers found (the decoder holds them equal to state.json's count)
 //     must equal the manifest's. They can differ only if a consumer was added
-//     or removed in the instant between the server's two counts; refusing that
+//     or removed in the instant between the server's two counts (on a
+//     cluster: if the leader's stored consumers and the consumer assignments
+//     it counts for state.json disagree at that instant); refusing that
 //     archive is the safe side, since it cannot be shown to hold every
 //     consumer, and taking the restore point again cures it.
 func compareState(entry string, want StreamState, got *backup.State, rep *StreamReport) []error {

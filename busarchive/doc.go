@@ -9,7 +9,9 @@
 // and manifest.json as the last entry. The manifest is the commit mark: an
 // archive without it is incomplete. It records the format version, the keeper's
 // and the server's versions, the time, and per stream its configuration, its
-// state at snapshot time and every entry's size and SHA-256.
+// state at snapshot time and every entry's size and SHA-256, and ends with a
+// seal: the SHA-256 of the manifest's own bytes, so no byte of the archive
+// goes unchecked.
 //
 // The writer streams each snapshot straight into the file as the chunks arrive:
 // a data entry's tar header is written with its size field reserved and patched
