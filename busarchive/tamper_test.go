@@ -331,3 +331,13 @@ func TestOpenFileRefusesLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Bytes after the end-of-archive marker (a tar appended to, or junk) are
+// refused; the zero padding of a tar record is not.
+func TestTamperTrailingBytes(t *testing.T) {
+	g := golden(t)
+	if err := openVerify(append(bytes.Clone(g), make([]byte, 8*512)...)); err != nil {
+		t.Fatalf("zero record padding: %v", err)
+	}
+	expectProblems(t, openVerify(append(bytes.Clone(g), "junk"...)), problem{"", busarchive.ErrLayout})
+}
