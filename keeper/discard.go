@@ -33,6 +33,9 @@ func (k *Keeper) DiscardAside(ctx context.Context, r Request) (*Reply, error) {
 		}
 		return nil, errorf(ErrBadRequest, "set-aside copy %s: %v, so nothing was removed", id, err)
 	}
+	if k.hasJournal(id) {
+		return nil, errorf(ErrConflict, "set-aside copy %s belongs to a restore that has not finished; a keeper start finishes it, so nothing was removed", id)
+	}
 	var a Aside
 	if err := readJSON(filepath.Join(k.abs(rel), asideFile), &a); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		k.log.Warn("aside.json unreadable; discarding by id", "id", id, "err", err)

@@ -29,20 +29,25 @@ type Config struct {
 	Logger  *slog.Logger     // nil means slog.Default()
 	Version string           // the keeper's version, recorded in archives
 	Now     func() time.Time // nil means time.Now
+	// StepHook, when set, is called at each step of a restore ("journal-written",
+	// "remove:<stream>", "removed:<stream>", "restored:<stream>", "positions-set").
+	// It exists for crash tests.
+	StepHook func(step string)
 }
 
 // Keeper runs the verbs. It is safe for concurrent use: verbs on different
 // kept data run at once; two verbs that touch the same kept data never
 // interleave, the second fails with ErrBusy naming the holder.
 type Keeper struct {
-	dir     string
-	bus     Bus
-	index   Index
-	acts    Acts
-	log     *slog.Logger
-	version string
-	now     func() time.Time
-	locks   locks
+	dir      string
+	bus      Bus
+	index    Index
+	acts     Acts
+	log      *slog.Logger
+	version  string
+	now      func() time.Time
+	locks    locks
+	stepHook func(string)
 	// files is held shared by every verb that changes the files and
 	// exclusively by Rebuild, so a rebuild never races a discard.
 	files sync.RWMutex
@@ -62,7 +67,7 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 		return nil, fmt.Errorf("keeper: %w", err)
 	}
 	k := &Keeper{dir: dir, bus: cfg.Bus, index: cfg.Index, acts: cfg.Acts, log: cfg.Logger,
-		version: cfg.Version, now: cfg.Now}
+		version: cfg.Version, now: cfg.Now, stepHook: cfg.StepHook}
 	if k.log == nil {
 		k.log = slog.Default()
 	}

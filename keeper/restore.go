@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 )
 
@@ -58,56 +59,84 @@ func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
 	if aside != nil {
 		asideDir = k.abs(aside.Dir)
 	}
-
-	removed, err := k.removeStreams(ctx, pl.Remove)
-	if err != nil {
-		back := k.putBack(ctx, aside, removed, nil)
-		return fail(fmt.Errorf("restore-kept of %s/%s: removing the live streams failed: %w; %s",
-			r.Module, r.Local, withKind(ErrFailed, err), back))
+	if aside == nil {
+		// Nothing is live, so nothing is removed: restore straight in.
+		return k.restoreUnjournaled(ctx, r, pl, act)
 	}
+	j := &journal{Module: r.Module, Local: r.Local, Aside: aside.ID, Point: pl.pointRel,
+		Remove: pl.Remove, Removed: []string{}, Restore: pl.Restore, Restored: []string{},
+		Reposition: pl.Reposition, Step: "remove", Caller: r.Caller, Why: r.Why, Started: k.now().UTC()}
+	if err := k.saveJournal(ctx, j); err != nil {
+		os.Remove(k.journalPath(aside.ID))
+		return fail(errorf(ErrFailed, "restore-kept of %s/%s: %w, so nothing was removed; the live data is also set aside as %s in %s",
+			r.Module, r.Local, err, aside.ID, asideDir))
+	}
+	k.hook("journal-written")
 
+	set, err := k.execute(ctx, j, aside, pl.point)
+	if err != nil {
+		return fail(err)
+	}
 	if r.AsideOnly {
 		said := fmt.Sprintf("Set aside %s/%s as %s in %s (%s, %s) and removed it from the bus; nothing was restored.",
 			r.Module, r.Local, aside.ID, asideDir, strings.Join(pl.SetAside, ", "), humanBytes(aside.ArchiveSize))
 		return k.done(ctx, act, &Reply{Said: said, Aside: aside, Dir: asideDir})
 	}
-
-	begun, err := k.restoreArchive(ctx, k.abs(pl.pointRel), nil,
-		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "restore"}, nil)
-	if err != nil {
-		back := k.putBack(ctx, aside, removed, begun)
-		return fail(fmt.Errorf("restore-kept of %s/%s from %s failed: %w; %s",
-			r.Module, r.Local, pointName(pl.point), withKind(ErrFailed, err), back))
-	}
-
-	var set []Position
-	for _, p := range pl.Reposition {
-		if err := k.bus.SetPosition(ctx, p); err != nil {
-			keptAt := "nothing was set aside because none of it was live"
-			if aside != nil {
-				keptAt = fmt.Sprintf("the live data as it was is set aside as %s in %s", aside.ID, asideDir)
-			}
-			return fail(errorf(ErrFailed, "restore-kept of %s/%s restored every stream of %s, but setting consumer %s on %s "+
-				"back to sequence %d failed (%v), after %d of %d position(s) were set; %s", r.Module, r.Local, pointName(pl.point), p.Consumer, p.Stream, p.AckFloor, err,
-				len(set), len(pl.Reposition), keptAt))
-		}
-		set = append(set, p)
-	}
-
 	var b strings.Builder
-	fmt.Fprintf(&b, "Restored %s/%s from %s: %d stream(s) restored, %d consumer position(s) set back",
-		r.Module, r.Local, pointName(pl.point), len(pl.Restore), len(set))
-	if aside != nil {
-		fmt.Fprintf(&b, "; the live data as it was is set aside as %s in %s", aside.ID, asideDir)
-	} else {
-		b.WriteString("; nothing was set aside because none of the kept data was live")
-	}
-	b.WriteString(".")
+	fmt.Fprintf(&b, "Restored %s/%s from its restore point f%d-%s: %d stream(s) restored, %d consumer position(s) set back",
+		r.Module, r.Local, pl.point.Form, pl.point.Fingerprint, len(pl.Restore), len(set))
+	fmt.Fprintf(&b, "; the live data as it was is set aside as %s in %s.", aside.ID, asideDir)
 	if c := catchUp(pl); c != "" {
 		fmt.Fprintf(&b, " The data is at form %d: run %s next.", pl.point.Form, c)
 	}
 	return k.done(ctx, act, &Reply{Said: b.String(), Point: pl.point, Aside: aside, Dir: asideDir,
 		CatchUp: catchUp(pl), Positions: set})
+}
+
+// restoreUnjournaled restores a point when none of the kept data is live:
+// nothing is removed, so a failure only has to remove what it began.
+func (k *Keeper) restoreUnjournaled(ctx context.Context, r Request, pl *restorePlan, act Act) (*Reply, error) {
+	begun, err := k.restoreArchive(ctx, k.abs(pl.pointRel), nil,
+		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "restore"}, nil)
+	if err != nil {
+		back := k.putBack(ctx, nil, nil, begun)
+		act.What, act.Outcome = err.Error(), "failed"
+		k.record(ctx, act)
+		return nil, fmt.Errorf("restore-kept of %s/%s from %s failed: %w; %s",
+			r.Module, r.Local, pointName(pl.point), withKind(ErrFailed, err), back)
+	}
+	set, err := k.setPositions(ctx, r.Module, r.Local, pl.point, pl.Reposition, nil)
+	if err != nil {
+		act.What, act.Outcome = err.Error(), "failed"
+		k.record(ctx, act)
+		return nil, err
+	}
+	said := fmt.Sprintf("Restored %s/%s from its restore point f%d-%s: %d stream(s) restored, %d consumer position(s) set back; "+
+		"nothing was set aside because none of the kept data was live.",
+		r.Module, r.Local, pl.point.Form, pl.point.Fingerprint, len(pl.Restore), len(set))
+	if c := catchUp(pl); c != "" {
+		said += fmt.Sprintf(" The data is at form %d: run %s next.", pl.point.Form, c)
+	}
+	return k.done(ctx, act, &Reply{Said: said, Point: pl.point, CatchUp: catchUp(pl), Positions: set})
+}
+
+// setPositions sets back the module's consumers on streams the point does
+// not carry.
+func (k *Keeper) setPositions(ctx context.Context, module, local string, p *Point, ps []Position, a *Aside) ([]Position, error) {
+	set := []Position{}
+	for _, pos := range ps {
+		if err := k.bus.SetPosition(ctx, pos); err != nil {
+			keptAt := "nothing was set aside because none of it was live"
+			if a != nil {
+				keptAt = fmt.Sprintf("the live data as it was is set aside as %s in %s", a.ID, k.abs(a.Dir))
+			}
+			return set, errorf(ErrFailed, "restore-kept of %s/%s restored every stream of %s, but setting consumer %s on %s "+
+				"back to sequence %d failed (%v), after %d of %d position(s) were set; %s",
+				module, local, pointName(p), pos.Consumer, pos.Stream, pos.AckFloor, err, len(set), len(ps), keptAt)
+		}
+		set = append(set, pos)
+	}
+	return set, nil
 }
 
 func catchUp(pl *restorePlan) string {
@@ -130,18 +159,6 @@ func (k *Keeper) done(ctx context.Context, act Act, rep *Reply) (*Reply, error) 
 	return rep, nil
 }
 
-// removeStreams deletes the streams in order and returns those it removed.
-func (k *Keeper) removeStreams(ctx context.Context, names []string) ([]string, error) {
-	var removed []string
-	for _, s := range names {
-		if err := k.bus.DeleteStream(ctx, s); err != nil && !errors.Is(err, ErrNoStream) {
-			return removed, fmt.Errorf("deleting stream %s: %w", s, err)
-		}
-		removed = append(removed, s)
-	}
-	return removed, nil
-}
-
 // putBack undoes a restore that failed after live streams were removed: it
 // deletes the streams that were begun (half-restored), then restores the
 // removed streams from the aside. It returns a sentence that says both
@@ -160,6 +177,9 @@ func (k *Keeper) putBack(ctx context.Context, aside *Aside, removed, begun []str
 		} else {
 			notes = append(notes, "the half-restored stream(s) "+strings.Join(stuck, ", ")+" could not be removed")
 		}
+	}
+	if aside == nil {
+		return strings.Join(notes, "; ")
 	}
 	if len(removed) == 0 {
 		notes = append(notes, "no live stream had been removed")

@@ -140,9 +140,17 @@ func startKeeper(ctx context.Context, nc *nats.Conn, dir, prefix, bucket string,
 		}
 		return nil, fmt.Errorf("could not open the keeper's state on the bus, so nothing is served: %w", err)
 	}
-	k, err := keeper.New(ctx, keeper.Config{Dir: dir, Bus: a, Index: a, Acts: a, Logger: log, Version: buildVersion()})
+	k, err := keeper.New(ctx, keeper.Config{Dir: dir, Bus: a, Index: a, Acts: a, Logger: log, Version: buildVersion(),
+		StepHook: crashHook(log)})
 	if err != nil {
 		return nil, fmt.Errorf("could not open the keeper's directory %s, so nothing is served: %w", dir, err)
+	}
+	recovered, err := k.Recover(ctx)
+	for _, said := range recovered {
+		log.Warn("recovered an interrupted restore", "said", said)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("could not finish the restores a stopped keeper left in %s, so nothing is served: %w", dir, err)
 	}
 	written, removed, err := k.Rebuild(ctx)
 	if err != nil {

@@ -1,0 +1,145 @@
+package keeper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+const journalFile = "journal.json"
+
+// journal is the durable record of a restore in progress. It is written
+// beside its aside, and in the index as journal.<module>.<local>, before any
+// live stream is removed, and rewritten after every stream removed or
+// restored, so that a keeper that starts again can finish the restore or put
+// the aside back (Recover).
+type journal struct {
+	Module     string     `json:"module"`
+	Local      string     `json:"local"`
+	Aside      string     `json:"aside"`           // aside id
+	Point      string     `json:"point,omitempty"` // point directory, relative; empty for aside-only
+	Remove     []string   `json:"remove"`
+	Removed    []string   `json:"removed"`
+	Restore    []string   `json:"restore"`
+	Restored   []string   `json:"restored"`
+	Reposition []Position `json:"reposition"`
+	Step       string     `json:"step"` // "remove", "restore", "position"
+	Caller     string     `json:"caller,omitempty"`
+	Why        string     `json:"why,omitempty"`
+	Started    time.Time  `json:"started"`
+}
+
+func journalKey(module, local string) string { return "journal." + module + "." + local }
+
+func (k *Keeper) journalPath(asideID string) string {
+	return filepath.Join(k.abs(asideRel(asideID)), journalFile)
+}
+
+// saveJournal writes the journal durably to disk and to the index. A journal
+// that cannot be saved stops the restore before its next removal.
+func (k *Keeper) saveJournal(ctx context.Context, j *journal) error {
+	if err := writeJSONDurable(k.journalPath(j.Aside), j); err != nil {
+		return fmt.Errorf("writing the restore journal: %w", err)
+	}
+	data, _ := json.Marshal(j)
+	if err := k.index.Put(ctx, journalKey(j.Module, j.Local), data); err != nil {
+		return fmt.Errorf("recording the restore journal in the index: %w", err)
+	}
+	return nil
+}
+
+// closeJournal removes a finished restore's journal.
+func (k *Keeper) closeJournal(ctx context.Context, j *journal) {
+	if err := os.Remove(k.journalPath(j.Aside)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		k.log.Error("could not remove the restore journal", "aside", j.Aside, "err", err)
+	} else {
+		syncDir(k.abs(asideRel(j.Aside)))
+	}
+	if err := k.index.Delete(ctx, journalKey(j.Module, j.Local)); err != nil {
+		k.log.Warn("could not remove the restore journal from the index", "aside", j.Aside, "err", err)
+	}
+}
+
+// hasJournal reports whether the aside has an unfinished restore.
+func (k *Keeper) hasJournal(asideID string) bool {
+	_, err := os.Lstat(k.journalPath(asideID))
+	return err == nil
+}
+
+// Recover finds every restore that a stopped keeper left unfinished and
+// either completes it or puts the set-aside data back, so that the kept data
+// ends whole on the bus. Each outcome is recorded as an act and returned as a
+// sentence. It runs at start, before any verb.
+func (k *Keeper) Recover(ctx context.Context) ([]string, error) {
+	ids, err := readDirs(k.abs(asideDir))
+	if err != nil {
+		return nil, err
+	}
+	var said []string
+	var errs []error
+	for _, id := range ids {
+		if !k.hasJournal(id) {
+			continue
+		}
+		var j journal
+		if err := readJSON(k.journalPath(id), &j); err != nil {
+			errs = append(errs, fmt.Errorf("restore journal of aside %s is unreadable: %w", id, err))
+			continue
+		}
+		s, err := k.recoverOne(ctx, &j)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		said = append(said, s)
+	}
+	return said, errors.Join(errs...)
+}
+
+func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
+	r := Request{Module: j.Module, Local: j.Local, Caller: j.Caller, Why: j.Why, AsideOnly: j.Point == ""}
+	release, err := k.lock(VerbRestore, r)
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	var a Aside
+	if err := readJSON(filepath.Join(k.abs(asideRel(j.Aside)), asideFile), &a); err != nil {
+		return "", fmt.Errorf("the restore of %s/%s left a journal but its aside %s is unreadable (%v); nothing was changed",
+			j.Module, j.Local, j.Aside, err)
+	}
+	k.log.Warn("finishing an interrupted restore", "module", j.Module, "local", j.Local, "aside", j.Aside, "step", j.Step)
+	act := Act{Verb: VerbRestore, Module: j.Module, Local: j.Local, Caller: j.Caller, Why: j.Why,
+		What: fmt.Sprintf("recovering the restore interrupted at step %s", j.Step), Outcome: "intent"}
+	k.record(ctx, act)
+	var p *Point
+	if j.Point != "" {
+		p = &Point{}
+		if err := readJSON(filepath.Join(k.abs(j.Point), pointFile), p); err != nil {
+			p = nil // the point is gone: put the aside back
+		}
+	}
+	set, err := k.execute(ctx, j, &a, p)
+	said := fmt.Sprintf("the interrupted restore of %s/%s was completed: the point's %d stream(s) are on the bus and %d consumer position(s) were set back; the live data as it was stays set aside as %s",
+		j.Module, j.Local, len(j.Restore), len(set), j.Aside)
+	if j.Point == "" {
+		said = fmt.Sprintf("the interrupted aside-only of %s/%s was completed: the live data is set aside as %s and removed from the bus",
+			j.Module, j.Local, j.Aside)
+	}
+	if err != nil {
+		// Putting the aside back is one of the two outcomes recovery may end in.
+		said = "the interrupted restore was not completed: " + err.Error()
+		k.log.Error("interrupted restore rolled back", "module", j.Module, "local", j.Local, "err", err)
+		act.What, act.Outcome = said, "rolled back"
+		k.record(ctx, act)
+		return said, nil
+	}
+	act.What, act.Outcome = "interrupted restore: "+said, "done"
+	k.record(ctx, act)
+	return said, nil
+}

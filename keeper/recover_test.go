@@ -1,0 +1,131 @@
+package keeper_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+type crash struct{ step string }
+
+// crashBus panics in the middle of restoring one stream, after the server
+// got part of it: a keeper that dies mid-stream.
+type crashBus struct {
+	keeper.Bus
+	stream string
+}
+
+func (c *crashBus) Restore(ctx context.Context, s string, data, meta io.Reader) error {
+	if s == c.stream {
+		c.Bus.Restore(ctx, s, io.LimitReader(data, 2000), meta)
+		panic(crash{"mid-restore:" + s})
+	}
+	return c.Bus.Restore(ctx, s, data, meta)
+}
+
+// TestRecoverAfterCrash stops a restore at each step, as a killed keeper
+// would, then starts a new keeper on the same directory. Recovery must end
+// with the kept data whole on the bus (here: the point, completed), the aside
+// complete, and no journal left.
+func TestRecoverAfterCrash(t *testing.T) {
+	n := sample.NamesOf(module, local)
+	steps := []string{
+		"journal-written",
+		"remove:" + n.KVStream,
+		"removed:" + n.KVStream,
+		"removed:" + n.Stream,
+		"restored:" + n.KVStream,
+		"restored:" + n.Stream,
+		"mid-restore:" + n.ObjStrm,
+	}
+	for _, step := range steps {
+		t.Run(step, func(t *testing.T) {
+			var hookOn bool
+			e := newEnv(t, func(c *keeper.Config) {
+				c.StepHook = func(s string) {
+					if hookOn && s == step {
+						panic(crash{s})
+					}
+				}
+				if strings.HasPrefix(step, "mid-restore:") {
+					c.Bus = &crashBus{Bus: c.Bus, stream: strings.TrimPrefix(step, "mid-restore:")}
+				}
+			})
+			point := e.kept()
+			e.snapshot(1, "fp")
+			e.change()
+			live := e.kept()
+
+			hookOn = true
+			func() {
+				defer func() {
+					if _, ok := recover().(crash); !ok {
+						t.Fatalf("the restore did not stop at %s", step)
+					}
+				}()
+				e.k.RestoreKept(e.ctx, req(1, "fp"))
+			}()
+			hookOn = false
+
+			k2, err := keeper.New(e.ctx, keeper.Config{Dir: e.dir, Bus: e.bus, Index: e.bus, Acts: e.bus,
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			said, err := k2.Recover(e.ctx)
+			if err != nil || len(said) != 1 {
+				t.Fatalf("recover: %v %q", err, said)
+			}
+			mustContain(t, said[0], "was completed")
+			if d := sample.Diff(point, e.kept()); d != "" {
+				t.Errorf("after recovery from a crash at %s the kept data is not the point:\n%s", step, d)
+			}
+			checkAsides(t, e, live)
+			matches, _ := filepath.Glob(filepath.Join(e.dir, "aside", "*", "journal.json"))
+			if len(matches) != 0 {
+				t.Errorf("journal left: %v", matches)
+			}
+			if _, err := e.bus.Get(e.ctx, "journal."+module+"."+local); !errors.Is(err, keeper.ErrNotFound) {
+				t.Errorf("journal left in the index: %v", err)
+			}
+			again, err := k2.Recover(e.ctx)
+			if err != nil || len(again) != 0 {
+				t.Errorf("second recover: %v %q", err, again)
+			}
+		})
+	}
+}
+
+func TestDiscardRefusedWhileRestoreUnfinished(t *testing.T) {
+	n := sample.NamesOf(module, local)
+	var hookOn bool
+	e := newEnv(t, func(c *keeper.Config) {
+		c.StepHook = func(s string) {
+			if hookOn && s == "removed:"+n.KVStream {
+				panic(crash{s})
+			}
+		}
+	})
+	e.snapshot(1, "fp")
+	hookOn = true
+	func() {
+		defer func() { recover() }()
+		e.k.RestoreKept(e.ctx, req(1, "fp"))
+	}()
+	ents, _ := os.ReadDir(filepath.Join(e.dir, "aside"))
+	if len(ents) != 1 {
+		t.Fatalf("asides: %v", ents)
+	}
+	_, err := e.k.DiscardAside(e.ctx, keeper.Request{From: ents[0].Name(), Caller: "ops", Why: "tidy"})
+	if !errors.Is(err, keeper.ErrConflict) {
+		t.Fatalf("discard during an unfinished restore: got %v, want conflict", err)
+	}
+}
