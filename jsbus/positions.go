@@ -31,6 +31,21 @@ type rawConsumer struct {
 	AckFloor struct {
 		Stream uint64 `json:"stream_seq"`
 	} `json:"ack_floor"`
+	Delivered struct {
+		Stream uint64 `json:"stream_seq"`
+	} `json:"delivered"`
+	NumAckPending int `json:"num_ack_pending"`
+}
+
+// floor is the stream sequence the consumer has acknowledged up to. With no
+// acknowledgement pending every delivered message is acknowledged, so the
+// floor is the last delivered one: a clustered consumer made at a start
+// sequence reports ack floor 0 and delivered start-1 until its first ack.
+func (c rawConsumer) floor() uint64 {
+	if c.NumAckPending == 0 {
+		return max(c.AckFloor.Stream, c.Delivered.Stream)
+	}
+	return c.AckFloor.Stream
 }
 
 type consumerListResponse struct {
@@ -81,7 +96,9 @@ func ofModule(module, name string) bool {
 
 // Positions lists every durable consumer of module on every stream, with its
 // ack floor and its configuration as the server holds it, sorted by stream
-// and consumer. Streams deleted while the list is made are skipped.
+// and consumer. The ack floor is the last delivered message when no
+// acknowledgement is pending (see rawConsumer.floor). Streams deleted while
+// the list is made are skipped.
 func (a *Adapter) Positions(ctx context.Context, module string) ([]keeper.Position, error) {
 	if !validName(module) {
 		return nil, fmt.Errorf("jsbus: %q is not a module name: %w", module, keeper.ErrBadRequest)
@@ -116,7 +133,7 @@ func (a *Adapter) Positions(ctx context.Context, module string) ([]keeper.Positi
 			if cfg.Durable == "" || !ofModule(module, c.Name) {
 				continue
 			}
-			out = append(out, keeper.Position{Stream: s, Consumer: c.Name, AckFloor: c.AckFloor.Stream, Config: c.Config})
+			out = append(out, keeper.Position{Stream: s, Consumer: c.Name, AckFloor: c.floor(), Config: c.Config})
 		}
 	}
 	slices.SortFunc(out, func(x, y keeper.Position) int {
@@ -143,8 +160,9 @@ func (a *Adapter) consumers(ctx context.Context, stream string) ([]rawConsumer, 
 
 // SetPosition replaces the durable consumer p.Consumer on p.Stream with one
 // made from p.Config that starts at stream sequence p.AckFloor+1 (the server
-// starts at the stream's first message when that one is gone). Everything
-// else in the recorded configuration is kept.
+// starts at the stream's first message when that one is gone), then resets
+// it to that sequence so its ack floor reads p.AckFloor on a cluster too.
+// Everything else in the recorded configuration is kept.
 func (a *Adapter) SetPosition(ctx context.Context, p keeper.Position) error {
 	if !validName(p.Stream) || !validName(p.Consumer) {
 		return fmt.Errorf("jsbus: position %s > %s does not name a stream and a consumer, so nothing was changed: %w",
@@ -192,7 +210,19 @@ func (a *Adapter) SetPosition(ctx context.Context, p keeper.Position) error {
 		return busErr(fmt.Errorf("jsbus: re-make consumer %s on %s at ack floor %d failed after the live one was deleted: %w",
 			p.Consumer, p.Stream, p.AckFloor, err))
 	}
+	floor := created.floor()
+	// A clustered consumer made at a start sequence reports (and snapshots)
+	// ack floor 0 until its first ack; a reset to the same start sequence
+	// records the floor in the consumer's replicated state.
+	var reset rawConsumer
+	err = a.request(ctx, "$JS.API.CONSUMER.RESET."+p.Stream+"."+p.Consumer, map[string]uint64{"seq": p.AckFloor + 1}, &reset)
+	if err != nil {
+		a.log.Warn("the consumer was set back, but recording its ack floor failed (servers before 2.14 lack the reset API)",
+			"stream", p.Stream, "consumer", p.Consumer, "ack_floor", p.AckFloor, "err", err)
+	} else {
+		floor = reset.AckFloor.Stream
+	}
 	a.log.Info("set consumer position", "stream", p.Stream, "consumer", p.Consumer, "ack_floor", p.AckFloor,
-		"now_ack_floor", created.AckFloor.Stream)
+		"now_ack_floor", floor)
 	return nil
 }

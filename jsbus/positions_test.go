@@ -151,6 +151,17 @@ func TestSetPositionPutsConsumersBack(t *testing.T) {
 			t.Fatalf("%s delivered %d next, want %d", p.Consumer, got, was.Next)
 		}
 	}
+	// Read back with one message delivered and unacked, each position is
+	// the one that was set.
+	again, err := b.a.Positions(ctx, "billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range again {
+		if p.Stream != ps[i].Stream || p.Consumer != ps[i].Consumer || p.AckFloor != ps[i].AckFloor {
+			t.Fatalf("position read back %s > %s at %d, set %s > %s at %d", p.Stream, p.Consumer, p.AckFloor, ps[i].Stream, ps[i].Consumer, ps[i].AckFloor)
+		}
+	}
 	if o := consumerOf(t, after, sample.SharedStream, sample.OtherConsumer); fmt.Sprint(o) != fmt.Sprint(otherBefore) {
 		t.Fatalf("%s was touched: %+v, was %+v", sample.OtherConsumer, o, otherBefore)
 	}

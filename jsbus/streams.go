@@ -1,7 +1,6 @@
 package jsbus
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -212,7 +211,8 @@ type backupMeta struct {
 
 // Restore re-creates the stream from data and meta with the configuration
 // the archive holds (replicas and placement included), sending chunks as
-// large as the connection's max payload. The stream must not exist: an
+// large as the connection's max payload, with the same protocol as jsm.go's
+// RestoreSnapshotFromBuffer (see restore.go for why it is not used). The stream must not exist: an
 // existing one gives an error wrapping keeper.ErrConflict and is untouched.
 func (a *Adapter) Restore(ctx context.Context, stream string, data, meta io.Reader) error {
 	if !validName(stream) {
@@ -234,19 +234,18 @@ func (a *Adapter) Restore(ctx context.Context, stream string, data, meta io.Read
 	}
 	chunk := int(min(a.nc.MaxPayload(), maxChunk))
 	start := time.Now()
-	st, err := a.mgr.RestoreSnapshotFromBuffer(ctx, stream, io.NopCloser(&fullReader{r: data}),
-		io.NopCloser(bytes.NewReader(mj)), jsm.SnapshotChunkSize(chunk))
+	st, err := a.restore(ctx, stream, mj, &fullReader{r: data}, chunk)
 	if err != nil {
-		if jsm.IsNatsError(err, codeStreamExistRestore) || jsm.IsNatsError(err, codeStreamNameExist) {
+		if isCode(err, codeStreamExistRestore) || isCode(err, codeStreamNameExist) {
 			return fmt.Errorf("jsbus: stream %s already exists, so it was not restored over: %w: %w", stream, keeper.ErrConflict, err)
 		}
 		return busErr(fmt.Errorf("jsbus: restore of stream %s failed; a part of it may be on the bus: %w", stream, err))
 	}
-	if st != nil && st.LastSeq != bm.State.LastSeq {
+	if st.LastSeq != bm.State.LastSeq {
 		return fmt.Errorf("jsbus: restored stream %s ends at sequence %d but its archive says %d; the restored stream is on the bus: %w",
 			stream, st.LastSeq, bm.State.LastSeq, keeper.ErrFailed)
 	}
-	if st != nil && st.Msgs != bm.State.Msgs {
+	if st.Msgs != bm.State.Msgs {
 		a.log.Warn("restored stream holds a different number of messages than its archive says (limits such as max age may have removed some)",
 			"stream", stream, "restored", st.Msgs, "archived", bm.State.Msgs)
 	}

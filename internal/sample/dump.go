@@ -52,7 +52,10 @@ type Message struct {
 	Text    string // the payload itself when it is at most 256 bytes
 }
 
-// ConsumerDump is one consumer as a restore must give it back. Next is the
+// ConsumerDump is one consumer as a restore must give it back. AckFloor is
+// the stream sequence acknowledged up to; with no acknowledgement pending that
+// is the last delivered message (a clustered consumer made at a start sequence
+// reports ack floor 0 until its first ack, and behaves the same). Next is the
 // stream sequence of the message it would deliver next from its ack floor (0
 // when there is none), computed from the stored messages, not by fetching.
 type ConsumerDump struct {
@@ -200,6 +203,9 @@ func consumerOf(ci *jetstream.ConsumerInfo, msgs []Message) ConsumerDump {
 		Name: ci.Name, Durable: ci.Config.Durable, FilterSubjects: filters,
 		AckPolicy: ci.Config.AckPolicy.String(), AckFloor: ci.AckFloor.Stream,
 		NumPending: ci.NumPending, NumAckPending: ci.NumAckPending,
+	}
+	if ci.NumAckPending == 0 && ci.Delivered.Stream > c.AckFloor {
+		c.AckFloor = ci.Delivered.Stream
 	}
 	for _, m := range msgs {
 		if m.Seq > c.AckFloor && matchesAny(filters, m.Subject) {

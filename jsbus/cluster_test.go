@@ -1,0 +1,143 @@
+package jsbus_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/internal/natstest"
+	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/jsbus"
+)
+
+// startCluster starts a three-node JetStream cluster in this process.
+func startCluster(t *testing.T) []*server.Server {
+	t.Helper()
+	ports := make([]int, 3)
+	var routes []string
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i]))
+	}
+	var srvs []*server.Server
+	for i := range ports {
+		o := natstest.Options(t.TempDir())
+		o.ServerName = fmt.Sprintf("n%d", i+1)
+		o.Cluster = server.ClusterOpts{Name: "keeper", Host: "127.0.0.1", Port: ports[i]}
+		o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+		srvs = append(srvs, natstest.Start(t, o))
+	}
+	return srvs
+}
+
+// TestClusterSnapshotRestoreKeepsReplicas takes R3 streams' snapshots through
+// one node, removes the streams, restores them and sets a position back: the
+// streams come back with three replicas and exactly their content.
+func TestClusterSnapshotRestoreKeepsReplicas(t *testing.T) {
+	srvs := startCluster(t)
+	ctx := testCtx(t)
+	nc := natstest.Connect(t, srvs[0])
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a *jsbus.Adapter
+	for i := 0; ; i++ { // the first R3 create fails while the cluster forms
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		a, err = jsbus.New(actx, nc, jsbus.WithLogger(quiet()), jsbus.WithReplicas(3))
+		cancel()
+		if err == nil {
+			break
+		}
+		if i == 120 {
+			t.Fatalf("the cluster did not take an R3 bucket: %v", err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if err := sample.Create(ctx, js, "billing", "ledger", sample.Replicas(3)); err != nil {
+		t.Fatal(err)
+	}
+	n := sample.NamesOf("billing", "ledger")
+	before, err := sample.Dump(ctx, js, n.Streams()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range before.Streams {
+		if d.Replicas != 3 {
+			t.Fatalf("%s has %d replicas", d.Name, d.Replicas)
+		}
+	}
+	positions, err := a.Positions(ctx, "billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := sample.Dump(ctx, js, sample.SharedStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type arc struct{ data, meta []byte }
+	arcs := map[string]arc{}
+	for _, s := range n.Streams() {
+		d, m := snapshot(t, a, s)
+		arcs[s] = arc{d, m}
+	}
+	if err := sample.Change(ctx, js, "billing", "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range n.Streams() {
+		if err := a.DeleteStream(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Restore(ctx, s, bytes.NewReader(arcs[s].data), bytes.NewReader(arcs[s].meta)); err != nil {
+			t.Fatalf("restore %s: %v", s, err)
+		}
+	}
+	for _, p := range positions {
+		if p.Stream == sample.SharedStream {
+			if err := a.SetPosition(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	after, err := sample.Dump(ctx, js, n.Streams()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := sample.Diff(before, after); d != "" {
+		t.Fatalf("restored R3 streams differ:\n%s", d)
+	}
+	sharedAfter, err := sample.Dump(ctx, js, sample.SharedStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	was := consumerOf(t, shared, sample.SharedStream, n.Events)
+	now := consumerOf(t, sharedAfter, sample.SharedStream, n.Events)
+	if now.AckFloor != was.AckFloor || now.Next != was.Next {
+		t.Fatalf("%s after SetPosition: %+v, was %+v", n.Events, now, was)
+	}
+	if got := nextDelivered(t, &bus{js: js}, sample.SharedStream, n.Events); got != was.Next {
+		t.Fatalf("%s delivered %d next, want %d", n.Events, got, was.Next)
+	}
+	// Read back, the re-made consumer's position is the one that was set.
+	again, err := a.Positions(ctx, "billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range again {
+		if p.Stream == sample.SharedStream && p.AckFloor != was.AckFloor {
+			t.Fatalf("position of %s read back as %d with one message unacked, want %d", p.Consumer, p.AckFloor, was.AckFloor)
+		}
+	}
+}
