@@ -3,9 +3,11 @@ package jsbus_test
 import (
 	"bytes"
 	"errors"
+	"io"
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -329,4 +331,33 @@ func TestSnapshotWriterFailures(t *testing.T) {
 	}
 	// The stream is still whole and a later snapshot works.
 	snapshot(t, b.a, n.ObjStrm)
+}
+
+func TestRestoreKeepsArchivedReplicasAndReportsReadErrors(t *testing.T) {
+	ctx := testCtx(t)
+	src := newBus(t)
+	if err := sample.Create(ctx, src.js, "billing", "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	n := sample.NamesOf("billing", "ledger")
+	data, meta := snapshot(t, src.a, n.Stream)
+	dst := newBus(t)
+
+	// An archive that asks for three replicas is not squeezed onto one server.
+	r3 := bytes.Replace(meta, []byte(`"num_replicas": 1`), []byte(`"num_replicas": 3`), 1)
+	if bytes.Equal(r3, meta) {
+		t.Fatalf("backup.json has no num_replicas 1: %s", meta)
+	}
+	if err := dst.a.Restore(ctx, n.Stream, bytes.NewReader(data), bytes.NewReader(r3)); err == nil {
+		t.Fatal("an R3 archive was restored on a single server")
+	}
+	if info, err := dst.a.Stream(ctx, n.Stream); err == nil {
+		t.Fatalf("an R3 archive left a stream on a single server: %+v", info)
+	}
+
+	// A reader that fails half way fails the restore with its error.
+	broken := io.MultiReader(bytes.NewReader(data[:len(data)/2]), iotest.ErrReader(errDisk))
+	if err := dst.a.Restore(ctx, n.Stream, broken, bytes.NewReader(meta)); !errors.Is(err, errDisk) {
+		t.Fatalf("restore from a failing reader: %v, want the read error", err)
+	}
 }
