@@ -27,6 +27,7 @@ type faults struct {
 	mu    sync.Mutex
 	op    string // "snapshot", "restore", "delete", "position", "put:<prefix>", "act:<outcome>"
 	nth   int    // fail the nth call (1-based)
+	upto  int    // and every call up to this one, if larger
 	calls map[string]int
 	armed bool
 }
@@ -41,7 +42,8 @@ func (f *faults) fail(op string) bool {
 		f.calls = map[string]int{}
 	}
 	f.calls[op]++
-	return op == f.op && f.calls[op] == f.nth
+	n := f.calls[op]
+	return op == f.op && (n == f.nth || (n > f.nth && n <= f.upto))
 }
 
 func (f *faults) Snapshot(ctx context.Context, s string, data, meta io.WriteCloser) error {
@@ -228,4 +230,42 @@ func TestDiscardNeedsRecordedHandAct(t *testing.T) {
 	if _, err := busarchive.VerifyFile(e.ctx, filepath.Join(rep.Dir, "bus.tar")); err != nil {
 		t.Fatalf("the aside was touched: %v", err)
 	}
+}
+
+// TestPutBackFailsJournalStays: the restore fails and so does putting the
+// aside back. The journal stays, the kept data is refused to other verbs,
+// and recovery finishes the restore.
+func TestPutBackFailsJournalStays(t *testing.T) {
+	e, f := faultEnv(t)
+	point := e.kept()
+	e.snapshot(1, "fp")
+	e.change()
+	live := e.kept()
+	f.mu.Lock()
+	f.op, f.nth, f.upto, f.armed = "restore", 1, 2, true
+	f.mu.Unlock()
+	_, err := e.k.RestoreKept(e.ctx, req(1, "fp"))
+	f.mu.Lock()
+	f.armed = false
+	f.mu.Unlock()
+	if !errors.Is(err, keeper.ErrFailed) {
+		t.Fatalf("got %v, want failure", err)
+	}
+	mustContain(t, err.Error(), "failed too", "the restore journal stays")
+	_, err = e.k.RestoreKept(e.ctx, req(1, "fp"))
+	if !errors.Is(err, keeper.ErrConflict) {
+		t.Fatalf("restore during an unfinished restore: got %v, want conflict", err)
+	}
+	mustContain(t, err.Error(), "unfinished restore")
+	if _, err := e.k.SnapshotKept(e.ctx, req(2, "x")); !errors.Is(err, keeper.ErrConflict) {
+		t.Fatalf("snapshot during an unfinished restore: got %v, want conflict", err)
+	}
+	said, err := e.k.Recover(e.ctx)
+	if err != nil || len(said) != 1 {
+		t.Fatalf("recover: %v %q", err, said)
+	}
+	if d := sample.Diff(point, e.kept()); d != "" {
+		t.Errorf("after recovery the kept data is not the point:\n%s", d)
+	}
+	checkAsides(t, e, live)
 }

@@ -92,6 +92,9 @@ func (k *Keeper) Recover(ctx context.Context) ([]string, error) {
 			continue
 		}
 		s, err := k.recoverOne(ctx, &j)
+		if errors.Is(err, ErrBusy) {
+			continue // a verb of this keeper holds it; not interrupted
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -142,4 +145,18 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 	act.What, act.Outcome = "interrupted restore: "+said, "done"
 	k.record(ctx, act)
 	return said, nil
+}
+
+// unfinished refuses a verb on a kept data whose last restore left a journal:
+// until recovery finishes it, the bus may hold only part of the kept data.
+func (k *Keeper) unfinished(verb, module, local string) error {
+	matches, _ := filepath.Glob(filepath.Join(k.abs(asideDir), module+"."+local+".*", journalFile))
+	for _, m := range matches {
+		id := filepath.Base(filepath.Dir(m))
+		if mod, loc, err := ParseAsideID(id); err == nil && mod == module && loc == local {
+			return errorf(ErrConflict, "%s refused: %s/%s has an unfinished restore (aside %s) that the keeper will finish or undo, so nothing was done",
+				verb, module, local, id)
+		}
+	}
+	return nil
 }

@@ -27,6 +27,9 @@ func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
 		return nil, err
 	}
 	defer release()
+	if err := k.unfinished(VerbRestore, r.Module, r.Local); err != nil {
+		return nil, err
+	}
 
 	act := Act{Verb: VerbRestore, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why, Hand: true}
 	fail := func(err error) (*Reply, error) {
@@ -99,7 +102,7 @@ func (k *Keeper) restoreUnjournaled(ctx context.Context, r Request, pl *restoreP
 	begun, err := k.restoreArchive(ctx, k.abs(pl.pointRel), nil,
 		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "restore"}, nil)
 	if err != nil {
-		back := k.putBack(ctx, nil, nil, begun)
+		back, _ := k.putBack(ctx, nil, nil, begun)
 		act.What, act.Outcome = err.Error(), "failed"
 		k.record(ctx, act)
 		return nil, fmt.Errorf("restore-kept of %s/%s from %s failed: %w; %s",
@@ -162,8 +165,8 @@ func (k *Keeper) done(ctx context.Context, act Act, rep *Reply) (*Reply, error) 
 // putBack undoes a restore that failed after live streams were removed: it
 // deletes the streams that were begun (half-restored), then restores the
 // removed streams from the aside. It returns a sentence that says both
-// outcomes.
-func (k *Keeper) putBack(ctx context.Context, aside *Aside, removed, begun []string) string {
+// outcomes, and whether the kept data is whole on the bus again.
+func (k *Keeper) putBack(ctx context.Context, aside *Aside, removed, begun []string) (string, bool) {
 	var notes []string
 	var stuck []string
 	for _, s := range begun {
@@ -179,28 +182,26 @@ func (k *Keeper) putBack(ctx context.Context, aside *Aside, removed, begun []str
 		}
 	}
 	if aside == nil {
-		return strings.Join(notes, "; ")
+		return strings.Join(notes, "; "), len(stuck) == 0
 	}
 	if len(removed) == 0 {
 		notes = append(notes, "no live stream had been removed")
-		if aside != nil {
-			notes = append(notes, fmt.Sprintf("the aside %s in %s stays as a copy", aside.ID, k.abs(aside.Dir)))
-		}
-		return strings.Join(notes, "; ")
+		notes = append(notes, fmt.Sprintf("the aside %s in %s stays as a copy", aside.ID, k.abs(aside.Dir)))
+		return strings.Join(notes, "; "), len(stuck) == 0
 	}
 	if len(stuck) > 0 {
-		notes = append(notes, fmt.Sprintf("so the live data was not put back; it is complete in aside %s in %s",
+		notes = append(notes, fmt.Sprintf("so the live data was not put back yet; it is complete in aside %s in %s",
 			aside.ID, k.abs(aside.Dir)))
-		return strings.Join(notes, "; ")
+		return strings.Join(notes, "; "), false
 	}
 	_, err := k.restoreArchive(ctx, k.abs(aside.Dir), removed,
 		Progress{Verb: VerbRestore, Module: aside.Module, Local: aside.Local, Step: "put back"}, nil)
 	if err != nil {
 		notes = append(notes, fmt.Sprintf("putting the live data back from aside %s failed too (%v); it is complete in %s",
 			aside.ID, err, k.abs(aside.Dir)))
-		return strings.Join(notes, "; ")
+		return strings.Join(notes, "; "), false
 	}
 	notes = append(notes, fmt.Sprintf("the live data was put back from aside %s (%s), which stays in %s",
 		aside.ID, strings.Join(removed, ", "), k.abs(aside.Dir)))
-	return strings.Join(notes, "; ")
+	return strings.Join(notes, "; "), true
 }

@@ -33,6 +33,9 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 		return nil, err
 	}
 	defer release()
+	if err := k.unfinished(VerbSnapshot, r.Module, r.Local); err != nil {
+		return nil, err
+	}
 
 	what := fmt.Sprintf("%s/%s f%d-%s", r.Module, r.Local, r.Form, r.Fingerprint)
 	fail := func(err error) (*Reply, error) {

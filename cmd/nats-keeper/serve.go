@@ -162,6 +162,7 @@ func startKeeper(ctx context.Context, nc *nats.Conn, dir, prefix, bucket string,
 	if err != nil {
 		return nil, err
 	}
+	go recoverLoop(ctx, k, log)
 	return svc, nil
 }
 
@@ -211,4 +212,27 @@ func startEmbedded(store, listen string) (*server.Server, error) {
 		return nil, errorf(keeper.ErrFailed, "the embedded nats-server did not start, so nothing is served: %v", err)
 	}
 	return s, nil
+}
+
+// recoverEvery is how often a serving keeper looks for restores that stopped
+// half-way (the bus went away mid-restore) and finishes or undoes them.
+const recoverEvery = 15 * time.Second
+
+func recoverLoop(ctx context.Context, k *keeper.Keeper, log *slog.Logger) {
+	t := time.NewTicker(recoverEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			said, err := k.Recover(ctx)
+			for _, s := range said {
+				log.Warn("recovered an interrupted restore", "said", s)
+			}
+			if err != nil {
+				log.Error("recovering interrupted restores", "err", err)
+			}
+		}
+	}
 }
