@@ -75,7 +75,27 @@ type Index interface {
 	Delete(ctx context.Context, key string) error
 	// Keys lists the keys that begin with prefix, sorted.
 	Keys(ctx context.Context, prefix string) ([]string, error)
+
+	// Create sets key to value only if the key holds no value (never set,
+	// or deleted), and returns the new revision; otherwise it returns an
+	// error wrapping ErrExists.
+	Create(ctx context.Context, key string, value []byte) (uint64, error)
+	// GetRev returns the value of key and its revision, or an error
+	// wrapping ErrNotFound.
+	GetRev(ctx context.Context, key string) ([]byte, uint64, error)
+	// Update sets key to value only if its current revision is rev, and
+	// returns the new revision; otherwise an error wrapping ErrRevision.
+	Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error)
+	// DeleteRev removes key only if its current revision is rev; otherwise
+	// an error wrapping ErrRevision. A missing key is not an error.
+	DeleteRev(ctx context.Context, key string, rev uint64) error
 }
+
+// Errors of the index's compare-and-set writes.
+var (
+	ErrExists   = errors.New("key already holds a value")
+	ErrRevision = errors.New("key was changed by someone else")
+)
 
 // Acts records what the keeper did. Record returns only once the act is
 // durably stored (acknowledged by the bus); a hand act that cannot be recorded

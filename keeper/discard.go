@@ -20,7 +20,7 @@ func (k *Keeper) DiscardAside(ctx context.Context, r Request) (*Reply, error) {
 	module, local, _ := ParseAsideID(id)
 	lr := r
 	lr.Module, lr.Local = module, local
-	release, err := k.lock(VerbDiscard, lr)
+	ctx, release, err := k.lock(ctx, VerbDiscard, lr)
 	if err != nil {
 		return nil, err
 	}

@@ -168,3 +168,7 @@ func mustContain(t *testing.T, s string, parts ...string) {
 		}
 	}
 }
+
+func diffKept(e *env, want *sample.Snapshot) string {
+	return sample.Diff(want, e.kept())
+}

@@ -87,6 +87,19 @@ func (f *faults) Keys(ctx context.Context, p string) ([]string, error) {
 	return f.index.Keys(ctx, p)
 }
 
+func (f *faults) Create(ctx context.Context, k string, v []byte) (uint64, error) {
+	return f.index.Create(ctx, k, v)
+}
+func (f *faults) GetRev(ctx context.Context, k string) ([]byte, uint64, error) {
+	return f.index.GetRev(ctx, k)
+}
+func (f *faults) Update(ctx context.Context, k string, v []byte, rev uint64) (uint64, error) {
+	return f.index.Update(ctx, k, v, rev)
+}
+func (f *faults) DeleteRev(ctx context.Context, k string, rev uint64) error {
+	return f.index.DeleteRev(ctx, k, rev)
+}
+
 func (f *faults) Put(ctx context.Context, k string, v []byte) error {
 	if f.fail("put:" + strings.SplitN(k, ".", 2)[0]) {
 		return errInjected

@@ -106,7 +106,7 @@ func (k *Keeper) Recover(ctx context.Context) ([]string, error) {
 
 func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 	r := Request{Module: j.Module, Local: j.Local, Caller: j.Caller, Why: j.Why, AsideOnly: j.Point == ""}
-	release, err := k.lock(VerbRestore, r)
+	ctx, release, err := k.lock(ctx, VerbRestore, r)
 	if err != nil {
 		return "", err
 	}

@@ -9,9 +9,9 @@ package keeper
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -33,6 +33,10 @@ type Config struct {
 	// "remove:<stream>", "removed:<stream>", "restored:<stream>", "positions-set").
 	// It exists for crash tests.
 	StepHook func(step string)
+	// ID names this keeper in leases; empty means host:pid:random.
+	ID string
+	// LeaseTTL is how long a lease lives unless renewed; 0 means DefaultLeaseTTL.
+	LeaseTTL time.Duration
 }
 
 // Keeper runs the verbs. It is safe for concurrent use: verbs on different
@@ -48,6 +52,8 @@ type Keeper struct {
 	now      func() time.Time
 	locks    locks
 	stepHook func(string)
+	id       string
+	leaseTTL time.Duration
 	// files is held shared by every verb that changes the files and
 	// exclusively by Rebuild, so a rebuild never races a discard.
 	files sync.RWMutex
@@ -77,6 +83,16 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 	if k.version == "" {
 		k.version = "dev"
 	}
+	k.id, k.leaseTTL = cfg.ID, cfg.LeaseTTL
+	if k.id == "" {
+		host, _ := os.Hostname()
+		var b [3]byte
+		rand.Read(b[:])
+		k.id = fmt.Sprintf("%s:%d:%x", host, os.Getpid(), b)
+	}
+	if k.leaseTTL <= 0 {
+		k.leaseTTL = DefaultLeaseTTL
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("keeper: make directory: %w", err)
 	}
@@ -92,7 +108,7 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 			return nil, fmt.Errorf("keeper: %w", err)
 		}
 	}
-	if err := k.cleanPartials(); err != nil {
+	if err := k.cleanPartials(ctx); err != nil {
 		return nil, fmt.Errorf("keeper: clean leftover .partial directories: %w", err)
 	}
 	return k, nil
@@ -104,35 +120,45 @@ func (k *Keeper) Dir() string { return k.dir }
 // cleanPartials removes leftover .partial directories: a .partial directory
 // never holds the only copy of anything, because live data is removed only
 // after its aside was renamed into place, and a point replaces another only by
-// an exchange that leaves the new one in place.
-func (k *Keeper) cleanPartials() error {
-	return filepath.WalkDir(k.dir, func(path string, d fs.DirEntry, err error) error {
+// an exchange that leaves the new one in place. A partial directory of a kept
+// data that another keeper (sharing this directory) holds a live lease on is
+// that keeper's work in progress, and is left alone.
+func (k *Keeper) cleanPartials(ctx context.Context) error {
+	var doomed []string
+	modules, err := readDirs(k.abs(pointsDir))
+	if err != nil {
+		return err
+	}
+	for _, m := range modules {
+		locals, err := readDirs(filepath.Join(k.abs(pointsDir), m))
 		if err != nil {
 			return err
 		}
-		if path == k.dir {
-			return nil
-		}
-		if d.Type()&fs.ModeSymlink != 0 {
-			return nil
-		}
-		if d.IsDir() && strings.HasSuffix(d.Name(), partialSuffix) {
-			k.log.Info("removing leftover partial directory", "dir", path)
-			if err := os.RemoveAll(path); err != nil {
-				return err
-			}
-			return fs.SkipDir
-		}
-		if d.IsDir() {
-			rel, _ := filepath.Rel(k.dir, path)
-			// points/<m>/<l>/<point> and aside/<id> are the deepest levels worth walking.
-			depth := len(strings.Split(rel, string(filepath.Separator)))
-			if (strings.HasPrefix(rel, pointsDir) && depth >= 4) || (strings.HasPrefix(rel, asideDir) && depth >= 2) {
-				return fs.SkipDir
+		for _, l := range locals {
+			parts, _ := filepath.Glob(filepath.Join(k.abs(pointsDir), m, l, "*"+partialSuffix))
+			if len(parts) > 0 && !k.leaseLive(ctx, m, l) {
+				doomed = append(doomed, parts...)
 			}
 		}
-		return nil
-	})
+	}
+	parts, _ := filepath.Glob(filepath.Join(k.abs(asideDir), "*"+partialSuffix))
+	for _, p := range parts {
+		m, l, err := ParseAsideID(strings.TrimSuffix(filepath.Base(p), partialSuffix))
+		if err == nil && k.leaseLive(ctx, m, l) {
+			continue
+		}
+		doomed = append(doomed, p)
+	}
+	for _, p := range doomed {
+		if fi, err := os.Lstat(p); err != nil || !fi.IsDir() {
+			continue // never through a symlink
+		}
+		k.log.Info("removing leftover partial directory", "dir", p)
+		if err := os.RemoveAll(p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (k *Keeper) record(ctx context.Context, a Act) error {
@@ -146,15 +172,35 @@ func (k *Keeper) record(ctx context.Context, a Act) error {
 	return nil
 }
 
-// lock takes module/local for verb.
-func (k *Keeper) lock(verb string, r Request) (func(), error) {
+// lock takes module/local for verb: first within this keeper, then across
+// keepers through the lease in the index. The returned context ends if the
+// lease is lost while the verb runs.
+func (k *Keeper) lock(ctx context.Context, verb string, r Request) (context.Context, func(), error) {
 	release, err := k.locks.take(r.Module, r.Local, verb, r.Caller, k.now())
 	if err != nil {
-		return nil, fmt.Errorf("%s refused: %w, so nothing was done", verb, err)
+		return nil, nil, fmt.Errorf("%s refused: %w, so nothing was done", verb, err)
 	}
+	drop, lost, err := k.takeLease(ctx, verb, r)
+	if err != nil {
+		release()
+		if !errors.Is(err, ErrBusy) {
+			err = fmt.Errorf("could not take the lease on %s/%s: %w", r.Module, r.Local, withKind(ErrNoBus, err))
+		}
+		return nil, nil, fmt.Errorf("%s refused: %w, so nothing was done", verb, err)
+	}
+	vctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-lost:
+			cancel()
+		case <-vctx.Done():
+		}
+	}()
 	k.files.RLock()
-	return func() {
+	return vctx, func() {
 		k.files.RUnlock()
+		cancel()
+		drop()
 		release()
 	}, nil
 }

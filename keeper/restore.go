@@ -22,7 +22,7 @@ func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
 	if err := CheckRequest(VerbRestore, r); err != nil {
 		return nil, err
 	}
-	release, err := k.lock(VerbRestore, r)
+	ctx, release, err := k.lock(ctx, VerbRestore, r)
 	if err != nil {
 		return nil, err
 	}

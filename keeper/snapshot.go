@@ -28,7 +28,7 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	if err := CheckRequest(VerbSnapshot, r); err != nil {
 		return nil, err
 	}
-	release, err := k.lock(VerbSnapshot, r)
+	ctx, release, err := k.lock(ctx, VerbSnapshot, r)
 	if err != nil {
 		return nil, err
 	}

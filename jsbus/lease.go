@@ -1,0 +1,72 @@
+package jsbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// Create sets key only if it holds no value, for leases.
+func (a *Adapter) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+	rev, err := a.kv.Create(ctx, key, value)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyExists):
+		return 0, fmt.Errorf("jsbus: %s already holds a value in the index %s: %w", key, a.cfg.bucket, keeper.ErrExists)
+	case errors.Is(err, jetstream.ErrInvalidKey):
+		return 0, fmt.Errorf("jsbus: %q is not a valid index key, so it was not stored: %w", key, keeper.ErrBadRequest)
+	case err != nil:
+		return 0, busErr(fmt.Errorf("jsbus: create %s in the index %s failed: %w", key, a.cfg.bucket, err))
+	}
+	return rev, nil
+}
+
+// GetRev returns the value of key and its revision.
+func (a *Adapter) GetRev(ctx context.Context, key string) ([]byte, uint64, error) {
+	e, err := a.kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil, 0, fmt.Errorf("jsbus: %s is not in the index %s: %w", key, a.cfg.bucket, keeper.ErrNotFound)
+	case err != nil:
+		return nil, 0, busErr(fmt.Errorf("jsbus: read %s from the index %s: %w", key, a.cfg.bucket, err))
+	}
+	return e.Value(), e.Revision(), nil
+}
+
+// Update sets key only if its revision is still rev.
+func (a *Adapter) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	n, err := a.kv.Update(ctx, key, value, rev)
+	if err != nil {
+		if isWrongRevision(err) {
+			return 0, fmt.Errorf("jsbus: %s changed since revision %d, so it was not updated: %w", key, rev, keeper.ErrRevision)
+		}
+		return 0, busErr(fmt.Errorf("jsbus: update %s in the index %s failed: %w", key, a.cfg.bucket, err))
+	}
+	return n, nil
+}
+
+// DeleteRev removes key only if its revision is still rev.
+func (a *Adapter) DeleteRev(ctx context.Context, key string, rev uint64) error {
+	err := a.kv.Delete(ctx, key, jetstream.LastRevision(rev))
+	switch {
+	case err == nil, errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil
+	case isWrongRevision(err):
+		return fmt.Errorf("jsbus: %s changed since revision %d, so it was not removed: %w", key, rev, keeper.ErrRevision)
+	default:
+		return busErr(fmt.Errorf("jsbus: remove %s from the index %s failed: %w", key, a.cfg.bucket, err))
+	}
+}
+
+// isWrongRevision tells the server's "wrong last sequence" answer (10071)
+// apart from other failures.
+func isWrongRevision(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		return true
+	}
+	return errors.Is(err, jetstream.ErrKeyExists)
+}

@@ -1,0 +1,123 @@
+package keeper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+)
+
+// DefaultLeaseTTL is how long a lease lives unless renewed. A verb renews its
+// lease every third of it; a keeper that dies leaves a lease that expires.
+const DefaultLeaseTTL = 30 * time.Second
+
+func leaseKey(module, local string) string { return "lease." + module + "." + local }
+
+// lease is the value of lease.<module>.<local> in the index: which keeper
+// runs which verb on the kept data, for whom, since and until when.
+type lease struct {
+	Holder  string    `json:"holder"`
+	Verb    string    `json:"verb"`
+	Caller  string    `json:"caller,omitempty"`
+	Since   time.Time `json:"since"`
+	Expires time.Time `json:"expires"`
+}
+
+// takeLease takes the kept data's lease in the index, create-only, or takes
+// over a lease whose holder let it expire. It renews the lease until the
+// returned release is called; if the lease is lost, lost is closed.
+func (k *Keeper) takeLease(ctx context.Context, verb string, r Request) (release func(), lost <-chan struct{}, err error) {
+	key := leaseKey(r.Module, r.Local)
+	now := k.now().UTC()
+	l := lease{Holder: k.id, Verb: verb, Caller: r.Caller, Since: now, Expires: now.Add(k.leaseTTL)}
+	data, _ := json.Marshal(l)
+	rev, err := k.index.Create(ctx, key, data)
+	if errors.Is(err, ErrExists) {
+		rev, err = k.takeOver(ctx, key, data)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	stopc := make(chan struct{})
+	lostc := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(k.leaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopc:
+				return
+			case <-t.C:
+				l.Expires = k.now().UTC().Add(k.leaseTTL)
+				data, _ := json.Marshal(l)
+				mu.Lock()
+				n, err := k.index.Update(context.WithoutCancel(ctx), key, data, rev)
+				if err == nil {
+					rev = n
+				}
+				mu.Unlock()
+				if errors.Is(err, ErrRevision) {
+					k.log.Error("lost the lease on a kept data while a verb ran", "key", key, "verb", verb)
+					close(lostc)
+					return
+				}
+				if err != nil {
+					k.log.Warn("could not renew a lease; trying again", "key", key, "err", err)
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(stopc)
+			wg.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			if err := k.index.DeleteRev(context.WithoutCancel(ctx), key, rev); err != nil {
+				k.log.Warn("could not release a lease; it expires by itself", "key", key, "err", err)
+			}
+		})
+	}, lostc, nil
+}
+
+// takeOver replaces an expired lease, or says who holds a live one.
+func (k *Keeper) takeOver(ctx context.Context, key string, data []byte) (uint64, error) {
+	cur, rev, err := k.index.GetRev(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return k.index.Create(ctx, key, data) // released meanwhile
+	}
+	if err != nil {
+		return 0, err
+	}
+	var l lease
+	if err := json.Unmarshal(cur, &l); err == nil && k.now().Before(l.Expires) {
+		who := l.Caller
+		if who == "" {
+			who = "an unnamed caller"
+		}
+		return 0, errorf(ErrBusy, "%s is held by keeper %s running %s for %s since %s (lease until %s)",
+			key[len("lease."):], l.Holder, l.Verb, who, l.Since.Format(time.RFC3339), l.Expires.Format(time.RFC3339))
+	}
+	k.log.Warn("taking over an expired lease", "key", key, "holder", l.Holder, "expired", l.Expires)
+	n, err := k.index.Update(ctx, key, data, rev)
+	if errors.Is(err, ErrRevision) {
+		return 0, errorf(ErrBusy, "%s was just taken by another keeper", key[len("lease."):])
+	}
+	return n, err
+}
+
+// leaseLive reports whether another keeper holds a live lease on the kept data.
+func (k *Keeper) leaseLive(ctx context.Context, module, local string) bool {
+	cur, _, err := k.index.GetRev(ctx, leaseKey(module, local))
+	if err != nil {
+		return false
+	}
+	var l lease
+	return json.Unmarshal(cur, &l) == nil && k.now().Before(l.Expires)
+}
