@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/jsm.go/natscontext"
 	"github.com/nats-io/nats.go"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
@@ -42,17 +43,13 @@ func Connect(o ConnOptions) (*nats.Conn, error) {
 	server := o.URL
 	var opts []nats.Option
 	if o.Context != "" {
-		c, err := loadContext(o.Context)
+		copts, url, err := contextOptions(o.Context)
 		if err != nil {
-			return nil, fmt.Errorf("%w, so no connection was made", err)
-		}
-		copts, err := c.options()
-		if err != nil {
-			return nil, fmt.Errorf("jsbus: nats context %q cannot be used, because %w, so no connection was made: %w", o.Context, err, keeper.ErrBadRequest)
+			return nil, fmt.Errorf("jsbus: nats context %q cannot be used: %w, so no connection was made", o.Context, err)
 		}
 		opts = append(opts, copts...)
 		if server == "" {
-			server = c.URL
+			server = url
 		}
 	}
 	if server == "" {
@@ -145,4 +142,33 @@ func redact(urls string) string {
 		parts[i] = u.String()
 	}
 	return strings.Join(parts, ",")
+}
+
+// contextOptions loads a `nats` CLI context through jsm.go's natscontext,
+// refusing a context file that is a symlink and settings the keeper cannot
+// honour (a JetStream domain or API prefix).
+func contextOptions(name string) ([]nats.Option, string, error) {
+	path, err := natscontext.ContextPath(name)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w", keeper.ErrBadRequest, err)
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: no context file %s (%v)", keeper.ErrBadRequest, path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, "", fmt.Errorf("%w: %s is not a regular file (a symlink is never followed)", keeper.ErrBadRequest, path)
+	}
+	c, err := natscontext.New(name, true)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w", keeper.ErrBadRequest, err)
+	}
+	if c.JSDomain() != "" || c.JSAPIPrefix() != "" {
+		return nil, "", fmt.Errorf("%w: it names a JetStream domain or API prefix, which the keeper does not support", keeper.ErrBadRequest)
+	}
+	opts, err := c.NATSOptions()
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w", keeper.ErrBadRequest, err)
+	}
+	return opts, c.ServerURL(), nil
 }

@@ -78,25 +78,6 @@ func TestConnectURLAndContext(t *testing.T) {
 	}
 }
 
-func TestConnectContextUnderHome(t *testing.T) {
-	s := natstest.Start(t, nil)
-	home := t.TempDir()
-	t.Setenv("XDG_CONFIG_HOME", "")
-	t.Setenv("HOME", home)
-	dir := filepath.Join(home, ".config", "nats", "context")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "home.json"), []byte(`{"url":"`+s.ClientURL()+`"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	nc, err := jsbus.Connect(jsbus.ConnOptions{Context: "home", Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc.Close()
-}
-
 func TestConnectRefusals(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	good := writeContext(t, "good", `{"url":"nats://127.0.0.1:1"}`)
