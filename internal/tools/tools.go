@@ -1,4 +1,4 @@
-// Package tools installs pinned command-line tools for tests: the nats CLI and
+// Package tools installs pinned command-line tools for tests and the benchmark: the nats CLI and
 // a nats-server binary, built through the Go module proxy into a cache
 // directory and reused from there.
 //
@@ -35,19 +35,45 @@ const installTimeout = 10 * time.Minute
 // when missing.
 func NatsCLI(t testing.TB) string {
 	t.Helper()
-	return install(t, "natscli-"+NatsCLIVersion, "nats", "github.com/nats-io/natscli/nats@"+NatsCLIVersion)
+	path, err := NatsCLIPath(context.Background())
+	if err != nil {
+		t.Fatalf("tools: %v", err)
+	}
+	return path
+}
+
+// NatsCLIPath is NatsCLI for programs (such as the benchmark): it returns the
+// path of the nats CLI at NatsCLIVersion, installing it when missing, or an
+// error saying why it could not.
+func NatsCLIPath(ctx context.Context) (string, error) {
+	return install(ctx, "natscli-"+NatsCLIVersion, "nats", "github.com/nats-io/natscli/nats@"+NatsCLIVersion)
 }
 
 // NatsServer returns the path of a nats-server binary at the version this
 // module requires, installing it when missing.
 func NatsServer(t testing.TB) string {
 	t.Helper()
-	v, err := serverVersion()
+	path, err := NatsServerPath(context.Background())
 	if err != nil {
 		t.Fatalf("tools: %v", err)
 	}
-	return install(t, "nats-server-"+v, "nats-server", serverModule+"@"+v)
+	return path
 }
+
+// NatsServerPath is NatsServer for programs: it returns the path of a
+// nats-server binary at the version this module requires, installing it when
+// missing, or an error saying why it could not.
+func NatsServerPath(ctx context.Context) (string, error) {
+	v, err := ServerVersion()
+	if err != nil {
+		return "", err
+	}
+	return install(ctx, "nats-server-"+v, "nats-server", serverModule+"@"+v)
+}
+
+// ServerVersion is the nats-server version this module requires: the one in
+// the running binary's build info, else the one go list reports.
+func ServerVersion() (string, error) { return serverVersion() }
 
 // serverVersion is the nats-server version in the build info of the test
 // binary, else the one go list reports for the module.
@@ -89,41 +115,40 @@ func cacheDir() (string, error) {
 
 // install returns <cache>/<dir>/<bin>, running go install pkg into that
 // directory first when the binary is missing.
-func install(t testing.TB, dir, bin, pkg string) string {
-	t.Helper()
+func install(ctx context.Context, dir, bin, pkg string) (string, error) {
 	root, err := cacheDir()
 	if err != nil {
-		t.Fatalf("tools: %v", err)
+		return "", err
 	}
 	gobin := filepath.Join(root, dir)
 	path := filepath.Join(gobin, bin)
 	if isExecutable(path) {
-		return path
+		return path, nil
 	}
 	if err := os.MkdirAll(gobin, 0o700); err != nil {
-		t.Fatalf("tools: make %s: %v", gobin, err)
+		return "", fmt.Errorf("make %s: %w, so %s was not installed", gobin, err, pkg)
 	}
 	unlock, err := lock(filepath.Join(root, dir+".lock"))
 	if err != nil {
-		t.Fatalf("tools: %v", err)
+		return "", err
 	}
 	defer unlock()
 	if isExecutable(path) { // another process installed it while we waited
-		return path
+		return path, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), installTimeout)
+	ctx, cancel := context.WithTimeout(ctx, installTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "install", pkg)
 	cmd.Dir = root // outside this module, so its go.mod does not interfere
 	cmd.Env = append(os.Environ(), "GOBIN="+gobin, "GOFLAGS=-mod=mod", "GOWORK=off", "CGO_ENABLED=0")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("tools: go install %s failed: %v\n%s", pkg, err, out)
+		return "", fmt.Errorf("go install %s failed: %w\n%s", pkg, err, out)
 	}
 	if !isExecutable(path) {
-		t.Fatalf("tools: go install %s succeeded but %s is not there", pkg, path)
+		return "", fmt.Errorf("go install %s succeeded but %s is not there", pkg, path)
 	}
-	return path
+	return path, nil
 }
 
 func isExecutable(path string) bool {
