@@ -1,0 +1,117 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestShortRun runs the whole benchmark with a few MiB to prove that it
+// works: real processes, every comparison, and the report. It asserts no
+// time, only that each comparison was measured and reported.
+func TestShortRun(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	res, err := Run(context.Background(), Config{Size: 2 << 20, KVKeys: 100, SmallKVKeys: 50, Rounds: 2, SmallRounds: 2,
+		Work: t.TempDir(), Command: "go test ./bench -run TestShortRun"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range map[string]Pairs{"snapshot": res.Snapshot, "restore": res.Restore, "small KV": res.SmallKV} {
+		if len(p.Keeper) != 2 || len(p.Nats) != 2 {
+			t.Errorf("%s: %d keeper and %d nats samples, want 2 and 2", name, len(p.Keeper), len(p.Nats))
+		}
+		for _, s := range append(p.Keeper, p.Nats...) {
+			if s.Wall <= 0 || s.PeakRSS <= 0 {
+				t.Errorf("%s: a sample without wall time or peak RSS: %+v", name, s)
+			}
+		}
+	}
+	if len(res.AsideRestore.Keeper) != 2 || len(res.AsideRestore.Nats) != 0 {
+		t.Errorf("aside + restore: %d keeper and %d nats samples, want 2 and 0", len(res.AsideRestore.Keeper), len(res.AsideRestore.Nats))
+	}
+	if res.Data.Messages != 2048 || res.ArchiveSize <= 0 {
+		t.Errorf("data: %d messages and a %d-byte archive, want 2048 and some", res.Data.Messages, res.ArchiveSize)
+	}
+
+	// A new report, then one written between the markers of a file with
+	// hand-written text around them, which stays.
+	if err := WriteReport(out, res); err != nil {
+		t.Fatal(err)
+	}
+	first, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{BeginMarker, EndMarker, "| comparison | keeper | nats CLI |", "`snapshot-kept` vs `nats backup stream`",
+		"`restore-kept` into an absent kept data", "set aside + restore", "peak RSS", "small KV", "### Exact commands",
+		"2 cores", "nats CLI v0.5.0", "go test ./bench -run TestShortRun"} {
+		if want == "2 cores" {
+			want = res.Machine.CPU
+		}
+		if !strings.Contains(string(first), want) {
+			t.Errorf("the report lacks %q:\n%s", want, first)
+		}
+	}
+	hand := "# Benchmarks\n\nHand-written intro.\n\n" + BeginMarker + "\nold figures\n" + EndMarker + "\n\n## Levers\n\nHand-written levers.\n"
+	if err := os.WriteFile(out, []byte(hand), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteReport(out, res); err != nil {
+		t.Fatal(err)
+	}
+	second, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(second)
+	if !strings.HasPrefix(s, "# Benchmarks\n\nHand-written intro.\n\n"+BeginMarker) || !strings.HasSuffix(s, EndMarker+"\n\n## Levers\n\nHand-written levers.\n") ||
+		strings.Contains(s, "old figures") || !strings.Contains(s, "| comparison | keeper | nats CLI |") {
+		t.Errorf("the report between markers was not replaced in place:\n%s", s)
+	}
+
+	// A file without the markers is not overwritten.
+	plain := filepath.Join(t.TempDir(), "other.md")
+	if err := os.WriteFile(plain, []byte("someone's notes\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteReport(plain, res); err == nil {
+		t.Error("WriteReport overwrote a file without the markers")
+	}
+	if b, _ := os.ReadFile(plain); string(b) != "someone's notes\n" {
+		t.Errorf("the file without markers changed: %q", b)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"1GiB": 1 << 30, "512MiB": 512 << 20, "4MB": 4e6, "1000": 1000, "2g": 2 << 30, "1.5KiB": 1536, "3 MiB": 3 << 20} {
+		got, err := ParseSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "-1MiB", "lots", "65GiB", "1TiB", "NaN", "1e400"} {
+		if got, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) = %d, want an error", in, got)
+		}
+	}
+}
+
+func TestConfigBounds(t *testing.T) {
+	for name, c := range map[string]Config{
+		"negative size":   {Size: -1},
+		"huge message":    {MsgSize: 2 << 20},
+		"size under one":  {Size: 10, MsgSize: 1024},
+		"too many rounds": {Rounds: 1001},
+		"negative keys":   {KVKeys: -1},
+	} {
+		if _, err := c.withDefaults(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	c, err := Config{Size: 4096, MsgSize: 1024}.withDefaults()
+	if err != nil || c.Subjects != 4 || c.Rounds != 5 || c.KVKeys != 10_000 {
+		t.Errorf("defaults: %+v, %v", c, err)
+	}
+}

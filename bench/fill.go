@@ -1,0 +1,172 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The kept data and the small KV of a run. Module "bench", kept data "data":
+// the KV bucket bench_data (stream KV_bench_data) and the stream bench_data,
+// with the durable consumer bench_reader part-way through the stream.
+const (
+	module      = "bench"
+	local       = "data"
+	dataStream  = "bench_data"
+	kvStream    = "KV_bench_data"
+	consumer    = "bench_reader"
+	smallModule = "small"
+	smallLocal  = "kv"
+	smallStream = "KV_small_kv"
+	kvValueSize = 256
+)
+
+// filled is what the fill made.
+type filled struct {
+	Messages  int64 // in the data stream
+	Bytes     uint64
+	Subjects  int
+	KVKeys    int
+	AckFloor  uint64 // of the durable consumer
+	KVBytes   uint64
+	Small     int
+	SmallSize uint64
+	Took      time.Duration
+}
+
+// fill makes the kept data and the small KV bucket on the bus.
+func fill(ctx context.Context, nc *nats.Conn, cfg Config) (*filled, error) {
+	start := time.Now()
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
+			if failed.Add(1) == 1 {
+				firstErr.Store(err)
+			}
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("open JetStream: %w", err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: dataStream, Subjects: []string{"bench.data.>"},
+		Storage: jetstream.FileStorage}); err != nil {
+		return nil, fmt.Errorf("create stream %s: %w", dataStream, err)
+	}
+	f := &filled{Messages: cfg.Size / int64(cfg.MsgSize), Subjects: cfg.Subjects, KVKeys: cfg.KVKeys, Small: cfg.SmallKVKeys}
+	rng := rand.New(rand.NewChaCha8([32]byte{'k', 'e', 'e', 'p', 'e', 'r'}))
+	for i := range f.Messages {
+		// Varied subjects: bench.data.<group>.<item>, cfg.Subjects of them.
+		idx := i % int64(cfg.Subjects)
+		payload := make([]byte, cfg.MsgSize) // a fresh buffer: the publisher may keep it for a retry
+		randomBytes(rng, payload)
+		if _, err := js.PublishAsync(fmt.Sprintf("bench.data.g%d.i%d", idx/1000, idx%1000), payload); err != nil {
+			return nil, fmt.Errorf("publish message %d of %d: %w", i+1, f.Messages, err)
+		}
+		if i%100_000 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			cfg.Log.Info("filling", "messages", i, "of", f.Messages)
+		}
+	}
+	if err := waitPublished(ctx, js); err != nil {
+		return nil, err
+	}
+	if err := makeKV(ctx, js, module+"_"+local, cfg.KVKeys, rng); err != nil {
+		return nil, err
+	}
+	if err := makeKV(ctx, js, smallModule+"_"+smallLocal, cfg.SmallKVKeys, rng); err != nil {
+		return nil, err
+	}
+	if n := failed.Load(); n > 0 {
+		return nil, fmt.Errorf("%d publish(es) failed while filling, the first with: %v", n, firstErr.Load())
+	}
+	if f.AckFloor, err = partWay(ctx, js, uint64(f.Messages)); err != nil {
+		return nil, err
+	}
+	for name, dst := range map[string]*uint64{dataStream: &f.Bytes, kvStream: &f.KVBytes, smallStream: &f.SmallSize} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("look up stream %s after the fill: %w", name, err)
+		}
+		*dst = s.CachedInfo().State.Bytes
+	}
+	f.Took = time.Since(start)
+	return f, nil
+}
+
+// randomBytes fills p from rng, 8 bytes at a time.
+func randomBytes(rng *rand.Rand, p []byte) {
+	for i := 0; i < len(p); i += 8 {
+		v := rng.Uint64()
+		for j := i; j < min(i+8, len(p)); j++ {
+			p[j] = byte(v)
+			v >>= 8
+		}
+	}
+}
+
+func waitPublished(ctx context.Context, js jetstream.JetStream) error {
+	select {
+	case <-js.PublishAsyncComplete():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(10 * time.Minute):
+		return fmt.Errorf("%d publish(es) were not acknowledged within 10 minutes", js.PublishAsyncPending())
+	}
+}
+
+// makeKV makes the KV bucket with keys keys, each holding a random value.
+func makeKV(ctx context.Context, js jetstream.JetStream, bucket string, keys int, rng *rand.Rand) error {
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 1,
+		Storage: jetstream.FileStorage}); err != nil {
+		return fmt.Errorf("create KV bucket %s: %w", bucket, err)
+	}
+	for i := range keys {
+		v := make([]byte, kvValueSize)
+		randomBytes(rng, v)
+		if _, err := js.PublishAsync(fmt.Sprintf("$KV.%s.key-%07d", bucket, i), v); err != nil {
+			return fmt.Errorf("put key %d of bucket %s: %w", i, bucket, err)
+		}
+	}
+	return waitPublished(ctx, js)
+}
+
+// partWay makes the durable consumer bench_reader on the data stream and
+// acknowledges it to about the middle of the stream, with a few messages
+// delivered and not acknowledged. It returns the ack floor.
+func partWay(ctx context.Context, js jetstream.JetStream, msgs uint64) (uint64, error) {
+	startSeq := max(msgs/2, 1)
+	c, err := js.CreateConsumer(ctx, dataStream, jetstream.ConsumerConfig{Durable: consumer,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: startSeq,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Hour})
+	if err != nil {
+		return 0, fmt.Errorf("create consumer %s: %w", consumer, err)
+	}
+	batch, err := c.Fetch(int(min(msgs-startSeq+1, 110)), jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		return 0, fmt.Errorf("fetch from consumer %s: %w", consumer, err)
+	}
+	n := 0
+	for m := range batch.Messages() {
+		if n++; n <= 100 {
+			if err := m.DoubleAck(ctx); err != nil {
+				return 0, fmt.Errorf("acknowledge message %d of consumer %s: %w", n, consumer, err)
+			}
+		}
+	}
+	if err := batch.Error(); err != nil {
+		return 0, fmt.Errorf("fetch from consumer %s: %w", consumer, err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("consumer %s info: %w", consumer, err)
+	}
+	return info.AckFloor.Stream, nil
+}

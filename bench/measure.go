@@ -1,0 +1,220 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+func keeperRequest(mod, loc string, form int, fingerprint string) keeper.Request {
+	return keeper.Request{Module: mod, Local: loc, Form: form, Fingerprint: fingerprint, Caller: "keeper-bench"}
+}
+
+// measure runs the comparisons in alternating pairs.
+func (r *run) measure(ctx context.Context) error {
+	log, res := r.cfg.Log, r.res
+	big := []string{dataStream, kvStream}
+	snapReq := keeperRequest(module, local, 1, "bench")
+	restoreReq := snapReq
+	restoreReq.Why = "benchmark restore"
+	backup := func(stream string) string { return filepath.Join(r.work, "nats-backup", stream) }
+	res.Commands = []string{
+		`nats-keeper serve --server nats://127.0.0.1:PORT --dir DIR --log-level warn`,
+		fmt.Sprintf(`snapshot-kept: request %s {"module":%q,"local":%q,"form":1,"fingerprint":"bench","caller":"keeper-bench"} (verbs.Client.SnapshotKept)`, "mesh-broker.snapshot-kept", module, local),
+		fmt.Sprintf(`nats --server nats://127.0.0.1:PORT backup stream %s DIR/%s --no-progress`, dataStream, dataStream),
+		fmt.Sprintf(`nats --server nats://127.0.0.1:PORT backup stream %s DIR/%s --no-progress`, kvStream, kvStream),
+		fmt.Sprintf(`restore-kept: request mesh-broker.restore-kept {"module":%q,"local":%q,"form":1,"fingerprint":"bench","why":"benchmark restore","caller":"keeper-bench"} (verbs.Client.RestoreKept), after deleting both streams (not timed)`, module, local),
+		fmt.Sprintf(`nats --server nats://127.0.0.1:PORT backup restore stream DIR/%s --no-progress, then DIR/%s, after deleting both streams (not timed)`, dataStream, kvStream),
+		`aside + restore: the same restore-kept request with the kept data live; discard-aside afterwards (not timed)`,
+		fmt.Sprintf(`small KV: snapshot-kept {"module":%q,"local":%q,"form":1,"fingerprint":"bench"} timed from request to reply, against nats --server nats://127.0.0.1:PORT backup stream %s DIR --no-progress as a whole process`, smallModule, smallLocal, smallStream),
+	}
+
+	for i := range r.cfg.Rounds {
+		log.Info("snapshot pair", "round", i+1, "of", r.cfg.Rounds)
+		k, rep, err := r.keeperOp(ctx, func(ctx context.Context) (*keeper.Reply, error) { return r.client.SnapshotKept(ctx, snapReq) })
+		if err != nil {
+			return fmt.Errorf("snapshot-kept, round %d: %w", i+1, err)
+		}
+		if rep.Point != nil {
+			res.ArchiveSize = rep.Point.ArchiveSize
+		}
+		n, err := r.natsOp(ctx, big, func(s string) []string {
+			os.RemoveAll(backup(s))
+			return []string{"backup", "stream", s, backup(s), "--no-progress"}
+		})
+		if err != nil {
+			return fmt.Errorf("nats backup stream, round %d: %w", i+1, err)
+		}
+		res.Snapshot.Keeper, res.Snapshot.Nats = append(res.Snapshot.Keeper, k), append(res.Snapshot.Nats, n)
+	}
+
+	for i := range r.cfg.Rounds {
+		log.Info("restore pair", "round", i+1, "of", r.cfg.Rounds)
+		if err := r.deleteStreams(ctx, big); err != nil {
+			return err
+		}
+		k, _, err := r.keeperOp(ctx, func(ctx context.Context) (*keeper.Reply, error) { return r.client.RestoreKept(ctx, restoreReq) })
+		if err != nil {
+			return fmt.Errorf("restore-kept into an absent kept data, round %d: %w", i+1, err)
+		}
+		if err := r.checkRestored(ctx); err != nil {
+			return fmt.Errorf("after restore-kept, round %d: %w", i+1, err)
+		}
+		if err := r.deleteStreams(ctx, big); err != nil {
+			return err
+		}
+		n, err := r.natsOp(ctx, big, func(s string) []string {
+			return []string{"backup", "restore", "stream", backup(s), "--no-progress"}
+		})
+		if err != nil {
+			return fmt.Errorf("nats backup restore stream, round %d: %w", i+1, err)
+		}
+		if err := r.checkRestored(ctx); err != nil {
+			return fmt.Errorf("after nats backup restore stream, round %d: %w", i+1, err)
+		}
+		res.Restore.Keeper, res.Restore.Nats = append(res.Restore.Keeper, k), append(res.Restore.Nats, n)
+	}
+
+	for i := range r.cfg.Rounds {
+		log.Info("aside + restore", "round", i+1, "of", r.cfg.Rounds)
+		k, rep, err := r.keeperOp(ctx, func(ctx context.Context) (*keeper.Reply, error) { return r.client.RestoreKept(ctx, restoreReq) })
+		if err != nil {
+			return fmt.Errorf("restore-kept with the kept data live, round %d: %w", i+1, err)
+		}
+		if rep.Aside == nil {
+			return fmt.Errorf("restore-kept with the kept data live, round %d, set nothing aside: %s", i+1, rep.Said)
+		}
+		if err := r.checkRestored(ctx); err != nil {
+			return fmt.Errorf("after aside + restore, round %d: %w", i+1, err)
+		}
+		discard := keeperRequest("", "", 0, "")
+		discard.From, discard.Why = rep.Aside.ID, "benchmark: the aside is not needed"
+		if _, err := r.client.DiscardAside(ctx, discard); err != nil {
+			return fmt.Errorf("discard-aside %s: %w", rep.Aside.ID, err)
+		}
+		res.AsideRestore.Keeper = append(res.AsideRestore.Keeper, k)
+	}
+
+	smallReq := keeperRequest(smallModule, smallLocal, 1, "bench")
+	for i := range r.cfg.SmallRounds {
+		k, _, err := r.keeperOp(ctx, func(ctx context.Context) (*keeper.Reply, error) { return r.client.SnapshotKept(ctx, smallReq) })
+		if err != nil {
+			return fmt.Errorf("snapshot-kept of the small KV, round %d: %w", i+1, err)
+		}
+		n, err := r.natsOp(ctx, []string{smallStream}, func(s string) []string {
+			os.RemoveAll(backup(s))
+			return []string{"backup", "stream", s, backup(s), "--no-progress"}
+		})
+		if err != nil {
+			return fmt.Errorf("nats backup stream %s, round %d: %w", smallStream, i+1, err)
+		}
+		res.SmallKV.Keeper, res.SmallKV.Nats = append(res.SmallKV.Keeper, k), append(res.SmallKV.Nats, n)
+	}
+	if peak, err := peakRSS(r.keeper.pid()); err == nil {
+		res.KeeperRunPeak = max(res.KeeperRunPeak, peak)
+	}
+	return nil
+}
+
+// keeperOp times one verb through the running service, with the keeper's
+// CPU and peak RSS and the server's CPU meanwhile.
+func (r *run) keeperOp(ctx context.Context, op func(context.Context) (*keeper.Reply, error)) (Sample, *keeper.Reply, error) {
+	kpid, spid := r.keeper.pid(), r.server.pid()
+	if r.res.PeakExact {
+		if err := resetPeakRSS(kpid); err != nil {
+			return Sample{}, nil, err
+		}
+	}
+	kcpu0, err1 := procCPU(kpid)
+	scpu0, err2 := procCPU(spid)
+	start := time.Now()
+	rep, err := op(ctx)
+	wall := time.Since(start)
+	kcpu1, err3 := procCPU(kpid)
+	scpu1, err4 := procCPU(spid)
+	if err != nil {
+		return Sample{}, nil, fmt.Errorf("%w; the keeper's log:\n%s", err, r.keeper.tail())
+	}
+	for _, e := range []error{err1, err2, err3, err4} {
+		if e != nil {
+			return Sample{}, nil, e
+		}
+	}
+	peak, err := peakRSS(kpid)
+	if err != nil {
+		return Sample{}, nil, err
+	}
+	r.res.KeeperRunPeak = max(r.res.KeeperRunPeak, peak)
+	return Sample{Wall: wall, ClientCPU: kcpu1 - kcpu0, PeakRSS: peak, ServerCPU: scpu1 - scpu0}, rep, nil
+}
+
+// natsOp runs the nats CLI once per stream, one after the other, and sums
+// the costs (the peak RSS is the largest process's).
+func (r *run) natsOp(ctx context.Context, streams []string, args func(stream string) []string) (Sample, error) {
+	var s Sample
+	spid := r.server.pid()
+	for _, stream := range streams {
+		a := append([]string{"--server", r.url}, args(stream)...)
+		scpu0, err := procCPU(spid)
+		if err != nil {
+			return s, err
+		}
+		t, err := runTimed(ctx, r.env, r.nats, a...)
+		if err != nil {
+			return s, err
+		}
+		scpu1, err := procCPU(spid)
+		if err != nil {
+			return s, err
+		}
+		s.Wall += t.wall
+		s.ClientCPU += t.cpu
+		s.PeakRSS = max(s.PeakRSS, t.peakRSS)
+		s.ServerCPU += scpu1 - scpu0
+	}
+	return s, nil
+}
+
+// deleteStreams removes the streams (not timed), so the next restore finds
+// the kept data absent.
+func (r *run) deleteStreams(ctx context.Context, streams []string) error {
+	js, err := jetstream.New(r.nc)
+	if err != nil {
+		return err
+	}
+	for _, s := range streams {
+		if err := js.DeleteStream(ctx, s); err != nil {
+			return fmt.Errorf("delete stream %s between rounds: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// checkRestored checks that the kept data is back whole: every message and
+// key, and the consumer.
+func (r *run) checkRestored(ctx context.Context) error {
+	js, err := jetstream.New(r.nc)
+	if err != nil {
+		return err
+	}
+	want := map[string]uint64{dataStream: uint64(r.res.Data.Messages), kvStream: uint64(r.res.Data.KVKeys)}
+	for name, msgs := range want {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			return fmt.Errorf("stream %s is not there: %w", name, err)
+		}
+		if got := s.CachedInfo().State.Msgs; got != msgs {
+			return fmt.Errorf("stream %s holds %d messages, not %d", name, got, msgs)
+		}
+	}
+	if _, err := js.Consumer(ctx, dataStream, consumer); err != nil {
+		return fmt.Errorf("consumer %s is not there: %w", consumer, err)
+	}
+	return nil
+}

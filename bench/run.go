@@ -1,0 +1,212 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/nats-keeper/nats-keeper/internal/tools"
+	"github.com/nats-keeper/nats-keeper/verbs"
+)
+
+// Sample is the cost of one timed operation.
+type Sample struct {
+	Wall      time.Duration
+	ClientCPU time.Duration // CPU of the keeper process, or of the nats CLI processes
+	PeakRSS   int64         // of the keeper during the operation, or the largest nats CLI process
+	ServerCPU time.Duration // CPU the nats-server process used meanwhile
+}
+
+// Pairs are the samples of one comparison, keeper[i] and nats[i] taken one
+// after the other.
+type Pairs struct {
+	Keeper, Nats []Sample
+}
+
+// Result is one run's figures and what they were taken on.
+type Result struct {
+	Config  Config
+	Machine Machine
+	Keeper  string // `nats-keeper version`
+	Server  string // nats-server version
+	NatsCLI string
+	Data    filled
+
+	Snapshot     Pairs // snapshot-kept against nats backup stream (both streams)
+	Restore      Pairs // restore-kept into an absent kept data against nats backup restore stream
+	AsideRestore Pairs // restore-kept with the kept data live: Keeper only
+	SmallKV      Pairs // snapshot-kept round trip of the small KV against nats backup stream KV_small_kv
+
+	ArchiveSize   int64 // bytes of the keeper's bus.tar
+	KeeperRunPeak int64 // VmHWM of the keeper over the whole run
+	PeakExact     bool  // per-operation keeper peaks (clear_refs worked)
+	Commands      []string
+	Started       time.Time
+	Took          time.Duration
+}
+
+// run holds what a benchmark run has started.
+type run struct {
+	cfg    Config
+	work   string
+	env    []string
+	nats   string // the nats CLI
+	url    string
+	server *proc
+	keeper *proc
+	nc     *nats.Conn
+	client *verbs.Client
+	res    *Result
+}
+
+// Run runs the whole benchmark and returns its figures. It removes everything
+// it made unless cfg.Keep.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	work, err := os.MkdirTemp(cfg.Work, "keeper-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("make the run's directory: %w, so nothing was run", err)
+	}
+	r := &run{cfg: cfg, work: work, env: cleanEnv(filepath.Join(work, "home")),
+		res: &Result{Config: cfg, Machine: machine(), Started: time.Now().UTC()}}
+	defer func() {
+		r.close()
+		if !cfg.Keep {
+			os.RemoveAll(work)
+		} else {
+			cfg.Log.Info("kept the run's directory", "dir", work)
+		}
+	}()
+	if err := r.start(ctx); err != nil {
+		return nil, err
+	}
+	cfg.Log.Info("filling the kept data", "bytes", cfg.Size, "message size", cfg.MsgSize)
+	f, err := fill(ctx, r.nc, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("fill the kept data: %w", err)
+	}
+	r.res.Data = *f
+	cfg.Log.Info("filled", "messages", f.Messages, "bytes", f.Bytes, "took", f.Took)
+	if err := r.measure(ctx); err != nil {
+		return nil, err
+	}
+	r.res.Took = time.Since(r.res.Started)
+	return r.res, nil
+}
+
+// start installs the tools, builds the keeper, and starts the server and the
+// keeper.
+func (r *run) start(ctx context.Context) error {
+	log := r.cfg.Log
+	log.Info("installing the pinned nats-server and nats CLI (once; cached afterwards)")
+	serverBin, err := tools.NatsServerPath(ctx)
+	if err != nil {
+		return fmt.Errorf("install nats-server: %w", err)
+	}
+	if r.nats, err = tools.NatsCLIPath(ctx); err != nil {
+		return fmt.Errorf("install the nats CLI: %w", err)
+	}
+	keeperBin := filepath.Join(r.work, "nats-keeper")
+	log.Info("building nats-keeper")
+	build := exec.CommandContext(ctx, "go", "build", "-o", keeperBin, "github.com/nats-keeper/nats-keeper/cmd/nats-keeper")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build nats-keeper: %w\n%s", err, out)
+	}
+	for _, d := range []string{"home", "store", "keeper", "nats-backup"} {
+		if err := os.MkdirAll(filepath.Join(r.work, d), 0o700); err != nil {
+			return err
+		}
+	}
+	r.res.Keeper = version(ctx, keeperBin, "version")
+	if rev := version(ctx, "git", "describe", "--always", "--dirty"); !strings.HasPrefix(rev, "unknown") {
+		r.res.Keeper += ", commit " + rev
+	}
+	r.res.Server = version(ctx, serverBin, "--version")
+	r.res.NatsCLI = version(ctx, r.nats, "--version")
+
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	r.url = "nats://127.0.0.1:" + strconv.Itoa(port)
+	r.server, err = startProc("nats-server", r.env, serverBin, "-js", "-sd", filepath.Join(r.work, "store"),
+		"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-n", "bench")
+	if err != nil {
+		return err
+	}
+	if r.nc, err = connectRetry(ctx, r.url, r.server); err != nil {
+		return err
+	}
+	r.keeper, err = startProc("nats-keeper serve", r.env, keeperBin, "serve", "--server", r.url,
+		"--dir", filepath.Join(r.work, "keeper"), "--log-level", "warn")
+	if err != nil {
+		return err
+	}
+	r.client = verbs.NewClient(r.nc, verbs.WithTimeout(time.Hour))
+	for deadline := time.Now().Add(time.Minute); ; {
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := r.client.ListKept(lctx, keeperRequest(module, local, 0, ""))
+		cancel()
+		if err == nil {
+			break
+		}
+		if !r.keeper.running() || time.Now().After(deadline) {
+			return fmt.Errorf("the keeper did not answer list-kept (%v); its log:\n%s", err, r.keeper.tail())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	r.res.PeakExact = resetPeakRSS(r.keeper.pid()) == nil
+	return nil
+}
+
+func connectRetry(ctx context.Context, url string, server *proc) (*nats.Conn, error) {
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		nc, err := nats.Connect(url, nats.Name("keeper-bench"), nats.MaxReconnects(-1))
+		if err == nil {
+			return nc, nil
+		}
+		if !server.running() || time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("nats-server at %s did not take a connection (%v); its log:\n%s", url, err, server.tail())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func version(ctx context.Context, bin string, args ...string) string {
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+}
+
+// close stops the keeper and the server.
+func (r *run) close() {
+	if r.nc != nil {
+		r.nc.Close()
+	}
+	if r.keeper != nil {
+		if peak, err := peakRSS(r.keeper.pid()); err == nil && r.res.KeeperRunPeak == 0 && !r.res.PeakExact {
+			r.res.KeeperRunPeak = peak
+		}
+		if err := r.keeper.stop(time.Minute); err != nil {
+			r.cfg.Log.Warn("stopping the keeper", "err", err)
+		}
+	}
+	if r.server != nil {
+		if err := r.server.stop(time.Minute); err != nil && !errors.Is(err, context.Canceled) {
+			r.cfg.Log.Debug("stopping nats-server", "err", err)
+		}
+	}
+}

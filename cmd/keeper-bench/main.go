@@ -1,0 +1,80 @@
+// Command keeper-bench measures nats-keeper against the nats CLI's own backup
+// and restore and writes the figures into BENCHMARKS.md:
+//
+//	go run ./cmd/keeper-bench -size 1GiB -rounds 5 -out BENCHMARKS.md
+//
+// It installs the pinned nats-server and nats CLI through the Go module proxy
+// (cached), builds nats-keeper, starts both on 127.0.0.1 with their data in a
+// temporary directory, fills a kept data, and times the comparisons of
+// issue 6 in alternating pairs. See package bench.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/nats-keeper/nats-keeper/bench"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+func run(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("keeper-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	size := fs.String("size", "1GiB", "payload bytes of the kept data's stream (1 KiB random messages)")
+	var cfg bench.Config
+	fs.IntVar(&cfg.MsgSize, "msg-size", 1024, "payload bytes of one message")
+	fs.IntVar(&cfg.KVKeys, "kv-keys", 10_000, "keys of the kept data's KV bucket")
+	fs.IntVar(&cfg.SmallKVKeys, "small-kv-keys", 1_000, "keys of the small KV bucket")
+	fs.IntVar(&cfg.Rounds, "rounds", 5, "alternating pairs of each big comparison")
+	fs.IntVar(&cfg.SmallRounds, "small-rounds", 20, "alternating pairs of the small-KV round trip")
+	fs.StringVar(&cfg.Work, "work", "", "where to make the run's temporary directory (default the system's)")
+	fs.BoolVar(&cfg.Keep, "keep", false, "keep the temporary directory afterwards")
+	out := fs.String("out", "BENCHMARKS.md", "the report to write (between its keeper-bench markers when it has them); - for stdout")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "keeper-bench takes no arguments, only flags (got %q); nothing was run\n", fs.Args())
+		return 2
+	}
+	n, err := bench.ParseSize(*size)
+	if err != nil {
+		fmt.Fprintf(stderr, "-size: %v; nothing was run\n", err)
+		return 2
+	}
+	cfg.Size = n
+	cfg.Command = "go run ./cmd/keeper-bench " + strings.Join(args, " ")
+	cfg.Log = slog.New(slog.NewTextHandler(stderr, nil))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := bench.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "keeper-bench failed: %v\n", err)
+		if errors.Is(err, context.Canceled) {
+			return 130
+		}
+		return 1
+	}
+	if *out == "-" {
+		fmt.Print(res.Markdown())
+		return 0
+	}
+	if err := bench.WriteReport(*out, res); err != nil {
+		fmt.Fprintf(stderr, "keeper-bench: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "wrote %s\n", *out)
+	return 0
+}
