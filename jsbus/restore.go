@@ -24,9 +24,10 @@ type restoreState struct {
 const maxFinalWait = time.Hour
 
 // restore runs the JetStream restore protocol: a restore request carrying
-// backup.json as it is, then one request per chunk of data to the deliver
-// subject the server names, each acknowledged, then an empty chunk whose
-// reply is the created stream.
+// backup.json as it is, then the chunks of data to the deliver subject the
+// server names, each acknowledged, then an empty chunk whose reply is the
+// created stream. Up to restoreWindow chunks are in flight at once (see
+// pipeline).
 //
 // jsm.go's RestoreSnapshotFromBuffer does the same but sends the first chunk
 // at once: on a cluster the stream leader's subscription to the deliver
@@ -45,22 +46,18 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 	if start.DeliverSubject == "" {
 		return nil, errors.New("the server named no subject to send the snapshot to")
 	}
+	// One buffer for every chunk: nats.go has copied (or written) a chunk
+	// by the time Publish returns.
 	chunk := make([]byte, chunkSize)
 	var sent int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("stopped after %d bytes: %w", sent, err)
-		}
-		n, err := data.Read(chunk)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read the archive after %d bytes: %w", sent, err)
-		}
-		if n == 0 {
-			continue
-		}
+	n, err := readChunk(ctx, data, chunk, sent)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if err == nil {
+		// The first chunk waits for its reply, sent again while no one
+		// listens yet (see above); once it is answered, the server's
+		// subscription is in place and the rest can be pipelined.
 		reply, err := a.sendChunk(ctx, start.DeliverSubject, chunk[:n], a.cfg.timeout)
 		if err != nil {
 			return nil, fmt.Errorf("send the archive after %d bytes: %w", sent, err)
@@ -69,6 +66,9 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 			return nil, fmt.Errorf("the server refused the archive after %d bytes: %w", sent, err)
 		}
 		sent += int64(n)
+		if sent, err = a.pipeline(ctx, start.DeliverSubject, data, chunk, sent); err != nil {
+			return nil, err
+		}
 	}
 	wait := maxFinalWait
 	if dl, ok := ctx.Deadline(); ok {
@@ -126,4 +126,89 @@ func replyError(m *nats.Msg) error {
 		return r.Error
 	}
 	return nil
+}
+
+// restoreWindow is how many restore chunks may await their acknowledgement at
+// once. The server takes the chunks of one restore in order, in the read loop
+// of the connection they arrive on, and writes each into the pipe its restore
+// goroutine reads (nats-server's processStreamRestore), so a chunk sent before
+// the previous one is acknowledged queues behind it in order; it only spares
+// the server a round trip of idleness per chunk. The server acknowledges every
+// chunk, an error included, in the order it took them.
+const restoreWindow = 4
+
+// readChunk fills chunk from data; io.EOF means no byte is left.
+func readChunk(ctx context.Context, data io.Reader, chunk []byte, sent int64) (int, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("stopped after %d bytes: %w", sent, err)
+		}
+		n, err := data.Read(chunk)
+		if errors.Is(err, io.EOF) {
+			return 0, io.EOF
+		}
+		if err != nil {
+			return 0, fmt.Errorf("read the archive after %d bytes: %w", sent, err)
+		}
+		if n > 0 {
+			return n, nil
+		}
+	}
+}
+
+// pipeline sends the rest of data in chunks with up to restoreWindow of them
+// awaiting acknowledgement, and returns once every chunk is acknowledged, or
+// at the first refusal, missing acknowledgement or read error. It returns the
+// bytes acknowledged.
+func (a *Adapter) pipeline(ctx context.Context, subject string, data io.Reader, chunk []byte, acked int64) (int64, error) {
+	inbox := a.nc.NewInbox()
+	sub, err := a.nc.SubscribeSync(inbox)
+	if err != nil {
+		return acked, fmt.Errorf("subscribe to the restore acknowledgements after %d bytes: %w", acked, err)
+	}
+	defer sub.Unsubscribe()
+	var inFlight [restoreWindow]int // sizes of the chunks awaiting acknowledgement, oldest at head
+	head, count := 0, 0
+	awaitOne := func() error {
+		wctx, cancel := context.WithTimeout(ctx, a.cfg.timeout)
+		defer cancel()
+		m, err := sub.NextMsgWithContext(wctx)
+		if err != nil {
+			return fmt.Errorf("no acknowledgement of the chunk after %d bytes within %s: %w", acked, a.cfg.timeout, err)
+		}
+		if m.Header.Get("Status") == "503" {
+			return fmt.Errorf("send the archive after %d bytes: %w", acked, nats.ErrNoResponders)
+		}
+		if err := replyError(m); err != nil {
+			return fmt.Errorf("the server refused the archive after %d bytes: %w", acked, err)
+		}
+		acked += int64(inFlight[head])
+		head, count = (head+1)%restoreWindow, count-1
+		return nil
+	}
+	for {
+		n, err := readChunk(ctx, data, chunk, acked)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return acked, err
+		}
+		if count == restoreWindow {
+			if err := awaitOne(); err != nil {
+				return acked, err
+			}
+		}
+		if err := a.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: chunk[:n]}); err != nil {
+			return acked, fmt.Errorf("send the archive after %d bytes: %w", acked, err)
+		}
+		inFlight[(head+count)%restoreWindow] = n
+		count++
+	}
+	for count > 0 {
+		if err := awaitOne(); err != nil {
+			return acked, err
+		}
+	}
+	return acked, nil
 }
