@@ -34,6 +34,19 @@ func machine() Machine {
 	return m
 }
 
+// loadAverage is /proc/loadavg's 1-, 5- and 15-minute load, or "unknown".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
 // procField is the value of the first "key: value" line of a /proc file.
 func procField(path, key, def string) string {
 	f, err := os.Open(path)

@@ -92,6 +92,7 @@ func (res *Result) Markdown() string {
 	fmt.Fprintf(&b, "## Latest run\n\n")
 	fmt.Fprintf(&b, "Taken %s (%s in all) with `%s`.\n\n", res.Started.Format(time.RFC3339), res.Took.Round(time.Second), res.Config.Command)
 	fmt.Fprintf(&b, "- Machine: %d cores, %s memory, %s, Linux %s, %s, %s\n", m.Cores, mib(float64(m.Memory)), m.CPU, m.Kernel, m.OSArch, m.Go)
+	fmt.Fprintf(&b, "- Load average (1, 5, 15 min) at the start: %s; at the end: %s\n", res.LoadBefore, res.LoadAfter)
 	fmt.Fprintf(&b, "- Versions: %s; %s; nats CLI %s\n", res.Keeper, res.Server, res.NatsCLI)
 	fmt.Fprintf(&b, "- Data: kept data `%s/%s` = stream `%s` with %d messages of %d random bytes on %d subjects (%s stored) + KV bucket `%s_%s` with %d keys (%s); durable consumer `%s` part-way (ack floor %d); filled in %s. bus.tar of the point: %s\n",
 		module, local, dataStream, d.Messages, c.MsgSize, d.Subjects, mib(float64(d.Bytes)), module, local, d.KVKeys, mib(float64(d.KVBytes)),

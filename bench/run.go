@@ -51,6 +51,8 @@ type Result struct {
 	Commands      []string
 	Started       time.Time
 	Took          time.Duration
+	LoadBefore    string // /proc/loadavg when the run began and ended: other work on the machine
+	LoadAfter     string
 }
 
 // run holds what a benchmark run has started.
@@ -79,7 +81,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("make the run's directory: %w, so nothing was run", err)
 	}
 	r := &run{cfg: cfg, work: work, env: cleanEnv(filepath.Join(work, "home")),
-		res: &Result{Config: cfg, Machine: machine(), Started: time.Now().UTC()}}
+		res: &Result{Config: cfg, Machine: machine(), Started: time.Now().UTC(), LoadBefore: loadAverage()}}
 	defer func() {
 		r.close()
 		if !cfg.Keep {
@@ -102,6 +104,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	r.res.Took = time.Since(r.res.Started)
+	r.res.LoadAfter = loadAverage()
 	return r.res, nil
 }
 
