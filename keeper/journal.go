@@ -76,6 +76,7 @@ func (k *Keeper) hasJournal(asideID string) bool {
 // ends whole on the bus. Each outcome is recorded as an act and returned as a
 // sentence. It runs at start, before any verb.
 func (k *Keeper) Recover(ctx context.Context) ([]string, error) {
+	k.releaseDeadLeases(ctx)
 	ids, err := readDirs(k.abs(asideDir))
 	if err != nil {
 		return nil, err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -120,4 +122,49 @@ func (k *Keeper) leaseLive(ctx context.Context, module, local string) bool {
 	}
 	var l lease
 	return json.Unmarshal(cur, &l) == nil && k.now().Before(l.Expires)
+}
+
+// releaseDeadLeases removes the leases that keepers on this host held when
+// they died: a lease names its holder host:pid:…, and a holder on this host
+// whose process is gone will never release it. Leases of other hosts are left
+// to expire.
+func (k *Keeper) releaseDeadLeases(ctx context.Context) {
+	host, pid, ok := parseHolder(k.id)
+	if !ok {
+		return
+	}
+	keys, err := k.index.Keys(ctx, "lease.")
+	if err != nil {
+		return
+	}
+	for _, key := range keys {
+		cur, rev, err := k.index.GetRev(ctx, key)
+		if err != nil {
+			continue
+		}
+		var l lease
+		if json.Unmarshal(cur, &l) != nil {
+			continue
+		}
+		h, p, ok := parseHolder(l.Holder)
+		if !ok || h != host || p == pid || processAlive(p) {
+			continue
+		}
+		if err := k.index.DeleteRev(ctx, key, rev); err == nil {
+			k.log.Warn("released the lease of a keeper that died on this host", "key", key, "holder", l.Holder, "verb", l.Verb)
+		}
+	}
+}
+
+// parseHolder splits a keeper id host:pid:suffix.
+func parseHolder(id string) (host string, pid int, ok bool) {
+	parts := strings.Split(id, ":")
+	if len(parts) != 3 {
+		return "", 0, false
+	}
+	pid, err := strconv.Atoi(parts[1])
+	if err != nil || pid <= 0 {
+		return "", 0, false
+	}
+	return parts[0], pid, true
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"io"
 	"log/slog"
 	"testing"
@@ -139,5 +142,40 @@ func TestRecoverWaitsForLiveLease(t *testing.T) {
 	}
 	if d := diffKept(e, point); d != "" {
 		t.Errorf("after recovery the kept data is not the point:\n%s", d)
+	}
+}
+
+func TestLeaseOfDeadLocalKeeperIsReleased(t *testing.T) {
+	e := newEnv(t)
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	key := "lease." + module + "." + local
+	held := func(holder string) {
+		t.Helper()
+		v, _ := json.Marshal(map[string]any{"holder": holder, "verb": "restore-kept",
+			"since": time.Now(), "expires": time.Now().Add(time.Hour)})
+		if err := e.bus.Put(e.ctx, key, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held(fmt.Sprintf("%s:%d:dead", host, cmd.Process.Pid))
+	if _, err := e.k.Recover(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.bus.Get(e.ctx, key); !errors.Is(err, keeper.ErrNotFound) {
+		t.Fatalf("the dead keeper's lease is still there: %v", err)
+	}
+	// A live holder on this host, and any holder elsewhere, keep theirs.
+	for _, holder := range []string{fmt.Sprintf("%s:%d:live", host, os.Getppid()), "other-host:1:x"} {
+		held(holder)
+		if _, err := e.k.Recover(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.bus.Get(e.ctx, key); err != nil {
+			t.Fatalf("the lease of %s was released: %v", holder, err)
+		}
 	}
 }
