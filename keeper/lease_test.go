@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"io"
 	"log/slog"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
