@@ -63,6 +63,7 @@ func (d dataWriter) Write(p []byte) (int, error) {
 	w.off += int64(n)
 	s.n += int64(n)
 	s.sum.Write(p[:n])
+	w.wb.wrote(w.off)
 	if err == nil && n != len(p) {
 		err = io.ErrShortWrite
 	}

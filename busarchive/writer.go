@@ -44,6 +44,7 @@ type Writer struct {
 	streams []StreamManifest
 	names   map[string]bool
 	done    bool
+	wb      writeback // early writeback of what is written
 }
 
 // NewWriter starts an archive at the current end of f (normally an empty file).
@@ -62,6 +63,7 @@ func NewWriter(f File, info WriterInfo) *Writer {
 		}
 		w.off = off
 	}
+	w.wb = newWriteback(f, w.off)
 	return w
 }
 
@@ -162,6 +164,7 @@ func (w *Writer) fail(err error) error {
 func (w *Writer) write(p []byte) error {
 	n, err := w.f.Write(p)
 	w.off += int64(n)
+	w.wb.wrote(w.off)
 	if err == nil && n != len(p) {
 		err = io.ErrShortWrite
 	}
