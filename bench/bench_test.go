@@ -115,3 +115,16 @@ func TestConfigBounds(t *testing.T) {
 		t.Errorf("defaults: %+v, %v", c, err)
 	}
 }
+
+// FuzzParseSize: any text gives a size within the bounds or an error.
+func FuzzParseSize(f *testing.F) {
+	for _, s := range []string{"1GiB", "4MB", "1000", "2g", "1.5KiB", "", "-1", "NaN", "1e400", "0.0001B", "64GiB"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseSize(s)
+		if err == nil && (n < 1 || n > MaxSize) {
+			t.Fatalf("ParseSize(%q) = %d, outside 1..%d", s, n, int64(MaxSize))
+		}
+	})
+}

@@ -28,6 +28,7 @@ type Config struct {
 	Work        string // where the run's temporary directory is made (default os.TempDir())
 	Keep        bool   // keep the temporary directory (for a look afterwards)
 	Command     string // the command line that started the run, recorded in the report
+	Perf        string // when set, a directory where the first round of each operation is profiled with Linux perf
 
 	Log *slog.Logger // what the run is doing; default discards
 }

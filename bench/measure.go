@@ -37,14 +37,14 @@ func (r *run) measure(ctx context.Context) error {
 
 	for i := range r.cfg.Rounds {
 		log.Info("snapshot pair", "round", i+1, "of", r.cfg.Rounds)
-		k, rep, err := r.keeperOp(ctx, func(ctx context.Context) (*keeper.Reply, error) { return r.client.SnapshotKept(ctx, snapReq) })
+		k, rep, err := r.keeperOp(ctx, "keeper-snapshot", func(ctx context.Context) (*keeper.Reply, error) { return r.client.SnapshotKept(ctx, snapReq) })
 		if err != nil {
 			return fmt.Errorf("snapshot-kept, round %d: %w", i+1, err)
 		}
 		if rep.Point != nil {
 			res.ArchiveSize = rep.Point.ArchiveSize
 		}
-		n, err := r.natsOp(ctx, big, func(s string) []string {
+		n, err := r.natsOp(ctx, "nats-backup", big, func(s string) []string {
 			os.RemoveAll(backup(s))
 			return []string{"backup", "stream", s, backup(s), "--no-progress"}
 		})
@@ -59,7 +59,7 @@ func (r *run) measure(ctx context.Context) error {
 		if err := r.deleteStreams(ctx, big); err != nil {
 			return err
 		}
-		k, _, err := r.keeperOp(ctx, func(ctx context.Context) (*keeper.Reply, error) { return r.client.RestoreKept(ctx, restoreReq) })
+		k, _, err := r.keeperOp(ctx, "keeper-restore", func(ctx context.Context) (*keeper.Reply, error) { return r.client.RestoreKept(ctx, restoreReq) })
 		if err != nil {
 			return fmt.Errorf("restore-kept into an absent kept data, round %d: %w", i+1, err)
 		}
@@ -69,7 +69,7 @@ func (r *run) measure(ctx context.Context) error {
 		if err := r.deleteStreams(ctx, big); err != nil {
 			return err
 		}
-		n, err := r.natsOp(ctx, big, func(s string) []string {
+		n, err := r.natsOp(ctx, "nats-restore", big, func(s string) []string {
 			return []string{"backup", "restore", "stream", backup(s), "--no-progress"}
 		})
 		if err != nil {
@@ -83,7 +83,7 @@ func (r *run) measure(ctx context.Context) error {
 
 	for i := range r.cfg.Rounds {
 		log.Info("aside + restore", "round", i+1, "of", r.cfg.Rounds)
-		k, rep, err := r.keeperOp(ctx, func(ctx context.Context) (*keeper.Reply, error) { return r.client.RestoreKept(ctx, restoreReq) })
+		k, rep, err := r.keeperOp(ctx, "keeper-aside-restore", func(ctx context.Context) (*keeper.Reply, error) { return r.client.RestoreKept(ctx, restoreReq) })
 		if err != nil {
 			return fmt.Errorf("restore-kept with the kept data live, round %d: %w", i+1, err)
 		}
@@ -103,11 +103,11 @@ func (r *run) measure(ctx context.Context) error {
 
 	smallReq := keeperRequest(smallModule, smallLocal, 1, "bench")
 	for i := range r.cfg.SmallRounds {
-		k, _, err := r.keeperOp(ctx, func(ctx context.Context) (*keeper.Reply, error) { return r.client.SnapshotKept(ctx, smallReq) })
+		k, _, err := r.keeperOp(ctx, "keeper-small", func(ctx context.Context) (*keeper.Reply, error) { return r.client.SnapshotKept(ctx, smallReq) })
 		if err != nil {
 			return fmt.Errorf("snapshot-kept of the small KV, round %d: %w", i+1, err)
 		}
-		n, err := r.natsOp(ctx, []string{smallStream}, func(s string) []string {
+		n, err := r.natsOp(ctx, "nats-small", []string{smallStream}, func(s string) []string {
 			os.RemoveAll(backup(s))
 			return []string{"backup", "stream", s, backup(s), "--no-progress"}
 		})
@@ -124,7 +124,7 @@ func (r *run) measure(ctx context.Context) error {
 
 // keeperOp times one verb through the running service, with the keeper's
 // CPU and peak RSS and the server's CPU meanwhile.
-func (r *run) keeperOp(ctx context.Context, op func(context.Context) (*keeper.Reply, error)) (Sample, *keeper.Reply, error) {
+func (r *run) keeperOp(ctx context.Context, name string, op func(context.Context) (*keeper.Reply, error)) (Sample, *keeper.Reply, error) {
 	kpid, spid := r.keeper.pid(), r.server.pid()
 	if r.res.PeakExact {
 		if err := resetPeakRSS(kpid); err != nil {
@@ -133,9 +133,13 @@ func (r *run) keeperOp(ctx context.Context, op func(context.Context) (*keeper.Re
 	}
 	kcpu0, err1 := procCPU(kpid)
 	scpu0, err2 := procCPU(spid)
+	rec := r.prof.start(name, kpid, spid)
 	start := time.Now()
 	rep, err := op(ctx)
 	wall := time.Since(start)
+	if perr := rec.stop(ctx); perr != nil {
+		r.cfg.Log.Warn("profiling failed", "err", perr)
+	}
 	kcpu1, err3 := procCPU(kpid)
 	scpu1, err4 := procCPU(spid)
 	if err != nil {
@@ -156,9 +160,15 @@ func (r *run) keeperOp(ctx context.Context, op func(context.Context) (*keeper.Re
 
 // natsOp runs the nats CLI once per stream, one after the other, and sums
 // the costs (the peak RSS is the largest process's).
-func (r *run) natsOp(ctx context.Context, streams []string, args func(stream string) []string) (Sample, error) {
+func (r *run) natsOp(ctx context.Context, name string, streams []string, args func(stream string) []string) (Sample, error) {
 	var s Sample
 	spid := r.server.pid()
+	rec := r.prof.start(name, spid) // the server only: the CLI's process does not exist yet
+	defer func() {
+		if perr := rec.stop(ctx); perr != nil {
+			r.cfg.Log.Warn("profiling failed", "err", perr)
+		}
+	}()
 	for _, stream := range streams {
 		a := append([]string{"--server", r.url}, args(stream)...)
 		scpu0, err := procCPU(spid)

@@ -67,6 +67,7 @@ type run struct {
 	nc     *nats.Conn
 	client *verbs.Client
 	res    *Result
+	prof   *profiler
 }
 
 // Run runs the whole benchmark and returns its figures. It removes everything
@@ -81,7 +82,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("make the run's directory: %w, so nothing was run", err)
 	}
 	r := &run{cfg: cfg, work: work, env: cleanEnv(filepath.Join(work, "home")),
-		res: &Result{Config: cfg, Machine: machine(), Started: time.Now().UTC(), LoadBefore: loadAverage()}}
+		res:  &Result{Config: cfg, Machine: machine(), Started: time.Now().UTC(), LoadBefore: loadAverage()},
+		prof: &profiler{dir: cfg.Perf, done: map[string]bool{}}}
 	defer func() {
 		r.close()
 		if !cfg.Keep {

@@ -1,0 +1,63 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// profiler records CPU profiles of running processes with Linux perf, when
+// Config.Perf names a directory; otherwise it does nothing.
+type profiler struct {
+	dir  string
+	done map[string]bool // one profile per operation name
+}
+
+// recording is one perf record in progress.
+type recording struct {
+	cmd  *exec.Cmd
+	data string
+}
+
+// start records the processes pids until stop, once per name.
+func (p *profiler) start(name string, pids ...int) *recording {
+	if p == nil || p.dir == "" || p.done[name] {
+		return nil
+	}
+	p.done[name] = true
+	var ids []string
+	for _, pid := range pids {
+		ids = append(ids, strconv.Itoa(pid))
+	}
+	data := filepath.Join(p.dir, name+".perf.data")
+	cmd := exec.Command("perf", "record", "-F", "499", "-g", "-o", data, "-p", strings.Join(ids, ","))
+	cmd.Stdout, cmd.Stderr = nil, nil
+	if err := cmd.Start(); err != nil {
+		return nil
+	}
+	time.Sleep(300 * time.Millisecond) // perf attaches
+	return &recording{cmd: cmd, data: data}
+}
+
+// stop ends the recording and writes its report (CPU by process, then by
+// function, callers not included) beside it as <name>.txt.
+func (r *recording) stop(ctx context.Context) error {
+	if r == nil {
+		return nil
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGINT)
+	_ = r.cmd.Wait()
+	out, err := exec.CommandContext(ctx, "perf", "report", "-i", r.data, "--stdio", "--no-children",
+		"--sort", "comm,sym", "--percent-limit", "0.7", "-g", "none").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("perf report %s: %w\n%s", r.data, err, out)
+	}
+	txt := strings.TrimSuffix(r.data, ".perf.data") + ".txt"
+	return os.WriteFile(txt, out, 0o644)
+}
