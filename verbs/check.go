@@ -36,15 +36,11 @@ func badRequest(verb, format string, args ...any) error {
 	return &refusal{said: fmt.Sprintf("%s %s, %s", verb, fmt.Sprintf(format, args...), nothingDone)}
 }
 
-// CheckRequest checks that r is a well-formed request for verb. The rules
-// (plain names, bounds, required fields) are keeper.CheckRequest's; this adds
-// only that dry-run and aside-only belong to restore-kept, so that no verb
-// ever does for real what was asked as a plan. Its error wraps
-// keeper.ErrBadRequest and ends "so nothing was done".
+// CheckRequest checks that r is a well-formed request for verb: the rules
+// (plain names, bounds, required fields, dry-run and aside-only only on
+// restore-kept) are keeper.CheckRequest's, kept in that one place. Its error
+// wraps keeper.ErrBadRequest and ends "so nothing was done".
 func CheckRequest(verb string, r keeper.Request) error {
-	if verb != VerbRestore && (r.DryRun || r.AsideOnly) {
-		return badRequest(verb, "was refused: dry-run and aside-only belong to restore-kept")
-	}
 	return keeper.CheckRequest(verb, r)
 }
 
