@@ -259,3 +259,21 @@ func dirEntries(t *testing.T, dir string) string {
 	})
 	return b.String()
 }
+
+func TestRestoreWhenAPositionsStreamIsGone(t *testing.T) {
+	e := newEnv(t)
+	before := e.kept()
+	e.snapshot(1, "fp")
+	e.change()
+	if err := e.js.DeleteStream(e.ctx, sample.SharedStream); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.k.RestoreKept(e.ctx, req(1, "fp"))
+	if err != nil {
+		t.Fatalf("restore-kept: %v", err)
+	}
+	mustContain(t, rep.Said, "cannot be set back because their stream no longer exists", e.names.Events)
+	if d := sample.Diff(before, e.kept()); d != "" {
+		t.Errorf("kept data after restore differs from the point:\n%s", d)
+	}
+}

@@ -89,6 +89,7 @@ func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
 	fmt.Fprintf(&b, "Restored %s/%s from its restore point f%d-%s: %d stream(s) restored, %d consumer position(s) set back",
 		r.Module, r.Local, pl.point.Form, pl.point.Fingerprint, len(pl.Restore), len(set))
 	fmt.Fprintf(&b, "; the live data as it was is set aside as %s in %s.", aside.ID, asideDir)
+	b.WriteString(pl.unplacedSaid())
 	if c := catchUp(pl); c != "" {
 		fmt.Fprintf(&b, " The data is at form %d: run %s next.", pl.point.Form, c)
 	}
@@ -117,6 +118,7 @@ func (k *Keeper) restoreUnjournaled(ctx context.Context, r Request, pl *restoreP
 	said := fmt.Sprintf("Restored %s/%s from its restore point f%d-%s: %d stream(s) restored, %d consumer position(s) set back; "+
 		"nothing was set aside because none of the kept data was live.",
 		r.Module, r.Local, pl.point.Form, pl.point.Fingerprint, len(pl.Restore), len(set))
+	said += pl.unplacedSaid()
 	if c := catchUp(pl); c != "" {
 		said += fmt.Sprintf(" The data is at form %d: run %s next.", pl.point.Form, c)
 	}

@@ -64,7 +64,16 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 		// back to their recorded positions; the point's own streams carry
 		// their consumers.
 		for _, pos := range p.Positions {
-			if !contains(pl.Restore, pos.Stream) {
+			if contains(pl.Restore, pos.Stream) {
+				continue
+			}
+			_, err := k.bus.Stream(ctx, pos.Stream)
+			switch {
+			case errors.Is(err, ErrNoStream):
+				pl.Unplaced = append(pl.Unplaced, pos)
+			case err != nil:
+				return nil, errorf(ErrFailed, "looking up stream %s: %v", pos.Stream, err)
+			default:
 				pl.Reposition = append(pl.Reposition, pos)
 			}
 		}
@@ -103,7 +112,22 @@ func (pl *restorePlan) said(r Request) string {
 		fmt.Fprintf(&b, "%s on %s after sequence %d", p.Consumer, p.Stream, p.AckFloor)
 	}
 	b.WriteString(".")
+	b.WriteString(pl.unplacedSaid())
 	return b.String()
+}
+
+// unplacedSaid names the recorded positions that cannot be set back because
+// their stream is gone.
+func (pl *restorePlan) unplacedSaid() string {
+	if len(pl.Unplaced) == 0 {
+		return ""
+	}
+	var names []string
+	for _, p := range pl.Unplaced {
+		names = append(names, p.Consumer+" on "+p.Stream)
+	}
+	return fmt.Sprintf(" %d recorded position(s) cannot be set back because their stream no longer exists: %s.",
+		len(pl.Unplaced), strings.Join(names, ", "))
 }
 
 func manifestNames(m *busarchive.Manifest) []string {

@@ -96,13 +96,14 @@ type Aside struct {
 
 // RestorePlan is exactly what a restore-kept would do; dry-run replies with it.
 type RestorePlan struct {
-	Point        string     `json:"point,omitempty"` // point directory, relative
-	SetAside     []string   `json:"set-aside"`       // live streams to snapshot into the aside
-	Remove       []string   `json:"remove"`          // live streams to delete after that
-	Restore      []string   `json:"restore"`         // streams to restore from the point
-	Reposition   []Position `json:"reposition"`      // consumers to set back
-	AsideBytes   uint64     `json:"aside-bytes"`     // live bytes that will be set aside
-	RestoreBytes uint64     `json:"restore-bytes"`   // bytes the point holds
+	Point        string     `json:"point,omitempty"`    // point directory, relative
+	SetAside     []string   `json:"set-aside"`          // live streams to snapshot into the aside
+	Remove       []string   `json:"remove"`             // live streams to delete after that
+	Restore      []string   `json:"restore"`            // streams to restore from the point
+	Reposition   []Position `json:"reposition"`         // consumers to set back
+	Unplaced     []Position `json:"unplaced,omitempty"` // recorded positions on streams that no longer exist
+	AsideBytes   uint64     `json:"aside-bytes"`        // live bytes that will be set aside
+	RestoreBytes uint64     `json:"restore-bytes"`      // bytes the point holds
 	AsideOnly    bool       `json:"aside-only,omitempty"`
 }
 
