@@ -58,7 +58,7 @@ func (k *Keeper) DiscardAside(ctx context.Context, r Request) (*Reply, error) {
 	if err := os.RemoveAll(doomed); err != nil {
 		return nil, errorf(ErrFailed, "set-aside copy %s was only partly removed (%v); the rest goes at the next start", id, err)
 	}
-	said := fmt.Sprintf("Discarded set-aside copy %s (%s) on %s's call: %s.", id, humanBytes(a.ArchiveSize), who(r.Caller), r.Why)
+	said := fmt.Sprintf("Discarded set-aside copy %s (%s) on %s's call: %s.", id, HumanBytes(a.ArchiveSize), who(r.Caller), r.Why)
 	if err := k.index.Delete(ctx, asideKey(id)); err != nil {
 		said += fmt.Sprintf(" Its index record could not be removed (%v); a restart rebuilds the index.", err)
 	}

@@ -82,7 +82,7 @@ func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
 	}
 	if r.AsideOnly {
 		said := fmt.Sprintf("Set aside %s/%s as %s in %s (%s, %s) and removed it from the bus; nothing was restored.",
-			r.Module, r.Local, aside.ID, asideDir, strings.Join(pl.SetAside, ", "), humanBytes(aside.ArchiveSize))
+			r.Module, r.Local, aside.ID, asideDir, strings.Join(pl.SetAside, ", "), HumanBytes(aside.ArchiveSize))
 		return k.done(ctx, act, &Reply{Said: said, Aside: aside, Dir: asideDir})
 	}
 	var b strings.Builder

@@ -93,7 +93,7 @@ func (pl *restorePlan) said(r Request) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Dry run, nothing was changed. restore-kept of %s/%s would ", r.Module, r.Local)
 	if len(pl.SetAside) > 0 {
-		fmt.Fprintf(&b, "set aside %s (%s) and then remove it", strings.Join(pl.SetAside, ", "), humanBytes(int64(pl.AsideBytes)))
+		fmt.Fprintf(&b, "set aside %s (%s) and then remove it", strings.Join(pl.SetAside, ", "), HumanBytes(int64(pl.AsideBytes)))
 	} else {
 		b.WriteString("set nothing aside (none of the kept data is live)")
 	}
@@ -101,7 +101,7 @@ func (pl *restorePlan) said(r Request) string {
 		b.WriteString(", and restore nothing.")
 		return b.String()
 	}
-	fmt.Fprintf(&b, ", restore %s (%s) from %s", strings.Join(pl.Restore, ", "), humanBytes(int64(pl.RestoreBytes)), pl.Point)
+	fmt.Fprintf(&b, ", restore %s (%s) from %s", strings.Join(pl.Restore, ", "), HumanBytes(int64(pl.RestoreBytes)), pl.Point)
 	fmt.Fprintf(&b, ", and set back %d consumer position(s)", len(pl.Reposition))
 	for i, p := range pl.Reposition {
 		if i == 0 {

@@ -111,7 +111,7 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 			"a keeper restart rebuilds the index from the files", what, k.abs(rel), err)
 	}
 	said := fmt.Sprintf("Took restore point %s: %d stream(s), %d message(s), %d consumer position(s), %s, in %s.",
-		what, len(point.Streams), totalMessages(point.Streams), len(positions), humanBytes(size), k.abs(rel))
+		what, len(point.Streams), totalMessages(point.Streams), len(positions), HumanBytes(size), k.abs(rel))
 	if replaced {
 		said += " It replaces the earlier point of the same form and fingerprint."
 	}
@@ -162,7 +162,8 @@ func totalMessages(ss []StreamSum) uint64 {
 	return n
 }
 
-func humanBytes(n int64) string {
+// HumanBytes writes a byte count as people read it: 512 B, 1.5 KiB, 2.0 GiB.
+func HumanBytes(n int64) string {
 	const unit = 1024
 	if n < unit {
 		return fmt.Sprintf("%d B", n)

@@ -37,7 +37,7 @@ func (k *Keeper) VerifyKept(ctx context.Context, r Request) (*Reply, error) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Restore point %s verifies: %d stream(s), %s, every entry's size and SHA-256 match and every stream archive is whole",
-		pointName(p), len(vr.Streams), humanBytes(vr.Bytes))
+		pointName(p), len(vr.Streams), HumanBytes(vr.Bytes))
 	for _, s := range vr.Streams {
 		fmt.Fprintf(&b, "; %s: %d message(s), sequences %d..%d, %d consumer(s)", s.Name, s.Messages, s.FirstSeq, s.LastSeq, s.Consumers)
 	}
