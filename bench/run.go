@@ -154,7 +154,7 @@ func (r *run) start(ctx context.Context) error {
 		return err
 	}
 	r.keeper, err = startProc("nats-keeper serve", r.env, keeperBin, "serve", "--server", r.url,
-		"--dir", filepath.Join(r.work, "keeper"), "--log-level", "warn")
+		"--dir", filepath.Join(r.work, "keeper"), "--log-level", "debug")
 	if err != nil {
 		return err
 	}
@@ -207,6 +207,9 @@ func (r *run) close() {
 		}
 		if err := r.keeper.stop(time.Minute); err != nil {
 			r.cfg.Log.Warn("stopping the keeper", "err", err)
+		}
+		if r.cfg.Perf != "" { // beside the profiles: the keeper's own timings of each step
+			_ = os.WriteFile(filepath.Join(r.cfg.Perf, "keeper.log"), []byte(r.keeper.log.String()), 0o644)
 		}
 	}
 	if r.server != nil {
