@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sync"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
 )
@@ -108,9 +109,16 @@ func problemSentences(err error) []string {
 	return out
 }
 
-// restoreArchive restores the named streams of dir/bus.tar, in archive order,
-// calling done after each. It stops at the first failure and returns the
-// streams it began (the last of them maybe half-made).
+// restoreParallel is how many streams of one archive restoreArchive
+// restores at once. The server restores each stream in a goroutine of its
+// own, so a second stream can use a core the first leaves idle.
+const restoreParallel = 2
+
+// restoreArchive restores the named streams of dir/bus.tar (all when only is
+// nil), started in archive order, calling done after each; a whole archive
+// is restored up to restoreParallel streams at once. At
+// the first failure it starts no other stream, stops the ones in flight, and
+// returns the streams it began (those not done maybe half-made).
 func (k *Keeper) restoreArchive(ctx context.Context, dir string, only []string, p Progress, done func(stream string)) (begun []string, err error) {
 	a, c, err := busarchive.OpenFile(filepath.Join(dir, archiveName))
 	if err != nil {
@@ -129,30 +137,95 @@ func (k *Keeper) restoreArchive(ctx context.Context, dir string, only []string, 
 		streams = keep
 	}
 	p.StreamsTotal = len(streams)
-	for i, s := range streams {
-		p.Stream, p.StreamsDone = s, i
-		report(p)
+	// Only a whole archive is restored several streams at once; put-backs
+	// and journaled restores name their streams and go one at a time, in
+	// order, as their journal expects.
+	parallel := 1
+	if only == nil {
+		parallel = restoreParallel
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex // guards begun, failed, panicked, p and the calls of report and done
+		failed   error
+		panicked any // a Bus panic, raised again in the caller's goroutine
+		wg       sync.WaitGroup
+		slots    = make(chan struct{}, parallel)
+		finished = p.StreamsDone
+	)
+	fail := func(err error) {
+		if failed == nil {
+			failed = err
+			cancel()
+		}
+	}
+	for _, s := range streams {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		mu.Lock()
+		if failed == nil && ctx.Err() != nil {
+			fail(ctx.Err())
+		}
+		if failed != nil {
+			mu.Unlock()
+			break
+		}
 		data, err := a.StreamData(s)
 		if err != nil {
-			return begun, err
+			fail(err)
+			mu.Unlock()
+			break
 		}
 		meta, err := a.StreamMeta(s)
 		if err != nil {
 			data.Close()
-			return begun, err
+			fail(err)
+			mu.Unlock()
+			break
 		}
 		begun = append(begun, s)
-		err = k.bus.Restore(ctx, s, data, meta)
-		data.Close()
-		meta.Close()
-		if err != nil {
-			return begun, fmt.Errorf("restore of stream %s: %w", s, err)
-		}
-		if done != nil {
-			done(s)
-		}
+		p.Stream = s
+		report(p)
+		mu.Unlock()
+		wg.Go(func() {
+			defer func() { <-slots }()
+			defer func() {
+				if r := recover(); r != nil {
+					mu.Lock()
+					defer mu.Unlock()
+					if panicked == nil {
+						panicked = r
+					}
+					fail(fmt.Errorf("restore of stream %s panicked", s))
+				}
+			}()
+			err := k.bus.Restore(ctx, s, data, meta)
+			data.Close()
+			meta.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				fail(fmt.Errorf("restore of stream %s: %w", s, err))
+				return
+			}
+			finished++
+			p.StreamsDone = finished
+			if done != nil {
+				done(s)
+			}
+		})
 	}
-	p.StreamsDone, p.Stream = len(streams), ""
+	wg.Wait()
+	if panicked != nil {
+		panic(panicked)
+	}
+	if failed != nil {
+		return begun, failed
+	}
+	p.StreamsDone, p.Stream = finished, ""
 	report(p)
 	return begun, nil
 }
