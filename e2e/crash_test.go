@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/internal/tools"
-	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
 // bigBytes is the least payload the big kept data holds.
@@ -107,6 +107,9 @@ func TestBigData(t *testing.T) {
 	for _, step := range steps {
 		t.Run("crash at "+step, func(t *testing.T) { e.crashAt(t, step) })
 	}
+	for _, s := range []string{e.order.remove[0], e.order.remove[len(e.order.remove)-1]} {
+		t.Run("connection drop at the delete of "+s, func(t *testing.T) { e.dropAt(t, "$JS.API.STREAM.DELETE."+s) })
+	}
 	t.Run("nats-server restart mid-snapshot", e.serverRestartMidSnapshot)
 	t.Run("nats-server restart mid-restore", e.serverRestartMidRestore)
 }
@@ -138,6 +141,7 @@ func (e *bigEnv) change(t *testing.T) state {
 // crashAt runs restore-kept on a keeper that kills itself at step, starts a
 // keeper again without the hook, and checks the promise.
 func (e *bigEnv) crashAt(t *testing.T, step string) {
+	e.ensureWhole(t)
 	live := e.change(t)
 	before := asides(t, e.dir)
 
@@ -170,7 +174,7 @@ func (e *bigEnv) crashAt(t *testing.T, step string) {
 	start := time.Now()
 	k = startKeeper(t, e.srv.url(), e.dir, e.home)
 	waitKeepers(t, e.nc, 1, k)
-	if left := waitNoStale(t, e.js, e.dir, 2*time.Minute); len(left) > 0 {
+	if left := waitNoStale(t, e.js, e.dir, 75*time.Second); len(left) > 0 {
 		t.Errorf("after recovery these remain (leases, journals, .partial): %v", left)
 	}
 	t.Logf("the keeper started again and recovered in %s", time.Since(start).Round(time.Millisecond))
@@ -220,6 +224,27 @@ func contains(l []string, s string) bool {
 	return false
 }
 
+// clip keeps the first lines of a long difference.
+func clip(s string) string {
+	lines := strings.Split(s, "\n")
+	var keep []string
+	for _, l := range lines {
+		if !strings.Contains(l, " msg 0") || len(keep) < 12 {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+// longTail is the end of a keeper's log, long enough for a whole restore.
+func longTail(s string) string {
+	const n = 40000
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
 // waitFor polls cond every few milliseconds until it holds or limit passes.
 func waitFor(limit time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(limit)
@@ -235,6 +260,7 @@ func waitFor(limit time.Duration, cond func() bool) bool {
 // serverRestartMidSnapshot restarts the nats-server while a snapshot-kept
 // streams the big data into its .partial directory.
 func (e *bigEnv) serverRestartMidSnapshot(t *testing.T) {
+	e.ensureWhole(t)
 	k := startKeeper(t, e.srv.url(), e.dir, e.home)
 	waitKeepers(t, e.nc, 1, k)
 	live := dumpState(t, e.js, e.module, e.local)
@@ -302,28 +328,29 @@ func (e *bigEnv) serverRestartMidSnapshot(t *testing.T) {
 // restores the big stream, then waits for the keeper to make the kept data
 // whole without being restarted.
 func (e *bigEnv) serverRestartMidRestore(t *testing.T) {
+	e.ensureWhole(t)
 	live := e.change(t)
 	before := asides(t, e.dir)
 	k := startKeeper(t, e.srv.url(), e.dir, e.home)
 	waitKeepers(t, e.nc, 1, k)
 
-	big := sample.NamesOf(e.module, e.local).Stream
-	inRestore := make(chan struct{})
-	var once bool
-	sub, err := e.nc.Subscribe(verbs.ProgressSubject(verbs.DefaultPrefix, e.module, e.local), func(m *nats.Msg) {
-		var p struct {
-			Step, Stream string
-			Bytes        int64
-		}
-		if json.Unmarshal(m.Data, &p) == nil && p.Step == "restore" && p.Stream == big && p.Bytes > 20*mib && !once {
-			once = true
-			close(inRestore)
+	// The moment the last live stream is deleted, the restore of the point's
+	// streams begins: the server is stopped right then.
+	last := e.order.remove[len(e.order.remove)-1]
+	inRestore := make(chan struct{}, 1)
+	sub, err := e.nc.Subscribe("$JS.EVENT.ADVISORY.STREAM.DELETED."+last, func(*nats.Msg) {
+		select {
+		case inRestore <- struct{}{}:
+		default:
 		}
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
+	if err := e.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 
 	replied := make(chan reply, 1)
 	go func() {
@@ -332,9 +359,9 @@ func (e *bigEnv) serverRestartMidRestore(t *testing.T) {
 	select {
 	case <-inRestore:
 	case r := <-replied:
-		t.Fatalf("restore-kept finished (%s) before progress showed 20 MiB of %s restored\n%s", r, big, tail(k.p.log.String()))
+		t.Fatalf("restore-kept finished (%s) before the advisory of %s's deletion arrived\n%s", r, last, tail(k.p.log.String()))
 	case <-time.After(5 * time.Minute):
-		t.Fatalf("no progress of restoring %s within 5 minutes\n%s", big, tail(k.p.log.String()))
+		t.Fatalf("%s was not deleted within 5 minutes\n%s", last, tail(k.p.log.String()))
 	}
 	e.srv.restart(t)
 
@@ -346,6 +373,15 @@ func (e *bigEnv) serverRestartMidRestore(t *testing.T) {
 	}
 	t.Logf("restore-kept during the server restart: %s", r)
 
+	e.expectWhole(t, k, live, before)
+}
+
+// expectWhole waits for the running keeper to leave the kept data whole
+// (the live data or the point) with no journal, lease or .partial left; if
+// it does not, that is an error, and a restarted keeper gets its chance.
+// Then the restore's aside must be complete, verify and hold the live data.
+func (e *bigEnv) expectWhole(t *testing.T, k *keeperProc, live state, before []string) {
+	t.Helper()
 	known := map[string]state{"the live data before the restore": live, "the restore point": e.point}
 	whole := func(limit time.Duration) (string, string) {
 		var name, diffs string
@@ -362,17 +398,17 @@ func (e *bigEnv) serverRestartMidRestore(t *testing.T) {
 		})
 		return name, diffs
 	}
-	name, diffs := whole(3 * time.Minute)
+	name, diffs := whole(100 * time.Second)
 	if name == "" {
-		t.Errorf("the running keeper did not make the kept data whole within 3 minutes of the server restart "+
+		t.Errorf("the running keeper did not make the kept data whole within 100 s of the fault "+
 			"(stale: %v, left: %v); the issue wants it to recover without a restart. Differences:\n%s\nkeeper log:\n%s",
-			staleKeys(t, e.js), leftovers(t, e.dir), diffs, tail(k.p.log.String()))
+			staleKeys(t, e.js), leftovers(t, e.dir), clip(diffs), longTail(k.p.log.String()))
 		k.p.stop(t, syscall.SIGTERM, 2*time.Minute)
 		k = startKeeper(t, e.srv.url(), e.dir, e.home)
 		waitKeepers(t, e.nc, 1, k)
-		if name, diffs = whole(3 * time.Minute); name == "" {
+		if name, diffs = whole(100 * time.Second); name == "" {
 			t.Fatalf("even a restarted keeper did not make the kept data whole (stale: %v, left: %v):\n%s\n%s",
-				staleKeys(t, e.js), leftovers(t, e.dir), diffs, tail(k.p.log.String()))
+				staleKeys(t, e.js), leftovers(t, e.dir), clip(diffs), longTail(k.p.log.String()))
 		}
 		t.Logf("after a keeper restart the kept data is %s", name)
 	} else {
@@ -400,4 +436,45 @@ func (e *bigEnv) serverRestartMidRestore(t *testing.T) {
 func (e *bigEnv) restoreDry() []byte {
 	b, _ := json.Marshal(e.req(map[string]any{"form": 1, "fingerprint": "before", "why": "plan", "dry-run": true}))
 	return b
+}
+
+// ensureWhole puts the restore point back when an earlier failure left the
+// kept data broken, so that each subtest starts from a whole kept data.
+func (e *bigEnv) ensureWhole(t *testing.T) {
+	t.Helper()
+	missing := false
+	for _, s := range keptStreams(e.module, e.local) {
+		if _, err := e.js.Stream(context.Background(), s); err != nil {
+			missing = true
+		}
+	}
+	if !missing {
+		return
+	}
+	t.Logf("an earlier failure left the kept data broken; restoring the point first")
+	k := startKeeper(t, e.srv.url(), e.dir, e.home)
+	waitKeepers(t, e.nc, 1, k)
+	mustCall(t, e.nc, "restore-kept", e.req(map[string]any{"form": 1, "fingerprint": "before", "why": "repair after a failed subtest"}))
+	k.p.stop(t, syscall.SIGTERM, 2*time.Minute)
+}
+
+// dropAt connects the keeper through a proxy that lets its request on
+// subject through to the server and then drops the connection before the
+// reply: the server did it, the keeper does not know.
+func (e *bigEnv) dropAt(t *testing.T, subject string) {
+	e.ensureWhole(t)
+	live := e.change(t)
+	before := asides(t, e.dir)
+	p := startDropProxy(t, fmt.Sprintf("127.0.0.1:%d", e.srv.port), []byte(subject+" "))
+	k := startKeeper(t, "nats://"+p.addr(), e.dir, e.home)
+	waitKeepers(t, e.nc, 1, k)
+	p.armed.Store(true)
+	r := call(context.Background(), e.nc, "restore-kept", e.restoreBody("connection drop at "+subject), 10*time.Minute)
+	select {
+	case <-p.fired:
+	default:
+		t.Fatalf("the keeper never sent %s; restore-kept replied %s", subject, r)
+	}
+	t.Logf("restore-kept with the connection dropped after %s: %s", subject, r)
+	e.expectWhole(t, k, live, before)
 }

@@ -109,7 +109,9 @@ type proc struct {
 	log    *syncBuffer
 }
 
-func startProc(t *testing.T, cmd *exec.Cmd) *proc {
+// startProc starts cmd; the process is killed, if still running, when owner
+// ends.
+func startProc(t, owner *testing.T, cmd *exec.Cmd) *proc {
 	t.Helper()
 	p := &proc{cmd: cmd, exited: make(chan struct{}), log: &syncBuffer{}}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
@@ -120,7 +122,7 @@ func startProc(t *testing.T, cmd *exec.Cmd) *proc {
 		p.err = cmd.Wait()
 		close(p.exited)
 	}()
-	t.Cleanup(func() {
+	owner.Cleanup(func() {
 		if !p.done() {
 			_ = cmd.Process.Kill()
 			<-p.exited
@@ -160,11 +162,12 @@ type natsServer struct {
 	bin, store string
 	port       int
 	p          *proc
+	owner      *testing.T // the test the server lives as long as
 }
 
 func startNatsServer(t *testing.T, bin, store string) *natsServer {
 	t.Helper()
-	s := &natsServer{bin: bin, store: store, port: freePort(t)}
+	s := &natsServer{bin: bin, store: store, port: freePort(t), owner: t}
 	s.start(t)
 	t.Cleanup(func() { s.p.stop(t, syscall.SIGTERM, time.Minute) })
 	return s
@@ -177,7 +180,7 @@ func (s *natsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.
 func (s *natsServer) start(t *testing.T) {
 	t.Helper()
 	cmd := exec.Command(s.bin, "-js", "-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-sd", s.store)
-	s.p = startProc(t, cmd)
+	s.p = startProc(t, s.owner, cmd)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		if s.p.done() {
@@ -217,17 +220,29 @@ func startKeeper(t *testing.T, url, dir, home string, extraEnv ...string) *keepe
 	t.Helper()
 	cmd := exec.Command(keeperBin, "serve", "--server", url, "--dir", dir, "--log-format", "json")
 	cmd.Env = cleanEnv(home, extraEnv...)
-	return &keeperProc{url: url, dir: dir, home: home, p: startProc(t, cmd)}
+	return &keeperProc{url: url, dir: dir, home: home, p: startProc(t, t, cmd)}
 }
 
 func connect(t *testing.T, url string) *nats.Conn {
 	t.Helper()
+	events := &syncBuffer{}
+	note := func(format string, args ...any) {
+		fmt.Fprintf(events, time.Now().Format("15:04:05.000 ")+format+"\n", args...)
+	}
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond),
-		nats.ReconnectBufSize(64<<20))
+		nats.ReconnectBufSize(64<<20),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { note("disconnected: %v", err) }),
+		nats.ReconnectHandler(func(*nats.Conn) { note("reconnected") }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { note("error: %v", err) }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(nc.Close)
+	t.Cleanup(func() {
+		nc.Close()
+		if t.Failed() && events.String() != "" {
+			t.Logf("the test's connection to %s:\n%s", url, events.String())
+		}
+	})
 	return nc
 }
 
