@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
@@ -26,6 +27,13 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 func (c *countingWriter) Close() error { return c.w.Close() }
+
+// releaseAfter is the archive size from which a snapshot or a restore gives
+// its memory back to the system when it ends. Moving a large archive churns
+// through the heap (nats.go allocates every snapshot chunk it receives); the
+// Go runtime would return that memory only slowly, so the next large verb
+// would start from a higher resident set. Returning it costs one collection.
+const releaseAfter = 64 << 20
 
 // writeArchive snapshots each stream into dir/bus.tar, which must not exist,
 // and syncs it. It returns the manifest and the archive's size.
@@ -65,6 +73,9 @@ func (k *Keeper) writeArchive(ctx context.Context, dir string, streams []string,
 		}
 		before += data.n
 		p.Bytes = before
+	}
+	if before >= releaseAfter {
+		defer debug.FreeOSMemory()
 	}
 	m, err := w.Commit()
 	if err != nil {
@@ -125,6 +136,9 @@ func (k *Keeper) restoreArchive(ctx context.Context, dir string, only []string, 
 		return nil, err
 	}
 	defer c.Close()
+	if a.Manifest().Bytes() >= releaseAfter {
+		defer debug.FreeOSMemory()
+	}
 	report := progressFrom(ctx)
 	streams := a.Streams()
 	if only != nil {
