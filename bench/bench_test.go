@@ -105,6 +105,7 @@ func TestConfigBounds(t *testing.T) {
 		"size under one":  {Size: 10, MsgSize: 1024},
 		"too many rounds": {Rounds: 1001},
 		"negative keys":   {KVKeys: -1},
+		"keeper env":      {KeeperEnv: []string{"NOEQUALS"}},
 	} {
 		if _, err := c.withDefaults(); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -18,17 +18,18 @@ import (
 
 // Config is what one benchmark run does.
 type Config struct {
-	Size        int64  // bytes of message payload in the kept data's stream (default 1 GiB)
-	MsgSize     int    // payload bytes of one message (default 1 KiB)
-	Subjects    int    // distinct subjects the messages are spread over (default 500,000, at most one per message)
-	KVKeys      int    // keys in the kept data's KV bucket (default 10,000)
-	SmallKVKeys int    // keys in the small KV bucket of the round-trip comparison (default 1,000)
-	Rounds      int    // alternating pairs of the big comparisons (default 5)
-	SmallRounds int    // alternating pairs of the small-KV round trip (default 20)
-	Work        string // where the run's temporary directory is made (default os.TempDir())
-	Keep        bool   // keep the temporary directory (for a look afterwards)
-	Command     string // the command line that started the run, recorded in the report
-	Perf        string // when set, a directory where the first round of each operation is profiled with Linux perf
+	Size        int64    // bytes of message payload in the kept data's stream (default 1 GiB)
+	MsgSize     int      // payload bytes of one message (default 1 KiB)
+	Subjects    int      // distinct subjects the messages are spread over (default 500,000, at most one per message)
+	KVKeys      int      // keys in the kept data's KV bucket (default 10,000)
+	SmallKVKeys int      // keys in the small KV bucket of the round-trip comparison (default 1,000)
+	Rounds      int      // alternating pairs of the big comparisons (default 5)
+	SmallRounds int      // alternating pairs of the small-KV round trip (default 20)
+	Work        string   // where the run's temporary directory is made (default os.TempDir())
+	Keep        bool     // keep the temporary directory (for a look afterwards)
+	Command     string   // the command line that started the run, recorded in the report
+	Perf        string   // when set, a directory where the first round of each operation is profiled with Linux perf
+	KeeperEnv   []string // extra KEY=VALUE settings of nats-keeper serve's environment only (such as GOMEMLIMIT=40MiB)
 
 	Log *slog.Logger // what the run is doing; default discards
 }
@@ -78,6 +79,11 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("subjects and KV keys must be at least 1 (and keys at most 10,000,000), so nothing was run")
 	case c.Rounds < 1 || c.Rounds > MaxRounds || c.SmallRounds < 1 || c.SmallRounds > MaxRounds:
 		return c, fmt.Errorf("rounds must be 1 to %d, so nothing was run", MaxRounds)
+	}
+	for _, kv := range c.KeeperEnv {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.ContainsAny(k, " \t\n\x00") {
+			return c, fmt.Errorf("keeper environment setting %q is not KEY=VALUE, so nothing was run", kv)
+		}
 	}
 	if n := c.Size / int64(c.MsgSize); int64(c.Subjects) > n {
 		c.Subjects = int(n)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,7 +26,7 @@ func (r *run) measure(ctx context.Context) error {
 	restoreReq.Why = "benchmark restore"
 	backup := func(stream string) string { return filepath.Join(r.work, "nats-backup", stream) }
 	res.Commands = []string{
-		`nats-keeper serve --server nats://127.0.0.1:PORT --dir DIR --log-level debug`,
+		strings.TrimSpace(strings.Join(r.cfg.KeeperEnv, " ") + ` nats-keeper serve --server nats://127.0.0.1:PORT --dir DIR --log-level debug`),
 		fmt.Sprintf(`snapshot-kept: request %s {"module":%q,"local":%q,"form":1,"fingerprint":"bench","caller":"keeper-bench"} (verbs.Client.SnapshotKept)`, "mesh-broker.snapshot-kept", module, local),
 		fmt.Sprintf(`nats --server nats://127.0.0.1:PORT backup stream %s DIR/%s --no-progress`, dataStream, dataStream),
 		fmt.Sprintf(`nats --server nats://127.0.0.1:PORT backup stream %s DIR/%s --no-progress`, kvStream, kvStream),

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -153,7 +154,7 @@ func (r *run) start(ctx context.Context) error {
 	if r.nc, err = connectRetry(ctx, r.url, r.server); err != nil {
 		return err
 	}
-	r.keeper, err = startProc("nats-keeper serve", r.env, keeperBin, "serve", "--server", r.url,
+	r.keeper, err = startProc("nats-keeper serve", append(slices.Clone(r.env), r.cfg.KeeperEnv...), keeperBin, "serve", "--server", r.url,
 		"--dir", filepath.Join(r.work, "keeper"), "--log-level", "debug")
 	if err != nil {
 		return err

@@ -41,6 +41,10 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&cfg.Work, "work", "", "where to make the run's temporary directory (default the system's)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the temporary directory afterwards")
 	fs.StringVar(&cfg.Perf, "perf", "", "profile the first round of each operation (keeper and nats-server) with Linux perf into this directory")
+	fs.Func("keeper-env", "KEY=VALUE added to nats-keeper serve's environment only (repeatable), e.g. GOMEMLIMIT=40MiB", func(v string) error {
+		cfg.KeeperEnv = append(cfg.KeeperEnv, v)
+		return nil
+	})
 	out := fs.String("out", "BENCHMARKS.md", "the report to write (between its keeper-bench markers when it has them); - for stdout")
 	if err := fs.Parse(args); err != nil {
 		return 2
