@@ -18,7 +18,7 @@ func (k *Keeper) execute(ctx context.Context, j *journal, a *Aside, p *Point) ([
 		what = fmt.Sprintf("aside-only of %s/%s", j.Module, j.Local)
 	}
 	giveUp := func(err error, begun []string) ([]Position, error) {
-		back, whole := k.putBack(ctx, a, j.Removed, begun)
+		back, whole := k.putBack(ctx, a, begun)
 		if !whole {
 			// The journal stays: recovery finishes this once the bus answers.
 			return nil, fmt.Errorf("%s: %w; %s; the restore journal stays, so the keeper finishes this restore or puts the aside back when it can",

@@ -71,6 +71,11 @@ func (f *faults) DeleteStream(ctx context.Context, s string) error {
 	if f.fail("delete") {
 		return errInjected
 	}
+	if f.fail("delete-lost") {
+		// The server deletes the stream but its reply is lost.
+		f.Bus.DeleteStream(ctx, s)
+		return errInjected
+	}
 	return f.Bus.DeleteStream(ctx, s)
 }
 
@@ -138,6 +143,8 @@ func TestRestoreFaults(t *testing.T) {
 		{"put:aside", 1, "live", []string{"could not be recorded", "nothing was removed"}},
 		{"delete", 1, "live", []string{"removing the live streams failed", "no live stream had been removed"}},
 		{"delete", 2, "live", []string{"removing the live streams failed", "put back from aside"}},
+		{"delete-lost", 1, "live", []string{"removing the live streams failed", "put back from aside"}},
+		{"delete-lost", 3, "live", []string{"removing the live streams failed", "put back from aside"}},
 		{"restore", 1, "live", []string{"half-restored", "put back from aside"}},
 		{"restore", 2, "live", []string{"half-restored", "put back from aside"}},
 		{"restore", 3, "live", []string{"half-restored", "put back from aside"}},

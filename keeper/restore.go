@@ -103,7 +103,7 @@ func (k *Keeper) restoreUnjournaled(ctx context.Context, r Request, pl *restoreP
 	begun, err := k.restoreArchive(ctx, k.abs(pl.pointRel), nil,
 		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "restore"}, nil)
 	if err != nil {
-		back, _ := k.putBack(ctx, nil, nil, begun)
+		back, _ := k.putBack(ctx, nil, begun)
 		act.What, act.Outcome = err.Error(), "failed"
 		k.record(ctx, act)
 		return nil, fmt.Errorf("restore-kept of %s/%s from %s failed: %w; %s",
@@ -164,11 +164,13 @@ func (k *Keeper) done(ctx context.Context, act Act, rep *Reply) (*Reply, error) 
 	return rep, nil
 }
 
-// putBack undoes a restore that failed after live streams were removed: it
-// deletes the streams that were begun (half-restored), then restores the
-// removed streams from the aside. It returns a sentence that says both
-// outcomes, and whether the kept data is whole on the bus again.
-func (k *Keeper) putBack(ctx context.Context, aside *Aside, removed, begun []string) (string, bool) {
+// putBack undoes a restore that failed after live streams may have been
+// removed: it deletes the streams that were begun (half-restored), then
+// restores from the aside every one of its streams that is not on the bus.
+// It asks the bus rather than trusting what the keeper believes it removed: a
+// delete whose reply was lost may have happened. It returns a sentence that
+// says both outcomes, and whether the kept data is whole on the bus again.
+func (k *Keeper) putBack(ctx context.Context, aside *Aside, begun []string) (string, bool) {
 	var notes []string
 	var stuck []string
 	for _, s := range begun {
@@ -186,17 +188,29 @@ func (k *Keeper) putBack(ctx context.Context, aside *Aside, removed, begun []str
 	if aside == nil {
 		return strings.Join(notes, "; "), len(stuck) == 0
 	}
-	if len(removed) == 0 {
-		notes = append(notes, "no live stream had been removed")
-		notes = append(notes, fmt.Sprintf("the aside %s in %s stays as a copy", aside.ID, k.abs(aside.Dir)))
-		return strings.Join(notes, "; "), len(stuck) == 0
-	}
 	if len(stuck) > 0 {
 		notes = append(notes, fmt.Sprintf("so the live data was not put back yet; it is complete in aside %s in %s",
 			aside.ID, k.abs(aside.Dir)))
 		return strings.Join(notes, "; "), false
 	}
-	_, err := k.restoreArchive(ctx, k.abs(aside.Dir), removed,
+	var missing []string
+	for _, st := range aside.Streams {
+		_, err := k.bus.Stream(ctx, st.Name)
+		switch {
+		case errors.Is(err, ErrNoStream):
+			missing = append(missing, st.Name)
+		case err != nil:
+			notes = append(notes, fmt.Sprintf("whether stream %s is on the bus could not be told (%v), so the live data was not put back yet; it is complete in aside %s in %s",
+				st.Name, err, aside.ID, k.abs(aside.Dir)))
+			return strings.Join(notes, "; "), false
+		}
+	}
+	if len(missing) == 0 {
+		notes = append(notes, "no live stream had been removed")
+		notes = append(notes, fmt.Sprintf("the aside %s in %s stays as a copy", aside.ID, k.abs(aside.Dir)))
+		return strings.Join(notes, "; "), true
+	}
+	_, err := k.restoreArchive(ctx, k.abs(aside.Dir), missing,
 		Progress{Verb: VerbRestore, Module: aside.Module, Local: aside.Local, Step: "put back"}, nil)
 	if err != nil {
 		notes = append(notes, fmt.Sprintf("putting the live data back from aside %s failed too (%v); it is complete in %s",
@@ -204,6 +218,6 @@ func (k *Keeper) putBack(ctx context.Context, aside *Aside, removed, begun []str
 		return strings.Join(notes, "; "), false
 	}
 	notes = append(notes, fmt.Sprintf("the live data was put back from aside %s (%s), which stays in %s",
-		aside.ID, strings.Join(removed, ", "), k.abs(aside.Dir)))
+		aside.ID, strings.Join(missing, ", "), k.abs(aside.Dir)))
 	return strings.Join(notes, "; "), true
 }
