@@ -134,7 +134,7 @@ func (r *run) keeperOp(ctx context.Context, name string, op func(context.Context
 	}
 	kcpu0, err1 := procCPU(kpid)
 	scpu0, err2 := procCPU(spid)
-	rec := r.prof.start(name, kpid, spid)
+	rec := r.prof.start(name, r.cfg.Log, kpid, spid)
 	start := time.Now()
 	rep, err := op(ctx)
 	wall := time.Since(start)
@@ -164,7 +164,7 @@ func (r *run) keeperOp(ctx context.Context, name string, op func(context.Context
 func (r *run) natsOp(ctx context.Context, name string, streams []string, args func(stream string) []string) (Sample, error) {
 	var s Sample
 	spid := r.server.pid()
-	rec := r.prof.start(name, spid) // the server only: the CLI's process does not exist yet
+	rec := r.prof.start(name, r.cfg.Log, spid) // the server only: the CLI's process does not exist yet
 	defer func() {
 		if perr := rec.stop(ctx); perr != nil {
 			r.cfg.Log.Warn("profiling failed", "err", perr)

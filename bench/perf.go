@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,8 +26,9 @@ type recording struct {
 	data string
 }
 
-// start records the processes pids until stop, once per name.
-func (p *profiler) start(name string, pids ...int) *recording {
+// start records the processes pids until stop, once per name. When perf
+// cannot be started the operation runs unprofiled and log says so.
+func (p *profiler) start(name string, log *slog.Logger, pids ...int) *recording {
 	if p == nil || p.dir == "" || p.done[name] {
 		return nil
 	}
@@ -39,6 +41,7 @@ func (p *profiler) start(name string, pids ...int) *recording {
 	cmd := exec.Command("perf", "record", "-F", "499", "-g", "-o", data, "-p", strings.Join(ids, ","))
 	cmd.Stdout, cmd.Stderr = nil, nil
 	if err := cmd.Start(); err != nil {
+		log.Warn("perf could not be started, so this operation is not profiled", "operation", name, "err", err)
 		return nil
 	}
 	time.Sleep(300 * time.Millisecond) // perf attaches
