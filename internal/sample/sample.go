@@ -145,6 +145,9 @@ func createKV(ctx context.Context, js jetstream.JetStream, n Names, c config, r 
 	if err != nil {
 		return fmt.Errorf("sample: create KV bucket %s: %w", n.Bus, err)
 	}
+	if err := waitLeader(ctx, js, n.KVStream, c); err != nil {
+		return err
+	}
 	put := func(key, val string) error {
 		if _, err := kv.PutString(ctx, key, val); err != nil {
 			return fmt.Errorf("sample: put %s in %s: %w", key, n.Bus, err)
@@ -181,6 +184,9 @@ func createObjects(ctx context.Context, js jetstream.JetStream, n Names, c confi
 	})
 	if err != nil {
 		return fmt.Errorf("sample: create object store %s: %w", n.Bus, err)
+	}
+	if err := waitLeader(ctx, js, n.ObjStrm, c); err != nil {
+		return err
 	}
 	meta := jetstream.ObjectMeta{Name: BigObject, Opts: &jetstream.ObjectMetaOptions{ChunkSize: ChunkSize}}
 	if _, err := obs.PutBytes(ctx, BigObject, nil); err != nil { // a first version, replaced below
@@ -229,6 +235,9 @@ func createStream(ctx context.Context, js jetstream.JetStream, module, local str
 	})
 	if err != nil {
 		return fmt.Errorf("sample: create stream %s: %w", n.Stream, err)
+	}
+	if err := waitLeader(ctx, js, n.Stream, c); err != nil {
+		return err
 	}
 	if err := publishStream(ctx, js, module, local, 0, 50); err != nil {
 		return err
@@ -282,6 +291,9 @@ func createEvents(ctx context.Context, js jetstream.JetStream, module string, n 
 	s, err := js.CreateOrUpdateStream(ctx, sharedConfig(c))
 	if err != nil {
 		return fmt.Errorf("sample: create stream %s: %w", SharedStream, err)
+	}
+	if err := waitLeader(ctx, js, SharedStream, c); err != nil {
+		return err
 	}
 	if err := publishEvents(ctx, js, module, 0, 15); err != nil {
 		return err
@@ -338,4 +350,31 @@ func Ack(ctx context.Context, c jetstream.Consumer, count int) error {
 		got += n
 	}
 	return nil
+}
+
+// waitLeader waits, on a cluster, until a just-made replicated stream has a
+// leader: until then publishes to it find no responders.
+func waitLeader(ctx context.Context, js jetstream.JetStream, name string, c config) error {
+	if c.replicas <= 1 {
+		return nil
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s, err := js.Stream(ctx, name)
+		if err == nil {
+			info, ierr := s.Info(ctx)
+			if ierr == nil && info.Cluster != nil && info.Cluster.Leader != "" {
+				return nil
+			}
+			err = ierr
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sample: stream %s has no leader after 30s (%v), so the sample is incomplete", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
