@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -29,6 +31,7 @@ type serveOptions struct {
 	Listen    string
 	LogFormat string
 	LogLevel  string
+	MemoryMiB int       // soft memory limit for the Go heap, in MiB; 0 leaves it to GOMEMLIMIT
 	Err       io.Writer // logs
 
 	// ready, when set, is called once the service answers (tests).
@@ -62,6 +65,8 @@ stops taking requests, finishes the verbs in flight and exits 0.`,
 	f.StringVar(&o.Listen, "listen", "127.0.0.1:4222", "where the embedded server listens (with --embedded)")
 	f.StringVar(&o.LogFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.IntVar(&o.MemoryMiB, "memory-limit", 40, "soft limit of the keeper's Go heap in MiB, so it stays small on a busy host "+
+		"(0: none; $GOMEMLIMIT wins; not applied with --embedded, whose server shares the process)")
 	return cmd
 }
 
@@ -96,6 +101,12 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return errorf(keeper.ErrNoBus, "no NATS server given, so nothing is served: pass --server nats://HOST:4222 "+
 			"(or set NATS_URL, or --context NAME for a `nats` CLI context), or run `nats-keeper serve --embedded` "+
 			"to start a nats-server with JetStream inside the keeper")
+	}
+	if o.MemoryMiB < 0 {
+		return errorf(keeper.ErrBadRequest, "--memory-limit %d is negative, so nothing is served", o.MemoryMiB)
+	}
+	if o.MemoryMiB > 0 && !o.Embedded && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(int64(o.MemoryMiB) << 20)
 	}
 	conn := o.Conn
 	if o.Embedded {
