@@ -14,7 +14,8 @@ const (
 )
 
 // ValidName reports why s is not a plain name, or nil: non-empty, at most
-// MaxNameLen bytes, not "." or "..", and free of / \ NUL space * > and ".".
+// MaxNameLen bytes, not "." or "..", and free of / \ NUL space * > and ".";
+// further, only a-z A-Z 0-9 - _ = (what a KV key token may hold).
 // A plain name is safe as one path component, one KV key token and one
 // subject token.
 func ValidName(what, s string) error {
@@ -27,11 +28,21 @@ func ValidName(what, s string) error {
 		return errorf(ErrBadRequest, "%s may not be %q", what, s)
 	}
 	for _, r := range s {
-		if r < 0x20 || r == 0x7f || strings.ContainsRune("/\\ *>.", r) {
+		if strings.ContainsRune("/\\ *>.", r) || r < 0x20 || r == 0x7f {
 			return errorf(ErrBadRequest, "%s %q holds %q, which a plain name may not", what, s, r)
+		}
+		if !plainRune(r) {
+			return errorf(ErrBadRequest, "%s %q holds %q; a plain name is made of the letters a-z and A-Z, digits, and - _ =, "+
+				"which every path, KV key and subject can hold", what, s, r)
 		}
 	}
 	return nil
+}
+
+// plainRune: the characters a name may have so that it is safe as a path
+// component, a KV key token and a subject token everywhere.
+func plainRune(r rune) bool {
+	return (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') || r == '-' || r == '_' || r == '='
 }
 
 func checkText(what, s string) error {

@@ -75,3 +75,16 @@ func FuzzCheckRequest(f *testing.F) {
 		}
 	})
 }
+
+func TestValidNameRefusesWhatKVKeysCannotHold(t *testing.T) {
+	for _, s := range []string{"café", "a+b", "ho\uFFFDst", "a:b", "a$b", "a#b"} {
+		if err := keeper.ValidName("module", s); !errors.Is(err, keeper.ErrBadRequest) {
+			t.Errorf("ValidName(%q) = %v, want bad request", s, err)
+		}
+	}
+	for _, s := range []string{"billing", "ledger-v2", "f3_x", "a=b", "9f2c1a7e"} {
+		if err := keeper.ValidName("module", s); err != nil {
+			t.Errorf("ValidName(%q) = %v, want nil", s, err)
+		}
+	}
+}
