@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/jsm.go"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
@@ -106,7 +107,7 @@ func (a *Adapter) Snapshot(ctx context.Context, stream string, data, meta io.Wri
 		}
 	}
 	if err != nil {
-		if cause := context.Cause(sctx); cause != nil && ctx.Err() == nil && errors.Is(cause, errStalled) {
+		if cause := context.Cause(sctx); cause != nil && ctx.Err() == nil && (errors.Is(cause, errStalled) || errors.Is(cause, errDisconnected)) {
 			err = cause
 		}
 		if jsm.IsNatsError(err, codeStreamNotFound) {
@@ -118,13 +119,20 @@ func (a *Adapter) Snapshot(ctx context.Context, stream string, data, meta io.Wri
 	return nil
 }
 
-var errStalled = errors.New("the server sent no snapshot data for too long")
+var (
+	errStalled      = errors.New("the server sent no snapshot data for too long")
+	errDisconnected = errors.New("the connection to the server dropped during the snapshot, so chunks may be lost")
+)
 
 // watch cancels ctx with errStalled when w has not been written to for the
 // stall timeout while no write is in progress.
 func (a *Adapter) watch(ctx context.Context, cancel context.CancelCauseFunc, w *watchedWriter, stop <-chan struct{}) {
-	tick := time.NewTicker(min(a.cfg.stall/4, time.Second))
+	tick := time.NewTicker(min(a.cfg.stall/4, 250*time.Millisecond))
 	defer tick.Stop()
+	var reconnects uint64
+	if a.nc != nil {
+		reconnects = a.nc.Stats().Reconnects
+	}
 	for {
 		select {
 		case <-stop:
@@ -132,6 +140,12 @@ func (a *Adapter) watch(ctx context.Context, cancel context.CancelCauseFunc, w *
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			// A snapshot is pushed over this connection; what was in flight
+			// when it dropped is gone, and the server does not send it again.
+			if a.nc != nil && (a.nc.Status() != nats.CONNECTED || a.nc.Stats().Reconnects != reconnects) {
+				cancel(errDisconnected)
+				return
+			}
 			if w.busy.Load() == 0 && time.Since(time.Unix(0, w.last.Load())) > a.cfg.stall {
 				cancel(fmt.Errorf("%w (%s)", errStalled, a.cfg.stall))
 				return
