@@ -4,18 +4,16 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/internal/tartest"
 )
 
 // problem is one expected problem: the entry it names and its kind.
@@ -70,80 +68,6 @@ func golden(t *testing.T) []byte {
 	return b
 }
 
-// tarEntry is one entry of a re-made tar.
-type tarEntry struct {
-	hdr  *tar.Header
-	data []byte
-}
-
-func readEntries(t *testing.T, b []byte) []tarEntry {
-	t.Helper()
-	var out []tarEntry
-	tr := tar.NewReader(bytes.NewReader(b))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, tarEntry{h, d})
-	}
-}
-
-func writeEntries(t *testing.T, es []tarEntry) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range es {
-		h := *e.hdr
-		h.Size = int64(len(e.data))
-		if h.Typeflag != tar.TypeReg {
-			h.Size = 0
-		}
-		if err := tw.WriteHeader(&h); err != nil {
-			t.Fatal(err)
-		}
-		if h.Size > 0 {
-			tw.Write(e.data)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
-// entryRange finds where an entry's data lies in b.
-func entryRange(t *testing.T, b []byte, name string) (int64, int64) {
-	t.Helper()
-	r := bytes.NewReader(b)
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if err != nil {
-			t.Fatalf("no entry %s: %v", name, err)
-		}
-		if h.Name == name {
-			return int64(len(b)) - int64(r.Len()), h.Size
-		}
-	}
-}
-
-// reseal recomputes manifest.json's seal the way the writer makes it.
-func reseal(t *testing.T, m []byte) []byte {
-	t.Helper()
-	const sealLen = len(",\n  \"seal\": \"") + 64 + len("\"\n}\n")
-	body := append(bytes.Clone(m[:len(m)-sealLen]), "\n}"...)
-	sum := sha256.Sum256(body)
-	return append(bytes.Clone(m[:len(m)-sealLen]), []byte(",\n  \"seal\": \""+hex.EncodeToString(sum[:])+"\"\n}\n")...)
-}
-
 const (
 	evData = "streams/EVENTS/stream.arc.s2"
 	evMeta = "streams/EVENTS/backup.json"
@@ -155,7 +79,7 @@ func TestTamperFlippedByte(t *testing.T) {
 	for _, name := range []string{kvData, "streams/KV_fixture/backup.json", "streams/OBJ_files/stream.arc.s2", "streams/OBJ_files/backup.json", evData, evMeta, "manifest.json"} {
 		t.Run(name, func(t *testing.T) {
 			b := bytes.Clone(g)
-			off, size := entryRange(t, b, name)
+			off, size := tartest.DataRange(t, b, name)
 			data := b[off : off+size]
 			switch {
 			case strings.HasSuffix(name, ".s2"):
@@ -187,7 +111,7 @@ func TestTamperTruncated(t *testing.T) {
 	g := golden(t)
 	// Cut at every block and in the middle of every block up to the end of
 	// manifest.json's data: every cut is found incomplete, and nothing else.
-	mOff, mSize := entryRange(t, g, "manifest.json")
+	mOff, mSize := tartest.DataRange(t, g, "manifest.json")
 	for cut := int64(0); cut < mOff+mSize; cut += 256 {
 		err := openVerify(g[:cut])
 		ps := busarchive.Problems(err)
@@ -197,79 +121,79 @@ func TestTamperTruncated(t *testing.T) {
 	}
 	err := openVerify(g[:mOff+mSize-1])
 	expectProblems(t, err, problem{"manifest.json", busarchive.ErrIncomplete})
-	dOff, dSize := entryRange(t, g, evData)
+	dOff, dSize := tartest.DataRange(t, g, evData)
 	err = openVerify(g[:dOff+dSize/2])
 	expectProblems(t, err, problem{evData, busarchive.ErrIncomplete})
 }
 
 func TestTamperMissingManifest(t *testing.T) {
-	es := readEntries(t, golden(t))
-	b := writeEntries(t, es[:len(es)-1])
+	es := tartest.Entries(t, golden(t))
+	b := tartest.Bytes(t, es[:len(es)-1])
 	expectProblems(t, openVerify(b), problem{"manifest.json", busarchive.ErrIncomplete})
 }
 
 func TestTamperExtraEntry(t *testing.T) {
-	es := readEntries(t, golden(t))
+	es := tartest.Entries(t, golden(t))
 	last := len(es) - 1
 	for _, c := range []struct {
 		name  string
-		entry tarEntry
+		entry tartest.Entry
 		after bool
 		want  []problem
 	}{
-		{"outside the layout", tarEntry{&tar.Header{Typeflag: tar.TypeReg, Name: "streams/EVENTS/notes.txt", Mode: 0o600}, []byte("hi")}, false,
+		{"outside the layout", tartest.Entry{Hdr: &tar.Header{Typeflag: tar.TypeReg, Name: "streams/EVENTS/notes.txt", Mode: 0o600}, Data: []byte("hi")}, false,
 			[]problem{{"streams/EVENTS/notes.txt", busarchive.ErrLayout}}},
-		{"a stream the manifest lacks", tarEntry{&tar.Header{Typeflag: tar.TypeReg, Name: "streams/OTHER/backup.json", Mode: 0o600}, []byte("{}")}, false,
+		{"a stream the manifest lacks", tartest.Entry{Hdr: &tar.Header{Typeflag: tar.TypeReg, Name: "streams/OTHER/backup.json", Mode: 0o600}, Data: []byte("{}")}, false,
 			[]problem{{"streams/OTHER/backup.json", busarchive.ErrLayout}}},
-		{"after the manifest", tarEntry{&tar.Header{Typeflag: tar.TypeReg, Name: "streams/LATE/backup.json", Mode: 0o600}, []byte("{}")}, true,
+		{"after the manifest", tartest.Entry{Hdr: &tar.Header{Typeflag: tar.TypeReg, Name: "streams/LATE/backup.json", Mode: 0o600}, Data: []byte("{}")}, true,
 			[]problem{{"streams/LATE/backup.json", busarchive.ErrLayout}, {"streams/LATE/backup.json", busarchive.ErrLayout}}},
-		{"symlink", tarEntry{&tar.Header{Typeflag: tar.TypeSymlink, Name: "streams/EVENTS/link", Linkname: "/etc/passwd"}, nil}, false,
+		{"symlink", tartest.Entry{Hdr: &tar.Header{Typeflag: tar.TypeSymlink, Name: "streams/EVENTS/link", Linkname: "/etc/passwd"}, Data: nil}, false,
 			[]problem{{"streams/EVENTS/link", busarchive.ErrLayout}}},
-		{"hardlink", tarEntry{&tar.Header{Typeflag: tar.TypeLink, Name: "streams/X/backup.json", Linkname: evMeta}, nil}, false,
+		{"hardlink", tartest.Entry{Hdr: &tar.Header{Typeflag: tar.TypeLink, Name: "streams/X/backup.json", Linkname: evMeta}, Data: nil}, false,
 			[]problem{{"streams/X/backup.json", busarchive.ErrLayout}}},
-		{"dot-dot", tarEntry{&tar.Header{Typeflag: tar.TypeReg, Name: "../../etc/cron.d/evil", Mode: 0o600}, []byte("x")}, false,
+		{"dot-dot", tartest.Entry{Hdr: &tar.Header{Typeflag: tar.TypeReg, Name: "../../etc/cron.d/evil", Mode: 0o600}, Data: []byte("x")}, false,
 			[]problem{{"../../etc/cron.d/evil", busarchive.ErrLayout}}},
-		{"absolute", tarEntry{&tar.Header{Typeflag: tar.TypeReg, Name: "/streams/EVENTS/backup.json", Mode: 0o600}, []byte("x")}, false,
+		{"absolute", tartest.Entry{Hdr: &tar.Header{Typeflag: tar.TypeReg, Name: "/streams/EVENTS/backup.json", Mode: 0o600}, Data: []byte("x")}, false,
 			[]problem{{"/streams/EVENTS/backup.json", busarchive.ErrLayout}}},
-		{"backslash", tarEntry{&tar.Header{Typeflag: tar.TypeReg, Name: `streams\EVENTS\backup.json`, Mode: 0o600}, []byte("x")}, false,
+		{"backslash", tartest.Entry{Hdr: &tar.Header{Typeflag: tar.TypeReg, Name: `streams\EVENTS\backup.json`, Mode: 0o600}, Data: []byte("x")}, false,
 			[]problem{{`streams\EVENTS\backup.json`, busarchive.ErrLayout}}},
-		{"directory", tarEntry{&tar.Header{Typeflag: tar.TypeDir, Name: "streams/", Mode: 0o700}, nil}, false,
+		{"directory", tartest.Entry{Hdr: &tar.Header{Typeflag: tar.TypeDir, Name: "streams/", Mode: 0o700}, Data: nil}, false,
 			[]problem{{"streams/", busarchive.ErrLayout}}},
 		{"duplicate", es[5], false,
 			[]problem{{evMeta, busarchive.ErrLayout}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var list []tarEntry
+			var list []tartest.Entry
 			if c.after {
 				list = append(append(list, es...), c.entry)
 			} else {
 				list = append(append(append(list, es[:last]...), c.entry), es[last])
 			}
-			expectProblems(t, openVerify(writeEntries(t, list)), c.want...)
+			expectProblems(t, openVerify(tartest.Bytes(t, list)), c.want...)
 		})
 	}
 }
 
 func TestTamperEnormousSizes(t *testing.T) {
 	g := golden(t)
-	es := readEntries(t, g)
-	m := es[len(es)-1].data
-	huge := bytes.Replace(m, []byte(fmt.Sprintf(`"size": %d,`, es[4].hdr.Size)), []byte(`"size": 4611686018427387904,`), 1)
+	es := tartest.Entries(t, g)
+	m := es[len(es)-1].Data
+	huge := bytes.Replace(m, []byte(fmt.Sprintf(`"size": %d,`, es[4].Hdr.Size)), []byte(`"size": 4611686018427387904,`), 1)
 	if bytes.Equal(huge, m) {
 		t.Fatal("the EVENTS data size was not found in the manifest")
 	}
 	t.Run("resealed manifest", func(t *testing.T) {
-		es[len(es)-1].data = reseal(t, huge)
-		expectProblems(t, openVerify(writeEntries(t, es)), problem{evData, busarchive.ErrTooLarge})
+		es[len(es)-1].Data = tartest.Reseal(huge)
+		expectProblems(t, openVerify(tartest.Bytes(t, es)), problem{evData, busarchive.ErrTooLarge})
 	})
 	t.Run("unsealed manifest", func(t *testing.T) {
-		es[len(es)-1].data = huge
-		expectProblems(t, openVerify(writeEntries(t, es)), problem{"manifest.json", busarchive.ErrChecksum}, problem{evData, busarchive.ErrTooLarge})
+		es[len(es)-1].Data = huge
+		expectProblems(t, openVerify(tartest.Bytes(t, es)), problem{"manifest.json", busarchive.ErrChecksum}, problem{evData, busarchive.ErrTooLarge})
 	})
 	t.Run("tar header", func(t *testing.T) {
 		// The EVENTS data entry's tar header claims 2 TiB (base-256).
 		b := bytes.Clone(g)
-		off, _ := entryRange(t, b, evData)
+		off, _ := tartest.DataRange(t, b, evData)
 		h := b[off-512 : off]
 		clear(h[124:136])
 		binary.BigEndian.PutUint64(h[128:136], 2<<40)
@@ -287,16 +211,16 @@ func TestTamperEnormousSizes(t *testing.T) {
 // Two streams' data swapped: sizes and hashes disagree with the manifest,
 // and Open refuses before anything is decoded.
 func TestTamperSwappedData(t *testing.T) {
-	es := readEntries(t, golden(t))
-	es[0].data, es[4].data = es[4].data, es[0].data
-	expectProblems(t, openVerify(writeEntries(t, es)), problem{kvData, busarchive.ErrChecksum}, problem{evData, busarchive.ErrChecksum})
+	es := tartest.Entries(t, golden(t))
+	es[0].Data, es[4].Data = es[4].Data, es[0].Data
+	expectProblems(t, openVerify(tartest.Bytes(t, es)), problem{kvData, busarchive.ErrChecksum}, problem{evData, busarchive.ErrChecksum})
 }
 
 // A manifest (resealed) whose state disagrees with the snapshot's own
 // state.json and messages: Verify finds both disagreements.
 func TestTamperStateMismatch(t *testing.T) {
-	es := readEntries(t, golden(t))
-	m := es[len(es)-1].data
+	es := tartest.Entries(t, golden(t))
+	m := es[len(es)-1].Data
 	i := bytes.Index(m, []byte(`"name": "EVENTS"`))
 	j := bytes.Index(m[i:], []byte(`"messages": 20,`))
 	if i < 0 || j < 0 {
@@ -304,8 +228,8 @@ func TestTamperStateMismatch(t *testing.T) {
 	}
 	m = bytes.Clone(m)
 	copy(m[i+j:], `"messages": 19,`)
-	es[len(es)-1].data = reseal(t, m)
-	expectProblems(t, openVerify(writeEntries(t, es)), problem{evData, busarchive.ErrMismatch}, problem{evData, busarchive.ErrMismatch})
+	es[len(es)-1].Data = tartest.Reseal(m)
+	expectProblems(t, openVerify(tartest.Bytes(t, es)), problem{evData, busarchive.ErrMismatch}, problem{evData, busarchive.ErrMismatch})
 }
 
 // OpenFile never follows a symlink and reads only regular files.

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/internal/tartest"
 	"github.com/nats-keeper/nats-keeper/internal/tools"
 )
 
@@ -162,7 +163,7 @@ func TestHostileInput(t *testing.T) {
 			hostile{"damaged point " + name, "restore-kept", jsonBody(req), []int{500}})
 	}
 	// A control: re-made by the same tar code but undamaged, it must verify.
-	control := plantPoint(t, goodDir, dir, "host", "data", "remade", tarBytes(t, tarEntries(t, good)))
+	control := plantPoint(t, goodDir, dir, "host", "data", "remade", tartest.Bytes(t, tartest.Entries(t, good)))
 	plantPoint(t, goodDir, dir, "other", "data", "good", nil)
 	outside := filepath.Join(tmp, "outside", "points", "host", "data", "f1-good")
 	plantPoint(t, goodDir, filepath.Join(tmp, "outside"), "host", "data", "good", nil)

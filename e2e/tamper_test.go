@@ -3,113 +3,36 @@ package e2e
 import (
 	"archive/tar"
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nats-keeper/nats-keeper/internal/tartest"
 )
-
-// entry is one entry of a tar re-made by a damage.
-type entry struct {
-	hdr  *tar.Header
-	data []byte
-}
-
-func tarEntries(t *testing.T, b []byte) []entry {
-	t.Helper()
-	var out []entry
-	tr := tar.NewReader(bytes.NewReader(b))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, entry{h, d})
-	}
-}
-
-func tarBytes(t *testing.T, es []entry) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range es {
-		h := *e.hdr
-		h.Size = int64(len(e.data))
-		if h.Typeflag != tar.TypeReg {
-			h.Size = 0
-		}
-		if err := tw.WriteHeader(&h); err != nil {
-			t.Fatal(err)
-		}
-		if h.Size > 0 {
-			if _, err := tw.Write(e.data); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
-// dataRange is where the data of the named entry lies in b.
-func dataRange(t *testing.T, b []byte, name string) (int64, int64) {
-	t.Helper()
-	r := bytes.NewReader(b)
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if err != nil {
-			t.Fatalf("no entry %s: %v", name, err)
-		}
-		if h.Name == name {
-			return int64(len(b)) - int64(r.Len()), h.Size
-		}
-	}
-}
 
 // biggestData is the name of the largest stream.arc.s2 entry.
 func biggestData(t *testing.T, b []byte) string {
 	t.Helper()
 	best, size := "", int64(-1)
-	for _, e := range tarEntries(t, b) {
-		if strings.HasSuffix(e.hdr.Name, "/stream.arc.s2") && e.hdr.Size > size {
-			best, size = e.hdr.Name, e.hdr.Size
+	for _, e := range tartest.Entries(t, b) {
+		if strings.HasSuffix(e.Hdr.Name, "/stream.arc.s2") && e.Hdr.Size > size {
+			best, size = e.Hdr.Name, e.Hdr.Size
 		}
 	}
 	return best
 }
 
 // withEntry puts extra just before the manifest (the last entry).
-func withEntry(t *testing.T, b []byte, extra entry) []byte {
+func withEntry(t *testing.T, b []byte, extra tartest.Entry) []byte {
 	t.Helper()
-	es := tarEntries(t, b)
+	es := tartest.Entries(t, b)
 	last := len(es) - 1
-	out := append(append(append([]entry{}, es[:last]...), extra), es[last])
-	return tarBytes(t, out)
-}
-
-// seal recomputes manifest.json's seal over the bytes before it.
-func seal(m []byte) []byte {
-	const sealPrefix = ",\n  \"seal\": \""
-	cut := len(m) - (len(sealPrefix) + 64 + len("\"\n}\n"))
-	body := append(bytes.Clone(m[:cut]), "\n}"...)
-	sum := sha256.Sum256(body)
-	return append(bytes.Clone(m[:cut]), []byte(sealPrefix+hex.EncodeToString(sum[:])+"\"\n}\n")...)
+	out := append(append(append([]tartest.Entry{}, es[:last]...), extra), es[last])
+	return tartest.Bytes(t, out)
 }
 
 // damages are the ways a real point's bus.tar is broken: name → the damaged
@@ -117,12 +40,12 @@ func seal(m []byte) []byte {
 func damages(t *testing.T, good []byte) map[string][]byte {
 	t.Helper()
 	big := biggestData(t, good)
-	es := tarEntries(t, good)
-	manifest := es[len(es)-1].data
+	es := tartest.Entries(t, good)
+	manifest := es[len(es)-1].Data
 	var bigSize int64
 	for _, e := range es {
-		if e.hdr.Name == big {
-			bigSize = int64(len(e.data))
+		if e.Hdr.Name == big {
+			bigSize = int64(len(e.Data))
 		}
 	}
 	hugeManifest := bytes.Replace(manifest, fmt.Appendf(nil, `"size": %d,`, bigSize), []byte(`"size": 4611686018427387904,`), 1)
@@ -130,42 +53,42 @@ func damages(t *testing.T, good []byte) map[string][]byte {
 		t.Fatalf("the size of %s (%d) is not in the manifest", big, bigSize)
 	}
 	withManifest := func(m []byte) []byte {
-		c := append([]entry{}, es...)
-		c[len(c)-1] = entry{c[len(c)-1].hdr, m}
-		return tarBytes(t, c)
+		c := append([]tartest.Entry{}, es...)
+		c[len(c)-1] = tartest.Entry{Hdr: c[len(c)-1].Hdr, Data: m}
+		return tartest.Bytes(t, c)
 	}
 
 	out := map[string][]byte{}
 	{ // one flipped bit in the middle of the largest stream's data
 		b := bytes.Clone(good)
-		off, size := dataRange(t, b, big)
+		off, size := tartest.DataRange(t, b, big)
 		b[off+size/2] ^= 0x01
 		out["flipped-byte"] = b
 	}
 	{ // one flipped bit in the manifest
 		b := bytes.Clone(good)
-		off, size := dataRange(t, b, "manifest.json")
+		off, size := tartest.DataRange(t, b, "manifest.json")
 		b[off+size/3] ^= 0x04
 		out["flipped-manifest"] = b
 	}
 	out["truncated-half"] = bytes.Clone(good[:len(good)/2])
 	{
-		off, size := dataRange(t, good, "manifest.json")
+		off, size := tartest.DataRange(t, good, "manifest.json")
 		out["truncated-in-manifest"] = bytes.Clone(good[:off+size-10])
 	}
-	out["no-manifest"] = tarBytes(t, es[:len(es)-1])
-	out["extra-entry"] = withEntry(t, good, entry{&tar.Header{Typeflag: tar.TypeReg, Name: "streams/host_data/notes.txt", Mode: 0o600}, []byte("hello")})
-	out["extra-stream"] = withEntry(t, good, entry{&tar.Header{Typeflag: tar.TypeReg, Name: "streams/EVIL/backup.json", Mode: 0o600}, []byte("{}")})
+	out["no-manifest"] = tartest.Bytes(t, es[:len(es)-1])
+	out["extra-entry"] = withEntry(t, good, tartest.Entry{Hdr: &tar.Header{Typeflag: tar.TypeReg, Name: "streams/host_data/notes.txt", Mode: 0o600}, Data: []byte("hello")})
+	out["extra-stream"] = withEntry(t, good, tartest.Entry{Hdr: &tar.Header{Typeflag: tar.TypeReg, Name: "streams/EVIL/backup.json", Mode: 0o600}, Data: []byte("{}")})
 	out["duplicate-entry"] = withEntry(t, good, es[0])
-	out["symlink-entry"] = withEntry(t, good, entry{&tar.Header{Typeflag: tar.TypeSymlink, Name: "streams/host_data/link", Linkname: "/etc/passwd"}, nil})
-	out["hardlink-entry"] = withEntry(t, good, entry{&tar.Header{Typeflag: tar.TypeLink, Name: "streams/host_data/hard", Linkname: es[0].hdr.Name}, nil})
-	out["dotdot-entry"] = withEntry(t, good, entry{&tar.Header{Typeflag: tar.TypeReg, Name: "../../../tmp/evil", Mode: 0o600}, []byte("x")})
-	out["absolute-entry"] = withEntry(t, good, entry{&tar.Header{Typeflag: tar.TypeReg, Name: "/tmp/evil", Mode: 0o600}, []byte("x")})
+	out["symlink-entry"] = withEntry(t, good, tartest.Entry{Hdr: &tar.Header{Typeflag: tar.TypeSymlink, Name: "streams/host_data/link", Linkname: "/etc/passwd"}, Data: nil})
+	out["hardlink-entry"] = withEntry(t, good, tartest.Entry{Hdr: &tar.Header{Typeflag: tar.TypeLink, Name: "streams/host_data/hard", Linkname: es[0].Hdr.Name}, Data: nil})
+	out["dotdot-entry"] = withEntry(t, good, tartest.Entry{Hdr: &tar.Header{Typeflag: tar.TypeReg, Name: "../../../tmp/evil", Mode: 0o600}, Data: []byte("x")})
+	out["absolute-entry"] = withEntry(t, good, tartest.Entry{Hdr: &tar.Header{Typeflag: tar.TypeReg, Name: "/tmp/evil", Mode: 0o600}, Data: []byte("x")})
 	out["huge-size-unsealed"] = withManifest(hugeManifest)
-	out["huge-size-resealed"] = withManifest(seal(hugeManifest))
+	out["huge-size-resealed"] = withManifest(tartest.Reseal(hugeManifest))
 	{ // the largest data entry's tar header claims 2 TiB (base-256)
 		b := bytes.Clone(good)
-		off, _ := dataRange(t, b, big)
+		off, _ := tartest.DataRange(t, b, big)
 		h := b[off-512 : off]
 		clear(h[124:136])
 		h[124] = 0x80
