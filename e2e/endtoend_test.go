@@ -1,23 +1,18 @@
-package main
+package e2e
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
@@ -29,37 +24,16 @@ import (
 // process, and drives it with the standard nats CLI, as an operator would.
 func TestEndToEnd(t *testing.T) {
 	natsCLI := tools.NatsCLI(t)
-	natsServer := tools.NatsServer(t)
-	keeperBin := buildKeeper(t)
 	tmp := t.TempDir()
 
-	url := startServerProcess(t, natsServer, filepath.Join(tmp, "store"))
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	url := startNatsServer(t, tools.NatsServer(t), filepath.Join(tmp, "store")).url()
+	nc := connect(t, url)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	var keeperLog syncBuffer
-	serve := exec.Command(keeperBin, "serve", "--server", url, "--dir", filepath.Join(tmp, "keeper"), "--log-format", "json")
-	serve.Stdout, serve.Stderr = &keeperLog, &keeperLog
-	serve.Env = cleanEnv(tmp)
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- serve.Wait() }()
-	t.Cleanup(func() {
-		if serve.ProcessState == nil {
-			_ = serve.Process.Kill()
-			<-exited
-		}
-	})
-	waitForService(t, nc, exited, &keeperLog)
+	serve := startKeeper(t, url, filepath.Join(tmp, "keeper"), tmp)
+	waitKeepers(t, nc, 1, serve)
 
 	ctx := context.Background()
 	if err := sample.Create(ctx, js, "billing", "ledger"); err != nil {
@@ -149,119 +123,11 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 
-	if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+	serve.p.stop(t, syscall.SIGTERM, time.Minute)
+	if serve.p.err != nil {
+		t.Fatalf("nats-keeper serve after SIGTERM: %v\n%s", serve.p.err, tail(serve.p.log.String()))
 	}
-	if err := <-exited; err != nil {
-		t.Fatalf("nats-keeper serve after SIGTERM: %v\n%s", err, keeperLog.String())
+	if !strings.Contains(serve.p.log.String(), "every verb in flight finished") {
+		t.Errorf("the keeper did not log its clean stop:\n%s", tail(serve.p.log.String()))
 	}
-	if !strings.Contains(keeperLog.String(), "every verb in flight finished") {
-		t.Errorf("the keeper did not log its clean stop:\n%s", keeperLog.String())
-	}
-}
-
-// buildKeeper builds the nats-keeper binary into a temporary directory.
-func buildKeeper(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "nats-keeper")
-	cmd := exec.Command(goBin, "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build nats-keeper: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// cleanEnv keeps the child processes away from the user's nats contexts.
-func cleanEnv(home string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "NATS_") || strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "XDG_CONFIG_HOME=") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"))
-}
-
-// startServerProcess runs nats-server with JetStream on 127.0.0.1 and a free
-// port, and returns its URL once it accepts connections.
-func startServerProcess(t *testing.T, bin, store string) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	var log syncBuffer
-	cmd := exec.Command(bin, "-js", "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-sd", store)
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		<-done
-	})
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	for i := 0; ; i++ {
-		select {
-		case err := <-done:
-			t.Fatalf("nats-server exited: %v\n%s", err, log.String())
-		default:
-		}
-		nc, err := nats.Connect(url)
-		if err == nil {
-			nc.Close()
-			return url
-		}
-		if i == 300 {
-			t.Fatalf("nats-server did not accept connections: %v\n%s", err, log.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// waitForService waits until a nats-keeper answers the micro PING.
-func waitForService(t *testing.T, nc *nats.Conn, exited chan error, log *syncBuffer) {
-	t.Helper()
-	for i := 0; ; i++ {
-		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("nats-keeper serve exited: %v\n%s", err, log.String())
-		default:
-		}
-		if _, err := nc.Request("$SRV.PING."+verbs.ServiceName, nil, time.Second); err == nil {
-			return
-		}
-		if i == 300 {
-			t.Fatalf("nats-keeper never answered:\n%s", log.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// syncBuffer is a bytes.Buffer a child process may write while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
