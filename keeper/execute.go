@@ -11,7 +11,8 @@ import (
 // are left, set the positions back. Every stream removed or restored is
 // saved in the journal before the next step. A failure puts the aside back
 // and says both outcomes. p is nil for aside-only, or when the point is gone
-// (recovery then puts the aside back).
+// (recovery then puts the aside back). On success the journal is left open
+// for the caller to close once its act is recorded.
 func (k *Keeper) execute(ctx context.Context, j *journal, a *Aside, p *Point) ([]Position, error) {
 	what := fmt.Sprintf("restore-kept of %s/%s", j.Module, j.Local)
 	if j.Point == "" {
@@ -43,8 +44,7 @@ func (k *Keeper) execute(ctx context.Context, j *journal, a *Aside, p *Point) ([
 			k.hook("removed:" + s)
 		}
 		if j.Point == "" {
-			k.closeJournal(ctx, j)
-			return nil, nil
+			return nil, nil // the caller closes the journal once its act is recorded
 		}
 		j.Step = "restore"
 		if err := k.saveJournal(ctx, j); err != nil {
@@ -83,11 +83,14 @@ func (k *Keeper) execute(ctx context.Context, j *journal, a *Aside, p *Point) ([
 		}
 	}
 	set, err := k.setPositions(ctx, j.Module, j.Local, p, j.Reposition, a)
-	k.closeJournal(ctx, j)
 	if err != nil {
+		k.closeJournal(ctx, j)
 		return set, err
 	}
 	k.hook("positions-set")
+	// The caller closes the journal once the act is recorded, so a keeper
+	// that dies before recording it leaves a journal that recovery finishes
+	// (setting the positions again) and records.
 	return set, nil
 }
 

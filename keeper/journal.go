@@ -145,6 +145,7 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 	}
 	act.What, act.Outcome = "interrupted restore: "+said, "done"
 	k.record(ctx, act)
+	k.closeJournal(ctx, j)
 	return said, nil
 }
 

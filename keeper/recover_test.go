@@ -45,6 +45,7 @@ func TestRecoverAfterCrash(t *testing.T) {
 		"restored:" + n.KVStream,
 		"restored:" + n.Stream,
 		"mid-restore:" + n.ObjStrm,
+		"positions-set",
 	}
 	for _, step := range steps {
 		t.Run(step, func(t *testing.T) {

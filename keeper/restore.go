@@ -80,6 +80,7 @@ func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
 	if err != nil {
 		return fail(err)
 	}
+	defer k.closeJournal(ctx, j) // after the act below is recorded
 	if r.AsideOnly {
 		said := fmt.Sprintf("Set aside %s/%s as %s in %s (%s, %s) and removed it from the bus; nothing was restored.",
 			r.Module, r.Local, aside.ID, asideDir, strings.Join(pl.SetAside, ", "), HumanBytes(aside.ArchiveSize))
