@@ -58,7 +58,7 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 		// The first chunk waits for its reply, sent again while no one
 		// listens yet (see above); once it is answered, the server's
 		// subscription is in place and the rest can be pipelined.
-		reply, err := a.sendChunk(ctx, start.DeliverSubject, chunk[:n], a.cfg.timeout)
+		reply, err := a.sendChunk(ctx, start.DeliverSubject, chunk[:n], a.cfg.timeout, a.cfg.timeout)
 		if err != nil {
 			return nil, fmt.Errorf("send the archive after %d bytes: %w", sent, err)
 		}
@@ -74,7 +74,7 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 	if dl, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(dl))
 	}
-	reply, err := a.sendChunk(ctx, start.DeliverSubject, nil, wait)
+	reply, err := a.sendChunk(ctx, start.DeliverSubject, nil, wait, 0)
 	if err != nil {
 		return nil, fmt.Errorf("finish the restore after %d bytes: %w", sent, err)
 	}
@@ -91,15 +91,17 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 	return &done.State, nil
 }
 
-// sendChunk sends one chunk and waits up to timeout for its reply, sending it
-// again while no responder listens yet (for at most the timeout).
-func (a *Adapter) sendChunk(ctx context.Context, subject string, data []byte, timeout time.Duration) (*nats.Msg, error) {
-	deadline := time.Now().Add(timeout)
+// sendChunk sends one chunk and waits up to wait for its reply, sending it
+// again while no responder listens yet, for at most retryFor: only the first
+// chunk may meet a subscription not yet in place; later, no responder means
+// the server's restore is gone.
+func (a *Adapter) sendChunk(ctx context.Context, subject string, data []byte, wait, retryFor time.Duration) (*nats.Msg, error) {
+	retryUntil := time.Now().Add(retryFor)
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 250*time.Millisecond) {
-		rctx, cancel := context.WithDeadline(ctx, deadline)
+		rctx, cancel := context.WithTimeout(ctx, wait)
 		reply, err := a.nc.RequestWithContext(rctx, subject, data)
 		cancel()
-		if !errors.Is(err, nats.ErrNoResponders) || time.Now().Add(backoff).After(deadline) {
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().Add(backoff).After(retryUntil) {
 			return reply, err
 		}
 		select {

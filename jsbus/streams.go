@@ -121,8 +121,32 @@ func (a *Adapter) Snapshot(ctx context.Context, stream string, data, meta io.Wri
 
 var (
 	errStalled      = errors.New("the server sent no snapshot data for too long")
-	errDisconnected = errors.New("the connection to the server dropped during the snapshot, so chunks may be lost")
+	errDisconnected = errors.New("the connection to the server dropped, so chunks may be lost")
 )
+
+// watchConn cancels ctx with errDisconnected once the connection is down or
+// has reconnected since the watch began.
+func (a *Adapter) watchConn(ctx context.Context, cancel context.CancelCauseFunc, stop <-chan struct{}) {
+	if a.nc == nil {
+		return
+	}
+	reconnects := a.nc.Stats().Reconnects
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if a.nc.Status() != nats.CONNECTED || a.nc.Stats().Reconnects != reconnects {
+				cancel(errDisconnected)
+				return
+			}
+		}
+	}
+}
 
 // watch cancels ctx with errStalled when w has not been written to for the
 // stall timeout while no write is in progress.
@@ -248,7 +272,19 @@ func (a *Adapter) Restore(ctx context.Context, stream string, data, meta io.Read
 	}
 	chunk := int(min(a.nc.MaxPayload(), maxChunk))
 	start := time.Now()
-	st, err := a.restore(ctx, stream, mj, &fullReader{r: data}, chunk)
+	// A restore is fed over this connection: chunks in flight when it drops
+	// are lost, so a restore whose connection drops is abandoned.
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { a.watchConn(rctx, cancel, stop) })
+	st, err := a.restore(rctx, stream, mj, &fullReader{r: data}, chunk)
+	close(stop)
+	wg.Wait()
+	if cause := context.Cause(rctx); err != nil && ctx.Err() == nil && errors.Is(cause, errDisconnected) {
+		err = fmt.Errorf("%w: %w", cause, err)
+	}
 	if err != nil {
 		if isCode(err, codeStreamExistRestore) || isCode(err, codeStreamNameExist) {
 			return fmt.Errorf("jsbus: stream %s already exists, so it was not restored over: %w: %w", stream, keeper.ErrConflict, err)
