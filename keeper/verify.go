@@ -2,7 +2,6 @@ package keeper
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 )
@@ -44,6 +43,3 @@ func (k *Keeper) VerifyKept(ctx context.Context, r Request) (*Reply, error) {
 	b.WriteString(".")
 	return &Reply{Said: b.String(), Point: p, Dir: k.abs(rel), Report: vr}, nil
 }
-
-// IsDamaged reports whether err is about an archive that failed verification.
-func IsDamaged(err error) bool { return errors.Is(err, ErrDamaged) }
