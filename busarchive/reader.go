@@ -202,7 +202,8 @@ func (a *Archive) Streams() []string {
 // Size is the size of the archive Open was given.
 func (a *Archive) Size() int64 { return a.size }
 
-// StreamData reads streams/<stream>/stream.arc.s2 straight from the tar.
+// StreamData reads streams/<stream>/stream.arc.s2 straight from the tar,
+// front to back (with readahead and drop-behind when the archive is a file).
 func (a *Archive) StreamData(stream string) (io.ReadCloser, error) {
 	return a.section(stream, DataEntry(stream))
 }
@@ -217,5 +218,5 @@ func (a *Archive) section(stream, entry string) (io.ReadCloser, error) {
 		return nil, &EntryError{Entry: printable(entry), Kind: ErrNoStream, Detail: fmt.Sprintf("the archive holds no stream %q", printable(stream))}
 	}
 	loc := a.entries[entry]
-	return io.NopCloser(io.NewSectionReader(a.r, loc.off, loc.size)), nil
+	return newSeqReader(a.r, loc.off, loc.size), nil
 }

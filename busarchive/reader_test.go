@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -69,5 +70,55 @@ func TestVerifyHonoursContext(t *testing.T) {
 		if r.Complete {
 			t.Fatalf("stream %s reported complete after the context ended", r.Name)
 		}
+	}
+}
+
+// failingReaderAt fails every large read (the data passes of Verify; Open
+// reads only headers and the manifest) once armed.
+type failingReaderAt struct {
+	r     io.ReaderAt
+	armed atomic.Bool
+	left  atomic.Int32 // large reads that still succeed once armed
+}
+
+var errDiskGone = errors.New("the disk went away")
+
+func (f *failingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if f.armed.Load() && len(p) >= 64<<10 && f.left.Add(-1) < 0 {
+		return 0, errDiskGone
+	}
+	return f.r.ReadAt(p, off)
+}
+
+// A read error part-way through a stream archive stops its verification
+// with that error, said once (not also as a decoding problem), and the
+// stream is not reported complete.
+func TestVerifyReportsAReadErrorOnce(t *testing.T) {
+	path := writeSynthArchive(t, synth{name: "A", msgs: 4000, size: 4096, seed: 1})
+	file, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	st, _ := file.Stat()
+	fr := &failingReaderAt{r: file}
+	a, err := busarchive.Open(fr, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr.left.Store(3)
+	fr.armed.Store(true)
+	rep, err := a.Verify(context.Background())
+	if !errors.Is(err, errDiskGone) {
+		t.Fatalf("Verify over a failing disk: got %v, want an error wrapping %v", err, errDiskGone)
+	}
+	if got := strings.Count(err.Error(), "\n") + 1; got != 1 {
+		t.Errorf("Verify said %d problems, want 1: %v", got, err)
+	}
+	if !strings.Contains(err.Error(), "verification of streams/A/stream.arc.s2 stopped") {
+		t.Errorf("error %q does not say which entry's verification stopped", err)
+	}
+	if rep == nil || len(rep.Streams) != 1 || rep.Streams[0].Complete {
+		t.Errorf("report %+v: want one stream, not complete", rep)
 	}
 }

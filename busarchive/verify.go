@@ -32,8 +32,9 @@ type StreamReport struct {
 // Verify re-reads every entry, recomputes sizes and SHA-256, decodes each
 // stream archive to its end sentinel and compares with the manifest. It
 // collects every problem (errors.Join of *EntryError) instead of stopping at the
-// first. It reads each stream archive twice at the same time, front to back,
-// with bounded memory: one pass hashes every byte, the other decodes. It
+// first. It reads each stream archive once, front to back, with bounded
+// memory, hashing every block on one core while the decoder reads it on
+// another. It
 // stops early only when ctx ends (the joined error then also wraps ctx.Err()).
 // The Report is returned even with problems.
 func (a *Archive) Verify(ctx context.Context) (*Report, error) {
@@ -74,20 +75,19 @@ func (a *Archive) verifyStream(ctx context.Context, sm *StreamManifest) (StreamR
 	var problems []error
 	dataName, metaName := DataEntry(sm.Name), MetaEntry(sm.Name)
 
-	// stream.arc.s2: hashed and decoded at once, in two passes over the
-	// entry that run side by side on two cores (SHA-256 alone is about as
-	// slow as s2-decoding and walking every message), each in large reads.
+	// stream.arc.s2: read once, front to back; each block is hashed on one
+	// core and decoded on the other (SHA-256 alone is about as slow as
+	// s2-decoding and walking every message).
 	loc := a.entries[dataName]
-	hr := &hashingReader{ctx: ctx, r: io.NewSectionReader(a.r, loc.off, loc.size), h: sha256.New()}
-	hashed := make(chan error, 1)
-	go func() { hashed <- hr.drain() }()
-	dr := &hashingReader{ctx: ctx, r: io.NewSectionReader(a.r, loc.off, loc.size)}
-	decodeProblems := a.decode(ctx, sm, dr, loc, &rep)
-	if err := <-hashed; err != nil {
+	h := sha256.New()
+	tee := startHashTee(ctx, newSeqReader(a.r, loc.off, loc.size), h)
+	decodeProblems := a.decode(ctx, sm, tee, tee.stopped, loc, &rep)
+	n, err := tee.wait()
+	if err != nil {
 		problems = append(problems, fmt.Errorf("verification of %s stopped: %w", dataName, err))
-		return rep, hr.n, append(problems, decodeProblems...)
+		return rep, n, append(problems, decodeProblems...)
 	}
-	problems = append(problems, sumProblems(sm.Entries[0], hr)...)
+	problems = append(problems, sumProblems(sm.Entries[0], n, h)...)
 	problems = append(problems, decodeProblems...)
 
 	// backup.json: small and bounded by Open, read whole.
@@ -96,25 +96,26 @@ func (a *Archive) verifyStream(ctx context.Context, sm *StreamManifest) (StreamR
 	raw, err := io.ReadAll(mr)
 	if err != nil {
 		problems = append(problems, fmt.Errorf("verification of %s stopped: %w", metaName, err))
-		return rep, hr.n + mr.n, problems
+		return rep, n + mr.n, problems
 	}
-	problems = append(problems, sumProblems(sm.Entries[1], mr)...)
+	problems = append(problems, sumProblems(sm.Entries[1], mr.n, mr.h)...)
 	if meta, err := decodeMeta(raw); err != nil {
 		problems = append(problems, &EntryError{Entry: metaName, Kind: ErrFormat, Detail: err.Error()})
 	} else if meta.Config.Name != sm.Name {
 		problems = append(problems, &EntryError{Entry: metaName, Kind: ErrFormat, Detail: fmt.Sprintf("backup.json describes stream %q, so a restore would be refused", printable(meta.Config.Name))})
 	}
 	rep.Complete = rep.Complete && len(problems) == 0
-	return rep, hr.n + mr.n, problems
+	return rep, n + mr.n, problems
 }
 
-// sumProblems compares what was read through hr with the manifest's entry.
-func sumProblems(e EntrySum, hr *hashingReader) []error {
+// sumProblems compares what was read (n bytes hashed into h) with the
+// manifest's entry.
+func sumProblems(e EntrySum, n int64, h hash.Hash) []error {
 	var out []error
-	if hr.n != e.Size {
-		out = append(out, &EntryError{Entry: e.Name, Kind: ErrChecksum, Detail: fmt.Sprintf("read %d bytes, the manifest declares %d", hr.n, e.Size)})
+	if n != e.Size {
+		out = append(out, &EntryError{Entry: e.Name, Kind: ErrChecksum, Detail: fmt.Sprintf("read %d bytes, the manifest declares %d", n, e.Size)})
 	}
-	if got := hex.EncodeToString(hr.h.Sum(nil)); got != e.SHA256 {
+	if got := hex.EncodeToString(h.Sum(nil)); got != e.SHA256 {
 		out = append(out, &EntryError{Entry: e.Name, Kind: ErrChecksum, Detail: fmt.Sprintf("SHA-256 is %s, the manifest says %s", got, printable(e.SHA256))})
 	}
 	return out
@@ -141,26 +142,12 @@ func (h *hashingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// verifyBlock is the size of the hashing pass's reads.
+// verifyBlock is the size of the verification's reads.
 const verifyBlock = 1 << 20
-
-// drain reads (and so hashes) everything left, in large reads.
-func (h *hashingReader) drain() error {
-	buf := make([]byte, verifyBlock)
-	for {
-		_, err := h.Read(buf)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
 
 // decode reads the stream archive through r with jsm.go's backup decoder to
 // its end sentinel and compares what it holds with the manifest.
-func (a *Archive) decode(ctx context.Context, sm *StreamManifest, r io.Reader, loc location, rep *StreamReport) []error {
+func (a *Archive) decode(ctx context.Context, sm *StreamManifest, r io.Reader, stopped func() bool, loc location, rep *StreamReport) []error {
 	name := DataEntry(sm.Name)
 	bad := func(kind error, format string, args ...any) error {
 		return &EntryError{Entry: name, Kind: kind, Detail: fmt.Sprintf(format, args...)}
@@ -174,7 +161,7 @@ func (a *Archive) decode(ctx context.Context, sm *StreamManifest, r io.Reader, l
 	for {
 		item, err := dec.Next()
 		if err != nil {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || stopped() {
 				return problems // the caller reports the stop
 			}
 			problems = append(problems, bad(ErrFormat, "the snapshot does not decode: %v", err))

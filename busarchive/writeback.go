@@ -8,12 +8,21 @@ const writebackEvery = 16 << 20
 
 // writeback starts the kernel writing the archive's bytes to disk while the
 // snapshot still arrives, so that the final Sync in Commit finds little left
-// to write instead of the whole archive. It is only a hint: it never waits,
-// and what it cannot do is left to that Sync, which alone makes the archive
-// durable.
+// to write instead of the whole archive. One step later, once that range is
+// on disk, it lets the kernel drop the range from the page cache
+// (drop-behind): an archive is written once and read back only by a verify or
+// a restore, so caching it would only push the bus's own hot data out of
+// memory, and the pages the kernel frees are reused for the next range
+// instead of new memory being taken for every byte of the archive (on a
+// virtual machine whose host takes back free memory, touching new memory is
+// the largest cost of writing a large file).
+//
+// It is only a hint: what it cannot do is left to the final Sync, which alone
+// makes the archive durable.
 type writeback struct {
-	raw  syscall.RawConn // nil when the file offers no descriptor
-	from int64           // start of the bytes not yet handed to the kernel
+	raw            syscall.RawConn // nil when the file offers no descriptor
+	from           int64           // start of the bytes not yet handed to the kernel
+	prevOff, prevN int64           // the range handed over one step earlier
 }
 
 func newWriteback(f File, start int64) writeback {
@@ -37,6 +46,12 @@ func (wb *writeback) wrote(off int64) {
 		return
 	}
 	from, n := wb.from, off-wb.from
-	wb.from = off
-	_ = wb.raw.Control(func(fd uintptr) { startWriteback(fd, from, n) })
+	prevOff, prevN := wb.prevOff, wb.prevN
+	wb.from, wb.prevOff, wb.prevN = off, from, n
+	_ = wb.raw.Control(func(fd uintptr) {
+		startWriteback(fd, from, n)
+		if prevN > 0 {
+			dropBehind(fd, prevOff, prevN)
+		}
+	})
 }
