@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/jsm.go"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -68,8 +67,9 @@ func (a *Adapter) DeleteStream(ctx context.Context, name string) error {
 }
 
 // Snapshot streams the server's snapshot of the stream, consumers included,
-// into data and meta, and closes both. A snapshot during which the server
-// sends nothing for the stall timeout is abandoned with an error.
+// into data and meta (see snapshotInto), and closes both. A snapshot during
+// which the server sends nothing for the stall timeout, or whose connection
+// drops, is abandoned with an error.
 func (a *Adapter) Snapshot(ctx context.Context, stream string, data, meta io.WriteCloser) error {
 	closeBoth := func() {
 		data.Close()
@@ -78,14 +78,6 @@ func (a *Adapter) Snapshot(ctx context.Context, stream string, data, meta io.Wri
 	if !validName(stream) {
 		closeBoth()
 		return fmt.Errorf("jsbus: %q is not a stream name, so no snapshot was taken: %w", stream, keeper.ErrNoStream)
-	}
-	s, err := a.mgr.LoadStream(stream)
-	if err != nil {
-		closeBoth()
-		if jsm.IsNatsError(err, codeStreamNotFound) {
-			return noStream(stream, err)
-		}
-		return busErr(fmt.Errorf("jsbus: load stream %s for a snapshot: %w", stream, err))
 	}
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -96,10 +88,10 @@ func (a *Adapter) Snapshot(ctx context.Context, stream string, data, meta io.Wri
 	var wg sync.WaitGroup
 	wg.Go(func() { a.watch(sctx, cancel, w, stop) })
 	start := time.Now()
-	_, err = s.SnapshotToBuffer(sctx, w, mw, jsm.SnapshotConsumers())
+	err := a.snapshotInto(sctx, stream, w, mw)
 	close(stop)
 	wg.Wait()
-	w.Close() // jsm has closed both; these make sure, and keep the errors
+	w.Close() // snapshotInto has closed both; these make sure, and keep the errors
 	mw.Close()
 	if err == nil {
 		if cerr := cmp.Or(w.closeError(), mw.closeError()); cerr != nil {
@@ -110,7 +102,7 @@ func (a *Adapter) Snapshot(ctx context.Context, stream string, data, meta io.Wri
 		if cause := context.Cause(sctx); cause != nil && ctx.Err() == nil && (errors.Is(cause, errStalled) || errors.Is(cause, errDisconnected)) {
 			err = cause
 		}
-		if jsm.IsNatsError(err, codeStreamNotFound) {
+		if isCode(err, codeStreamNotFound) {
 			return noStream(stream, err)
 		}
 		return busErr(fmt.Errorf("jsbus: snapshot of stream %s failed after %d bytes, so it is not whole: %w", stream, w.n.Load(), err))
@@ -179,9 +171,8 @@ func (a *Adapter) watch(ctx context.Context, cancel context.CancelCauseFunc, w *
 }
 
 // watchedWriter counts what goes through it and when. After its first write
-// error or its Close it swallows further writes: jsm's snapshot callback may
-// still run after SnapshotToBuffer returned, and must neither block on a
-// second error nor write into a closed writer.
+// error or its Close it swallows further writes, so nothing is ever written
+// into a closed or failed writer.
 type watchedWriter struct {
 	w    io.WriteCloser
 	n    atomic.Int64
