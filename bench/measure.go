@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,6 +34,7 @@ func (r *run) measure(ctx context.Context) error {
 		fmt.Sprintf(`restore-kept: request mesh-broker.restore-kept {"module":%q,"local":%q,"form":1,"fingerprint":"bench","why":"benchmark restore","caller":"keeper-bench"} (verbs.Client.RestoreKept), after deleting both streams (not timed)`, module, local),
 		fmt.Sprintf(`nats --server nats://127.0.0.1:PORT backup restore stream DIR/%s --no-progress, then DIR/%s, after deleting both streams (not timed)`, dataStream, kvStream),
 		`aside + restore: the same restore-kept request with the kept data live; discard-aside afterwards (not timed)`,
+		`before every timed operation (each nats CLI process, each keeper verb): sync(2) of the whole machine, not timed, so no operation pays for the writeback another left behind`,
 		fmt.Sprintf(`small KV: snapshot-kept {"module":%q,"local":%q,"form":1,"fingerprint":"bench"} timed from request to reply, against nats --server nats://127.0.0.1:PORT backup stream %s DIR --no-progress as a whole process`, smallModule, smallLocal, smallStream),
 	}
 
@@ -127,6 +129,7 @@ func (r *run) measure(ctx context.Context) error {
 // CPU and peak RSS and the server's CPU meanwhile.
 func (r *run) keeperOp(ctx context.Context, name string, op func(context.Context) (*keeper.Reply, error)) (Sample, *keeper.Reply, error) {
 	kpid, spid := r.keeper.pid(), r.server.pid()
+	settle()
 	if r.res.PeakExact {
 		if err := resetPeakRSS(kpid); err != nil {
 			return Sample{}, nil, err
@@ -156,7 +159,8 @@ func (r *run) keeperOp(ctx context.Context, name string, op func(context.Context
 		return Sample{}, nil, err
 	}
 	r.res.KeeperRunPeak = max(r.res.KeeperRunPeak, peak)
-	return Sample{Wall: wall, ClientCPU: kcpu1 - kcpu0, PeakRSS: peak, ServerCPU: scpu1 - scpu0}, rep, nil
+	kc, sc := kcpu1.sub(kcpu0), scpu1.sub(scpu0)
+	return Sample{Wall: wall, ClientCPU: kc.all, ClientSys: kc.sys, PeakRSS: peak, ServerCPU: sc.all, ServerSys: sc.sys}, rep, nil
 }
 
 // natsOp runs the nats CLI once per stream, one after the other, and sums
@@ -171,6 +175,7 @@ func (r *run) natsOp(ctx context.Context, name string, streams []string, args fu
 		}
 	}()
 	for _, stream := range streams {
+		settle() // before args, which may remove the previous backup, as an operator would just before taking one
 		a := append([]string{"--server", r.url}, args(stream)...)
 		scpu0, err := procCPU(spid)
 		if err != nil {
@@ -186,11 +191,20 @@ func (r *run) natsOp(ctx context.Context, name string, streams []string, args fu
 		}
 		s.Wall += t.wall
 		s.ClientCPU += t.cpu
+		s.ClientSys += t.sys
 		s.PeakRSS = max(s.PeakRSS, t.peakRSS)
-		s.ServerCPU += scpu1 - scpu0
+		sc := scpu1.sub(scpu0)
+		s.ServerCPU += sc.all
+		s.ServerSys += sc.sys
 	}
 	return s, nil
 }
+
+// settle writes every dirty page of the machine to disk before an operation
+// is timed (not timed itself), so that the writeback one operation left
+// behind (the nats CLI's backup files and the server's stores are not synced
+// when the operation ends) is not paid by whichever operation comes next.
+func settle() { syscall.Sync() }
 
 // deleteStreams removes the streams (not timed), so the next restore finds
 // the kept data absent.

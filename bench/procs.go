@@ -106,6 +106,7 @@ func (p *proc) tail() string {
 type timed struct {
 	wall    time.Duration
 	cpu     time.Duration // user + system of the process
+	sys     time.Duration // system of the process
 	peakRSS int64         // bytes
 	out     string
 }
@@ -121,7 +122,7 @@ func runTimed(ctx context.Context, env []string, bin string, args ...string) (ti
 	err := cmd.Run()
 	t := timed{wall: time.Since(start), out: out.String()}
 	if ps := cmd.ProcessState; ps != nil {
-		t.cpu = ps.UserTime() + ps.SystemTime()
+		t.cpu, t.sys = ps.UserTime()+ps.SystemTime(), ps.SystemTime()
 		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
 			t.peakRSS = ru.Maxrss << 10 // KiB on Linux
 		}
@@ -132,27 +133,32 @@ func runTimed(ctx context.Context, env []string, bin string, args ...string) (ti
 	return t, nil
 }
 
+// cpuTime is the CPU time a process has used: in all, and in the kernel.
+type cpuTime struct{ all, sys time.Duration }
+
+func (c cpuTime) sub(d cpuTime) cpuTime { return cpuTime{c.all - d.all, c.sys - d.sys} }
+
 // procCPU is the user + system CPU time a running process has used.
-func procCPU(pid int) (time.Duration, error) {
+func procCPU(pid int) (cpuTime, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, fmt.Errorf("read the CPU time of process %d: %w", pid, err)
+		return cpuTime{}, fmt.Errorf("read the CPU time of process %d: %w", pid, err)
 	}
 	// The command name (field 2) is in parentheses and may hold spaces.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat has no command field", pid)
+		return cpuTime{}, fmt.Errorf("/proc/%d/stat has no command field", pid)
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 13 { // utime and stime are fields 14 and 15, here 11 and 12 (0-based)
-		return 0, fmt.Errorf("/proc/%d/stat is too short", pid)
+		return cpuTime{}, fmt.Errorf("/proc/%d/stat is too short", pid)
 	}
 	u, err1 := strconv.ParseInt(f[11], 10, 64)
 	s, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		return cpuTime{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
-	return time.Duration(u+s) * time.Second / clockTicks, nil
+	return cpuTime{all: time.Duration(u+s) * time.Second / clockTicks, sys: time.Duration(s) * time.Second / clockTicks}, nil
 }
 
 // peakRSS is a running process's peak resident set (VmHWM), in bytes.

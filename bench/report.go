@@ -55,6 +55,8 @@ func pick(ss []Sample, f func(Sample) float64) []float64 {
 func wall(s Sample) float64      { return s.Wall.Seconds() }
 func clientCPU(s Sample) float64 { return s.ClientCPU.Seconds() }
 func serverCPU(s Sample) float64 { return s.ServerCPU.Seconds() }
+func clientSys(s Sample) float64 { return s.ClientSys.Seconds() }
+func serverSys(s Sample) float64 { return s.ServerSys.Seconds() }
 func rss(s Sample) float64       { return float64(s.PeakRSS) }
 
 // ratio is the median over the pairs of keeper wall ÷ nats wall.
@@ -123,7 +125,7 @@ func (res *Result) Markdown() string {
 		smallStream, secs(ks), secs(summarize(pick(res.SmallKV.Nats, wall))), kr.med, kr.lo, kr.hi, yes(ks.med <= targetSmall.Seconds()))
 
 	b.WriteString("### Costs (median; peak RSS is the largest)\n\n")
-	b.WriteString("| operation | wall | MB/s | client CPU | client peak RSS | server CPU | server cores busy |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| operation | wall | MB/s | client CPU (of it kernel) | client peak RSS | server CPU (of it kernel) | server cores busy |\n|---|---|---|---|---|---|---|\n")
 	bigBytes := float64(d.Bytes + d.KVBytes)
 	row := func(name string, ss []Sample, bytes float64) {
 		w := summarize(pick(ss, wall)).med
@@ -136,8 +138,9 @@ func (res *Result) Markdown() string {
 		if w > 0 {
 			busy = sc / w
 		}
-		fmt.Fprintf(&b, "| %s | %.3f s | %s | %.2f s | %s | %.2f s | %.2f |\n", name, w, rate,
-			summarize(pick(ss, clientCPU)).med, mib(summarize(pick(ss, rss)).hi), sc, busy)
+		fmt.Fprintf(&b, "| %s | %.3f s | %s | %.2f s (%.2f s) | %s | %.2f s (%.2f s) | %.2f |\n", name, w, rate,
+			summarize(pick(ss, clientCPU)).med, summarize(pick(ss, clientSys)).med, mib(summarize(pick(ss, rss)).hi),
+			sc, summarize(pick(ss, serverSys)).med, busy)
 	}
 	row("keeper `snapshot-kept`", res.Snapshot.Keeper, bigBytes)
 	row("`nats backup stream` ×2", res.Snapshot.Nats, bigBytes)

@@ -22,8 +22,10 @@ import (
 type Sample struct {
 	Wall      time.Duration
 	ClientCPU time.Duration // CPU of the keeper process, or of the nats CLI processes
+	ClientSys time.Duration // the part of ClientCPU spent in the kernel
 	PeakRSS   int64         // of the keeper during the operation, or the largest nats CLI process
 	ServerCPU time.Duration // CPU the nats-server process used meanwhile
+	ServerSys time.Duration // the part of ServerCPU spent in the kernel
 }
 
 // Pairs are the samples of one comparison, keeper[i] and nats[i] taken one
