@@ -211,8 +211,12 @@ func (r *run) close() {
 		if err := r.keeper.stop(time.Minute); err != nil {
 			r.cfg.Log.Warn("stopping the keeper", "err", err)
 		}
-		if r.cfg.Perf != "" { // beside the profiles: the keeper's own timings of each step
+		// The keeper's own timings of each step: beside the profiles, or in
+		// the kept directory.
+		if r.cfg.Perf != "" {
 			_ = os.WriteFile(filepath.Join(r.cfg.Perf, "keeper.log"), []byte(r.keeper.log.String()), 0o644)
+		} else if r.cfg.Keep {
+			_ = os.WriteFile(filepath.Join(r.work, "keeper.log"), []byte(r.keeper.log.String()), 0o644)
 		}
 	}
 	if r.server != nil {

@@ -75,12 +75,18 @@ func (a *Archive) verifyStream(ctx context.Context, sm *StreamManifest) (StreamR
 	var problems []error
 	dataName, metaName := DataEntry(sm.Name), MetaEntry(sm.Name)
 
-	// stream.arc.s2: read once, front to back; each block is hashed on one
-	// core and decoded on the other (SHA-256 alone is about as slow as
-	// s2-decoding and walking every message).
+	// stream.arc.s2: read once, front to back, straight from the disk where
+	// the file system allows (openDirect), else through the page cache with
+	// readahead and drop-behind; each block is hashed on one core and decoded
+	// on the other (SHA-256 alone is about as slow as s2-decoding and
+	// walking every message).
 	loc := a.entries[dataName]
 	h := sha256.New()
-	tee := startHashTee(ctx, newSeqReader(a.r, loc.off, loc.size), h)
+	src := openDirect(a.r, loc.off, loc.size)
+	if src == nil {
+		src = readerSource{newSeqReader(a.r, loc.off, loc.size)}
+	}
+	tee := startHashTee(ctx, src, h, alignedBlock)
 	decodeProblems := a.decode(ctx, sm, tee, tee.stopped, loc, &rep)
 	n, err := tee.wait()
 	if err != nil {

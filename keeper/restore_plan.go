@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
 )
@@ -34,10 +35,12 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 			return nil, err
 		}
 		progressFrom(ctx)(Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "verify"})
-		m, _, err := verifyArchive(ctx, k.abs(rel))
+		began := time.Now()
+		m, rep, err := verifyArchive(ctx, k.abs(rel))
 		if err != nil {
 			return nil, fmt.Errorf("restore point %s is damaged: %w", pointName(p), err)
 		}
+		k.log.Debug("restore point verified", "module", r.Module, "local", r.Local, "point", pointName(p), "bytes", rep.Bytes, "took", time.Since(began))
 		if got, want := manifestNames(m), streamSumNames(p.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
 			return nil, errorf(ErrDamaged, "restore point %s: point.json names streams %v but its archive holds %v", pointName(p), want, got)
 		}
