@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestShortRun runs the whole benchmark with a few MiB to prove that it
@@ -28,6 +29,11 @@ func TestShortRun(t *testing.T) {
 			}
 		}
 	}
+	for _, s := range res.Restore.Keeper {
+		if s.Verify <= 0 || s.Verify >= s.Wall {
+			t.Errorf("restore: verification time %v not within the wall time %v (read from the keeper's log)", s.Verify, s.Wall)
+		}
+	}
 	if len(res.AsideRestore.Keeper) != 2 || len(res.AsideRestore.Nats) != 0 {
 		t.Errorf("aside + restore: %d keeper and %d nats samples, want 2 and 0", len(res.AsideRestore.Keeper), len(res.AsideRestore.Nats))
 	}
@@ -45,7 +51,7 @@ func TestShortRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{BeginMarker, EndMarker, "| comparison | keeper | nats CLI |", "`snapshot-kept` vs `nats backup stream`",
-		"`restore-kept` into an absent kept data", "set aside + restore", "peak RSS", "small KV", "### Exact commands",
+		"`restore-kept` into an absent kept data", "less the keeper's verification", "set aside + restore", "peak RSS", "small KV", "### Exact commands",
 		"2 cores", "nats CLI v0.5.0", "go test ./bench -run TestShortRun"} {
 		if want == "2 cores" {
 			want = res.Machine.CPU
@@ -128,4 +134,19 @@ func FuzzParseSize(f *testing.F) {
 			t.Fatalf("ParseSize(%q) = %d, outside 1..%d", s, n, int64(MaxSize))
 		}
 	})
+}
+
+func TestVerifyTook(t *testing.T) {
+	log := `time=2026-11-30T13:25:59.547Z level=DEBUG msg="restore point verified" module=bench local=data point="bench/data f1-bench" bytes=1113846812 took=1.430494946s
+time=2026-11-30T13:25:59.632Z level=INFO msg="restored stream" stream=KV_bench_data replicas=1 took=83.886356ms
+time=2026-11-30T13:26:00.000Z level=DEBUG msg="restore point verified" module=b local=d point="b/d f1-x" bytes=10 took=70ms
+garbage took=5s
+time=2026-11-30T13:26:00.000Z level=DEBUG msg="restore point verified" took=nonsense
+`
+	if got, want := verifyTook(log), 1430494946*time.Nanosecond+70*time.Millisecond; got != want {
+		t.Errorf("verifyTook = %v, want %v", got, want)
+	}
+	if got := verifyTook(""); got != 0 {
+		t.Errorf("verifyTook of an empty log = %v, want 0", got)
+	}
 }

@@ -137,6 +137,7 @@ func (r *run) keeperOp(ctx context.Context, name string, op func(context.Context
 	}
 	kcpu0, err1 := procCPU(kpid)
 	scpu0, err2 := procCPU(spid)
+	logFrom := len(r.keeper.log.String())
 	rec := r.prof.start(name, r.cfg.Log, kpid, spid)
 	start := time.Now()
 	rep, err := op(ctx)
@@ -160,7 +161,8 @@ func (r *run) keeperOp(ctx context.Context, name string, op func(context.Context
 	}
 	r.res.KeeperRunPeak = max(r.res.KeeperRunPeak, peak)
 	kc, sc := kcpu1.sub(kcpu0), scpu1.sub(scpu0)
-	return Sample{Wall: wall, ClientCPU: kc.all, ClientSys: kc.sys, PeakRSS: peak, ServerCPU: sc.all, ServerSys: sc.sys}, rep, nil
+	verify := verifyTook(r.keeper.log.String()[logFrom:])
+	return Sample{Wall: wall, ClientCPU: kc.all, ClientSys: kc.sys, PeakRSS: peak, ServerCPU: sc.all, ServerSys: sc.sys, Verify: verify}, rep, nil
 }
 
 // natsOp runs the nats CLI once per stream, one after the other, and sums
