@@ -203,8 +203,16 @@ func (a *Archive) Streams() []string {
 func (a *Archive) Size() int64 { return a.size }
 
 // StreamData reads streams/<stream>/stream.arc.s2 straight from the tar,
-// front to back (with readahead and drop-behind when the archive is a file).
+// front to back: straight from the disk where the file system allows
+// (O_DIRECT), else through the page cache with readahead and drop-behind.
+// Close it.
 func (a *Archive) StreamData(stream string) (io.ReadCloser, error) {
+	if a.manifest.Stream(stream) != nil {
+		loc := a.entries[DataEntry(stream)]
+		if src := openDirect(a.r, loc.off, loc.size); src != nil {
+			return &blockReader{src: src, buf: alignedBlock()}, nil
+		}
+	}
 	return a.section(stream, DataEntry(stream))
 }
 

@@ -174,3 +174,27 @@ func (s readerSource) close() {
 		c.Close()
 	}
 }
+
+// blockReader is an io.ReadCloser over a blockSource, through one block.
+type blockReader struct {
+	src      blockSource
+	buf, cur []byte
+	err      error
+}
+
+func (r *blockReader) Read(p []byte) (int, error) {
+	for len(r.cur) == 0 {
+		if r.err != nil {
+			return 0, r.err
+		}
+		r.cur, r.err = r.src.fill(r.buf)
+	}
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
+	return n, nil
+}
+
+func (r *blockReader) Close() error {
+	r.src.close()
+	return nil
+}
