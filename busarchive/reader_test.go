@@ -159,3 +159,42 @@ func TestVerifyFileAndMemoryAgree(t *testing.T) {
 		}
 	}
 }
+
+// StreamData of a file (O_DIRECT where the file system allows, from a
+// 512-byte boundary) gives the same bytes as of the same archive in memory.
+func TestStreamDataFileAndMemoryAgree(t *testing.T) {
+	path := writeSynthArchive(t,
+		synth{name: "A", msgs: 2500, size: 1000, consumers: 1, seed: 4},
+		synth{name: "B", msgs: 3, size: 10, seed: 5})
+	fa, c, err := busarchive.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ma, err := busarchive.Open(bytes.NewReader(raw), int64(len(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range fa.Streams() {
+		read := func(a *busarchive.Archive) []byte {
+			r, err := a.StreamData(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			b, err := io.ReadAll(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		got, want := read(fa), read(ma)
+		if !bytes.Equal(got, want) || len(want) == 0 {
+			t.Errorf("stream %s: %d bytes from the file, %d from memory, equal %v", s, len(got), len(want), bytes.Equal(got, want))
+		}
+	}
+}
