@@ -105,8 +105,35 @@ func alignUp(n int64) int64 { return (n + directAlign - 1) &^ (directAlign - 1) 
 
 // alignedBlock is a verifyBlock-sized buffer whose address is aligned for
 // direct reads.
-func alignedBlock() []byte {
-	b := make([]byte, verifyBlock+directAlign)
+func alignedBlock() []byte { return alignedBuffer(verifyBlock) }
+
+// alignedBuffer is an n-byte buffer whose address is aligned for direct I/O.
+func alignedBuffer(n int) []byte {
+	b := make([]byte, n+directAlign)
 	skip := int(-uintptr(unsafe.Pointer(&b[0])) & (directAlign - 1))
-	return b[skip : skip+verifyBlock : skip+verifyBlock]
+	return b[skip : skip+n : skip+n]
+}
+
+// openDirectWrite opens f's file again with O_DIRECT for writing, or returns
+// nil when the file system refuses it.
+func openDirectWrite(f *os.File) *os.File {
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	fd := -1
+	var st0 unix.Stat_t
+	if err := raw.Control(func(p uintptr) {
+		if unix.Fstat(int(p), &st0) == nil {
+			fd, _ = unix.Open(fmt.Sprintf("/proc/self/fd/%d", p), unix.O_WRONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+		}
+	}); err != nil || fd < 0 {
+		return nil
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Dev != st0.Dev || st.Ino != st0.Ino || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil
+	}
+	return os.NewFile(uintptr(fd), f.Name()+" (direct)")
 }

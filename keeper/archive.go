@@ -44,7 +44,14 @@ func (k *Keeper) writeArchive(ctx context.Context, dir string, streams []string,
 		return nil, 0, err
 	}
 	defer f.Close()
-	w := busarchive.NewWriter(f, busarchive.WriterInfo{
+	// Straight to the disk where the file system allows: the archive is read
+	// back only by a verify or a restore, so the page cache would only cost.
+	var out busarchive.File = f
+	if df := busarchive.NewDirectFile(f); df != nil {
+		defer df.Close()
+		out = df
+	}
+	w := busarchive.NewWriter(out, busarchive.WriterInfo{
 		KeeperVersion: k.version,
 		ServerVersion: k.bus.ServerVersion(),
 		Created:       k.now().UTC(),
