@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -43,6 +44,8 @@ type DirectFile struct {
 	mu      sync.Mutex
 	err     error // the first failure of the writing goroutine
 	closed  bool
+
+	fellBack atomic.Bool // a direct write was refused: all go through f
 }
 
 type directJob struct {
@@ -83,6 +86,7 @@ func (df *DirectFile) run() {
 				err = pwriteAll(df.d, j.buf, j.off)
 				if errors.Is(err, syscall.EINVAL) {
 					viaF = true
+					df.fellBack.Store(true)
 				}
 			}
 			if viaF {
