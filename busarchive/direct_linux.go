@@ -30,30 +30,12 @@ type directSource struct {
 // system does not do direct reads; the caller then reads through the page
 // cache.
 func openDirect(r io.ReaderAt, off, size int64) blockSource {
-	sc, ok := r.(interface {
-		SyscallConn() (syscall.RawConn, error)
-	})
+	sc, ok := r.(rawConner)
 	if !ok || size <= 0 {
 		return nil
 	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return nil
-	}
-	fd := -1
-	var st0 unix.Stat_t
-	if err := raw.Control(func(p uintptr) {
-		if unix.Fstat(int(p), &st0) == nil {
-			// /proc/self/fd/N names the open file itself, whatever its path
-			// is now, so this opens the very inode already open.
-			fd, _ = unix.Open(fmt.Sprintf("/proc/self/fd/%d", p), unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
-		}
-	}); err != nil || fd < 0 {
-		return nil
-	}
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || st.Dev != st0.Dev || st.Ino != st0.Ino || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
+	fd := reopenDirect(sc, unix.O_RDONLY)
+	if fd < 0 {
 		return nil
 	}
 	// Some file systems take O_DIRECT at open and refuse the reads.
@@ -117,23 +99,35 @@ func alignedBuffer(n int) []byte {
 // openDirectWrite opens f's file again with O_DIRECT for writing, or returns
 // nil when the file system refuses it.
 func openDirectWrite(f *os.File) *os.File {
-	raw, err := f.SyscallConn()
-	if err != nil {
+	fd := reopenDirect(f, unix.O_WRONLY)
+	if fd < 0 {
 		return nil
+	}
+	return os.NewFile(uintptr(fd), f.Name()+" (direct)")
+}
+
+// reopenDirect opens the regular file behind sc again with O_DIRECT and the
+// access mode given, through /proc/self/fd/N: that names the open file
+// itself, whatever its path is now, and the new descriptor is checked to be
+// the same inode. It returns -1 when that cannot be done.
+func reopenDirect(sc rawConner, mode int) int {
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return -1
 	}
 	fd := -1
 	var st0 unix.Stat_t
 	if err := raw.Control(func(p uintptr) {
 		if unix.Fstat(int(p), &st0) == nil {
-			fd, _ = unix.Open(fmt.Sprintf("/proc/self/fd/%d", p), unix.O_WRONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+			fd, _ = unix.Open(fmt.Sprintf("/proc/self/fd/%d", p), mode|unix.O_DIRECT|unix.O_CLOEXEC, 0)
 		}
 	}); err != nil || fd < 0 {
-		return nil
+		return -1
 	}
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil || st.Dev != st0.Dev || st.Ino != st0.Ino || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
-		return nil
+		return -1
 	}
-	return os.NewFile(uintptr(fd), f.Name()+" (direct)")
+	return fd
 }

@@ -17,18 +17,7 @@ import (
 // in the block being filled, in blocks already handed over, and across the
 // two.
 func TestDirectFileWritesWhatItIsGiven(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "f")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var df busarchive.File = f
-	if d := busarchive.NewDirectFile(f); d != nil {
-		df = d
-	} else {
-		t.Log("this file system refuses O_DIRECT; the plain file is checked")
-	}
+	df, path := directOrPlain(t, "f")
 	var want []byte
 	rng := rand.New(rand.NewPCG(7, 8))
 	piece := func(n int) []byte {
@@ -112,16 +101,7 @@ func TestDirectFileWritesWhatItIsGiven(t *testing.T) {
 func TestDirectFileArchiveEqualsPlainArchive(t *testing.T) {
 	streams := []synth{{name: "A", msgs: 3000, size: 1000, consumers: 1, seed: 1}, {name: "B", msgs: 5, size: 20, seed: 2}}
 	plain := writeSynthArchive(t, streams...)
-	path := filepath.Join(t.TempDir(), "bus.tar")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var df busarchive.File = f
-	if d := busarchive.NewDirectFile(f); d != nil {
-		df = d
-	}
+	df, path := directOrPlain(t, "bus.tar")
 	w := busarchive.NewWriter(df, busarchive.WriterInfo{KeeperVersion: "test", ServerVersion: "2.15.3", Created: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)})
 	for _, s := range streams {
 		if _, err := s.feed(w); err != nil {
@@ -141,6 +121,23 @@ func TestDirectFileArchiveEqualsPlainArchive(t *testing.T) {
 	if _, err := busarchive.VerifyFile(context.Background(), path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// directOrPlain creates an empty file under t.TempDir() and returns a
+// DirectFile on it, or the plain file where the file system refuses O_DIRECT.
+func directOrPlain(t *testing.T, name string) (busarchive.File, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if d := busarchive.NewDirectFile(f); d != nil {
+		return d, path
+	}
+	t.Log("this file system refuses O_DIRECT; the plain file is checked")
+	return f, path
 }
 
 func mustRead(t *testing.T, path string) []byte {

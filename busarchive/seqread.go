@@ -5,6 +5,11 @@ import (
 	"syscall"
 )
 
+// rawConner is a file that offers its descriptor (an *os.File does).
+type rawConner interface {
+	SyscallConn() (syscall.RawConn, error)
+}
+
 // readAhead is how far ahead of a sequential reader the kernel is asked to
 // read, and how much it may leave behind it in the page cache.
 const readAhead = 16 << 20
@@ -25,9 +30,7 @@ type seqReader struct {
 
 func newSeqReader(r io.ReaderAt, off, size int64) *seqReader {
 	s := &seqReader{r: r, off: off, end: off + size, advised: off, dropped: off}
-	if sc, ok := r.(interface {
-		SyscallConn() (syscall.RawConn, error)
-	}); ok {
+	if sc, ok := r.(rawConner); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			s.raw = raw
 		}

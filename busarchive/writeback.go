@@ -26,9 +26,7 @@ type writeback struct {
 }
 
 func newWriteback(f File, start int64) writeback {
-	sc, ok := f.(interface {
-		SyscallConn() (syscall.RawConn, error)
-	})
+	sc, ok := f.(rawConner)
 	if !ok {
 		return writeback{from: start}
 	}
