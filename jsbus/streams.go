@@ -116,13 +116,27 @@ var (
 	errDisconnected = errors.New("the connection to the server dropped, so chunks may be lost")
 )
 
+// connMark is the connection's reconnect count now, for connLost.
+func (a *Adapter) connMark() uint64 {
+	if a.nc == nil {
+		return 0
+	}
+	return a.nc.Stats().Reconnects
+}
+
+// connLost reports whether the connection is down or has reconnected since
+// mark was taken: what was in flight on it then may be gone.
+func (a *Adapter) connLost(mark uint64) bool {
+	return a.nc != nil && (a.nc.Status() != nats.CONNECTED || a.nc.Stats().Reconnects != mark)
+}
+
 // watchConn cancels ctx with errDisconnected once the connection is down or
 // has reconnected since the watch began.
 func (a *Adapter) watchConn(ctx context.Context, cancel context.CancelCauseFunc, stop <-chan struct{}) {
 	if a.nc == nil {
 		return
 	}
-	reconnects := a.nc.Stats().Reconnects
+	mark := a.connMark()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -132,7 +146,7 @@ func (a *Adapter) watchConn(ctx context.Context, cancel context.CancelCauseFunc,
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			if a.nc.Status() != nats.CONNECTED || a.nc.Stats().Reconnects != reconnects {
+			if a.connLost(mark) {
 				cancel(errDisconnected)
 				return
 			}
@@ -145,10 +159,7 @@ func (a *Adapter) watchConn(ctx context.Context, cancel context.CancelCauseFunc,
 func (a *Adapter) watch(ctx context.Context, cancel context.CancelCauseFunc, w *watchedWriter, stop <-chan struct{}) {
 	tick := time.NewTicker(min(a.cfg.stall/4, 250*time.Millisecond))
 	defer tick.Stop()
-	var reconnects uint64
-	if a.nc != nil {
-		reconnects = a.nc.Stats().Reconnects
-	}
+	mark := a.connMark()
 	for {
 		select {
 		case <-stop:
@@ -158,7 +169,7 @@ func (a *Adapter) watch(ctx context.Context, cancel context.CancelCauseFunc, w *
 		case <-tick.C:
 			// A snapshot is pushed over this connection; what was in flight
 			// when it dropped is gone, and the server does not send it again.
-			if a.nc != nil && (a.nc.Status() != nats.CONNECTED || a.nc.Stats().Reconnects != reconnects) {
+			if a.connLost(mark) {
 				cancel(errDisconnected)
 				return
 			}
