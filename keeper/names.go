@@ -82,6 +82,15 @@ func checkRequest(verb string, r Request) error {
 			return err
 		}
 	}
+	// A name given is checked whatever the verb, also where the verb does
+	// not use it: a request is refused whole rather than half read.
+	for _, n := range [...]struct{ what, s string }{{"module", r.Module}, {"local", r.Local}, {"fingerprint", r.Fingerprint}} {
+		if n.s != "" {
+			if err := ValidName(n.what, n.s); err != nil {
+				return err
+			}
+		}
+	}
 	if len(r.From) > MaxPathLen {
 		return errorf(ErrBadRequest, "from is %d bytes long, over the limit of %d", len(r.From), MaxPathLen)
 	}

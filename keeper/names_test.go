@@ -36,6 +36,10 @@ func TestCheckRequestRefuses(t *testing.T) {
 		{"aside id slash", keeper.VerbDiscard, with(func(r *keeper.Request) { r.From = "a.b/..c.d" }), "is not <module>.<local>.<time>"},
 		{"long why", keeper.VerbRestore, with(func(r *keeper.Request) { r.Why = strings.Repeat("w", 5000) }), "over the limit"},
 		{"unknown verb", "drop-all", ok, "unknown verb"},
+		// Names a verb does not use are checked all the same.
+		{"list with a bad fingerprint", keeper.VerbList, with(func(r *keeper.Request) { r.Fingerprint = " 000000" }), `holds ' '`},
+		{"discard with a bad module", keeper.VerbDiscard, with(func(r *keeper.Request) { r.From = "a.b.20260101T000000"; r.Module = "a/b" }), `holds '/'`},
+		{"restore from with a bad fingerprint", keeper.VerbRestore, with(func(r *keeper.Request) { r.From = "billing/ledger/f3-x"; r.Fingerprint = "x*" }), `holds '*'`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -62,10 +66,10 @@ func FuzzCheckRequest(f *testing.F) {
 		r := keeper.Request{Module: module, Local: local, Fingerprint: fp, From: from, Why: "w"}
 		for _, verb := range []string{keeper.VerbSnapshot, keeper.VerbRestore, keeper.VerbDiscard, keeper.VerbList, keeper.VerbVerify} {
 			err := keeper.CheckRequest(verb, r)
-			if err == nil && verb == keeper.VerbSnapshot {
+			if err == nil {
 				for _, s := range []string{module, local, fp} {
-					if s == "" || s == "." || s == ".." || strings.ContainsAny(s, "/\\ *>.\x00") || len(s) > keeper.MaxNameLen {
-						t.Fatalf("accepted %q", s)
+					if (s == "" && verb == keeper.VerbSnapshot) || s == "." || s == ".." || strings.ContainsAny(s, "/\\ *>.\x00") || len(s) > keeper.MaxNameLen {
+						t.Fatalf("%s accepted %q", verb, s)
 					}
 				}
 			}
