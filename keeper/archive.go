@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sync"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
@@ -229,6 +230,12 @@ func (k *Keeper) restoreArchive(ctx context.Context, dir string, only []string, 
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
+				if errors.Is(err, ErrConflict) {
+					// The server refused before creating anything: the
+					// stream on the bus is someone else's, not half of
+					// this restore, and must not be removed as if it were.
+					begun = slices.DeleteFunc(begun, func(b string) bool { return b == s })
+				}
 				fail(fmt.Errorf("restore of stream %s: %w", s, err))
 				return
 			}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/nats-keeper/nats-keeper/busarchive"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/keeper"
@@ -30,6 +32,9 @@ type faults struct {
 	upto  int    // and every call up to this one, if larger
 	calls map[string]int
 	armed bool
+
+	// beforeRestore, when set, runs before each restore reaches the bus.
+	beforeRestore func(stream string)
 }
 
 func (f *faults) fail(op string) bool {
@@ -57,6 +62,9 @@ func (f *faults) Snapshot(ctx context.Context, s string, data, meta io.WriteClos
 }
 
 func (f *faults) Restore(ctx context.Context, s string, data, meta io.Reader) error {
+	if f.beforeRestore != nil {
+		f.beforeRestore(s)
+	}
 	if f.fail("restore") {
 		// A real half-restore: the server gets only part of the data.
 		if err := f.Bus.Restore(ctx, s, io.LimitReader(data, 2000), meta); err != nil {
@@ -288,4 +296,50 @@ func TestPutBackFailsJournalStays(t *testing.T) {
 		t.Errorf("after recovery the kept data is not the point:\n%s", d)
 	}
 	checkAsides(t, e, live)
+}
+
+// TestRestoreRefusedOverARacingStreamLeavesIt: a restore into absent kept data
+// finds that someone created one of its streams after the plan was made. The
+// server refuses to restore over it, and the keeper must not remove it as if
+// it were half of its own restore.
+func TestRestoreRefusedOverARacingStreamLeavesIt(t *testing.T) {
+	e, f := faultEnv(t)
+	e.snapshot(1, "fp")
+	for _, s := range e.names.Streams() {
+		if err := e.js.DeleteStream(e.ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var once sync.Once
+	f.beforeRestore = func(stream string) {
+		if stream != e.names.KVStream {
+			return
+		}
+		once.Do(func() {
+			kv, err := e.js.CreateKeyValue(e.ctx, jetstream.KeyValueConfig{Bucket: e.names.Bus})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := kv.PutString(e.ctx, "theirs", "keep me"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	_, err := e.k.RestoreKept(e.ctx, req(1, "fp"))
+	if !errors.Is(err, keeper.ErrConflict) {
+		t.Fatalf("restore-kept over a racing stream: got %v, want a conflict", err)
+	}
+	mustContain(t, err.Error(), "already exists", "nothing live was touched")
+	if strings.Contains(err.Error(), "half-restored stream(s) "+e.names.KVStream) {
+		t.Errorf("the error counts the racing stream as half-restored: %v", err)
+	}
+	kv, err := e.js.KeyValue(e.ctx, e.names.Bus)
+	if err != nil {
+		t.Fatalf("the racing bucket is gone: %v", err)
+	}
+	got, err := kv.Get(e.ctx, "theirs")
+	if err != nil || string(got.Value()) != "keep me" {
+		t.Fatalf("the racing bucket's key: %v %v", got, err)
+	}
 }

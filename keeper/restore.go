@@ -105,10 +105,14 @@ func (k *Keeper) restoreUnjournaled(ctx context.Context, r Request, pl *restoreP
 		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "restore"}, nil)
 	if err != nil {
 		back, _ := k.putBack(ctx, nil, begun)
+		if back == "" {
+			back = "nothing was restored"
+		}
+		err = fmt.Errorf("restore-kept of %s/%s from %s failed: %w; %s, and nothing live was touched (none of the kept data was live)",
+			r.Module, r.Local, pointName(pl.point), withKind(ErrFailed, err), back)
 		act.What, act.Outcome = err.Error(), "failed"
 		k.record(ctx, act)
-		return nil, fmt.Errorf("restore-kept of %s/%s from %s failed: %w; %s",
-			r.Module, r.Local, pointName(pl.point), withKind(ErrFailed, err), back)
+		return nil, err
 	}
 	set, err := k.setPositions(ctx, r.Module, r.Local, pl.point, pl.Reposition, nil)
 	if err != nil {
