@@ -31,7 +31,9 @@ func (e *EntryError) Error() string {
 
 func (e *EntryError) Unwrap() error { return e.Kind }
 
-// Problems lists every *EntryError inside err (as joined by Verify), in order.
+// Problems lists every *EntryError inside err (as joined by Verify), in order,
+// also when err wraps the joined problems, as a restore fed from
+// CheckedStreamData does.
 func Problems(err error) []*EntryError {
 	var out []*EntryError
 	var walk func(error)
@@ -39,19 +41,17 @@ func Problems(err error) []*EntryError {
 		if err == nil {
 			return
 		}
-		var ee *EntryError
-		if errors.As(err, &ee) && ee == err {
+		if ee, ok := err.(*EntryError); ok {
 			out = append(out, ee)
 			return
 		}
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			for _, e := range j.Unwrap() {
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
 				walk(e)
 			}
-			return
-		}
-		if errors.As(err, &ee) {
-			out = append(out, ee)
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
 		}
 	}
 	walk(err)

@@ -26,21 +26,18 @@ type blockSource interface {
 }
 
 // hashTee reads an entry once, front to back, in a goroutine of its own, for
-// two consumers on two cores: a goroutine that does nothing but hash every
-// block (SHA-256 is the slower of the two and sets the pace) and the decoder,
-// which calls Read. A block goes back to the pool when both are done with it,
+// a goroutine that does nothing but hash every block (SHA-256 is the slowest
+// consumer and sets the pace) and one or more other consumers, each reading
+// every block through a teeSide: the decoder, and for a checked restore the
+// upload. A block goes back to the pool when every consumer is done with it,
 // so memory is bounded by verifyBlocks blocks.
 type hashTee struct {
-	toHash   chan *teeBlock // blocks read, in order, for the hasher
-	toDecode chan *teeBlock // the same blocks, for the decoder
-	free     chan *teeBlock
-	hashed   chan struct{} // closed when the hasher is done
+	toHash chan *teeBlock // blocks read, in order, for the hasher
+	sides  []*teeSide     // the same blocks, for each other consumer
+	free   chan *teeBlock
+	hashed chan struct{} // closed when the hasher is done
 
-	cur    []byte    // what the decoder has not read of its block
-	held   *teeBlock // the decoder's block
-	failed bool      // Read returned errTeeStopped
-
-	// Set by the reader before it closes toHash and toDecode.
+	// Set by the reader before it closes toHash and every side.
 	err error // why reading stopped early, nil at the end of the entry
 	// Set by the hasher before it closes hashed.
 	n int64
@@ -52,12 +49,25 @@ type teeBlock struct {
 	refs atomic.Int32
 }
 
-// startHashTee starts reading src and hashing it into h; newBuf makes the
-// block buffers.
-func startHashTee(ctx context.Context, src blockSource, h hash.Hash, newBuf func() []byte) *hashTee {
+// teeSide is one consumer's view of the blocks: an io.Reader, or whole blocks
+// through next. One goroutine uses it.
+type teeSide struct {
+	t      *hashTee
+	ch     chan *teeBlock
+	cur    []byte    // what the consumer has not read of its block
+	held   *teeBlock // the consumer's block
+	failed bool      // Read returned errTeeStopped
+}
+
+// startHashTee starts reading src and hashing it into h, with sides other
+// consumers; newBuf makes the block buffers.
+func startHashTee(ctx context.Context, src blockSource, h hash.Hash, newBuf func() []byte, sides int) *hashTee {
 	t := &hashTee{
-		toHash: make(chan *teeBlock, verifyBlocks), toDecode: make(chan *teeBlock, verifyBlocks),
-		free: make(chan *teeBlock, verifyBlocks), hashed: make(chan struct{}),
+		toHash: make(chan *teeBlock, verifyBlocks),
+		free:   make(chan *teeBlock, verifyBlocks), hashed: make(chan struct{}),
+	}
+	for range sides {
+		t.sides = append(t.sides, &teeSide{t: t, ch: make(chan *teeBlock, verifyBlocks)})
 	}
 	for range verifyBlocks {
 		t.free <- &teeBlock{buf: newBuf()}
@@ -74,7 +84,7 @@ func startHashTee(ctx context.Context, src blockSource, h hash.Hash, newBuf func
 	return t
 }
 
-// read fills free blocks from src and hands each to both consumers. The
+// read fills free blocks from src and hands each to every consumer. The
 // sends never block: there are as many places in each channel as blocks.
 // (One read at a time: two direct reads at once were slower here, taking CPU
 // from the hasher and the decoder.)
@@ -82,7 +92,9 @@ func (t *hashTee) read(ctx context.Context, src blockSource) {
 	defer func() {
 		src.close()
 		close(t.toHash)
-		close(t.toDecode)
+		for _, s := range t.sides {
+			close(s.ch)
+		}
 	}()
 	for {
 		var b *teeBlock
@@ -95,9 +107,11 @@ func (t *hashTee) read(ctx context.Context, src blockSource) {
 		data, err := src.fill(b.buf)
 		if len(data) > 0 {
 			b.data = data
-			b.refs.Store(2)
+			b.refs.Store(int32(1 + len(t.sides)))
 			t.toHash <- b
-			t.toDecode <- b
+			for _, s := range t.sides {
+				s.ch <- b
+			}
 		} else {
 			t.free <- b
 		}
@@ -117,46 +131,62 @@ func (t *hashTee) release(b *teeBlock) {
 	}
 }
 
-// Read is the decoder's side.
-func (t *hashTee) Read(p []byte) (int, error) {
-	for len(t.cur) == 0 {
-		if t.held != nil {
-			t.release(t.held)
-			t.held = nil
-		}
-		b, ok := <-t.toDecode
+// Read hands out the entry's bytes in order.
+func (s *teeSide) Read(p []byte) (int, error) {
+	for len(s.cur) == 0 {
+		b, ok := s.next()
 		if !ok {
-			if t.err != nil {
-				t.failed = true
+			if s.t.err != nil {
+				s.failed = true
 				return 0, errTeeStopped
 			}
 			return 0, io.EOF
 		}
-		t.held, t.cur = b, b.data
+		s.held, s.cur = b, b.data
 	}
-	n := copy(p, t.cur)
-	t.cur = t.cur[n:]
+	n := copy(p, s.cur)
+	s.cur = s.cur[n:]
 	return n, nil
 }
 
-// wait lets the reader and hasher finish (releasing what the decoder left
-// unread) and returns how many bytes were hashed and why reading stopped
-// early.
-func (t *hashTee) wait() (int64, error) {
-	if t.held != nil {
-		t.release(t.held)
-		t.held, t.cur = nil, nil
+// next gives back the consumer's block, if it holds one, and takes the next
+// whole block; false when none is left (t.err then says whether the entry
+// ended or reading stopped early).
+func (s *teeSide) next() (*teeBlock, bool) {
+	if s.held != nil {
+		s.t.release(s.held)
+		s.held, s.cur = nil, nil
 	}
-	for b := range t.toDecode {
-		t.release(b)
+	b, ok := <-s.ch
+	return b, ok
+}
+
+// drain gives back what the consumer holds and every block it has not
+// taken, until the reader is done.
+func (s *teeSide) drain() {
+	if s.held != nil {
+		s.t.release(s.held)
+		s.held, s.cur = nil, nil
+	}
+	for b := range s.ch {
+		s.t.release(b)
+	}
+}
+
+// stopped reports whether Read ended because reading stopped early (the
+// consumer's error is then only a consequence of that).
+func (s *teeSide) stopped() bool { return s.failed }
+
+// wait lets the reader and hasher finish (giving back what the sides left
+// unread; each side's goroutine must be done with it) and returns how many
+// bytes were hashed and why reading stopped early.
+func (t *hashTee) wait() (int64, error) {
+	for _, s := range t.sides {
+		s.drain()
 	}
 	<-t.hashed
 	return t.n, t.err
 }
-
-// stopped reports whether Read ended because reading stopped early (the
-// decoder's error is then only a consequence of that).
-func (t *hashTee) stopped() bool { return t.failed }
 
 // readerSource reads blocks from an io.Reader.
 type readerSource struct{ r io.Reader }

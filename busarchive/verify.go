@@ -73,7 +73,7 @@ func VerifyFile(ctx context.Context, path string) (*Report, error) {
 func (a *Archive) verifyStream(ctx context.Context, sm *StreamManifest) (StreamReport, int64, []error) {
 	rep := StreamReport{Name: sm.Name}
 	var problems []error
-	dataName, metaName := DataEntry(sm.Name), MetaEntry(sm.Name)
+	dataName := DataEntry(sm.Name)
 
 	// stream.arc.s2: read once, front to back, straight from the disk where
 	// the file system allows (openDirect), else through the page cache with
@@ -82,12 +82,9 @@ func (a *Archive) verifyStream(ctx context.Context, sm *StreamManifest) (StreamR
 	// walking every message).
 	loc := a.entries[dataName]
 	h := sha256.New()
-	src := openDirect(a.r, loc.off, loc.size)
-	if src == nil {
-		src = readerSource{newSeqReader(a.r, loc.off, loc.size)}
-	}
-	tee := startHashTee(ctx, src, h, alignedBlock)
-	decodeProblems := a.decode(ctx, sm, tee, tee.stopped, loc, &rep)
+	tee := startHashTee(ctx, a.dataSource(loc), h, alignedBlock, 1)
+	dec := tee.sides[0]
+	decodeProblems := a.decode(ctx, sm, dec, dec.stopped, loc, &rep)
 	n, err := tee.wait()
 	if err != nil {
 		problems = append(problems, fmt.Errorf("verification of %s stopped: %w", dataName, err))
@@ -96,22 +93,30 @@ func (a *Archive) verifyStream(ctx context.Context, sm *StreamManifest) (StreamR
 	problems = append(problems, sumProblems(sm.Entries[0], n, h)...)
 	problems = append(problems, decodeProblems...)
 
-	// backup.json: small and bounded by Open, read whole.
+	mn, mps := a.verifyMeta(ctx, sm)
+	problems = append(problems, mps...)
+	rep.Complete = rep.Complete && len(problems) == 0
+	return rep, n + mn, problems
+}
+
+// verifyMeta checks one stream's backup.json, which Open bounds, read whole:
+// its size and SHA-256, that it decodes, and that it names the stream. It
+// returns the bytes it read and its problems.
+func (a *Archive) verifyMeta(ctx context.Context, sm *StreamManifest) (int64, []error) {
+	metaName := MetaEntry(sm.Name)
 	mloc := a.entries[metaName]
 	mr := &hashingReader{ctx: ctx, r: io.NewSectionReader(a.r, mloc.off, mloc.size), h: sha256.New()}
 	raw, err := io.ReadAll(mr)
 	if err != nil {
-		problems = append(problems, fmt.Errorf("verification of %s stopped: %w", metaName, err))
-		return rep, n + mr.n, problems
+		return mr.n, []error{fmt.Errorf("verification of %s stopped: %w", metaName, err)}
 	}
-	problems = append(problems, sumProblems(sm.Entries[1], mr.n, mr.h)...)
+	problems := sumProblems(sm.Entries[1], mr.n, mr.h)
 	if meta, err := decodeMeta(raw); err != nil {
 		problems = append(problems, &EntryError{Entry: metaName, Kind: ErrFormat, Detail: err.Error()})
 	} else if meta.Config.Name != sm.Name {
 		problems = append(problems, &EntryError{Entry: metaName, Kind: ErrFormat, Detail: fmt.Sprintf("backup.json describes stream %q, so a restore would be refused", printable(meta.Config.Name))})
 	}
-	rep.Complete = rep.Complete && len(problems) == 0
-	return rep, n + mr.n, problems
+	return mr.n, problems
 }
 
 // sumProblems compares what was read (n bytes hashed into h) with the
