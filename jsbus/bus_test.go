@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
@@ -359,5 +360,46 @@ func TestRestoreKeepsArchivedReplicasAndReportsReadErrors(t *testing.T) {
 	broken := io.MultiReader(bytes.NewReader(data[:len(data)/2]), iotest.ErrReader(errDisk))
 	if err := dst.a.Restore(ctx, n.Stream, broken, bytes.NewReader(meta)); !errors.Is(err, errDisk) {
 		t.Fatalf("restore from a failing reader: %v, want the read error", err)
+	}
+}
+
+// A restore given up part-way is ended on the server at once: by the time
+// Restore returns, the server has finished its restore (its restore-complete
+// advisory is out) instead of waiting out its 5 s stall timer, so removing
+// the half-made stream meets a stream the server is done with.
+func TestAbandonedRestoreEndsTheServersRestore(t *testing.T) {
+	ctx := testCtx(t)
+	src := newBus(t)
+	if err := sample.Create(ctx, src.js, "billing", "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	n := sample.NamesOf("billing", "ledger")
+	data, meta := snapshot(t, src.a, n.ObjStrm)
+	dst := newBus(t)
+	watch := natstest.Connect(t, dst.srv)
+	adv, err := watch.SubscribeSync("$JS.EVENT.ADVISORY.STREAM.RESTORE_COMPLETE." + n.ObjStrm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	broken := io.MultiReader(bytes.NewReader(data[:len(data)/2]), iotest.ErrReader(errDisk))
+	if err := dst.a.Restore(ctx, n.ObjStrm, broken, bytes.NewReader(meta)); !errors.Is(err, errDisk) {
+		t.Fatalf("restore from a failing reader: %v, want the read error", err)
+	}
+	// The server sends the advisory before its final reply, in order, so a
+	// round trip on the watching connection has it delivered.
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := adv.Pending(); got != 1 {
+		t.Fatalf("%d restore-complete advisories when Restore returned, want 1: the server's restore is still running", got)
+	}
+	if err := dst.a.DeleteStream(ctx, n.ObjStrm); err != nil && !errors.Is(err, keeper.ErrNoStream) {
+		t.Fatal(err)
+	}
+	if _, err := dst.a.Stream(ctx, n.ObjStrm); !errors.Is(err, keeper.ErrNoStream) {
+		t.Fatalf("the half-made stream after its removal: %v", err)
 	}
 }

@@ -46,6 +46,30 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 	if start.DeliverSubject == "" {
 		return nil, errors.New("the server named no subject to send the snapshot to")
 	}
+	st, err := a.sendData(ctx, start.DeliverSubject, data, chunkSize)
+	if err != nil {
+		a.endRestore(start.DeliverSubject)
+	}
+	return st, err
+}
+
+// endRestore ends a restore the adapter gives up part-way (a read error, a
+// refusal, the context): an empty chunk tells the server that the data ends
+// here, so its restore fails now and it is done with the half-made stream,
+// instead of waiting out its stall timer (5 s) with the stream still being
+// restored. Removing a stream the server is still restoring is unsafe: when
+// the stall ends the restore, the server activates the removed stream's
+// subscriptions again. The reply is waited for, and its error is the one
+// the caller already has.
+func (a *Adapter) endRestore(subject string) {
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.timeout)
+	defer cancel()
+	a.nc.RequestWithContext(ctx, subject, nil)
+}
+
+// sendData sends the data of a restore the server has accepted to its
+// deliver subject, and returns the server's final reply.
+func (a *Adapter) sendData(ctx context.Context, subject string, data io.Reader, chunkSize int) (*restoreState, error) {
 	// One buffer for every chunk: nats.go has copied (or written) a chunk
 	// by the time Publish returns.
 	chunk := make([]byte, chunkSize)
@@ -58,7 +82,7 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 		// The first chunk waits for its reply, sent again while no one
 		// listens yet (see above); once it is answered, the server's
 		// subscription is in place and the rest can be pipelined.
-		reply, err := a.sendChunk(ctx, start.DeliverSubject, chunk[:n], a.cfg.timeout, a.cfg.timeout)
+		reply, err := a.sendChunk(ctx, subject, chunk[:n], a.cfg.timeout, a.cfg.timeout)
 		if err != nil {
 			return nil, fmt.Errorf("send the archive after %d bytes: %w", sent, err)
 		}
@@ -66,7 +90,7 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 			return nil, fmt.Errorf("the server refused the archive after %d bytes: %w", sent, err)
 		}
 		sent += int64(n)
-		if sent, err = a.pipeline(ctx, start.DeliverSubject, data, chunk, sent); err != nil {
+		if sent, err = a.pipeline(ctx, subject, data, chunk, sent); err != nil {
 			return nil, err
 		}
 	}
@@ -74,7 +98,7 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 	if dl, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(dl))
 	}
-	reply, err := a.sendChunk(ctx, start.DeliverSubject, nil, wait, 0)
+	reply, err := a.sendChunk(ctx, subject, nil, wait, 0)
 	if err != nil {
 		return nil, fmt.Errorf("finish the restore after %d bytes: %w", sent, err)
 	}
