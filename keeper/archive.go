@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
 )
@@ -109,12 +110,21 @@ func verifyArchive(ctx context.Context, dir string) (*busarchive.Manifest, *busa
 	if err != nil {
 		return nil, rep, &DamagedError{Path: path, Problems: problemSentences(err)}
 	}
+	m, err := openArchive(dir)
+	return m, rep, err
+}
+
+// openArchive opens dir/bus.tar, which checks its layout and its manifest's
+// seal without reading the streams' data, and returns its manifest. Its error
+// wraps ErrDamaged.
+func openArchive(dir string) (*busarchive.Manifest, error) {
+	path := filepath.Join(dir, archiveName)
 	a, c, err := busarchive.OpenFile(path)
 	if err != nil {
-		return nil, rep, &DamagedError{Path: path, Problems: problemSentences(err)}
+		return nil, &DamagedError{Path: path, Problems: problemSentences(err)}
 	}
 	defer c.Close()
-	return a.Manifest(), rep, nil
+	return a.Manifest(), nil
 }
 
 func problemSentences(err error) []string {
@@ -138,10 +148,17 @@ const restoreParallel = 2
 // is restored up to restoreParallel streams at once. At
 // the first failure it starts no other stream, stops the ones in flight, and
 // returns the streams it began (those not done maybe half-made).
+//
+// Each stream's data is verified while it is read for the bus
+// (busarchive.CheckedStreamData): the server is sent only bytes that are
+// hashed and decoded as they go, and the end of a stream's data, without
+// which the server's restore cannot complete, only once they agree with the
+// manifest. A stream that fails so fails its restore with a *DamagedError.
 func (k *Keeper) restoreArchive(ctx context.Context, dir string, only []string, p Progress, done func(stream string)) (begun []string, err error) {
-	a, c, err := busarchive.OpenFile(filepath.Join(dir, archiveName))
+	path := filepath.Join(dir, archiveName)
+	a, c, err := busarchive.OpenFile(path)
 	if err != nil {
-		return nil, err
+		return nil, &DamagedError{Path: path, Problems: problemSentences(err)}
 	}
 	defer c.Close()
 	if a.Manifest().Bytes() >= releaseAfter {
@@ -195,9 +212,12 @@ func (k *Keeper) restoreArchive(ctx context.Context, dir string, only []string, 
 			mu.Unlock()
 			break
 		}
-		data, err := a.StreamData(s)
+		data, err := a.CheckedStreamData(ctx, s)
 		if err != nil {
-			fail(err)
+			if len(busarchive.Problems(err)) > 0 {
+				err = &DamagedError{Path: path, Problems: problemSentences(err)}
+			}
+			fail(fmt.Errorf("stream %s was not restored: %w", s, err))
 			mu.Unlock()
 			break
 		}
@@ -224,11 +244,22 @@ func (k *Keeper) restoreArchive(ctx context.Context, dir string, only []string, 
 					fail(fmt.Errorf("restore of stream %s panicked", s))
 				}
 			}()
+			began := time.Now()
 			err := k.bus.Restore(ctx, s, data, meta)
+			if err == nil {
+				// A bus that stopped reading early has not had the data's
+				// end, so not its verification: read to the end to have it.
+				_, err = io.Copy(io.Discard, data)
+			}
 			data.Close()
 			meta.Close()
 			mu.Lock()
 			defer mu.Unlock()
+			if ps := busarchive.Problems(err); len(ps) > 0 {
+				fail(fmt.Errorf("restore of stream %s stopped before its end: %w", s,
+					&DamagedError{Path: path, Problems: problemSentences(err)}))
+				return
+			}
 			if err != nil {
 				if errors.Is(err, ErrConflict) {
 					// The server refused before creating anything: the
@@ -239,6 +270,7 @@ func (k *Keeper) restoreArchive(ctx context.Context, dir string, only []string, 
 				fail(fmt.Errorf("restore of stream %s: %w", s, err))
 				return
 			}
+			k.log.Debug("stream restored and its data verified as it was read", "stream", s, "archive", path, "took", time.Since(began))
 			finished++
 			p.StreamsDone = finished
 			if done != nil {

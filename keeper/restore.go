@@ -108,6 +108,15 @@ func (k *Keeper) restoreUnjournaled(ctx context.Context, r Request, pl *restoreP
 		if back == "" {
 			back = "nothing was restored"
 		}
+		// The server may have refused a damaged stream before the keeper's
+		// own reading found the damage: tell a damaged point from a failed
+		// restore.
+		var damaged *DamagedError
+		if !errors.As(err, &damaged) && ctx.Err() == nil && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrNoBus) {
+			if _, _, verr := verifyArchive(ctx, k.abs(pl.pointRel)); verr != nil {
+				err = fmt.Errorf("%w (the point is damaged: %w)", err, verr)
+			}
+		}
 		err = fmt.Errorf("restore-kept of %s/%s from %s failed: %w; %s, and nothing live was touched (none of the kept data was live)",
 			r.Module, r.Local, pointName(pl.point), withKind(ErrFailed, err), back)
 		act.What, act.Outcome = err.Error(), "failed"

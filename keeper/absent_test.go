@@ -1,0 +1,160 @@
+package keeper_test
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/internal/tartest"
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// lockedBuffer is a log sink that the keeper's goroutines may share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// absentEnv takes a point of the sample kept data and then removes the kept
+// data from the bus; the keeper logs at debug level into the returned buffer.
+func absentEnv(t *testing.T) (*env, *keeper.Reply, *lockedBuffer) {
+	log := &lockedBuffer{}
+	e := newEnv(t, func(c *keeper.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	snap := e.snapshot(1, "fp")
+	for _, s := range e.names.Streams() {
+		if err := e.js.DeleteStream(e.ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e, snap, log
+}
+
+// A restore into absent kept data verifies each stream while it is read for
+// the server, once, instead of reading the whole point before it too.
+func TestRestoreIntoAbsentDataVerifiesWhileRestoring(t *testing.T) {
+	e, _, log := absentEnv(t)
+	before := log.String()
+	rep, err := e.k.RestoreKept(e.ctx, req(1, "fp"))
+	if err != nil {
+		t.Fatalf("restore-kept: %v", err)
+	}
+	mustContain(t, rep.Said, "none of the kept data was live")
+	got := log.String()[len(before):]
+	if strings.Contains(got, `msg="restore point verified"`) {
+		t.Errorf("the point was verified whole before a restore into absent data:\n%s", got)
+	}
+	for _, s := range e.names.Streams() {
+		if !strings.Contains(got, `msg="stream restored and its data verified as it was read" stream=`+s+" ") {
+			t.Errorf("no log that stream %s was verified as it was read:\n%s", s, got)
+		}
+	}
+	for _, s := range e.kept().Streams {
+		if s.Missing {
+			t.Errorf("stream %s is not on the bus after the restore", s.Name)
+		}
+	}
+}
+
+// A damaged point restored into absent kept data fails as damaged and leaves
+// nothing of itself on the bus, wherever the damage is.
+func TestDamagedPointIntoAbsentDataLeavesNothing(t *testing.T) {
+	for _, where := range []string{"middle", "end", "backup.json"} {
+		t.Run(where, func(t *testing.T) {
+			e, snap, _ := absentEnv(t)
+			path := filepath.Join(snap.Dir, "bus.tar")
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			entry := largestData(t, b)
+			if where == "backup.json" {
+				entry = strings.TrimSuffix(entry, "stream.arc.s2") + "backup.json"
+			}
+			off, size := tartest.DataRange(t, b, entry)
+			switch where {
+			case "middle":
+				b[off+size/2] ^= 0x01
+			case "end":
+				b[off+size-30] ^= 0x01
+			default:
+				i := bytes.Index(b[off:off+size], []byte(`"subjects"`))
+				b[off+int64(i)+1] ^= 0x20 // the same JSON to Go, not the same bytes
+			}
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err = e.k.RestoreKept(e.ctx, req(1, "fp"))
+			if !errors.Is(err, keeper.ErrDamaged) {
+				t.Fatalf("restore-kept of a point damaged in %s: got %v, want damaged", entry, err)
+			}
+			mustContain(t, err.Error(), entry, "nothing live was touched")
+			for _, s := range e.kept().Streams {
+				if !s.Missing {
+					t.Errorf("stream %s of the damaged point is on the bus", s.Name)
+				}
+			}
+			if ents, _ := os.ReadDir(filepath.Join(e.dir, "aside")); len(ents) != 0 {
+				t.Errorf("a failed restore into absent data left %d aside entries", len(ents))
+			}
+			// The point is untouched by the attempt: undamaged again, it
+			// restores.
+			if err := os.WriteFile(path, flip(t, b, off, size, where), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.k.RestoreKept(e.ctx, req(1, "fp")); err != nil {
+				t.Fatalf("restore-kept of the repaired point: %v", err)
+			}
+			if d := sample.Diff(archiveStreams(t, snap.Dir), e.kept()); d != "" {
+				t.Errorf("the repaired point's restore differs from it:\n%s", d)
+			}
+		})
+	}
+}
+
+// flip undoes the damage TestDamagedPointIntoAbsentDataLeavesNothing made.
+func flip(t *testing.T, b []byte, off, size int64, where string) []byte {
+	t.Helper()
+	b = bytes.Clone(b)
+	switch where {
+	case "middle":
+		b[off+size/2] ^= 0x01
+	case "end":
+		b[off+size-30] ^= 0x01
+	default:
+		i := bytes.Index(b[off:off+size], []byte(`"Subjects"`))
+		b[off+int64(i)+1] ^= 0x20
+	}
+	return b
+}
+
+// largestData names the largest stream.arc.s2 entry of an archive.
+func largestData(t *testing.T, b []byte) string {
+	t.Helper()
+	best, size := "", int64(-1)
+	for _, e := range tartest.Entries(t, b) {
+		if strings.HasSuffix(e.Hdr.Name, "/stream.arc.s2") && e.Hdr.Size > size {
+			best, size = e.Hdr.Name, e.Hdr.Size
+		}
+	}
+	return best
+}
