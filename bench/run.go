@@ -26,7 +26,7 @@ type Sample struct {
 	PeakRSS   int64         // of the keeper during the operation, or the largest nats CLI process
 	ServerCPU time.Duration // CPU the nats-server process used meanwhile
 	ServerSys time.Duration // the part of ServerCPU spent in the kernel
-	Verify    time.Duration // the keeper's verification of the point before a restore, from its log
+	Verify    time.Duration // the keeper's verification of the whole point before a restore, from its log (only with live data)
 }
 
 // Pairs are the samples of one comparison, keeper[i] and nats[i] taken one
