@@ -11,17 +11,22 @@ import (
 )
 
 // CheckedStreamData reads streams/<stream>/stream.arc.s2 front to back, as
-// StreamData does, and verifies it while it is read, as Verify does: every
-// byte is hashed on one core, and the snapshot is decoded to its end sentinel
-// and compared with the manifest on another. The entry's last block is
-// handed out only once all of that agrees with the manifest. Otherwise Read
-// returns the problems (errors.Join of *EntryError, as Verify) instead, and
-// never the entry's end: a restore fed from the reader cannot complete with
-// bytes that were not verified, and the bytes it was fed are the very bytes
-// that were verified, read once.
+// StreamData does, and checks it while it is read: every byte is hashed, on
+// a core of its own, and the entry's last block is handed out only once the
+// entry's size and SHA-256 match the manifest. Otherwise Read returns the
+// problems (errors.Join of *EntryError, as Verify) instead, and never the
+// entry's end: a restore fed from the reader cannot complete with bytes that
+// differ from those the point was taken with, and the bytes it is fed are the
+// very bytes that were checked, read once.
 //
-// backup.json is checked before it returns: its problems are returned here.
-// Close the reader; Close stops the reading and waits for its goroutines.
+// Unlike Verify, it does not decode the snapshot: the server decodes it as it
+// restores and refuses one that does not decode whole, and the bytes are the
+// point's own. (Decoding too took as much CPU as hashing, which a restore
+// takes from the server; Verify still decodes.)
+//
+// backup.json is checked in full before it returns: its problems are
+// returned here. Close the reader; Close stops the reading and waits for its
+// goroutines, and can be called more than once.
 func (a *Archive) CheckedStreamData(ctx context.Context, stream string) (io.ReadCloser, error) {
 	sm := a.manifest.Stream(stream)
 	if sm == nil {
@@ -32,17 +37,10 @@ func (a *Archive) CheckedStreamData(ctx context.Context, stream string) (io.Read
 		return nil, errors.Join(problems...)
 	}
 	loc := a.entries[DataEntry(stream)]
-	c := &checkedReader{ctx: ctx, sm: sm, h: sha256.New(), decoded: make(chan struct{})}
+	c := &checkedReader{ctx: ctx, sm: sm, h: sha256.New()}
 	ctx, c.cancel = context.WithCancel(ctx)
-	c.t = startHashTee(ctx, a.dataSource(loc), c.h, alignedBlock, 2)
+	c.t = startHashTee(ctx, a.dataSource(loc), c.h, alignedBlock, 1)
 	c.side = c.t.sides[0]
-	dec := c.t.sides[1]
-	go func() {
-		defer close(c.decoded)
-		var rep StreamReport
-		c.decodeProblems = a.decode(ctx, sm, dec, dec.stopped, loc, &rep)
-		dec.drain()
-	}()
 	return c, nil
 }
 
@@ -56,9 +54,9 @@ func (a *Archive) dataSource(loc location) blockSource {
 	return readerSource{newSeqReader(a.r, loc.off, loc.size)}
 }
 
-// checkedReader is CheckedStreamData's reader: one consumer of a hashTee,
-// beside the hasher and the decoder, that holds one block back until it
-// knows whether another follows.
+// checkedReader is CheckedStreamData's reader: the consumer of a hashTee
+// beside its hasher, that holds one block back until it knows whether
+// another follows.
 type checkedReader struct {
 	ctx    context.Context
 	sm     *StreamManifest
@@ -66,9 +64,6 @@ type checkedReader struct {
 	side   *teeSide
 	h      hash.Hash
 	cancel context.CancelFunc
-
-	decoded        chan struct{} // closed when the decoder is done
-	decodeProblems []error       // set before decoded is closed
 
 	next *teeBlock // the block after the one handed out, taken early
 	cur  []byte
@@ -115,24 +110,21 @@ func (c *checkedReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// check waits for the hasher and the decoder and returns io.EOF when the
-// entry verified, else its problems.
+// check waits for the hasher and returns io.EOF when the entry matched the
+// manifest, else its problems.
 func (c *checkedReader) check() error {
 	<-c.t.hashed
-	<-c.decoded
-	name := DataEntry(c.sm.Name)
 	if c.t.err != nil {
-		return errors.Join(append([]error{fmt.Errorf("verification of %s stopped: %w", name, c.t.err)}, c.decodeProblems...)...)
+		return fmt.Errorf("verification of %s stopped: %w", DataEntry(c.sm.Name), c.t.err)
 	}
-	problems := append(sumProblems(c.sm.Entries[0], c.t.n, c.h), c.decodeProblems...)
-	if len(problems) > 0 {
+	if problems := sumProblems(c.sm.Entries[0], c.t.n, c.h); len(problems) > 0 {
 		return errors.Join(problems...)
 	}
 	return io.EOF
 }
 
-// Close stops reading and waits for the reader, hasher and decoder to end.
-// It can be called more than once.
+// Close stops reading and waits for the reader and the hasher to end. It can
+// be called more than once.
 func (c *checkedReader) Close() error {
 	c.closeOnce.Do(func() {
 		c.cancel()
@@ -142,7 +134,6 @@ func (c *checkedReader) Close() error {
 		}
 		c.side.drain()
 		<-c.t.hashed
-		<-c.decoded
 	})
 	return nil
 }

@@ -149,10 +149,10 @@ const restoreParallel = 2
 // the first failure it starts no other stream, stops the ones in flight, and
 // returns the streams it began (those not done maybe half-made).
 //
-// Each stream's data is verified while it is read for the bus
+// Each stream's data is checked while it is read for the bus
 // (busarchive.CheckedStreamData): the server is sent only bytes that are
-// hashed and decoded as they go, and the end of a stream's data, without
-// which the server's restore cannot complete, only once they agree with the
+// hashed as they go, and the end of a stream's data, without which the
+// server's restore cannot complete, only once its SHA-256 matches the
 // manifest. A stream that fails so fails its restore with a *DamagedError.
 func (k *Keeper) restoreArchive(ctx context.Context, dir string, only []string, p Progress, done func(stream string)) (begun []string, err error) {
 	path := filepath.Join(dir, archiveName)
