@@ -40,67 +40,64 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 		Error          *apiError `json:"error"`
 		DeliverSubject string    `json:"deliver_subject"`
 	}
-	if err := a.request(ctx, "$JS.API.STREAM.RESTORE."+stream, json.RawMessage(meta), &start); err != nil {
+	// The request is not cut short by ctx: a restore the server began has
+	// to be ended (endRestore), which takes the subject of its reply.
+	if err := a.request(context.WithoutCancel(ctx), "$JS.API.STREAM.RESTORE."+stream, json.RawMessage(meta), &start); err != nil {
 		return nil, err
 	}
 	if start.DeliverSubject == "" {
 		return nil, errors.New("the server named no subject to send the snapshot to")
 	}
-	st, err := a.sendData(ctx, start.DeliverSubject, data, chunkSize)
+	sent, err := a.sendData(ctx, start.DeliverSubject, data, chunkSize)
 	if err != nil {
-		a.endRestore(start.DeliverSubject)
-	}
-	return st, err
-}
-
-// endRestore ends a restore the adapter gives up part-way (a read error, a
-// refusal, the context): an empty chunk tells the server that the data ends
-// here, so its restore fails now and it is done with the half-made stream,
-// instead of waiting out its stall timer (5 s) with the stream still being
-// restored. Removing a stream the server is still restoring is unsafe: when
-// the stall ends the restore, the server activates the removed stream's
-// subscriptions again. The reply is waited for, and its error is the one
-// the caller already has.
-func (a *Adapter) endRestore(subject string) {
-	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.timeout)
-	defer cancel()
-	a.nc.RequestWithContext(ctx, subject, nil)
-}
-
-// sendData sends the data of a restore the server has accepted to its
-// deliver subject, and returns the server's final reply.
-func (a *Adapter) sendData(ctx context.Context, subject string, data io.Reader, chunkSize int) (*restoreState, error) {
-	// One buffer for every chunk: nats.go has copied (or written) a chunk
-	// by the time Publish returns.
-	chunk := make([]byte, chunkSize)
-	var sent int64
-	n, err := readChunk(ctx, data, chunk, sent)
-	if err != nil && !errors.Is(err, io.EOF) {
+		var refused *apiError
+		if !errors.As(err, &refused) {
+			// Given up on this side: end the server's restore too. A
+			// restore the server refused has ended there, and it answers
+			// no further chunk.
+			a.finishRestore(ctx, start.DeliverSubject, sent)
+		}
 		return nil, err
 	}
-	if err == nil {
-		// The first chunk waits for its reply, sent again while no one
-		// listens yet (see above); once it is answered, the server's
-		// subscription is in place and the rest can be pipelined.
-		reply, err := a.sendChunk(ctx, subject, chunk[:n], a.cfg.timeout, a.cfg.timeout)
-		if err != nil {
-			return nil, fmt.Errorf("send the archive after %d bytes: %w", sent, err)
-		}
-		if err := replyError(reply); err != nil {
-			return nil, fmt.Errorf("the server refused the archive after %d bytes: %w", sent, err)
-		}
-		sent += int64(n)
-		if sent, err = a.pipeline(ctx, subject, data, chunk, sent); err != nil {
-			return nil, err
-		}
+	return a.finishRestore(ctx, start.DeliverSubject, sent)
+}
+
+// finishRestore sends the empty chunk that ends a restore's data and returns
+// the server's final reply: the restored stream's state, or why it failed.
+//
+// It also ends a restore given up part-way (a read error, the context, a lost
+// acknowledgement): the server's restore then fails at once and the server is
+// done with the half-made stream, instead of waiting out its stall timer (5 s)
+// with the stream still being restored. Removing a stream the server is still
+// restoring is unsafe: when the stall ends that restore, the server activates
+// the removed stream's subscriptions again. So when ctx ends first, the reply
+// is still waited for, up to endRestoreWait.
+func (a *Adapter) finishRestore(ctx context.Context, subject string, sent int64) (*restoreState, error) {
+	inbox := a.nc.NewInbox()
+	sub, err := a.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to the restore's final reply after %d bytes: %w", sent, err)
 	}
-	wait := maxFinalWait
-	if dl, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(dl))
+	defer sub.Unsubscribe()
+	if err := a.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox}); err != nil {
+		return nil, fmt.Errorf("finish the restore after %d bytes: %w", sent, err)
 	}
-	reply, err := a.sendChunk(ctx, subject, nil, wait, 0)
+	wctx, cancel := context.WithTimeout(ctx, maxFinalWait)
+	defer cancel()
+	reply, err := sub.NextMsgWithContext(wctx)
+	if err != nil && ctx.Err() != nil {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endRestoreWait)
+		defer cancel()
+		if _, lerr := sub.NextMsgWithContext(lctx); lerr != nil {
+			a.log.Warn("the server did not confirm the end of an abandoned restore", "subject", subject, "waited", endRestoreWait, "error", lerr)
+		}
+		return nil, fmt.Errorf("finish the restore after %d bytes: %w", sent, ctx.Err())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("finish the restore after %d bytes: %w", sent, err)
+	}
+	if reply.Header.Get("Status") == "503" {
+		return nil, fmt.Errorf("finish the restore after %d bytes: %w", sent, nats.ErrNoResponders)
 	}
 	var done struct {
 		Error *apiError    `json:"error"`
@@ -113,6 +110,39 @@ func (a *Adapter) sendData(ctx context.Context, subject string, data io.Reader, 
 		return nil, done.Error
 	}
 	return &done.State, nil
+}
+
+// endRestoreWait bounds the wait for the server to confirm the end of a
+// restore given up part-way: it answers once its restore has taken in what
+// it was sent.
+const endRestoreWait = 10 * time.Second
+
+// sendData sends the data of a restore the server has accepted to its
+// deliver subject, every chunk acknowledged, and returns the bytes sent.
+func (a *Adapter) sendData(ctx context.Context, subject string, data io.Reader, chunkSize int) (int64, error) {
+	// One buffer for every chunk: nats.go has copied (or written) a chunk
+	// by the time Publish returns.
+	chunk := make([]byte, chunkSize)
+	var sent int64
+	n, err := readChunk(ctx, data, chunk, sent)
+	if errors.Is(err, io.EOF) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	// The first chunk waits for its reply, sent again while no one listens
+	// yet (see above); once it is answered, the server's subscription is in
+	// place and the rest can be pipelined.
+	reply, err := a.sendChunk(ctx, subject, chunk[:n], a.cfg.timeout, a.cfg.timeout)
+	if err != nil {
+		return 0, fmt.Errorf("send the archive after %d bytes: %w", sent, err)
+	}
+	if err := replyError(reply); err != nil {
+		return 0, fmt.Errorf("the server refused the archive after %d bytes: %w", sent, err)
+	}
+	sent += int64(n)
+	return a.pipeline(ctx, subject, data, chunk, sent)
 }
 
 // sendChunk sends one chunk and waits up to wait for its reply, sending it

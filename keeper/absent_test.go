@@ -2,7 +2,9 @@ package keeper_test
 
 import (
 	"bytes"
+	"crypto/rand"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,6 +16,24 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/tartest"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
+
+// addRandom publishes kib messages of 1 KiB of random bytes to the kept
+// data's stream.
+func addRandom(t *testing.T, e *env, kib int) {
+	t.Helper()
+	payload := make([]byte, 1024)
+	for i := range kib {
+		rand.Read(payload)
+		if _, err := e.js.PublishAsync(fmt.Sprintf("billing.ledger.big.%d", i%50), payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-e.js.PublishAsyncComplete():
+	case <-e.ctx.Done():
+		t.Fatal(e.ctx.Err())
+	}
+}
 
 // lockedBuffer is a log sink that the keeper's goroutines may share.
 type lockedBuffer struct {
@@ -35,11 +55,14 @@ func (l *lockedBuffer) String() string {
 
 // absentEnv takes a point of the sample kept data and then removes the kept
 // data from the bus; the keeper logs at debug level into the returned buffer.
-func absentEnv(t *testing.T) (*env, *keeper.Reply, *lockedBuffer) {
+// The kept data's stream gets extraKiB KiB of random messages first, so that
+// its data can span several of the restore's read blocks.
+func absentEnv(t *testing.T, extraKiB int) (*env, *keeper.Reply, *lockedBuffer) {
 	log := &lockedBuffer{}
 	e := newEnv(t, func(c *keeper.Config) {
 		c.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
+	addRandom(t, e, extraKiB)
 	snap := e.snapshot(1, "fp")
 	for _, s := range e.names.Streams() {
 		if err := e.js.DeleteStream(e.ctx, s); err != nil {
@@ -52,7 +75,7 @@ func absentEnv(t *testing.T) (*env, *keeper.Reply, *lockedBuffer) {
 // A restore into absent kept data verifies each stream while it is read for
 // the server, once, instead of reading the whole point before it too.
 func TestRestoreIntoAbsentDataVerifiesWhileRestoring(t *testing.T) {
-	e, _, log := absentEnv(t)
+	e, _, log := absentEnv(t, 0)
 	before := log.String()
 	rep, err := e.k.RestoreKept(e.ctx, req(1, "fp"))
 	if err != nil {
@@ -78,9 +101,16 @@ func TestRestoreIntoAbsentDataVerifiesWhileRestoring(t *testing.T) {
 // A damaged point restored into absent kept data fails as damaged and leaves
 // nothing of itself on the bus, wherever the damage is.
 func TestDamagedPointIntoAbsentDataLeavesNothing(t *testing.T) {
-	for _, where := range []string{"middle", "end", "backup.json"} {
-		t.Run(where, func(t *testing.T) {
-			e, snap, _ := absentEnv(t)
+	// In one block (the small sample), in a few (all read ahead before the
+	// server has the damage), and in many (the server refuses the damaged
+	// chunk before the keeper's hash is done: the error still says damaged).
+	for _, c := range []struct {
+		where    string
+		extraKiB int
+	}{{"middle", 0}, {"end", 0}, {"backup.json", 0}, {"middle", 4 << 10}, {"end", 4 << 10}, {"middle", 24 << 10}} {
+		where := c.where
+		t.Run(fmt.Sprintf("%s/%dKiB", where, c.extraKiB), func(t *testing.T) {
+			e, snap, _ := absentEnv(t, c.extraKiB)
 			path := filepath.Join(snap.Dir, "bus.tar")
 			b, err := os.ReadFile(path)
 			if err != nil {
@@ -157,4 +187,42 @@ func largestData(t *testing.T, b []byte) string {
 		}
 	}
 	return best
+}
+
+// When the bus fails a restore before the keeper's own check of the data is
+// done (the server refused the damaged chunk, say), the keeper verifies the
+// point to tell a damaged point from a failed restore.
+func TestFailedRestoreOfADamagedPointSaysDamaged(t *testing.T) {
+	e, f := faultEnv(t)
+	addRandom(t, e, 4<<10) // several read blocks: the bus fails in the first
+	snap := e.snapshot(1, "fp")
+	for _, s := range e.names.Streams() {
+		if err := e.js.DeleteStream(e.ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(snap.Dir, "bus.tar")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := largestData(t, b)
+	off, size := tartest.DataRange(t, b, entry)
+	b[off+size/2] ^= 0x01
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.op, f.nth, f.upto, f.armed = "restore", 1, 3, true // the bus reads 2,000 bytes and fails
+	f.mu.Unlock()
+	_, err = e.k.RestoreKept(e.ctx, req(1, "fp"))
+	if !errors.Is(err, keeper.ErrDamaged) || !errors.Is(err, errInjected) {
+		t.Fatalf("restore-kept of a damaged point whose restore failed first: got %v, want the failure and damaged", err)
+	}
+	mustContain(t, err.Error(), "the point is damaged", entry, "nothing live was touched")
+	for _, s := range e.kept().Streams {
+		if !s.Missing {
+			t.Errorf("stream %s of the damaged point is on the bus", s.Name)
+		}
+	}
 }
