@@ -131,3 +131,4 @@ func reopenDirect(sc rawConner, mode int) int {
 	}
 	return fd
 }
+

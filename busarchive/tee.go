@@ -75,6 +75,7 @@ func startHashTee(ctx context.Context, src blockSource, h hash.Hash, newBuf func
 	go t.read(ctx, src)
 	go func() {
 		defer close(t.hashed)
+		yieldThread()
 		for b := range t.toHash {
 			h.Write(b.data)
 			t.n += int64(len(b.data))
