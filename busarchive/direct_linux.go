@@ -131,4 +131,3 @@ func reopenDirect(sc rawConner, mode int) int {
 	}
 	return fd
 }
-

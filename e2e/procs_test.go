@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,13 +12,13 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -48,24 +47,6 @@ func run(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
-}
-
-// syncBuffer is a bytes.Buffer a child process may write while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // tail is the end of a log, enough to see why something failed.
@@ -106,14 +87,14 @@ type proc struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	err    error // set before exited closes
-	log    *syncBuffer
+	log    *syncbuf.Buffer
 }
 
 // startProc starts cmd; the process is killed, if still running, when owner
 // ends.
 func startProc(t, owner *testing.T, cmd *exec.Cmd) *proc {
 	t.Helper()
-	p := &proc{cmd: cmd, exited: make(chan struct{}), log: &syncBuffer{}}
+	p := &proc{cmd: cmd, exited: make(chan struct{}), log: &syncbuf.Buffer{}}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", cmd.Path, err)
@@ -225,7 +206,7 @@ func startKeeper(t *testing.T, url, dir, home string, extraEnv ...string) *keepe
 
 func connect(t *testing.T, url string) *nats.Conn {
 	t.Helper()
-	events := &syncBuffer{}
+	events := &syncbuf.Buffer{}
 	note := func(format string, args ...any) {
 		fmt.Fprintf(events, time.Now().Format("15:04:05.000 ")+format+"\n", args...)
 	}

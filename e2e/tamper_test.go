@@ -8,23 +8,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/nats-keeper/nats-keeper/internal/tartest"
 )
-
-// biggestData is the name of the largest stream.arc.s2 entry.
-func biggestData(t *testing.T, b []byte) string {
-	t.Helper()
-	best, size := "", int64(-1)
-	for _, e := range tartest.Entries(t, b) {
-		if strings.HasSuffix(e.Hdr.Name, "/stream.arc.s2") && e.Hdr.Size > size {
-			best, size = e.Hdr.Name, e.Hdr.Size
-		}
-	}
-	return best
-}
 
 // withEntry puts extra just before the manifest (the last entry).
 func withEntry(t *testing.T, b []byte, extra tartest.Entry) []byte {
@@ -39,7 +26,7 @@ func withEntry(t *testing.T, b []byte, extra tartest.Entry) []byte {
 // archive made from the good one.
 func damages(t *testing.T, good []byte) map[string][]byte {
 	t.Helper()
-	big := biggestData(t, good)
+	big := tartest.LargestData(t, good)
 	es := tartest.Entries(t, good)
 	manifest := es[len(es)-1].Data
 	var bigSize int64

@@ -9,10 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
 	"github.com/nats-keeper/nats-keeper/internal/tartest"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
@@ -35,30 +35,12 @@ func addRandom(t *testing.T, e *env, kib int) {
 	}
 }
 
-// lockedBuffer is a log sink that the keeper's goroutines may share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // absentEnv takes a point of the sample kept data and then removes the kept
 // data from the bus; the keeper logs at debug level into the returned buffer.
 // The kept data's stream gets extraKiB KiB of random messages first, so that
 // its data can span several of the restore's read blocks.
-func absentEnv(t *testing.T, extraKiB int) (*env, *keeper.Reply, *lockedBuffer) {
-	log := &lockedBuffer{}
+func absentEnv(t *testing.T, extraKiB int) (*env, *keeper.Reply, *syncbuf.Buffer) {
+	log := &syncbuf.Buffer{}
 	e := newEnv(t, func(c *keeper.Config) {
 		c.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
@@ -116,7 +98,8 @@ func TestDamagedPointIntoAbsentDataLeavesNothing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			entry := largestData(t, b)
+			good := bytes.Clone(b)
+			entry := tartest.LargestData(t, b)
 			if where == "backup.json" {
 				entry = strings.TrimSuffix(entry, "stream.arc.s2") + "backup.json"
 			}
@@ -148,7 +131,7 @@ func TestDamagedPointIntoAbsentDataLeavesNothing(t *testing.T) {
 			}
 			// The point is untouched by the attempt: undamaged again, it
 			// restores.
-			if err := os.WriteFile(path, flip(t, b, off, size, where), 0o600); err != nil {
+			if err := os.WriteFile(path, good, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := e.k.RestoreKept(e.ctx, req(1, "fp")); err != nil {
@@ -159,34 +142,6 @@ func TestDamagedPointIntoAbsentDataLeavesNothing(t *testing.T) {
 			}
 		})
 	}
-}
-
-// flip undoes the damage TestDamagedPointIntoAbsentDataLeavesNothing made.
-func flip(t *testing.T, b []byte, off, size int64, where string) []byte {
-	t.Helper()
-	b = bytes.Clone(b)
-	switch where {
-	case "middle":
-		b[off+size/2] ^= 0x01
-	case "end":
-		b[off+size-30] ^= 0x01
-	default:
-		i := bytes.Index(b[off:off+size], []byte(`"Subjects"`))
-		b[off+int64(i)+1] ^= 0x20
-	}
-	return b
-}
-
-// largestData names the largest stream.arc.s2 entry of an archive.
-func largestData(t *testing.T, b []byte) string {
-	t.Helper()
-	best, size := "", int64(-1)
-	for _, e := range tartest.Entries(t, b) {
-		if strings.HasSuffix(e.Hdr.Name, "/stream.arc.s2") && e.Hdr.Size > size {
-			best, size = e.Hdr.Name, e.Hdr.Size
-		}
-	}
-	return best
 }
 
 // When the bus fails a restore before the keeper's own check of the data is
@@ -206,7 +161,7 @@ func TestFailedRestoreOfADamagedPointSaysDamaged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entry := largestData(t, b)
+	entry := tartest.LargestData(t, b)
 	off, size := tartest.DataRange(t, b, entry)
 	b[off+size/2] ^= 0x01
 	if err := os.WriteFile(path, b, 0o600); err != nil {

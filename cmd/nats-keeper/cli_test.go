@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
@@ -296,7 +297,7 @@ func TestServeNeedsAServer(t *testing.T) {
 func TestServeEmbedded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer // nats callbacks may still log after serve returns
+	var logs syncbuf.Buffer // nats callbacks may still log after serve returns
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"strings"
 	"testing"
 )
 
@@ -89,4 +90,19 @@ func Reseal(m []byte) []byte {
 	body := append(bytes.Clone(m[:cut]), "\n}"...)
 	sum := sha256.Sum256(body)
 	return append(bytes.Clone(m[:cut]), []byte(sealPrefix+hex.EncodeToString(sum[:])+"\"\n}\n")...)
+}
+
+// LargestData names the largest stream.arc.s2 entry of the tar in b.
+func LargestData(t testing.TB, b []byte) string {
+	t.Helper()
+	best, size := "", int64(-1)
+	for _, e := range Entries(t, b) {
+		if strings.HasSuffix(e.Hdr.Name, "/stream.arc.s2") && e.Hdr.Size > size {
+			best, size = e.Hdr.Name, e.Hdr.Size
+		}
+	}
+	if best == "" {
+		t.Fatal("the archive holds no stream.arc.s2")
+	}
+	return best
 }
