@@ -112,12 +112,7 @@ func TestSnapshotRestoreIntoFreshServer(t *testing.T) {
 
 func TestRestoreTruncatedArchiveFails(t *testing.T) {
 	ctx := testCtx(t)
-	src := newBus(t)
-	if err := sample.Create(ctx, src.js, "billing", "ledger"); err != nil {
-		t.Fatal(err)
-	}
-	n := sample.NamesOf("billing", "ledger")
-	data, meta := snapshot(t, src.a, n.ObjStrm)
+	n, data, meta := sampleSnapshot(t, func(n sample.Names) string { return n.ObjStrm })
 	dst := newBus(t)
 	err := dst.a.Restore(ctx, n.ObjStrm, bytes.NewReader(data[:len(data)/2]), bytes.NewReader(meta))
 	if err == nil {
@@ -336,12 +331,7 @@ func TestSnapshotWriterFailures(t *testing.T) {
 
 func TestRestoreKeepsArchivedReplicasAndReportsReadErrors(t *testing.T) {
 	ctx := testCtx(t)
-	src := newBus(t)
-	if err := sample.Create(ctx, src.js, "billing", "ledger"); err != nil {
-		t.Fatal(err)
-	}
-	n := sample.NamesOf("billing", "ledger")
-	data, meta := snapshot(t, src.a, n.Stream)
+	n, data, meta := sampleSnapshot(t, func(n sample.Names) string { return n.Stream })
 	dst := newBus(t)
 
 	// An archive that asks for three replicas is not squeezed onto one server.
@@ -369,12 +359,7 @@ func TestRestoreKeepsArchivedReplicasAndReportsReadErrors(t *testing.T) {
 // the half-made stream meets a stream the server is done with.
 func TestAbandonedRestoreEndsTheServersRestore(t *testing.T) {
 	ctx := testCtx(t)
-	src := newBus(t)
-	if err := sample.Create(ctx, src.js, "billing", "ledger"); err != nil {
-		t.Fatal(err)
-	}
-	n := sample.NamesOf("billing", "ledger")
-	data, meta := snapshot(t, src.a, n.ObjStrm)
+	n, data, meta := sampleSnapshot(t, func(n sample.Names) string { return n.ObjStrm })
 	dst := newBus(t)
 	watch := natstest.Connect(t, dst.srv)
 	adv, err := watch.SubscribeSync("$JS.EVENT.ADVISORY.STREAM.RESTORE_COMPLETE." + n.ObjStrm)
@@ -402,4 +387,17 @@ func TestAbandonedRestoreEndsTheServersRestore(t *testing.T) {
 	if _, err := dst.a.Stream(ctx, n.ObjStrm); !errors.Is(err, keeper.ErrNoStream) {
 		t.Fatalf("the half-made stream after its removal: %v", err)
 	}
+}
+
+// sampleSnapshot creates the sample kept data billing/ledger on a bus of its
+// own and takes the snapshot of the stream pick names.
+func sampleSnapshot(t *testing.T, pick func(sample.Names) string) (n sample.Names, data, meta []byte) {
+	t.Helper()
+	src := newBus(t)
+	if err := sample.Create(testCtx(t), src.js, "billing", "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	n = sample.NamesOf("billing", "ledger")
+	data, meta = snapshot(t, src.a, pick(n))
+	return n, data, meta
 }
