@@ -18,6 +18,12 @@ const journalFile = "journal.json"
 // live stream is removed, and rewritten after every stream removed or
 // restored, so that a keeper that starts again can finish the restore or put
 // the aside back (Recover).
+//
+// A restore into absent kept data has no aside (Aside is ""): its journal is
+// kept in the index only, written before the first stream is begun. It
+// describes only what is on the bus, so it lives and dies with the bus. A
+// keeper that starts again finishes such a restore, or removes what it
+// began.
 type journal struct {
 	Module     string     `json:"module"`
 	Local      string     `json:"local"`
@@ -43,8 +49,10 @@ func (k *Keeper) journalPath(asideID string) string {
 // saveJournal writes the journal durably to disk and to the index. A journal
 // that cannot be saved stops the restore before its next removal.
 func (k *Keeper) saveJournal(ctx context.Context, j *journal) error {
-	if err := writeJSONDurable(k.journalPath(j.Aside), j); err != nil {
-		return fmt.Errorf("writing the restore journal: %w", err)
+	if j.Aside != "" {
+		if err := writeJSONDurable(k.journalPath(j.Aside), j); err != nil {
+			return fmt.Errorf("writing the restore journal: %w", err)
+		}
 	}
 	data, _ := json.Marshal(j)
 	if err := k.index.Put(ctx, journalKey(j.Module, j.Local), data); err != nil {
@@ -55,7 +63,9 @@ func (k *Keeper) saveJournal(ctx context.Context, j *journal) error {
 
 // closeJournal removes a finished restore's journal.
 func (k *Keeper) closeJournal(ctx context.Context, j *journal) {
-	if err := os.Remove(k.journalPath(j.Aside)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if j.Aside == "" {
+		// nothing on disk
+	} else if err := os.Remove(k.journalPath(j.Aside)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		k.log.Error("could not remove the restore journal", "aside", j.Aside, "err", err)
 	} else {
 		syncDir(k.abs(asideRel(j.Aside)))
@@ -102,7 +112,50 @@ func (k *Keeper) Recover(ctx context.Context) ([]string, error) {
 		}
 		said = append(said, s)
 	}
+	bus, err := k.busJournals(ctx)
+	errs = append(errs, err)
+	for _, j := range bus {
+		s, err := k.recoverOne(ctx, j)
+		if errors.Is(err, ErrBusy) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		said = append(said, s)
+	}
 	return said, errors.Join(errs...)
+}
+
+// busJournals lists the journals of restores into absent kept data, which
+// the index alone holds.
+func (k *Keeper) busJournals(ctx context.Context) ([]*journal, error) {
+	keys, err := k.index.Keys(ctx, "journal.")
+	if err != nil {
+		return nil, fmt.Errorf("listing restore journals in the index: %w", err)
+	}
+	var out []*journal
+	var errs []error
+	for _, key := range keys {
+		data, err := k.index.Get(ctx, key)
+		if errors.Is(err, ErrNotFound) {
+			continue // finished meanwhile
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reading restore journal %s: %w", key, err))
+			continue
+		}
+		var j journal
+		if err := json.Unmarshal(data, &j); err != nil || journalKey(j.Module, j.Local) != key {
+			errs = append(errs, fmt.Errorf("restore journal %s in the index is unreadable (%v), so it was left alone", key, err))
+			continue
+		}
+		if j.Aside == "" && j.Point != "" {
+			out = append(out, &j)
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
@@ -112,10 +165,26 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 		return "", err
 	}
 	defer release()
-	var a Aside
-	if err := readJSON(filepath.Join(k.abs(asideRel(j.Aside)), asideFile), &a); err != nil {
-		return "", fmt.Errorf("the restore of %s/%s left a journal but its aside %s is unreadable (%v); nothing was changed",
-			j.Module, j.Local, j.Aside, err)
+	var a *Aside
+	if j.Aside != "" {
+		a = &Aside{}
+		if err := readJSON(filepath.Join(k.abs(asideRel(j.Aside)), asideFile), a); err != nil {
+			return "", fmt.Errorf("the restore of %s/%s left a journal but its aside %s is unreadable (%v); nothing was changed",
+				j.Module, j.Local, j.Aside, err)
+		}
+	} else {
+		// Read it again under the lock: it may have moved on, or ended.
+		data, err := k.index.Get(ctx, journalKey(j.Module, j.Local))
+		if errors.Is(err, ErrNotFound) {
+			return "", errorf(ErrBusy, "the restore of %s/%s finished meanwhile", j.Module, j.Local)
+		}
+		if err != nil {
+			return "", fmt.Errorf("reading the restore journal of %s/%s: %w; nothing was changed", j.Module, j.Local, err)
+		}
+		j = &journal{}
+		if err := json.Unmarshal(data, j); err != nil || j.Aside != "" {
+			return "", errorf(ErrBusy, "the restore journal of %s/%s changed meanwhile", r.Module, r.Local)
+		}
 	}
 	k.log.Warn("finishing an interrupted restore", "module", j.Module, "local", j.Local, "aside", j.Aside, "step", j.Step)
 	act := Act{Verb: VerbRestore, Module: j.Module, Local: j.Local, Caller: j.Caller, Why: j.Why,
@@ -128,9 +197,13 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 			p = nil // the point is gone: put the aside back
 		}
 	}
-	set, err := k.execute(ctx, j, &a, p)
+	set, err := k.execute(ctx, j, a, p)
 	said := fmt.Sprintf("the interrupted restore of %s/%s was completed: the point's %d stream(s) are on the bus and %d consumer position(s) were set back; the live data as it was stays set aside as %s",
 		j.Module, j.Local, len(j.Restore), len(set), j.Aside)
+	if a == nil {
+		said = fmt.Sprintf("the interrupted restore of %s/%s was completed: the point's %d stream(s) are on the bus and %d consumer position(s) were set back; none of the kept data was live before it",
+			j.Module, j.Local, len(j.Restore), len(set))
+	}
 	if j.Point == "" {
 		said = fmt.Sprintf("the interrupted aside-only of %s/%s was completed: the live data is set aside as %s and removed from the bus",
 			j.Module, j.Local, j.Aside)
@@ -151,7 +224,14 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 
 // unfinished refuses a verb on a kept data whose last restore left a journal:
 // until recovery finishes it, the bus may hold only part of the kept data.
-func (k *Keeper) unfinished(verb, module, local string) error {
+func (k *Keeper) unfinished(ctx context.Context, verb, module, local string) error {
+	if data, err := k.index.Get(ctx, journalKey(module, local)); err == nil {
+		var j journal
+		if json.Unmarshal(data, &j) == nil && j.Aside == "" {
+			return errorf(ErrConflict, "%s refused: %s/%s has an unfinished restore into absent kept data that the keeper will finish or undo, so nothing was done",
+				verb, module, local)
+		}
+	}
 	matches, _ := filepath.Glob(filepath.Join(k.abs(asideDir), module+"."+local+".*", journalFile))
 	for _, m := range matches {
 		id := filepath.Base(filepath.Dir(m))

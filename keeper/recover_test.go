@@ -130,3 +130,84 @@ func TestDiscardRefusedWhileRestoreUnfinished(t *testing.T) {
 		t.Fatalf("discard during an unfinished restore: got %v, want conflict", err)
 	}
 }
+
+// TestRecoverAfterCrashIntoAbsentData stops a restore into absent kept data
+// at each step, as a killed keeper would, then starts a new keeper on the
+// same directory and bus. Its journal, in the index only, lets recovery
+// finish the restore: the kept data ends as the point, and no journal is
+// left.
+func TestRecoverAfterCrashIntoAbsentData(t *testing.T) {
+	n := sample.NamesOf(module, local)
+	steps := []string{
+		"journal-written",
+		"restored:" + n.KVStream,
+		"mid-restore:" + n.Stream,
+		"positions-set",
+	}
+	for _, step := range steps {
+		t.Run(step, func(t *testing.T) {
+			var hookOn bool
+			e := newEnv(t, func(c *keeper.Config) {
+				c.StepHook = func(s string) {
+					if hookOn && s == step {
+						panic(crash{s})
+					}
+				}
+				if strings.HasPrefix(step, "mid-restore:") {
+					c.Bus = &crashBus{Bus: c.Bus, stream: strings.TrimPrefix(step, "mid-restore:")}
+				}
+			})
+			point := e.kept()
+			e.snapshot(1, "fp")
+			for _, s := range n.Streams() {
+				if err := e.js.DeleteStream(e.ctx, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			hookOn = true
+			func() {
+				defer func() {
+					if _, ok := recover().(crash); !ok {
+						t.Fatalf("the restore did not stop at %s", step)
+					}
+				}()
+				e.k.RestoreKept(e.ctx, req(1, "fp"))
+			}()
+			hookOn = false
+
+			// Until recovery, the kept data refuses a snapshot: it may be
+			// half restored.
+			if _, err := e.k.SnapshotKept(e.ctx, req(2, "half")); !errors.Is(err, keeper.ErrConflict) {
+				t.Errorf("snapshot-kept during an unfinished restore: got %v, want a conflict", err)
+			}
+
+			k2, err := keeper.New(e.ctx, keeper.Config{Dir: e.dir, Bus: e.bus, Index: e.bus, Acts: e.bus,
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			said, err := k2.Recover(e.ctx)
+			if err != nil || len(said) != 1 {
+				t.Fatalf("recover: %v %q", err, said)
+			}
+			mustContain(t, said[0], "was completed", "none of the kept data was live")
+			if d := sample.Diff(point, e.kept()); d != "" {
+				t.Errorf("after recovery from a crash at %s the kept data is not the point:\n%s", step, d)
+			}
+			if _, err := e.bus.Get(e.ctx, "journal."+module+"."+local); !errors.Is(err, keeper.ErrNotFound) {
+				t.Errorf("journal left in the index: %v", err)
+			}
+			if ents, _ := os.ReadDir(filepath.Join(e.dir, "aside")); len(ents) != 0 {
+				t.Errorf("a restore into absent data left %d aside entries", len(ents))
+			}
+			again, err := k2.Recover(e.ctx)
+			if err != nil || len(again) != 0 {
+				t.Errorf("second recover: %v %q", err, again)
+			}
+			if _, err := k2.SnapshotKept(e.ctx, req(2, "after")); err != nil {
+				t.Errorf("snapshot-kept after recovery: %v", err)
+			}
+		})
+	}
+}

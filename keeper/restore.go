@@ -27,7 +27,7 @@ func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
 		return nil, err
 	}
 	defer release()
-	if err := k.unfinished(VerbRestore, r.Module, r.Local); err != nil {
+	if err := k.unfinished(ctx, VerbRestore, r.Module, r.Local); err != nil {
 		return nil, err
 	}
 
@@ -64,7 +64,7 @@ func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
 	}
 	if aside == nil {
 		// Nothing is live, so nothing is removed: restore straight in.
-		return k.restoreUnjournaled(ctx, r, pl, act)
+		return k.restoreIntoAbsent(ctx, r, pl, act)
 	}
 	j := &journal{Module: r.Module, Local: r.Local, Aside: aside.ID, Point: pl.pointRel,
 		Remove: pl.Remove, Removed: []string{}, Restore: pl.Restore, Restored: []string{},
@@ -98,15 +98,39 @@ func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
 		CatchUp: catchUp(pl), Positions: set})
 }
 
-// restoreUnjournaled restores a point when none of the kept data is live:
-// nothing is removed, so a failure only has to remove what it began.
-func (k *Keeper) restoreUnjournaled(ctx context.Context, r Request, pl *restorePlan, act Act) (*Reply, error) {
+// restoreIntoAbsent restores a point when none of the kept data is live:
+// nothing is removed, so a failure only has to remove what it began. Its
+// journal, in the index only (it describes only the bus), lets a keeper that
+// starts again finish the restore or remove what it began.
+func (k *Keeper) restoreIntoAbsent(ctx context.Context, r Request, pl *restorePlan, act Act) (*Reply, error) {
+	j := &journal{Module: r.Module, Local: r.Local, Point: pl.pointRel, Remove: []string{}, Removed: []string{},
+		Restore: pl.Restore, Restored: []string{}, Reposition: pl.Reposition, Step: "restore",
+		Caller: r.Caller, Why: r.Why, Started: k.now().UTC()}
+	if err := k.saveJournal(ctx, j); err != nil {
+		err = errorf(ErrFailed, "restore-kept of %s/%s: %w, so nothing was restored", r.Module, r.Local, err)
+		act.What, act.Outcome = err.Error(), "failed"
+		k.record(ctx, act)
+		return nil, err
+	}
+	k.hook("journal-written")
 	begun, err := k.restoreArchive(ctx, k.abs(pl.pointRel), nil,
-		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "restore"}, nil)
+		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "restore"}, func(s string) {
+			j.Restored = append(j.Restored, s)
+			if err := k.saveJournal(ctx, j); err != nil {
+				// Recovery would restore this stream again: safe, only slower.
+				k.log.Warn("could not record a restored stream in the restore journal", "stream", s, "err", err)
+			}
+			k.hook("restored:" + s)
+		})
 	if err != nil {
-		back, _ := k.putBack(ctx, nil, begun)
+		back, whole := k.putBack(ctx, nil, begun)
 		if back == "" {
 			back = "nothing was restored"
+		}
+		if whole {
+			k.closeJournal(ctx, j)
+		} else {
+			back += "; the restore journal stays, so the keeper removes them when the bus answers"
 		}
 		// The server may have refused a damaged stream before the keeper's
 		// own reading found the damage: tell a damaged point from a failed
@@ -123,12 +147,19 @@ func (k *Keeper) restoreUnjournaled(ctx context.Context, r Request, pl *restoreP
 		k.record(ctx, act)
 		return nil, err
 	}
+	j.Step = "position"
+	if err := k.saveJournal(ctx, j); err != nil {
+		k.log.Warn("could not record the restore journal's step", "step", j.Step, "err", err)
+	}
 	set, err := k.setPositions(ctx, r.Module, r.Local, pl.point, pl.Reposition, nil)
 	if err != nil {
+		k.closeJournal(ctx, j)
 		act.What, act.Outcome = err.Error(), "failed"
 		k.record(ctx, act)
 		return nil, err
 	}
+	k.hook("positions-set")
+	defer k.closeJournal(ctx, j) // after the act below is recorded
 	said := fmt.Sprintf("Restored %s/%s from its restore point f%d-%s: %d stream(s) restored, %d consumer position(s) set back; "+
 		"nothing was set aside because none of the kept data was live.",
 		r.Module, r.Local, pl.point.Form, pl.point.Fingerprint, len(pl.Restore), len(set))

@@ -33,7 +33,7 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 		return nil, err
 	}
 	defer release()
-	if err := k.unfinished(VerbSnapshot, r.Module, r.Local); err != nil {
+	if err := k.unfinished(ctx, VerbSnapshot, r.Module, r.Local); err != nil {
 		return nil, err
 	}
 
