@@ -181,3 +181,28 @@ func TestFailedRestoreOfADamagedPointSaysDamaged(t *testing.T) {
 		}
 	}
 }
+
+// A restore into absent kept data whose journal cannot be recorded restores
+// nothing.
+func TestRestoreIntoAbsentDataNeedsItsJournal(t *testing.T) {
+	e, f := faultEnv(t)
+	e.snapshot(1, "fp")
+	for _, s := range e.names.Streams() {
+		if err := e.js.DeleteStream(e.ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.mu.Lock()
+	f.op, f.nth, f.armed = "put:journal", 1, true
+	f.mu.Unlock()
+	_, err := e.k.RestoreKept(e.ctx, req(1, "fp"))
+	if !errors.Is(err, keeper.ErrFailed) || !errors.Is(err, errInjected) {
+		t.Fatalf("restore-kept without its journal: got %v, want the failure", err)
+	}
+	mustContain(t, err.Error(), "restore journal", "nothing was restored")
+	for _, s := range e.kept().Streams {
+		if !s.Missing {
+			t.Errorf("stream %s is on the bus though the restore had no journal", s.Name)
+		}
+	}
+}
