@@ -229,6 +229,7 @@ func (s *Service) handler(verb string) func(micro.Request) {
 }
 
 func (s *Service) run(verb string, req micro.Request) {
+	start := time.Now()
 	r, err := DecodeRequest(verb, req.Data())
 	if err != nil {
 		s.fail(req, verb, err)
@@ -242,7 +243,7 @@ func (s *Service) run(verb string, req micro.Request) {
 	}
 	reply, err := s.call(ctx, verb, r)
 	if err != nil {
-		log.Warn("verb failed", "code", keeper.Code(err), "error", err)
+		log.Warn("verb failed", "code", keeper.Code(err), "error", err, "took", time.Since(start))
 		s.fail(req, verb, err)
 		return
 	}
@@ -250,7 +251,7 @@ func (s *Service) run(verb string, req micro.Request) {
 		s.fail(req, verb, fmt.Errorf("%w: the keeper gave %s no reply sentence; what it did is in its log and acts", keeper.ErrFailed, verb))
 		return
 	}
-	log.Info("verb done", "said", reply.Said)
+	log.Info("verb done", "said", reply.Said, "took", time.Since(start))
 	body, err := json.Marshal(reply)
 	if err != nil {
 		s.fail(req, verb, fmt.Errorf("%w: %s was done but its reply could not be encoded: %v", keeper.ErrFailed, verb, err))
