@@ -49,60 +49,78 @@ func TestRecoverAfterCrash(t *testing.T) {
 	}
 	for _, step := range steps {
 		t.Run(step, func(t *testing.T) {
-			var hookOn bool
-			e := newEnv(t, func(c *keeper.Config) {
-				c.StepHook = func(s string) {
-					if hookOn && s == step {
-						panic(crash{s})
-					}
-				}
-				if strings.HasPrefix(step, "mid-restore:") {
-					c.Bus = &crashBus{Bus: c.Bus, stream: strings.TrimPrefix(step, "mid-restore:")}
-				}
-			})
+			e, stop := crashEnv(t, step)
 			point := e.kept()
 			e.snapshot(1, "fp")
 			e.change()
 			live := e.kept()
 
-			hookOn = true
-			func() {
-				defer func() {
-					if _, ok := recover().(crash); !ok {
-						t.Fatalf("the restore did not stop at %s", step)
-					}
-				}()
-				e.k.RestoreKept(e.ctx, req(1, "fp"))
-			}()
-			hookOn = false
-
-			k2, err := keeper.New(e.ctx, keeper.Config{Dir: e.dir, Bus: e.bus, Index: e.bus, Acts: e.bus,
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			said, err := k2.Recover(e.ctx)
-			if err != nil || len(said) != 1 {
-				t.Fatalf("recover: %v %q", err, said)
-			}
-			mustContain(t, said[0], "was completed")
-			if d := sample.Diff(point, e.kept()); d != "" {
-				t.Errorf("after recovery from a crash at %s the kept data is not the point:\n%s", step, d)
-			}
+			stop()
+			recoverAfterCrash(t, e, step, point)
 			checkAsides(t, e, live)
 			matches, _ := filepath.Glob(filepath.Join(e.dir, "aside", "*", "journal.json"))
 			if len(matches) != 0 {
 				t.Errorf("journal left: %v", matches)
 			}
-			if _, err := e.bus.Get(e.ctx, "journal."+module+"."+local); !errors.Is(err, keeper.ErrNotFound) {
-				t.Errorf("journal left in the index: %v", err)
-			}
-			again, err := k2.Recover(e.ctx)
-			if err != nil || len(again) != 0 {
-				t.Errorf("second recover: %v %q", err, again)
-			}
 		})
 	}
+}
+
+// crashEnv is an env whose keeper stops restoring at step, as a killed keeper
+// would: at a step hook, or ("mid-restore:<stream>") in the middle of that
+// stream's data. stop runs restore-kept until it stops there.
+func crashEnv(t *testing.T, step string) (e *env, stop func()) {
+	t.Helper()
+	var hookOn bool
+	e = newEnv(t, func(c *keeper.Config) {
+		c.StepHook = func(s string) {
+			if hookOn && s == step {
+				panic(crash{s})
+			}
+		}
+		if strings.HasPrefix(step, "mid-restore:") {
+			c.Bus = &crashBus{Bus: c.Bus, stream: strings.TrimPrefix(step, "mid-restore:")}
+		}
+	})
+	return e, func() {
+		t.Helper()
+		hookOn = true
+		defer func() {
+			hookOn = false
+			if _, ok := recover().(crash); !ok {
+				t.Fatalf("the restore did not stop at %s", step)
+			}
+		}()
+		e.k.RestoreKept(e.ctx, req(1, "fp"))
+	}
+}
+
+// recoverAfterCrash starts a new keeper on e's directory and bus and
+// recovers: one restore must be completed, the kept data must be the point,
+// no journal left in the index, and a second recovery must find nothing. It
+// returns the new keeper.
+func recoverAfterCrash(t *testing.T, e *env, step string, point *sample.Snapshot) *keeper.Keeper {
+	t.Helper()
+	k2, err := keeper.New(e.ctx, keeper.Config{Dir: e.dir, Bus: e.bus, Index: e.bus, Acts: e.bus,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	said, err := k2.Recover(e.ctx)
+	if err != nil || len(said) != 1 {
+		t.Fatalf("recover: %v %q", err, said)
+	}
+	mustContain(t, said[0], "was completed")
+	if d := sample.Diff(point, e.kept()); d != "" {
+		t.Errorf("after recovery from a crash at %s the kept data is not the point:\n%s", step, d)
+	}
+	if _, err := e.bus.Get(e.ctx, "journal."+module+"."+local); !errors.Is(err, keeper.ErrNotFound) {
+		t.Errorf("journal left in the index: %v", err)
+	}
+	if again, err := k2.Recover(e.ctx); err != nil || len(again) != 0 {
+		t.Errorf("second recover: %v %q", err, again)
+	}
+	return k2
 }
 
 func TestDiscardRefusedWhileRestoreUnfinished(t *testing.T) {
@@ -146,17 +164,7 @@ func TestRecoverAfterCrashIntoAbsentData(t *testing.T) {
 	}
 	for _, step := range steps {
 		t.Run(step, func(t *testing.T) {
-			var hookOn bool
-			e := newEnv(t, func(c *keeper.Config) {
-				c.StepHook = func(s string) {
-					if hookOn && s == step {
-						panic(crash{s})
-					}
-				}
-				if strings.HasPrefix(step, "mid-restore:") {
-					c.Bus = &crashBus{Bus: c.Bus, stream: strings.TrimPrefix(step, "mid-restore:")}
-				}
-			})
+			e, stop := crashEnv(t, step)
 			point := e.kept()
 			e.snapshot(1, "fp")
 			for _, s := range n.Streams() {
@@ -165,45 +173,16 @@ func TestRecoverAfterCrashIntoAbsentData(t *testing.T) {
 				}
 			}
 
-			hookOn = true
-			func() {
-				defer func() {
-					if _, ok := recover().(crash); !ok {
-						t.Fatalf("the restore did not stop at %s", step)
-					}
-				}()
-				e.k.RestoreKept(e.ctx, req(1, "fp"))
-			}()
-			hookOn = false
-
+			stop()
 			// Until recovery, the kept data refuses a snapshot: it may be
 			// half restored.
 			if _, err := e.k.SnapshotKept(e.ctx, req(2, "half")); !errors.Is(err, keeper.ErrConflict) {
 				t.Errorf("snapshot-kept during an unfinished restore: got %v, want a conflict", err)
 			}
 
-			k2, err := keeper.New(e.ctx, keeper.Config{Dir: e.dir, Bus: e.bus, Index: e.bus, Acts: e.bus,
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			said, err := k2.Recover(e.ctx)
-			if err != nil || len(said) != 1 {
-				t.Fatalf("recover: %v %q", err, said)
-			}
-			mustContain(t, said[0], "was completed", "none of the kept data was live")
-			if d := sample.Diff(point, e.kept()); d != "" {
-				t.Errorf("after recovery from a crash at %s the kept data is not the point:\n%s", step, d)
-			}
-			if _, err := e.bus.Get(e.ctx, "journal."+module+"."+local); !errors.Is(err, keeper.ErrNotFound) {
-				t.Errorf("journal left in the index: %v", err)
-			}
+			k2 := recoverAfterCrash(t, e, step, point)
 			if ents, _ := os.ReadDir(filepath.Join(e.dir, "aside")); len(ents) != 0 {
 				t.Errorf("a restore into absent data left %d aside entries", len(ents))
-			}
-			again, err := k2.Recover(e.ctx)
-			if err != nil || len(again) != 0 {
-				t.Errorf("second recover: %v %q", err, again)
 			}
 			if _, err := k2.SnapshotKept(e.ctx, req(2, "after")); err != nil {
 				t.Errorf("snapshot-kept after recovery: %v", err)
