@@ -22,8 +22,8 @@ const journalFile = "journal.json"
 // A restore into absent kept data has no aside (Aside is ""): its journal is
 // kept in the index only, written before the first stream is begun. It
 // describes only what is on the bus, so it lives and dies with the bus. A
-// keeper that starts again finishes such a restore, or removes what it
-// began.
+// keeper that starts again takes such a restore up again as a restore-kept
+// of the same point (recoverIntoAbsent).
 type journal struct {
 	Module     string     `json:"module"`
 	Local      string     `json:"local"`
@@ -63,12 +63,12 @@ func (k *Keeper) saveJournal(ctx context.Context, j *journal) error {
 
 // closeJournal removes a finished restore's journal.
 func (k *Keeper) closeJournal(ctx context.Context, j *journal) {
-	if j.Aside == "" {
-		// nothing on disk
-	} else if err := os.Remove(k.journalPath(j.Aside)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		k.log.Error("could not remove the restore journal", "aside", j.Aside, "err", err)
-	} else {
-		syncDir(k.abs(asideRel(j.Aside)))
+	if j.Aside != "" { // else it is in the index only
+		if err := os.Remove(k.journalPath(j.Aside)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			k.log.Error("could not remove the restore journal", "aside", j.Aside, "err", err)
+		} else {
+			syncDir(k.abs(asideRel(j.Aside)))
+		}
 	}
 	if err := k.index.Delete(ctx, journalKey(j.Module, j.Local)); err != nil {
 		k.log.Warn("could not remove the restore journal from the index", "aside", j.Aside, "err", err)
@@ -115,7 +115,7 @@ func (k *Keeper) Recover(ctx context.Context) ([]string, error) {
 	bus, err := k.busJournals(ctx)
 	errs = append(errs, err)
 	for _, j := range bus {
-		s, err := k.recoverOne(ctx, j)
+		s, err := k.recoverIntoAbsent(ctx, j)
 		if errors.Is(err, ErrBusy) {
 			continue
 		}
@@ -165,26 +165,10 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 		return "", err
 	}
 	defer release()
-	var a *Aside
-	if j.Aside != "" {
-		a = &Aside{}
-		if err := readJSON(filepath.Join(k.abs(asideRel(j.Aside)), asideFile), a); err != nil {
-			return "", fmt.Errorf("the restore of %s/%s left a journal but its aside %s is unreadable (%v); nothing was changed",
-				j.Module, j.Local, j.Aside, err)
-		}
-	} else {
-		// Read it again under the lock: it may have moved on, or ended.
-		data, err := k.index.Get(ctx, journalKey(j.Module, j.Local))
-		if errors.Is(err, ErrNotFound) {
-			return "", errorf(ErrBusy, "the restore of %s/%s finished meanwhile", j.Module, j.Local)
-		}
-		if err != nil {
-			return "", fmt.Errorf("reading the restore journal of %s/%s: %w; nothing was changed", j.Module, j.Local, err)
-		}
-		j = &journal{}
-		if err := json.Unmarshal(data, j); err != nil || j.Aside != "" {
-			return "", errorf(ErrBusy, "the restore journal of %s/%s changed meanwhile", r.Module, r.Local)
-		}
+	var a Aside
+	if err := readJSON(filepath.Join(k.abs(asideRel(j.Aside)), asideFile), &a); err != nil {
+		return "", fmt.Errorf("the restore of %s/%s left a journal but its aside %s is unreadable (%v); nothing was changed",
+			j.Module, j.Local, j.Aside, err)
 	}
 	k.log.Warn("finishing an interrupted restore", "module", j.Module, "local", j.Local, "aside", j.Aside, "step", j.Step)
 	act := Act{Verb: VerbRestore, Module: j.Module, Local: j.Local, Caller: j.Caller, Why: j.Why,
@@ -197,13 +181,9 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 			p = nil // the point is gone: put the aside back
 		}
 	}
-	set, err := k.execute(ctx, j, a, p)
+	set, err := k.execute(ctx, j, &a, p)
 	said := fmt.Sprintf("the interrupted restore of %s/%s was completed: the point's %d stream(s) are on the bus and %d consumer position(s) were set back; the live data as it was stays set aside as %s",
 		j.Module, j.Local, len(j.Restore), len(set), j.Aside)
-	if a == nil {
-		said = fmt.Sprintf("the interrupted restore of %s/%s was completed: the point's %d stream(s) are on the bus and %d consumer position(s) were set back; none of the kept data was live before it",
-			j.Module, j.Local, len(j.Restore), len(set))
-	}
 	if j.Point == "" {
 		said = fmt.Sprintf("the interrupted aside-only of %s/%s was completed: the live data is set aside as %s and removed from the bus",
 			j.Module, j.Local, j.Aside)
@@ -220,6 +200,68 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 	k.record(ctx, act)
 	k.closeJournal(ctx, j)
 	return said, nil
+}
+
+// recoverIntoAbsent takes up a restore into absent kept data that a stopped
+// keeper left unfinished: as a restore-kept of the same point, so whatever
+// is on the bus under the kept data's names now — streams the restore had
+// begun, or ones a module made since — is set aside (a complete, verified
+// copy) before it is removed, never just deleted. If the point is gone, what
+// is on the bus is left as it is. Either way the journal is then closed; a
+// restore that sets data aside journals itself.
+func (k *Keeper) recoverIntoAbsent(ctx context.Context, j *journal) (string, error) {
+	r := Request{Module: j.Module, Local: j.Local, Caller: j.Caller, Why: j.Why}
+	ctx, release, err := k.lock(ctx, VerbRestore, r)
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	// Read it again under the lock: it may have moved on, or ended.
+	data, err := k.index.Get(ctx, journalKey(j.Module, j.Local))
+	if errors.Is(err, ErrNotFound) {
+		return "", errorf(ErrBusy, "the restore of %s/%s finished meanwhile", j.Module, j.Local)
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the restore journal of %s/%s: %w; nothing was changed", j.Module, j.Local, err)
+	}
+	if err := json.Unmarshal(data, j); err != nil || j.Aside != "" {
+		return "", errorf(ErrBusy, "the restore journal of %s/%s changed meanwhile", j.Module, j.Local)
+	}
+	k.log.Warn("taking up an interrupted restore into absent kept data", "module", j.Module, "local", j.Local, "point", j.Point, "restored", j.Restored)
+	var p Point
+	if err := readJSON(filepath.Join(k.abs(j.Point), pointFile), &p); err != nil {
+		k.closeJournal(ctx, j)
+		said := fmt.Sprintf("the interrupted restore of %s/%s was not taken up: its restore point %s is gone (%v), so what is on the bus of it was left as it is",
+			j.Module, j.Local, j.Point, err)
+		k.record(ctx, Act{Verb: VerbRestore, Module: j.Module, Local: j.Local, Caller: j.Caller, Why: j.Why, What: said, Outcome: "failed"})
+		return said, nil
+	}
+	r.Form, r.Fingerprint = p.Form, p.Fingerprint
+	rep, err := k.restoreLocked(ctx, r, false)
+	if err != nil {
+		if !errors.Is(err, ErrNoBus) {
+			// Not a bus that is away: trying again would fail again and
+			// keep the kept data refusing every verb. A restore that set
+			// data aside has its own journal by now.
+			k.closeJournalIfAbsent(ctx, j.Module, j.Local)
+		}
+		return "the interrupted restore was not completed: " + err.Error(), nil
+	}
+	k.closeJournalIfAbsent(ctx, j.Module, j.Local)
+	return "the interrupted restore of " + j.Module + "/" + j.Local + " was completed: " + rep.Said, nil
+}
+
+// closeJournalIfAbsent removes the index's journal of module/local if it is
+// still that of a restore into absent kept data.
+func (k *Keeper) closeJournalIfAbsent(ctx context.Context, module, local string) {
+	data, err := k.index.Get(ctx, journalKey(module, local))
+	if err != nil {
+		return
+	}
+	var j journal
+	if json.Unmarshal(data, &j) == nil && j.Aside == "" {
+		k.closeJournal(ctx, &j)
+	}
 }
 
 // unfinished refuses a verb on a kept data whose last restore left a journal:

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
@@ -151,9 +153,10 @@ func TestDiscardRefusedWhileRestoreUnfinished(t *testing.T) {
 
 // TestRecoverAfterCrashIntoAbsentData stops a restore into absent kept data
 // at each step, as a killed keeper would, then starts a new keeper on the
-// same directory and bus. Its journal, in the index only, lets recovery
-// finish the restore: the kept data ends as the point, and no journal is
-// left.
+// same directory and bus. Its journal, in the index only, lets recovery take
+// the restore up again: whatever the first restore left on the bus is set
+// aside (complete and verified), never just deleted, and the kept data ends
+// as the point, with no journal left.
 func TestRecoverAfterCrashIntoAbsentData(t *testing.T) {
 	n := sample.NamesOf(module, local)
 	steps := []string{
@@ -180,13 +183,59 @@ func TestRecoverAfterCrashIntoAbsentData(t *testing.T) {
 				t.Errorf("snapshot-kept during an unfinished restore: got %v, want a conflict", err)
 			}
 
+			onBus := e.kept()
 			k2 := recoverAfterCrash(t, e, step, point)
-			if ents, _ := os.ReadDir(filepath.Join(e.dir, "aside")); len(ents) != 0 {
-				t.Errorf("a restore into absent data left %d aside entries", len(ents))
+			present := &sample.Snapshot{}
+			for _, s := range onBus.Streams {
+				if !s.Missing {
+					present.Streams = append(present.Streams, s)
+				}
 			}
+			ents, _ := os.ReadDir(filepath.Join(e.dir, "aside"))
+			switch {
+			case len(present.Streams) > 0 && len(ents) != 1:
+				t.Errorf("recovery left %d aside entries, want 1 holding what the first restore left", len(ents))
+			case len(present.Streams) == 0 && len(ents) != 0:
+				t.Errorf("recovery with nothing on the bus left %d aside entries", len(ents))
+			}
+			checkAsides(t, e, present)
 			if _, err := k2.SnapshotKept(e.ctx, req(2, "after")); err != nil {
 				t.Errorf("snapshot-kept after recovery: %v", err)
 			}
 		})
+	}
+}
+
+// A module that makes its bucket again while a restore into absent kept data
+// is unfinished (the keeper died) loses nothing: recovery sets the bucket
+// aside before it restores the point over it.
+func TestRecoveryIntoAbsentDataSetsAsideWhatAppearedMeanwhile(t *testing.T) {
+	n := sample.NamesOf(module, local)
+	e, stop := crashEnv(t, "journal-written")
+	point := e.kept()
+	e.snapshot(1, "fp")
+	for _, s := range n.Streams() {
+		if err := e.js.DeleteStream(e.ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop()
+	kv, err := e.js.CreateKeyValue(e.ctx, jetstream.KeyValueConfig{Bucket: n.Bus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.PutString(e.ctx, "written-meanwhile", "keep me"); err != nil {
+		t.Fatal(err)
+	}
+	meanwhile := e.kept()
+
+	recoverAfterCrash(t, e, "journal-written", point)
+	ents, _ := os.ReadDir(filepath.Join(e.dir, "aside"))
+	if len(ents) != 1 {
+		t.Fatalf("recovery left %d aside entries, want 1 holding the bucket made meanwhile", len(ents))
+	}
+	got := archiveStreams(t, filepath.Join(e.dir, "aside", ents[0].Name()))
+	if d := sample.Diff(&sample.Snapshot{Streams: []sample.StreamDump{meanwhile.Streams[0]}}, got); d != "" || meanwhile.Streams[0].Name != n.KVStream {
+		t.Errorf("the aside does not hold the bucket made meanwhile (%s):\n%s", meanwhile.Streams[0].Name, d)
 	}
 }

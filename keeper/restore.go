@@ -30,8 +30,13 @@ func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
 	if err := k.unfinished(ctx, VerbRestore, r.Module, r.Local); err != nil {
 		return nil, err
 	}
+	return k.restoreLocked(ctx, r, true)
+}
 
-	act := Act{Verb: VerbRestore, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why, Hand: true}
+// restoreLocked is RestoreKept once the kept data's lock is held; hand says
+// whether a person asked for it (recovery also runs it).
+func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Reply, error) {
+	act := Act{Verb: VerbRestore, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why, Hand: hand}
 	fail := func(err error) (*Reply, error) {
 		act.What, act.Outcome = err.Error(), "failed"
 		k.record(ctx, act)
@@ -130,7 +135,7 @@ func (k *Keeper) restoreIntoAbsent(ctx context.Context, r Request, pl *restorePl
 		if whole {
 			k.closeJournal(ctx, j)
 		} else {
-			back += "; the restore journal stays, so the keeper removes them when the bus answers"
+			back += "; the restore journal stays, so the keeper takes this restore up again when the bus answers"
 		}
 		// The server may have refused a damaged stream before the keeper's
 		// own reading found the damage: tell a damaged point from a failed
