@@ -46,11 +46,7 @@ func absentEnv(t *testing.T, extraKiB int) (*env, *keeper.Reply, *syncbuf.Buffer
 	})
 	addRandom(t, e, extraKiB)
 	snap := e.snapshot(1, "fp")
-	for _, s := range e.names.Streams() {
-		if err := e.js.DeleteStream(e.ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.removeKept()
 	return e, snap, log
 }
 
@@ -151,11 +147,7 @@ func TestFailedRestoreOfADamagedPointSaysDamaged(t *testing.T) {
 	e, f := faultEnv(t)
 	addRandom(t, e, 4<<10) // several read blocks: the bus fails in the first
 	snap := e.snapshot(1, "fp")
-	for _, s := range e.names.Streams() {
-		if err := e.js.DeleteStream(e.ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.removeKept()
 	path := filepath.Join(snap.Dir, "bus.tar")
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -187,11 +179,7 @@ func TestFailedRestoreOfADamagedPointSaysDamaged(t *testing.T) {
 func TestRestoreIntoAbsentDataNeedsItsJournal(t *testing.T) {
 	e, f := faultEnv(t)
 	e.snapshot(1, "fp")
-	for _, s := range e.names.Streams() {
-		if err := e.js.DeleteStream(e.ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.removeKept()
 	f.mu.Lock()
 	f.op, f.nth, f.armed = "put:journal", 1, true
 	f.mu.Unlock()

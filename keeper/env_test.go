@@ -111,6 +111,16 @@ func (e *env) snapshot(form int, fp string) *keeper.Reply {
 	return rep
 }
 
+// removeKept deletes the kept data's streams: the kept data is then absent.
+func (e *env) removeKept() {
+	e.t.Helper()
+	for _, s := range e.names.Streams() {
+		if err := e.js.DeleteStream(e.ctx, s); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
 func (e *env) change() {
 	e.t.Helper()
 	if err := sample.Change(e.ctx, e.js, module, local); err != nil {

@@ -305,11 +305,7 @@ func TestPutBackFailsJournalStays(t *testing.T) {
 func TestRestoreRefusedOverARacingStreamLeavesIt(t *testing.T) {
 	e, f := faultEnv(t)
 	e.snapshot(1, "fp")
-	for _, s := range e.names.Streams() {
-		if err := e.js.DeleteStream(e.ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.removeKept()
 	var once sync.Once
 	f.beforeRestore = func(stream string) {
 		if stream != e.names.KVStream {

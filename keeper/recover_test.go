@@ -170,11 +170,7 @@ func TestRecoverAfterCrashIntoAbsentData(t *testing.T) {
 			e, stop := crashEnv(t, step)
 			point := e.kept()
 			e.snapshot(1, "fp")
-			for _, s := range n.Streams() {
-				if err := e.js.DeleteStream(e.ctx, s); err != nil {
-					t.Fatal(err)
-				}
-			}
+			e.removeKept()
 
 			stop()
 			// Until recovery, the kept data refuses a snapshot: it may be
@@ -214,11 +210,7 @@ func TestRecoveryIntoAbsentDataSetsAsideWhatAppearedMeanwhile(t *testing.T) {
 	e, stop := crashEnv(t, "journal-written")
 	point := e.kept()
 	e.snapshot(1, "fp")
-	for _, s := range n.Streams() {
-		if err := e.js.DeleteStream(e.ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.removeKept()
 	stop()
 	kv, err := e.js.CreateKeyValue(e.ctx, jetstream.KeyValueConfig{Bucket: n.Bus})
 	if err != nil {
