@@ -136,28 +136,27 @@ func (a *Adapter) watchConn(ctx context.Context, cancel context.CancelCauseFunc,
 	if a.nc == nil {
 		return
 	}
-	mark := a.connMark()
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if a.connLost(mark) {
-				cancel(errDisconnected)
-				return
-			}
-		}
-	}
+	a.watchEvery(ctx, cancel, stop, 250*time.Millisecond, nil)
 }
 
 // watch cancels ctx with errStalled when w has not been written to for the
-// stall timeout while no write is in progress.
+// stall timeout while no write is in progress, or with errDisconnected as
+// watchConn does.
 func (a *Adapter) watch(ctx context.Context, cancel context.CancelCauseFunc, w *watchedWriter, stop <-chan struct{}) {
-	tick := time.NewTicker(min(a.cfg.stall/4, 250*time.Millisecond))
+	a.watchEvery(ctx, cancel, stop, min(a.cfg.stall/4, 250*time.Millisecond), func() error {
+		if w.busy.Load() == 0 && time.Since(time.Unix(0, w.last.Load())) > a.cfg.stall {
+			return fmt.Errorf("%w (%s)", errStalled, a.cfg.stall)
+		}
+		return nil
+	})
+}
+
+// watchEvery checks every period, until stop is closed or ctx ends, whether
+// the connection was lost since it began (what was in flight on it then is
+// gone, and the server does not send it again), and then check, when set;
+// it cancels ctx with the first cause found.
+func (a *Adapter) watchEvery(ctx context.Context, cancel context.CancelCauseFunc, stop <-chan struct{}, period time.Duration, check func() error) {
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	mark := a.connMark()
 	for {
@@ -167,15 +166,15 @@ func (a *Adapter) watch(ctx context.Context, cancel context.CancelCauseFunc, w *
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			// A snapshot is pushed over this connection; what was in flight
-			// when it dropped is gone, and the server does not send it again.
 			if a.connLost(mark) {
 				cancel(errDisconnected)
 				return
 			}
-			if w.busy.Load() == 0 && time.Since(time.Unix(0, w.last.Load())) > a.cfg.stall {
-				cancel(fmt.Errorf("%w (%s)", errStalled, a.cfg.stall))
-				return
+			if check != nil {
+				if err := check(); err != nil {
+					cancel(err)
+					return
+				}
 			}
 		}
 	}
