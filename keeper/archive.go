@@ -105,26 +105,31 @@ func (k *Keeper) writeArchive(ctx context.Context, dir string, streams []string,
 // verifyArchive fully verifies dir/bus.tar and returns its manifest. Its
 // error wraps ErrDamaged and lists every problem found.
 func verifyArchive(ctx context.Context, dir string) (*busarchive.Manifest, *busarchive.Report, error) {
-	path := filepath.Join(dir, archiveName)
-	rep, err := busarchive.VerifyFile(ctx, path)
+	a, c, err := openArchive(dir)
 	if err != nil {
-		return nil, rep, &DamagedError{Path: path, Problems: problemSentences(err)}
+		return nil, nil, err
 	}
-	m, err := openArchive(dir)
-	return m, rep, err
+	defer c.Close()
+	rep, err := a.Verify(ctx)
+	if err != nil {
+		return nil, rep, &DamagedError{Path: filepath.Join(dir, archiveName), Problems: problemSentences(err)}
+	}
+	return a.Manifest(), rep, nil
 }
 
 // openArchive opens dir/bus.tar, which checks its layout and its manifest's
-// seal without reading the streams' data, and returns its manifest. Its error
-// wraps ErrDamaged.
-func openArchive(dir string) (*busarchive.Manifest, error) {
+// seal without reading the streams' data. Its error is a *DamagedError (an
+// archive that cannot be opened at all is reported incomplete).
+func openArchive(dir string) (*busarchive.Archive, io.Closer, error) {
 	path := filepath.Join(dir, archiveName)
 	a, c, err := busarchive.OpenFile(path)
 	if err != nil {
-		return nil, &DamagedError{Path: path, Problems: problemSentences(err)}
+		if len(busarchive.Problems(err)) == 0 {
+			err = &busarchive.EntryError{Kind: busarchive.ErrIncomplete, Detail: err.Error()}
+		}
+		return nil, nil, &DamagedError{Path: path, Problems: problemSentences(err)}
 	}
-	defer c.Close()
-	return a.Manifest(), nil
+	return a, c, nil
 }
 
 func problemSentences(err error) []string {
@@ -156,9 +161,9 @@ const restoreParallel = 2
 // manifest. A stream that fails so fails its restore with a *DamagedError.
 func (k *Keeper) restoreArchive(ctx context.Context, dir string, only []string, p Progress, done func(stream string)) (begun []string, err error) {
 	path := filepath.Join(dir, archiveName)
-	a, c, err := busarchive.OpenFile(path)
+	a, c, err := openArchive(dir)
 	if err != nil {
-		return nil, &DamagedError{Path: path, Problems: problemSentences(err)}
+		return nil, err
 	}
 	defer c.Close()
 	if a.Manifest().Bytes() >= releaseAfter {

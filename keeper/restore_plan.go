@@ -43,10 +43,12 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 		if err != nil {
 			return nil, err
 		}
-		m, err := openArchive(k.abs(rel))
+		a, c, err := openArchive(k.abs(rel))
 		if err != nil {
 			return nil, fmt.Errorf("restore point %s is damaged: %w", pointName(p), err)
 		}
+		m := a.Manifest()
+		c.Close()
 		if got, want := manifestNames(m), streamSumNames(p.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
 			return nil, errorf(ErrDamaged, "restore point %s: point.json names streams %v but its archive holds %v", pointName(p), want, got)
 		}
