@@ -194,3 +194,35 @@ func TestRestoreIntoAbsentDataNeedsItsJournal(t *testing.T) {
 		}
 	}
 }
+
+// A dry run verifies the whole point even when none of the kept data is
+// live, so it says beforehand that a damaged point would fail.
+func TestDryRunIntoAbsentDataVerifiesThePoint(t *testing.T) {
+	e, snap, log := absentEnv(t, 0)
+	r := req(1, "fp")
+	r.DryRun = true
+	if _, err := e.k.RestoreKept(e.ctx, r); err != nil {
+		t.Fatalf("dry run: %v", err)
+	}
+	if !strings.Contains(log.String(), `msg="restore point verified"`) {
+		t.Errorf("the dry run did not verify the point whole:\n%s", log.String())
+	}
+	path := filepath.Join(snap.Dir, "bus.tar")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, size := tartest.DataRange(t, b, tartest.LargestData(t, b))
+	b[off+size/2] ^= 0x01
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.k.RestoreKept(e.ctx, r); !errors.Is(err, keeper.ErrDamaged) {
+		t.Fatalf("dry run of a damaged point: got %v, want damaged", err)
+	}
+	for _, s := range e.kept().Streams {
+		if !s.Missing {
+			t.Errorf("stream %s is on the bus after a dry run", s.Name)
+		}
+	}
+}
