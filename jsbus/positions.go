@@ -89,20 +89,12 @@ func isCode(err error, code uint16) bool {
 	return errors.As(err, &ae) && ae.ErrCode == code
 }
 
-// ofModule reports whether a durable's name makes it one of module's consumers.
-func ofModule(module, name string) bool {
-	return name == module || strings.HasPrefix(name, module+"_") || strings.HasPrefix(name, module+"-")
-}
-
-// Positions lists every durable consumer of module on every stream, with its
-// ack floor and its configuration as the server holds it, sorted by stream
-// and consumer. The ack floor is the last delivered message when no
+// Consumers lists every durable consumer on every stream, with its ack floor
+// and its configuration as the server holds it, sorted by stream and
+// consumer. The ack floor is the last delivered message when no
 // acknowledgement is pending (see rawConsumer.floor). Streams deleted while
 // the list is made are skipped.
-func (a *Adapter) Positions(ctx context.Context, module string) ([]keeper.Position, error) {
-	if !validName(module) {
-		return nil, fmt.Errorf("jsbus: %q is not a module name: %w", module, keeper.ErrBadRequest)
-	}
+func (a *Adapter) Consumers(ctx context.Context) ([]keeper.Position, error) {
 	names := a.js.StreamNames(ctx)
 	var streams []string
 	for n := range names.Name() {
@@ -130,7 +122,7 @@ func (a *Adapter) Positions(ctx context.Context, module string) ([]keeper.Positi
 			if err := json.Unmarshal(c.Config, &cfg); err != nil {
 				return nil, fmt.Errorf("jsbus: configuration of consumer %s on %s is not JSON: %w", c.Name, s, err)
 			}
-			if cfg.Durable == "" || !ofModule(module, c.Name) {
+			if cfg.Durable == "" || !validName(c.Name) {
 				continue
 			}
 			out = append(out, keeper.Position{Stream: s, Consumer: c.Name, AckFloor: c.floor(), Config: c.Config})

@@ -49,6 +49,22 @@ func (a *Adapter) Stream(ctx context.Context, name string) (*keeper.StreamInfo, 
 	}, nil
 }
 
+// Streams lists every stream on the bus with its subjects and state.
+func (a *Adapter) Streams(ctx context.Context) ([]keeper.StreamInfo, error) {
+	l := a.js.ListStreams(ctx)
+	var out []keeper.StreamInfo
+	for info := range l.Info() {
+		out = append(out, keeper.StreamInfo{
+			Name: info.Config.Name, Subjects: info.Config.Subjects, Messages: info.State.Msgs, Bytes: info.State.Bytes,
+			FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq, Consumers: info.State.Consumers,
+		})
+	}
+	if err := l.Err(); err != nil {
+		return nil, busErr(fmt.Errorf("jsbus: list streams: %w", err))
+	}
+	return out, nil
+}
+
 // DeleteStream removes a stream and its consumers, or returns an error
 // wrapping keeper.ErrNoStream when it does not exist.
 func (a *Adapter) DeleteStream(ctx context.Context, name string) error {

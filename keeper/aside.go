@@ -46,9 +46,9 @@ func (k *Keeper) setAside(ctx context.Context, r Request, pl *restorePlan) (*Asi
 			os.RemoveAll(partial)
 		}
 	}()
-	positions, err := k.bus.Positions(ctx, r.Module)
+	positions, err := k.positions(ctx, r.Module, r.Local)
 	if err != nil {
-		return nil, fmt.Errorf("reading the positions of %s's consumers: %w", r.Module, err)
+		return nil, err
 	}
 	m, size, err := k.writeArchive(ctx, partial, pl.SetAside,
 		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "aside"})

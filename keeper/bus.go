@@ -51,15 +51,22 @@ type Bus interface {
 	// does not exist returns an error wrapping ErrNoStream.
 	DeleteStream(ctx context.Context, stream string) error
 
-	// Positions lists every durable consumer, on any stream, whose name is
-	// module or begins with module+"_" or module+"-", with its ack floor and
-	// configuration as the server holds it.
-	Positions(ctx context.Context, module string) ([]Position, error)
+	// Streams lists every stream on the bus with its subjects (the keeper
+	// checks subject overlaps and which modules the bus knows from it).
+	Streams(ctx context.Context) ([]StreamInfo, error)
 
-	// SetPosition (re)makes the durable consumer p.Consumer on p.Stream from
-	// p.Config so that the next message it delivers is the one after
-	// p.AckFloor, or the stream's first message if that one is gone. A live
-	// consumer of that name is replaced.
+	// Consumers lists every durable consumer on every stream, with its ack
+	// floor and its configuration as the server holds it (metadata
+	// included), sorted by stream and consumer. Which module a consumer
+	// belongs to is the keeper's business (Owner), not the bus's.
+	Consumers(ctx context.Context) ([]Position, error)
+
+	// SetPosition moves the durable consumer p.Consumer on p.Stream so that
+	// the next message it delivers is the one after p.AckFloor (or the
+	// stream's first message if that one is gone), keeping the live
+	// consumer's own configuration: deliver policy, filters, metadata and
+	// all (the server's consumer reset). A consumer of that name that does
+	// not exist is made from p.Config as it was recorded, then moved.
 	SetPosition(ctx context.Context, p Position) error
 }
 
@@ -128,6 +135,10 @@ type Progress struct {
 	StreamsDone  int    `json:"streams_done"`
 	StreamsTotal int    `json:"streams_total"`
 	Bytes        int64  `json:"bytes"` // archive bytes written or read so far in this step
+	// BytesTotal is what Bytes will reach when the step ends (0: not known).
+	// For a snapshot it is the live streams' stored bytes, an estimate of the
+	// archive; for a restore or a verification the archive's own sizes.
+	BytesTotal int64 `json:"bytes_total,omitempty"`
 }
 
 type progressKey struct{}

@@ -26,6 +26,17 @@ func (k *Keeper) SetPlan(ctx context.Context, p Plan) error {
 			return err
 		}
 	}
+	if len(p.Consumers) > 256 {
+		return errorf(ErrBadRequest, "a plan names at most 256 consumers, not %d", len(p.Consumers))
+	}
+	for _, c := range p.Consumers {
+		if err := validStreamName(c.Stream); err != nil {
+			return err
+		}
+		if err := validStreamName(c.Consumer); err != nil {
+			return errorf(ErrBadRequest, "consumer %q of the plan is not a valid consumer name", c.Consumer)
+		}
+	}
 	data, err := json.Marshal(p)
 	if err != nil {
 		return err
@@ -43,27 +54,46 @@ func validStreamName(s string) error {
 	return nil
 }
 
-// candidates are the streams that make up a kept data: the recorded plan's,
-// or else the naming rule's three.
-func (k *Keeper) candidates(ctx context.Context, module, local string) (names []string, planned bool, err error) {
+// readPlan reads the recorded plan of module/local, or an error wrapping
+// ErrNotFound.
+func (k *Keeper) readPlan(ctx context.Context, module, local string) (*Plan, error) {
 	data, err := k.index.Get(ctx, planKey(module, local))
-	switch {
-	case errors.Is(err, ErrNotFound):
-		bus := module + "_" + local
-		return []string{"KV_" + bus, "OBJ_" + bus, bus}, false, nil
-	case err != nil:
-		return nil, false, errorf(ErrFailed, "reading the plan of %s/%s: %v", module, local, err)
+	if errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, errorf(ErrFailed, "reading the plan of %s/%s: %v", module, local, err)
 	}
 	var p Plan
 	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, false, errorf(ErrFailed, "the recorded plan of %s/%s is not valid JSON: %v", module, local, err)
+		return nil, errorf(ErrFailed, "the recorded plan of %s/%s is not valid JSON: %v", module, local, err)
 	}
 	for _, s := range p.Streams {
 		if err := validStreamName(s); err != nil {
-			return nil, false, errorf(ErrFailed, "the recorded plan of %s/%s: %v", module, local, err)
+			return nil, errorf(ErrFailed, "the recorded plan of %s/%s: %v", module, local, err)
 		}
 	}
+	p.Module, p.Local = module, local
+	return &p, nil
+}
+
+// candidates are the streams that make up a kept data: the recorded plan's,
+// or else the naming rule's three.
+func (k *Keeper) candidates(ctx context.Context, module, local string) (names []string, planned bool, err error) {
+	p, err := k.readPlan(ctx, module, local)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return namingRule(module, local), false, nil
+	case err != nil:
+		return nil, false, err
+	}
 	return p.Streams, true, nil
+}
+
+// namingRule is the streams a kept data is made of without a plan.
+func namingRule(module, local string) []string {
+	bus := module + "_" + local
+	return []string{"KV_" + bus, "OBJ_" + bus, bus}
 }
 
 // liveStreams returns the kept data's streams that exist on the bus now, and

@@ -56,9 +56,9 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	// Positions first: a consumer that moves during the snapshot is then a
 	// little behind, so after a restore it hears a message twice and never
 	// misses one.
-	positions, err := k.bus.Positions(ctx, r.Module)
+	positions, err := k.positions(ctx, r.Module, r.Local)
 	if err != nil {
-		return fail(errorf(ErrFailed, "reading the positions of %s's consumers: %v", r.Module, err))
+		return fail(withKind(ErrFailed, err))
 	}
 
 	rel := pointRel(r.Module, r.Local, r.Form, r.Fingerprint)

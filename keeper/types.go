@@ -48,6 +48,9 @@ type Plan struct {
 	Module  string   `json:"module"`
 	Local   string   `json:"local"`
 	Streams []string `json:"streams"`
+	// Consumers are durable consumers, on any stream, that belong to this
+	// kept data whatever their names say.
+	Consumers []PlanConsumer `json:"consumers,omitempty"`
 }
 
 // StreamSum is one stream of a point or aside as the archive manifest has it.

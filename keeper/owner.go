@@ -1,0 +1,153 @@
+package keeper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Consumer metadata keys that declare a consumer's owner. A consumer whose
+// metadata holds MetaModule belongs to that module and no other; with
+// MetaLocal too, only to that one kept data of it.
+const (
+	MetaModule = "nats-keeper.module"
+	MetaLocal  = "nats-keeper.local"
+)
+
+// PlanConsumer names one durable consumer a plan declares its kept data's own.
+type PlanConsumer struct {
+	Stream   string `json:"stream"`
+	Consumer string `json:"consumer"`
+}
+
+// owners decides which module, and which kept data, a durable consumer
+// belongs to (design.md, "the module's consumers"):
+//
+//  1. metadata nats-keeper.module (and nats-keeper.local) wins;
+//  2. then a plan that lists the consumer, which ties it to that kept data;
+//  3. then the naming rule: the consumer is named <module>, <module>_… or
+//     <module>-…, unless it fits the naming rule of a longer module that
+//     the bus knows (by its streams, buckets, object stores, points, asides
+//     or plans), which then owns it.
+type owners struct {
+	known   map[string]bool      // module names the bus knows
+	planned map[string][2]string // stream\x00consumer -> {module, local}
+}
+
+// owners reads what the bus knows of modules: its streams, and the points,
+// asides and plans in the index.
+func (k *Keeper) owners(ctx context.Context) (*owners, error) {
+	o := &owners{known: map[string]bool{}, planned: map[string][2]string{}}
+	streams, err := k.bus.Streams(ctx)
+	if err != nil {
+		return nil, errorf(ErrFailed, "listing the streams on the bus: %v", err)
+	}
+	for _, s := range streams {
+		name := s.Name
+		for _, p := range []string{"KV_", "OBJ_"} {
+			name = strings.TrimPrefix(name, p)
+		}
+		for i := 1; i < len(name); i++ {
+			if name[i] == '_' {
+				o.known[name[:i]] = true
+			}
+		}
+	}
+	for _, prefix := range []string{"point.", "aside.", "plan."} {
+		keys, err := k.index.Keys(ctx, prefix)
+		if err != nil {
+			return nil, errorf(ErrFailed, "listing the index: %v", err)
+		}
+		for _, key := range keys {
+			parts := strings.Split(key, ".")
+			if len(parts) < 3 {
+				continue
+			}
+			o.known[parts[1]] = true
+			if prefix != "plan." {
+				continue
+			}
+			p, err := k.readPlan(ctx, parts[1], parts[2])
+			if err != nil {
+				if errors.Is(err, ErrNotFound) {
+					continue
+				}
+				return nil, err
+			}
+			for _, c := range p.Consumers {
+				o.planned[c.Stream+"\x00"+c.Consumer] = [2]string{p.Module, p.Local}
+			}
+		}
+	}
+	return o, nil
+}
+
+// owns reports whether the consumer (as its configuration stands in
+// c.Config) belongs to module's kept data local.
+func (o *owners) owns(module, local string, c Position) bool {
+	meta := consumerMetadata(c.Config)
+	if m, ok := meta[MetaModule]; ok {
+		if l, ok := meta[MetaLocal]; ok && l != local {
+			return false
+		}
+		return m == module
+	}
+	if ml, ok := o.planned[c.Stream+"\x00"+c.Consumer]; ok {
+		return ml == [2]string{module, local}
+	}
+	return o.ownsByName(module, c.Consumer)
+}
+
+// ownsByName is the naming rule, with the longer known module winning.
+func (o *owners) ownsByName(module, name string) bool {
+	if !fitsModule(module, name) {
+		return false
+	}
+	for i := len(module) + 1; i <= len(name); i++ {
+		if i < len(name) && name[i] != '_' && name[i] != '-' {
+			continue
+		}
+		if o.known[name[:i]] {
+			return false // a longer module the bus knows owns it
+		}
+	}
+	return true
+}
+
+// fitsModule is the bare naming rule: name is module, or begins with
+// module+"_" or module+"-".
+func fitsModule(module, name string) bool {
+	return name == module || strings.HasPrefix(name, module+"_") || strings.HasPrefix(name, module+"-")
+}
+
+// consumerMetadata is the metadata map of a consumer configuration, or nil.
+func consumerMetadata(cfg json.RawMessage) map[string]string {
+	var c struct {
+		Metadata map[string]string `json:"metadata"`
+	}
+	if json.Unmarshal(cfg, &c) != nil {
+		return nil
+	}
+	return c.Metadata
+}
+
+// positions reads where module's consumers of kept data local stand now.
+func (k *Keeper) positions(ctx context.Context, module, local string) ([]Position, error) {
+	all, err := k.bus.Consumers(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the positions of %s's consumers: %w", module, err)
+	}
+	o, err := k.owners(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the positions of %s's consumers: %w", module, err)
+	}
+	out := []Position{}
+	for _, c := range all {
+		if o.owns(module, local, c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
