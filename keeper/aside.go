@@ -13,33 +13,66 @@ import (
 
 func asideKey(id string) string { return "aside." + id }
 
-// newAsideID is <module>.<local>.<UTC yyyymmddThhmmss>, made unique if taken.
-func (k *Keeper) newAsideID(module, local string) string {
+// Reasons an aside was made (Aside.Reason).
+const (
+	ReasonRestore   = "restore"    // a restore replaced the live data
+	ReasonAsideOnly = "aside-only" // an aside-only request removed it
+	ReasonReplaced  = "replaced"   // a point taken again at the same form and fingerprint replaced this one
+	ReasonRecovery  = "recovery"   // recovery found it on the bus under the kept data's names
+)
+
+// maxAsideTries bounds the ids tried for one aside: <base>, <base>-2, …
+const maxAsideTries = 999
+
+// newAside claims a new aside id, <module>.<local>.<UTC yyyymmddThhmmss>
+// made unique with -N if taken, by making its .partial directory (0700).
+// Only "exists" is retried, a bounded number of times.
+func (k *Keeper) newAside(module, local string) (id, partial string, err error) {
+	if err := k.mkdirs(asideDir); err != nil {
+		return "", "", err
+	}
 	base := module + "." + local + "." + k.now().UTC().Format("20060102T150405")
-	for n := 1; ; n++ {
-		id := base
+	for n := 1; n <= maxAsideTries; n++ {
+		id = base
 		if n > 1 {
 			id = base + "-" + strconv.Itoa(n)
 		}
-		_, err1 := os.Lstat(k.abs(asideRel(id)))
-		_, err2 := os.Lstat(k.abs(asideRel(id)) + partialSuffix)
-		if errors.Is(err1, fs.ErrNotExist) && errors.Is(err2, fs.ErrNotExist) {
-			return id
+		if _, err := os.Lstat(k.abs(asideRel(id))); err == nil {
+			continue
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return "", "", fmt.Errorf("making set-aside copy %s: %w", id, err)
+		}
+		partial = k.abs(asideRel(id)) + partialSuffix
+		err := os.Mkdir(partial, 0o700)
+		if err == nil {
+			return id, partial, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", "", fmt.Errorf("making set-aside copy %s: %w", id, err)
 		}
 	}
+	return "", "", fmt.Errorf("making a set-aside copy: %s and %d more ids are all taken", base, maxAsideTries-1)
 }
 
-// setAside snapshots the live streams into a new aside, verifies it, renames
-// it into place, records it, and checks that no stream took a new message
-// meanwhile. Only when it returns nil may the live streams be removed. On
-// error, nothing was removed and no partial aside is left.
+// setAside snapshots the plan's live streams into a new aside for restore r.
 func (k *Keeper) setAside(ctx context.Context, r Request, pl *restorePlan) (*Aside, error) {
-	id := k.newAsideID(r.Module, r.Local)
-	rel := asideRel(id)
-	partial := k.abs(rel) + partialSuffix
-	if err := os.Mkdir(partial, 0o700); err != nil {
+	reason := ReasonRestore
+	if r.AsideOnly {
+		reason = ReasonAsideOnly
+	}
+	return k.setAsideStreams(ctx, r, pl.SetAside, reason, pl.pointRel)
+}
+
+// setAsideStreams snapshots the live streams into a new aside, verifies it,
+// renames it into place, records it, and checks that no stream took a new
+// message meanwhile. Only when it returns nil may the live streams be
+// removed. On error, nothing was removed and no partial aside is left.
+func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []string, reason, pointRel string) (*Aside, error) {
+	id, partial, err := k.newAside(r.Module, r.Local)
+	if err != nil {
 		return nil, err
 	}
+	rel := asideRel(id)
 	placed := false
 	defer func() {
 		if !placed {
@@ -50,23 +83,13 @@ func (k *Keeper) setAside(ctx context.Context, r Request, pl *restorePlan) (*Asi
 	if err != nil {
 		return nil, err
 	}
-	m, size, err := k.writeArchive(ctx, partial, pl.SetAside,
+	m, size, err := k.writeArchive(ctx, partial, streams,
 		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "aside"})
 	if err != nil {
 		return nil, err
 	}
-	reason := "restore"
-	if r.AsideOnly {
-		reason = "aside-only"
-	}
 	a := &Aside{ID: id, Module: r.Module, Local: r.Local, Taken: k.now().UTC(), Caller: r.Caller, Why: r.Why,
-		Reason: reason, Dir: rel, Streams: streamSums(m), Positions: positions, ArchiveSize: size}
-	if pl.point != nil {
-		a.Point = pl.pointRel
-	}
-	if a.Positions == nil {
-		a.Positions = []Position{}
-	}
+		Reason: reason, Point: pointRel, Dir: rel, Streams: streamSums(m), Positions: positions, ArchiveSize: size}
 	if err := writeJSONDurable(filepath.Join(partial, asideFile), a); err != nil {
 		return nil, fmt.Errorf("writing aside.json: %w", err)
 	}
@@ -92,10 +115,17 @@ func (k *Keeper) setAside(ctx context.Context, r Request, pl *restorePlan) (*Asi
 	if err := syncDir(filepath.Dir(k.abs(rel))); err != nil {
 		return nil, err
 	}
-	data, _ := json.Marshal(a)
-	if err := k.index.Put(ctx, asideKey(id), data); err != nil {
-		return nil, fmt.Errorf("the set-aside copy is complete in %s but could not be recorded in the index: %w",
-			k.abs(rel), err)
+	if err := k.recordAside(ctx, a); err != nil {
+		return nil, err
 	}
 	return a, nil
+}
+
+// recordAside puts aside.<id> in the index.
+func (k *Keeper) recordAside(ctx context.Context, a *Aside) error {
+	data, _ := json.Marshal(a)
+	if err := k.index.Put(ctx, asideKey(a.ID), data); err != nil {
+		return fmt.Errorf("the set-aside copy is complete in %s but could not be recorded in the index: %w", k.abs(a.Dir), err)
+	}
+	return nil
 }

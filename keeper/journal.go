@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -176,17 +177,33 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 	k.record(ctx, act)
 	var p *Point
 	if j.Point != "" {
-		p = &Point{}
-		if err := readJSON(filepath.Join(k.abs(j.Point), pointFile), p); err != nil {
+		if p, err = k.loadSource(j.Point); err != nil {
 			p = nil // the point is gone: put the aside back
 		}
 	}
-	set, err := k.execute(ctx, j, &a, p)
-	said := fmt.Sprintf("the interrupted restore of %s/%s was completed: the point's %d stream(s) are on the bus and %d consumer position(s) were set back; the live data as it was stays set aside as %s",
+	asides := []*Aside{&a}
+	found, err := k.foundOnBus(ctx, j, &a, p)
+	if err != nil {
+		return "", fmt.Errorf("the interrupted restore of %s/%s was not taken up: %w; nothing was removed", j.Module, j.Local, err)
+	}
+	if len(found) > 0 {
+		k.log.Warn("setting aside what is on the bus before recovery removes it", "module", j.Module, "local", j.Local, "streams", found)
+		ra, err := k.setAsideStreams(ctx, r, found, ReasonRecovery, j.Point)
+		if err != nil {
+			return "", fmt.Errorf("the interrupted restore of %s/%s was not taken up: setting aside %s, found on the bus, failed: %w; nothing was removed, and the keeper tries again",
+				j.Module, j.Local, strings.Join(found, ", "), err)
+		}
+		asides = append(asides, ra)
+	}
+	set, err := k.execute(ctx, j, asides, p)
+	said := fmt.Sprintf("the interrupted restore of %s/%s was completed: the %d stream(s) restored are on the bus and %d consumer position(s) were set back; the live data as it was stays set aside as %s",
 		j.Module, j.Local, len(j.Restore), len(set), j.Aside)
 	if j.Point == "" {
 		said = fmt.Sprintf("the interrupted aside-only of %s/%s was completed: the live data is set aside as %s and removed from the bus",
 			j.Module, j.Local, j.Aside)
+	}
+	if len(asides) > 1 {
+		said += fmt.Sprintf("; what was on the bus of it when the keeper came back (%s) is set aside as %s", strings.Join(found, ", "), asides[1].ID)
 	}
 	if err != nil {
 		// Putting the aside back is one of the two outcomes recovery may end in.
@@ -200,6 +217,44 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 	k.record(ctx, act)
 	k.closeJournal(ctx, j)
 	return said, nil
+}
+
+// foundOnBus lists what recovery must set aside before it removes anything:
+// every stream on the bus under the kept data's names (the naming rule or
+// plan, the journal's removals and restores) that is neither held, as it
+// stands, by the restore's aside, nor fully restored by the interrupted
+// restore and kept. That covers a stream the stopped keeper left
+// half-restored, one a module wrote into or made again meanwhile, and,
+// when the point is gone (the aside is then put back), the streams already
+// restored.
+func (k *Keeper) foundOnBus(ctx context.Context, j *journal, a *Aside, p *Point) ([]string, error) {
+	names, _, err := k.candidates(ctx, j.Module, j.Local)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range append(append([]string{}, j.Remove...), j.Restore...) {
+		if !contains(names, s) {
+			names = append(names, s)
+		}
+	}
+	var found []string
+	for _, s := range names {
+		si, err := k.bus.Stream(ctx, s)
+		if errors.Is(err, ErrNoStream) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("looking up stream %s: %w", s, err)
+		}
+		if held, ok := newestHolding([]*Aside{a}, s); ok && sameState(held, si) {
+			continue // still the live stream the aside holds
+		}
+		if p != nil && contains(j.Restored, s) {
+			continue // restored whole; what a module wrote since is live data, and stays
+		}
+		found = append(found, s)
+	}
+	return found, nil
 }
 
 // recoverIntoAbsent takes up a restore into absent kept data that a stopped
@@ -228,15 +283,14 @@ func (k *Keeper) recoverIntoAbsent(ctx context.Context, j *journal) (string, err
 		return "", errorf(ErrBusy, "the restore journal of %s/%s changed meanwhile", j.Module, j.Local)
 	}
 	k.log.Warn("taking up an interrupted restore into absent kept data", "module", j.Module, "local", j.Local, "point", j.Point, "restored", j.Restored)
-	var p Point
-	if err := readJSON(filepath.Join(k.abs(j.Point), pointFile), &p); err != nil {
+	if _, err := k.loadSource(j.Point); err != nil {
 		k.closeJournal(ctx, j)
 		said := fmt.Sprintf("the interrupted restore of %s/%s was not taken up: its restore point %s is gone (%v), so what is on the bus of it was left as it is",
 			j.Module, j.Local, j.Point, err)
 		k.record(ctx, Act{Verb: VerbRestore, Module: j.Module, Local: j.Local, Caller: j.Caller, Why: j.Why, What: said, Outcome: "failed"})
 		return said, nil
 	}
-	r.Form, r.Fingerprint = p.Form, p.Fingerprint
+	r.From = j.Point
 	rep, err := k.restoreLocked(ctx, r, false)
 	if err != nil {
 		if !errors.Is(err, ErrNoBus) {

@@ -2,15 +2,17 @@ package keeper
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"path/filepath"
 	"strings"
 )
 
-// locatePoint finds the point a request names: by from (a directory that must
-// resolve, without symlinks, to a point inside the keeper's directory) or by
-// module, local, form and fingerprint. The point's own record must name the
-// requested kept data.
+// locatePoint finds what a restore request names: by from (a restore point
+// directory, or aside/<id> to put a set-aside copy back; either must resolve,
+// without symlinks, inside the keeper's directory) or by module, local, form
+// and fingerprint. Its own record must name the requested kept data. A
+// set-aside copy is returned as a Point whose Dir is aside/<id>.
 func (k *Keeper) locatePoint(r Request) (*Point, string, error) {
 	rel := pointRel(r.Module, r.Local, r.Form, r.Fingerprint)
 	if r.From != "" {
@@ -21,24 +23,66 @@ func (k *Keeper) locatePoint(r Request) (*Point, string, error) {
 	}
 	if err := k.checkNoLinks(rel); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
+			if isAsideRel(rel) {
+				return nil, "", errorf(ErrNotFound, "there is no set-aside copy %s", k.abs(rel))
+			}
 			return nil, "", errorf(ErrNotFound, "there is no restore point %s", k.abs(rel))
 		}
 		return nil, "", withKind(ErrBadRequest, err)
 	}
+	p, err := k.loadSource(rel)
+	if err != nil {
+		return nil, "", err
+	}
+	if r.Module != "" && (p.Module != r.Module || p.Local != r.Local) {
+		return nil, "", errorf(ErrBadRequest, "the %s in %s is of %s/%s, not of %s/%s", sourceName(p), k.abs(rel), p.Module, p.Local, r.Module, r.Local)
+	}
+	return p, rel, nil
+}
+
+// loadSource reads what a restore restores from: a point's point.json, or
+// (rel aside/<id>) an aside's aside.json as a Point. It checks that the
+// record belongs where it lies.
+func (k *Keeper) loadSource(rel string) (*Point, error) {
+	if isAsideRel(rel) {
+		var a Aside
+		if err := readJSON(filepath.Join(k.abs(rel), asideFile), &a); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, errorf(ErrNotFound, "%s holds no aside.json", k.abs(rel))
+			}
+			return nil, errorf(ErrDamaged, "%s: %v", k.abs(rel), err)
+		}
+		if asideRel(a.ID) != rel {
+			return nil, errorf(ErrDamaged, "the set-aside copy in %s says it is %s", k.abs(rel), a.ID)
+		}
+		if k.hasJournal(a.ID) {
+			return nil, errorf(ErrConflict, "set-aside copy %s belongs to a restore that has not finished; the keeper finishes it first", a.ID)
+		}
+		return &Point{Module: a.Module, Local: a.Local, Taken: a.Taken, Caller: a.Caller, Why: a.Why, Dir: rel,
+			Streams: a.Streams, Positions: a.Positions, ArchiveSize: a.ArchiveSize}, nil
+	}
 	var p Point
 	if err := readJSON(filepath.Join(k.abs(rel), pointFile), &p); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, "", errorf(ErrNotFound, "%s holds no point.json", k.abs(rel))
+			return nil, errorf(ErrNotFound, "%s holds no point.json", k.abs(rel))
 		}
-		return nil, "", errorf(ErrDamaged, "%s: %v", k.abs(rel), err)
-	}
-	if r.Module != "" && (p.Module != r.Module || p.Local != r.Local) {
-		return nil, "", errorf(ErrBadRequest, "the restore point in %s is of %s/%s, not of %s/%s", k.abs(rel), p.Module, p.Local, r.Module, r.Local)
+		return nil, errorf(ErrDamaged, "%s: %v", k.abs(rel), err)
 	}
 	if want := pointRel(p.Module, p.Local, p.Form, p.Fingerprint); want != rel {
-		return nil, "", errorf(ErrDamaged, "the restore point in %s says it is %s, which belongs in %s", k.abs(rel), pointName(&p), k.abs(want))
+		return nil, errorf(ErrDamaged, "the restore point in %s says it is %s, which belongs in %s", k.abs(rel), pointName(&p), k.abs(want))
 	}
-	return &p, rel, nil
+	return &p, nil
+}
+
+func isAsideRel(rel string) bool { return strings.HasPrefix(rel, asideDir+string(filepath.Separator)) }
+
+// sourceName names what a restore restores from, for sentences: "restore
+// point billing/ledger f3-9f2c1a7e" or "set-aside copy billing.ledger.…".
+func sourceName(p *Point) string {
+	if isAsideRel(p.Dir) {
+		return "set-aside copy " + filepath.Base(p.Dir)
+	}
+	return "restore point " + pointName(p)
 }
 
 // relFrom turns a from into a layout path relative to the keeper's
@@ -54,8 +98,14 @@ func (k *Keeper) relFrom(from string) (string, error) {
 		return "", errorf(ErrBadRequest, "from %.200q is not inside the keeper's directory %s", from, k.dir)
 	}
 	parts := strings.Split(rel, string(filepath.Separator))
+	if len(parts) == 2 && parts[0] == asideDir {
+		if _, _, err := ParseAsideID(parts[1]); err != nil {
+			return "", fmt.Errorf("from %.200q does not name a set-aside copy (aside/<id>): %w", from, err)
+		}
+		return rel, nil
+	}
 	if len(parts) != 4 || parts[0] != pointsDir {
-		return "", errorf(ErrBadRequest, "from %.200q is not a restore point directory (points/<module>/<local>/f<form>-<fingerprint>)", from)
+		return "", errorf(ErrBadRequest, "from %.200q is not a restore point directory (points/<module>/<local>/f<form>-<fingerprint>) or a set-aside copy (aside/<id>)", from)
 	}
 	for i, what := range []string{"module", "local", "point directory"} {
 		if err := ValidName(what+" in from", parts[i+1]); err != nil {

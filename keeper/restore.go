@@ -51,7 +51,7 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 		said := pl.said(r)
 		act.What, act.Outcome = said, "planned"
 		k.record(ctx, act)
-		return &Reply{Said: said, Plan: &pl.RestorePlan, Positions: pl.Reposition, CatchUp: catchUp(pl)}, nil
+		return &Reply{Said: said, Plan: &pl.RestorePlan, Positions: pl.Reposition, Moves: pl.Moves, CatchUp: catchUp(pl)}, nil
 	}
 
 	// Set aside: only once this is complete, verified and recorded may any
@@ -81,7 +81,7 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 	}
 	k.hook("journal-written")
 
-	set, err := k.execute(ctx, j, aside, pl.point)
+	set, err := k.execute(ctx, j, []*Aside{aside}, pl.point)
 	if err != nil {
 		return fail(err)
 	}
@@ -92,15 +92,15 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 		return k.done(ctx, act, &Reply{Said: said, Aside: aside, Dir: asideDir})
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Restored %s/%s from its restore point f%d-%s: %d stream(s) restored, %d consumer position(s) set back",
-		r.Module, r.Local, pl.point.Form, pl.point.Fingerprint, len(pl.Restore), len(set))
+	fmt.Fprintf(&b, "Restored %s/%s from %s: %d stream(s) restored, %d consumer position(s) set back%s",
+		r.Module, r.Local, pl.source(), len(pl.Restore), len(pl.Moves), movesSaid(pl.Moves))
 	fmt.Fprintf(&b, "; the live data as it was is set aside as %s in %s.", aside.ID, asideDir)
 	b.WriteString(pl.unplacedSaid())
 	if c := catchUp(pl); c != "" {
 		fmt.Fprintf(&b, " The data is at form %d: run %s next.", pl.point.Form, c)
 	}
 	return k.done(ctx, act, &Reply{Said: b.String(), Point: pl.point, Aside: aside, Dir: asideDir,
-		CatchUp: catchUp(pl), Positions: set})
+		CatchUp: catchUp(pl), Positions: set, Moves: pl.Moves})
 }
 
 // restoreIntoAbsent restores a point when none of the kept data is live:
@@ -147,7 +147,7 @@ func (k *Keeper) restoreIntoAbsent(ctx context.Context, r Request, pl *restorePl
 			}
 		}
 		err = fmt.Errorf("restore-kept of %s/%s from %s failed: %w; %s, and nothing live was touched (none of the kept data was live)",
-			r.Module, r.Local, pointName(pl.point), withKind(ErrFailed, err), back)
+			r.Module, r.Local, sourceName(pl.point), withKind(ErrFailed, err), back)
 		act.What, act.Outcome = err.Error(), "failed"
 		k.record(ctx, act)
 		return nil, err
@@ -165,14 +165,14 @@ func (k *Keeper) restoreIntoAbsent(ctx context.Context, r Request, pl *restorePl
 	}
 	k.hook("positions-set")
 	defer k.closeJournal(ctx, j) // after the act below is recorded
-	said := fmt.Sprintf("Restored %s/%s from its restore point f%d-%s: %d stream(s) restored, %d consumer position(s) set back; "+
+	said := fmt.Sprintf("Restored %s/%s from %s: %d stream(s) restored, %d consumer position(s) set back%s; "+
 		"nothing was set aside because none of the kept data was live.",
-		r.Module, r.Local, pl.point.Form, pl.point.Fingerprint, len(pl.Restore), len(set))
+		r.Module, r.Local, pl.source(), len(pl.Restore), len(pl.Moves), movesSaid(pl.Moves))
 	said += pl.unplacedSaid()
 	if c := catchUp(pl); c != "" {
 		said += fmt.Sprintf(" The data is at form %d: run %s next.", pl.point.Form, c)
 	}
-	return k.done(ctx, act, &Reply{Said: said, Point: pl.point, CatchUp: catchUp(pl), Positions: set})
+	return k.done(ctx, act, &Reply{Said: said, Point: pl.point, CatchUp: catchUp(pl), Positions: set, Moves: pl.Moves})
 }
 
 // setPositions sets back the module's consumers on streams the point does
@@ -187,7 +187,7 @@ func (k *Keeper) setPositions(ctx context.Context, module, local string, p *Poin
 			}
 			return set, errorf(ErrFailed, "restore-kept of %s/%s restored every stream of %s, but setting consumer %s on %s "+
 				"back to sequence %d failed (%v), after %d of %d position(s) were set; %s",
-				module, local, pointName(p), pos.Consumer, pos.Stream, pos.AckFloor, err, len(set), len(ps), keptAt)
+				module, local, sourceName(p), pos.Consumer, pos.Stream, pos.AckFloor, err, len(set), len(ps), keptAt)
 		}
 		set = append(set, pos)
 	}
@@ -215,29 +215,33 @@ func (k *Keeper) done(ctx context.Context, act Act, rep *Reply) (*Reply, error) 
 }
 
 // putBack undoes a restore that failed after live streams may have been
-// removed: it deletes the streams that were begun (half-restored), then
-// restores from the aside every one of its streams that is not on the bus.
-// It asks the bus rather than trusting what the keeper believes it removed: a
-// delete whose reply was lost may have happened. It returns a sentence that
-// says both outcomes, and whether the kept data is whole on the bus again.
-func (k *Keeper) putBack(ctx context.Context, aside *Aside, begun []string) (string, bool) {
+// removed: it deletes the streams this call began restoring (here), then
+// brings back from the restore's aside (asides[0]) every one of its streams
+// that is not on the bus as the aside holds it. A stream in the way goes
+// only if an aside holds it as it stands (removeCovered); otherwise it stays
+// and the kept data is not whole yet. It asks the bus rather than trusting
+// what the keeper believes it removed: a delete whose reply was lost may
+// have happened. It returns a sentence that says both outcomes, and whether
+// the kept data is whole on the bus again.
+func (k *Keeper) putBack(ctx context.Context, asides []*Aside, here []string) (string, bool) {
 	var notes []string
 	var stuck []string
-	for _, s := range begun {
+	for _, s := range here {
 		if err := k.bus.DeleteStream(ctx, s); err != nil && !errors.Is(err, ErrNoStream) {
 			stuck = append(stuck, fmt.Sprintf("%s (%v)", s, err))
 		}
 	}
-	if len(begun) > 0 {
+	if len(here) > 0 {
 		if len(stuck) == 0 {
-			notes = append(notes, fmt.Sprintf("the half-restored stream(s) %s were removed", strings.Join(begun, ", ")))
+			notes = append(notes, fmt.Sprintf("the half-restored stream(s) %s were removed", strings.Join(here, ", ")))
 		} else {
 			notes = append(notes, "the half-restored stream(s) "+strings.Join(stuck, ", ")+" could not be removed")
 		}
 	}
-	if aside == nil {
+	if len(asides) == 0 {
 		return strings.Join(notes, "; "), len(stuck) == 0
 	}
+	aside := asides[0]
 	if len(stuck) > 0 {
 		notes = append(notes, fmt.Sprintf("so the live data was not put back yet; it is complete in aside %s in %s",
 			aside.ID, k.abs(aside.Dir)))
@@ -245,15 +249,25 @@ func (k *Keeper) putBack(ctx context.Context, aside *Aside, begun []string) (str
 	}
 	var missing []string
 	for _, st := range aside.Streams {
-		_, err := k.bus.Stream(ctx, st.Name)
+		si, err := k.bus.Stream(ctx, st.Name)
 		switch {
 		case errors.Is(err, ErrNoStream):
 			missing = append(missing, st.Name)
+			continue
 		case err != nil:
 			notes = append(notes, fmt.Sprintf("whether stream %s is on the bus could not be told (%v), so the live data was not put back yet; it is complete in aside %s in %s",
 				st.Name, err, aside.ID, k.abs(aside.Dir)))
 			return strings.Join(notes, "; "), false
 		}
+		if sameState(st, si) {
+			continue // never removed
+		}
+		if err := k.removeCovered(ctx, asides[1:], st.Name); err != nil {
+			notes = append(notes, fmt.Sprintf("%v, so the live data was not put back yet; it is complete in aside %s in %s",
+				err, aside.ID, k.abs(aside.Dir)))
+			return strings.Join(notes, "; "), false
+		}
+		missing = append(missing, st.Name)
 	}
 	if len(missing) == 0 {
 		notes = append(notes, "no live stream had been removed")

@@ -33,7 +33,7 @@ type restorePlan struct {
 // the bytes sent are the very bytes verified.
 func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, error) {
 	pl := &restorePlan{RestorePlan: RestorePlan{AsideOnly: r.AsideOnly,
-		SetAside: []string{}, Remove: []string{}, Restore: []string{}, Reposition: []Position{}}}
+		SetAside: []string{}, Remove: []string{}, Restore: []string{}, Reposition: []Position{}, Moves: []Move{}}}
 	live, looked, err := k.liveStreams(ctx, r.Module, r.Local)
 	if err != nil {
 		return nil, err
@@ -45,12 +45,12 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 		}
 		a, c, err := openArchive(k.abs(rel))
 		if err != nil {
-			return nil, fmt.Errorf("restore point %s is damaged: %w", pointName(p), err)
+			return nil, fmt.Errorf("%s is damaged: %w", sourceName(p), err)
 		}
 		m := a.Manifest()
 		c.Close()
 		if got, want := manifestNames(m), streamSumNames(p.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
-			return nil, errorf(ErrDamaged, "restore point %s: point.json names streams %v but its archive holds %v", pointName(p), want, got)
+			return nil, errorf(ErrDamaged, "%s: its record names streams %v but its archive holds %v", sourceName(p), want, got)
 		}
 		pl.point, pl.pointRel, pl.manifest = p, rel, m
 		pl.Point = k.abs(rel)
@@ -71,22 +71,8 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 				live = append(live, *si)
 			}
 		}
-		// The module's consumers on streams the point does not carry are set
-		// back to their recorded positions; the point's own streams carry
-		// their consumers.
-		for _, pos := range p.Positions {
-			if contains(pl.Restore, pos.Stream) {
-				continue
-			}
-			_, err := k.bus.Stream(ctx, pos.Stream)
-			switch {
-			case errors.Is(err, ErrNoStream):
-				pl.Unplaced = append(pl.Unplaced, pos)
-			case err != nil:
-				return nil, errorf(ErrFailed, "looking up stream %s: %v", pos.Stream, err)
-			default:
-				pl.Reposition = append(pl.Reposition, pos)
-			}
+		if err := k.planPositions(ctx, r, pl); err != nil {
+			return nil, err
 		}
 	} else if len(live) == 0 {
 		return nil, errorf(ErrNotFound, "no kept data %s/%s on the bus to set aside (looked for %s)", r.Module, r.Local, strings.Join(looked, ", "))
@@ -96,9 +82,9 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 		began := time.Now()
 		_, rep, err := verifyArchive(ctx, pl.Point)
 		if err != nil {
-			return nil, fmt.Errorf("restore point %s is damaged: %w", pointName(pl.point), err)
+			return nil, fmt.Errorf("%s is damaged: %w", sourceName(pl.point), err)
 		}
-		k.log.Debug("restore point verified", "module", r.Module, "local", r.Local, "point", pointName(pl.point), "bytes", rep.Bytes, "took", time.Since(began))
+		k.log.Debug("restore point verified", "module", r.Module, "local", r.Local, "point", sourceName(pl.point), "bytes", rep.Bytes, "took", time.Since(began))
 	}
 	pl.live = live
 	for _, s := range live {
@@ -107,6 +93,63 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 		pl.AsideBytes += s.Bytes
 	}
 	return pl, nil
+}
+
+// planPositions works out which of the point's recorded positions are set
+// back, and how: the point's own streams carry their consumers; on other
+// streams a consumer is moved only if it is still the module's own (its live
+// configuration decides, so a consumer that now declares another owner, or
+// that a longer module the bus now knows owns, is left alone); one that no
+// longer exists is made again from its recorded configuration.
+func (k *Keeper) planPositions(ctx context.Context, r Request, pl *restorePlan) error {
+	live, err := k.bus.Consumers(ctx)
+	if err != nil {
+		return errorf(ErrFailed, "reading the consumers on the bus: %v", err)
+	}
+	o, err := k.owners(ctx)
+	if err != nil {
+		return err
+	}
+	liveOf := map[string]Position{}
+	for _, c := range live {
+		liveOf[c.Stream+"\x00"+c.Consumer] = c
+	}
+	for _, pos := range pl.point.Positions {
+		mv := Move{Stream: pos.Stream, Consumer: pos.Consumer, To: pos.AckFloor}
+		cur, isLive := liveOf[pos.Stream+"\x00"+pos.Consumer]
+		if isLive {
+			floor := cur.AckFloor
+			mv.From = &floor
+		}
+		if contains(pl.Restore, pos.Stream) {
+			mv.By = MoveWithStream
+			pl.Moves = append(pl.Moves, mv)
+			continue
+		}
+		_, err := k.bus.Stream(ctx, pos.Stream)
+		switch {
+		case errors.Is(err, ErrNoStream):
+			pl.Unplaced = append(pl.Unplaced, pos)
+			continue
+		case err != nil:
+			return errorf(ErrFailed, "looking up stream %s: %v", pos.Stream, err)
+		}
+		judged := pos
+		if isLive {
+			judged = cur
+		}
+		if !o.owns(r.Module, r.Local, judged) {
+			pl.Foreign = append(pl.Foreign, Move{Stream: pos.Stream, Consumer: pos.Consumer, From: mv.From, To: pos.AckFloor, By: MoveLeft})
+			continue
+		}
+		mv.By = MoveReset
+		if !isLive {
+			mv.By = MoveCreate
+		}
+		pl.Moves = append(pl.Moves, mv)
+		pl.Reposition = append(pl.Reposition, pos)
+	}
+	return nil
 }
 
 func (pl *restorePlan) said(r Request) string {
@@ -122,16 +165,10 @@ func (pl *restorePlan) said(r Request) string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, ", restore %s (%s) from %s", strings.Join(pl.Restore, ", "), HumanBytes(int64(pl.RestoreBytes)), pl.Point)
-	fmt.Fprintf(&b, ", and set back %d consumer position(s)", len(pl.Reposition))
-	for i, p := range pl.Reposition {
-		if i == 0 {
-			b.WriteString(": ")
-		} else {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s on %s after sequence %d", p.Consumer, p.Stream, p.AckFloor)
+	fmt.Fprintf(&b, ", and set back %d consumer position(s)%s.", len(pl.Moves), movesSaid(pl.Moves))
+	if len(pl.Foreign) > 0 {
+		fmt.Fprintf(&b, " It would leave alone %d recorded consumer(s) that are not %s's now:%s.", len(pl.Foreign), r.Module, movesSaid(pl.Foreign))
 	}
-	b.WriteString(".")
 	b.WriteString(pl.unplacedSaid())
 	return b.String()
 }
@@ -148,6 +185,31 @@ func (pl *restorePlan) unplacedSaid() string {
 	}
 	return fmt.Sprintf(" %d recorded position(s) cannot be set back because their stream no longer exists: %s.",
 		len(pl.Unplaced), strings.Join(names, ", "))
+}
+
+// source names what the plan restores from, for sentences.
+func (pl *restorePlan) source() string {
+	if pl.point == nil {
+		return "nothing"
+	}
+	if isAsideRel(pl.pointRel) {
+		return sourceName(pl.point)
+	}
+	return fmt.Sprintf("its restore point f%d-%s", pl.point.Form, pl.point.Fingerprint)
+}
+
+// movesSaid lists moves as ": c on s from 20 to 5, …", or "".
+func movesSaid(ms []Move) string {
+	var b strings.Builder
+	for i, m := range ms {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString(", ")
+		}
+		b.WriteString(m.String())
+	}
+	return b.String()
 }
 
 func manifestNames(m *busarchive.Manifest) []string {

@@ -2,6 +2,7 @@ package keeper
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -27,6 +28,7 @@ type Reply struct {
 	Dir       string          `json:"dir,omitempty"`
 	CatchUp   string          `json:"catch-up,omitempty"`
 	Positions []Position      `json:"positions,omitempty"`
+	Moves     []Move          `json:"moves,omitempty"`
 	Plan      *RestorePlan    `json:"plan,omitempty"`
 	Points    []Point         `json:"points,omitempty"`
 	Asides    []Aside         `json:"asides,omitempty"`
@@ -40,6 +42,36 @@ type Position struct {
 	Consumer string          `json:"consumer"`
 	AckFloor uint64          `json:"ack_floor"` // stream sequence acknowledged up to
 	Config   json.RawMessage `json:"config"`    // the consumer configuration as the server holds it
+}
+
+// How a consumer is set back by a restore.
+const (
+	MoveWithStream = "with-stream" // it comes back with its stream's snapshot, as the snapshot holds it
+	MoveReset      = "reset"       // the live consumer is moved, its configuration kept
+	MoveCreate     = "create"      // it no longer existed: made again from its recorded configuration
+	MoveLeft       = "left-alone"  // recorded, but no longer the module's: not moved
+)
+
+// Move is one consumer a restore sets back: from where it stood (nil when it
+// did not exist) to the ack floor the point recorded.
+type Move struct {
+	Stream   string  `json:"stream"`
+	Consumer string  `json:"consumer"`
+	From     *uint64 `json:"from,omitempty"` // ack floor before the restore
+	To       uint64  `json:"to"`             // ack floor after it
+	By       string  `json:"by"`
+}
+
+func (m Move) String() string {
+	from := "absent"
+	if m.From != nil {
+		from = fmt.Sprint(*m.From)
+	}
+	s := fmt.Sprintf("%s on %s from ack floor %s to %d", m.Consumer, m.Stream, from, m.To)
+	if m.By == MoveWithStream {
+		s += " (with its stream)"
+	}
+	return s
 }
 
 // Plan is an explicit list of the streams that make up one kept data,
@@ -99,14 +131,16 @@ type Aside struct {
 
 // RestorePlan is exactly what a restore-kept would do; dry-run replies with it.
 type RestorePlan struct {
-	Point        string     `json:"point,omitempty"`    // point directory, relative
-	SetAside     []string   `json:"set-aside"`          // live streams to snapshot into the aside
-	Remove       []string   `json:"remove"`             // live streams to delete after that
-	Restore      []string   `json:"restore"`            // streams to restore from the point
-	Reposition   []Position `json:"reposition"`         // consumers to set back
-	Unplaced     []Position `json:"unplaced,omitempty"` // recorded positions on streams that no longer exist
-	AsideBytes   uint64     `json:"aside-bytes"`        // live bytes that will be set aside
-	RestoreBytes uint64     `json:"restore-bytes"`      // bytes the point holds
+	Point        string     `json:"point,omitempty"`      // point directory, relative
+	SetAside     []string   `json:"set-aside"`            // live streams to snapshot into the aside
+	Remove       []string   `json:"remove"`               // live streams to delete after that
+	Restore      []string   `json:"restore"`              // streams to restore from the point
+	Reposition   []Position `json:"reposition"`           // consumers to set back on streams the point does not carry
+	Moves        []Move     `json:"moves"`                // every consumer set back, with its old and new position
+	Foreign      []Move     `json:"left-alone,omitempty"` // recorded consumers that are no longer the module's: not moved
+	Unplaced     []Position `json:"unplaced,omitempty"`   // recorded positions on streams that no longer exist
+	AsideBytes   uint64     `json:"aside-bytes"`          // live bytes that will be set aside
+	RestoreBytes uint64     `json:"restore-bytes"`        // bytes the point holds
 	AsideOnly    bool       `json:"aside-only,omitempty"`
 }
 
