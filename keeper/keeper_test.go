@@ -110,10 +110,14 @@ func TestSnapshotChangeRestore(t *testing.T) {
 	}
 }
 
+// TestAsideOnly sets the live data aside with the very request a migration
+// hook took its point with, AsideOnly flipped (form, fingerprint and
+// catch-up still set), then puts that aside back.
 func TestAsideOnly(t *testing.T) {
 	e := newEnv(t)
 	before := e.kept()
-	r := keeper.Request{Module: module, Local: local, AsideOnly: true, Caller: "test", Why: "make room"}
+	r := req(3, "9f2c1a7e")
+	r.CatchUp, r.AsideOnly, r.Why = "ledger-migrate-3-to-4", true, "make room"
 	rep, err := e.k.RestoreKept(e.ctx, r)
 	if err != nil {
 		t.Fatalf("aside-only: %v", err)
@@ -129,6 +133,18 @@ func TestAsideOnly(t *testing.T) {
 	}
 	if _, err := e.k.RestoreKept(e.ctx, r); !errors.Is(err, keeper.ErrNotFound) {
 		t.Fatalf("aside-only with nothing live: got %v, want not found", err)
+	}
+	back := req(0, "")
+	back.From = "aside/" + rep.Aside.ID
+	put, err := e.k.RestoreKept(e.ctx, back)
+	if err != nil {
+		t.Fatalf("putting the aside-only copy back: %v", err)
+	}
+	if d := diffKept(e, before); d != "" {
+		t.Errorf("after putting the aside-only copy back the kept data differs:\n%s", d)
+	}
+	if put.Aside != nil {
+		t.Errorf("nothing was live, yet the put-back set %s aside", put.Aside.ID)
 	}
 }
 
@@ -163,13 +179,18 @@ func TestDryRunChangesNothing(t *testing.T) {
 	}
 }
 
-func TestPointTakenTwiceReplacesWhole(t *testing.T) {
+// TestPointTakenTwiceSetsTheEarlierAside: a point taken again at the same
+// form and fingerprint (a retried deploy hook) replaces the earlier one
+// whole, and the earlier one becomes a set-aside copy (reason replaced)
+// that the reply names, list-kept shows and a restore can put back.
+func TestPointTakenTwiceSetsTheEarlierAside(t *testing.T) {
 	e := newEnv(t)
+	original := e.kept()
 	first := e.snapshot(2, "same")
 	e.change()
 	changed := e.kept()
 	second := e.snapshot(2, "same")
-	mustContain(t, second.Said, "replaces the earlier point")
+	mustContain(t, second.Said, "replaces the earlier point", "set aside as")
 	if first.Dir != second.Dir {
 		t.Fatalf("dirs differ: %s %s", first.Dir, second.Dir)
 	}
@@ -184,9 +205,34 @@ func TestPointTakenTwiceReplacesWhole(t *testing.T) {
 	if len(ents) != 1 {
 		t.Errorf("%s holds %d entries, want only the point", parent, len(ents))
 	}
+	a := second.Aside
+	if a == nil || a.Reason != keeper.ReasonReplaced || a.Point != "points/billing/ledger/f2-same" {
+		t.Fatalf("the reply names no replaced aside: %+v", a)
+	}
+	if d := sample.Diff(original, archiveStreams(t, filepath.Join(e.dir, a.Dir))); d != "" {
+		t.Errorf("the replaced aside does not hold the earlier point's data:\n%s", d)
+	}
 	list, _ := e.k.ListKept(e.ctx, keeper.Request{})
-	if len(list.Points) != 1 {
-		t.Errorf("list: %d points, want 1", len(list.Points))
+	if len(list.Points) != 1 || len(list.Asides) != 1 || list.Asides[0].ID != a.ID || list.Asides[0].Reason != keeper.ReasonReplaced {
+		t.Errorf("list: %d points and asides %+v, want 1 point and the replaced aside", len(list.Points), list.Asides)
+	}
+	// Put back: the earlier point's data is live again, and what was live
+	// (the second point's data) is set aside in turn.
+	r := req(0, "")
+	r.From = "aside/" + a.ID
+	rep, err := e.k.RestoreKept(e.ctx, r)
+	if err != nil {
+		t.Fatalf("putting the replaced aside back: %v", err)
+	}
+	mustContain(t, rep.Said, "set-aside copy "+a.ID)
+	if d := diffKept(e, original); d != "" {
+		t.Errorf("after putting the replaced aside back the kept data is not the earlier point:\n%s", d)
+	}
+	if rep.Aside == nil || rep.Aside.Point != a.Dir {
+		t.Fatalf("the put-back set nothing aside: %+v", rep.Aside)
+	}
+	if d := sample.Diff(changed, archiveStreams(t, filepath.Join(e.dir, rep.Aside.Dir))); d != "" {
+		t.Errorf("the put-back did not set the live data aside:\n%s", d)
 	}
 }
 

@@ -136,8 +136,11 @@ func checkRequest(verb string, r Request) error {
 			return errorf(ErrBadRequest, "why is required for restore-kept")
 		}
 		if r.AsideOnly {
-			if r.From != "" || r.Fingerprint != "" {
-				return errorf(ErrBadRequest, "aside-only restores nothing, so it takes no from or fingerprint")
+			// A migration hook flips AsideOnly on the request it took its
+			// point with: form, fingerprint and catch-up are then simply
+			// not used. A from names what to restore, which contradicts it.
+			if r.From != "" {
+				return errorf(ErrBadRequest, "aside-only restores nothing, so it takes no from")
 			}
 			return nil
 		}

@@ -99,8 +99,11 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	if err := syncDir(partial); err != nil {
 		return fail(withKind(ErrFailed, err))
 	}
-	replaced, err := k.placeWhole(partial, k.abs(rel))
+	replaced, err := k.placePoint(ctx, r, partial, rel)
 	if err != nil {
+		if replaced != nil {
+			return fail(errorf(ErrFailed, "putting the point in place: %v; the earlier point is set aside whole as %s in %s", err, replaced.ID, k.abs(replaced.Dir)))
+		}
 		return fail(errorf(ErrFailed, "putting the point in place: %v", err))
 	}
 	committed = true
@@ -112,37 +115,65 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	}
 	said := fmt.Sprintf("Took restore point %s: %d stream(s), %d message(s), %d consumer position(s), %s, in %s.",
 		what, len(point.Streams), totalMessages(point.Streams), len(positions), HumanBytes(size), k.abs(rel))
-	if replaced {
-		said += " It replaces the earlier point of the same form and fingerprint."
+	if replaced != nil {
+		said += fmt.Sprintf(" It replaces the earlier point of the same form and fingerprint, which is set aside as %s in %s; only discard-aside removes it.",
+			replaced.ID, k.abs(replaced.Dir))
 	}
 	k.record(ctx, Act{Verb: VerbSnapshot, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why,
 		What: said, Outcome: "done"})
-	return &Reply{Said: said, Point: point, Dir: k.abs(rel), CatchUp: r.CatchUp, Positions: positions}, nil
+	return &Reply{Said: said, Point: point, Aside: replaced, Dir: k.abs(rel), CatchUp: r.CatchUp, Positions: positions}, nil
 }
 
-// placeWhole renames the complete directory src to dst. When dst exists, the
-// two are exchanged atomically and the old one, now at src, is removed.
-func (k *Keeper) placeWhole(src, dst string) (replaced bool, err error) {
+// placePoint renames the complete point directory partial into rel. An
+// earlier point there is never deleted: it becomes a set-aside copy (reason
+// replaced). Its aside.json is written into it first, then it is renamed to
+// aside/<id>, then the new point is renamed into place; so at every instant
+// the earlier point is whole, as a point or as an aside, and the new one
+// is whole under its .partial name or in place.
+func (k *Keeper) placePoint(ctx context.Context, r Request, partial, rel string) (*Aside, error) {
+	dst := k.abs(rel)
 	if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
-		if err := os.Rename(src, dst); err != nil {
-			return false, err
+		if err := os.Rename(partial, dst); err != nil {
+			return nil, err
 		}
-		return false, syncDir(filepath.Dir(dst))
+		return nil, syncDir(filepath.Dir(dst))
 	} else if err != nil {
-		return false, err
+		return nil, err
 	}
-	if err := exchange(src, dst); err != nil {
-		return false, err
+	a := &Aside{Module: r.Module, Local: r.Local, Taken: k.now().UTC(), Caller: r.Caller,
+		Why:    "replaced by a new restore point of the same form and fingerprint",
+		Reason: ReasonReplaced, Point: rel, Streams: []StreamSum{}, Positions: []Position{}}
+	if old, err := k.loadSource(rel); err == nil {
+		a.Streams, a.Positions, a.ArchiveSize = old.Streams, old.Positions, old.ArchiveSize
+	} else {
+		k.log.Warn("the replaced point's point.json is unreadable; it is set aside as it is", "dir", dst, "err", err)
+	}
+	id, claim, err := k.newAside(r.Module, r.Local)
+	if err != nil {
+		return nil, fmt.Errorf("setting the earlier point aside: %w", err)
+	}
+	defer os.Remove(claim) // the empty directory that claimed the id
+	a.ID, a.Dir = id, asideRel(id)
+	if err := writeJSONDurable(filepath.Join(dst, asideFile), a); err != nil {
+		return nil, fmt.Errorf("setting the earlier point aside: writing its aside.json: %w", err)
+	}
+	if err := os.Rename(dst, k.abs(a.Dir)); err != nil {
+		os.Remove(filepath.Join(dst, asideFile))
+		return nil, fmt.Errorf("setting the earlier point aside: %w", err)
+	}
+	if err := syncDir(k.abs(asideDir)); err != nil {
+		return a, err
+	}
+	if err := os.Rename(partial, dst); err != nil {
+		return a, err
 	}
 	if err := syncDir(filepath.Dir(dst)); err != nil {
-		return true, err
+		return a, err
 	}
-	// src now holds the old point under a .partial name: removed now, or at
-	// the next start.
-	if err := os.RemoveAll(src); err != nil {
-		k.log.Warn("could not remove the replaced point", "dir", src, "err", err)
+	if err := k.recordAside(ctx, a); err != nil {
+		k.log.Warn("the replaced point is set aside but not recorded in the index; a restart rebuilds it", "aside", id, "err", err)
 	}
-	return true, nil
+	return a, nil
 }
 
 func streamSums(m *busarchive.Manifest) []StreamSum {
