@@ -11,7 +11,21 @@ const (
 	MaxTextLen = 1024 // caller, why
 	MaxPathLen = 4096 // from
 	MaxForm    = 1_000_000_000
+	// MaxKeptLen bounds len(module)+len(local), so that every name made of
+	// them fits: the aside id's directory with its -N and .partial suffixes
+	// the file system's 255 bytes, the stream OBJ_<module>_<local> the
+	// server's 255.
+	MaxKeptLen = 224
 )
+
+// checkKept checks that the names made of module and local fit (MaxKeptLen).
+func checkKept(module, local string) error {
+	if n := len(module) + len(local); n > MaxKeptLen {
+		return errorf(ErrBadRequest, "module and local are %d bytes together, over the limit of %d, so that every name made of them "+
+			"(the aside id, its directory, the stream OBJ_<module>_<local>) fits the file system's and the server's 255 bytes", n, MaxKeptLen)
+	}
+	return nil
+}
 
 // ValidName reports why s is not a plain name, or nil: non-empty, at most
 // MaxNameLen bytes, not "." or "..", and free of / \ NUL space * > and ".";
@@ -90,6 +104,9 @@ func checkRequest(verb string, r Request) error {
 				return err
 			}
 		}
+	}
+	if err := checkKept(r.Module, r.Local); err != nil {
+		return err
 	}
 	if len(r.From) > MaxPathLen {
 		return errorf(ErrBadRequest, "from is %d bytes long, over the limit of %d", len(r.From), MaxPathLen)
@@ -193,6 +210,9 @@ func ParseAsideID(id string) (module, local string, err error) {
 		if err := ValidName(what, parts[i]); err != nil {
 			return "", "", err
 		}
+	}
+	if err := checkKept(parts[0], parts[1]); err != nil {
+		return "", "", err
 	}
 	return parts[0], parts[1], nil
 }

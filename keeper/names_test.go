@@ -36,6 +36,13 @@ func TestCheckRequestRefuses(t *testing.T) {
 		{"aside id slash", keeper.VerbDiscard, with(func(r *keeper.Request) { r.From = "a.b/..c.d" }), "is not <module>.<local>.<time>"},
 		{"long why", keeper.VerbRestore, with(func(r *keeper.Request) { r.Why = strings.Repeat("w", 5000) }), "over the limit"},
 		{"unknown verb", "drop-all", ok, "unknown verb"},
+		// 120 + 120 bytes: the aside id would be over the file system's 255.
+		{"long module and local", keeper.VerbSnapshot, with(func(r *keeper.Request) {
+			r.Module, r.Local = strings.Repeat("m", 120), strings.Repeat("l", 120)
+		}), "240 bytes together, over the limit of 224"},
+		{"long aside id", keeper.VerbDiscard, with(func(r *keeper.Request) {
+			r.From = strings.Repeat("m", 120) + "." + strings.Repeat("l", 120) + ".20261201T000000"
+		}), "over the limit of 224"},
 		// Names a verb does not use are checked all the same.
 		{"list with a bad fingerprint", keeper.VerbList, with(func(r *keeper.Request) { r.Fingerprint = " 000000" }), `holds ' '`},
 		{"discard with a bad module", keeper.VerbDiscard, with(func(r *keeper.Request) { r.From = "a.b.20260101T000000"; r.Module = "a/b" }), `holds '/'`},

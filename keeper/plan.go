@@ -18,6 +18,9 @@ func (k *Keeper) SetPlan(ctx context.Context, p Plan) error {
 	if err := ValidName("local", p.Local); err != nil {
 		return err
 	}
+	if err := checkKept(p.Module, p.Local); err != nil {
+		return err
+	}
 	if len(p.Streams) == 0 || len(p.Streams) > 64 {
 		return errorf(ErrBadRequest, "a plan names 1 to 64 streams, not %d", len(p.Streams))
 	}
