@@ -161,7 +161,7 @@ func (k *Keeper) busJournals(ctx context.Context) ([]*journal, error) {
 
 func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 	r := Request{Module: j.Module, Local: j.Local, Caller: j.Caller, Why: j.Why, AsideOnly: j.Point == ""}
-	ctx, release, err := k.lock(ctx, VerbRestore, r)
+	ctx, release, err := k.lock(ctx, VerbRestore, r, k.journalStreams(ctx, j)...)
 	if err != nil {
 		return "", err
 	}
@@ -219,6 +219,21 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 	return said, nil
 }
 
+// journalStreams is every stream under the kept data's names of a journal:
+// its plan's or the naming rule's, and the journal's removals and restores.
+func (k *Keeper) journalStreams(ctx context.Context, j *journal) []string {
+	names, _, err := k.candidates(ctx, j.Module, j.Local)
+	if err != nil {
+		names = namingRule(j.Module, j.Local)
+	}
+	for _, s := range append(append([]string{}, j.Remove...), j.Restore...) {
+		if !contains(names, s) {
+			names = append(names, s)
+		}
+	}
+	return names
+}
+
 // foundOnBus lists what recovery must set aside before it removes anything:
 // every stream on the bus under the kept data's names (the naming rule or
 // plan, the journal's removals and restores) that is neither held, as it
@@ -228,17 +243,8 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 // when the point is gone (the aside is then put back), the streams already
 // restored.
 func (k *Keeper) foundOnBus(ctx context.Context, j *journal, a *Aside, p *Point) ([]string, error) {
-	names, _, err := k.candidates(ctx, j.Module, j.Local)
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range append(append([]string{}, j.Remove...), j.Restore...) {
-		if !contains(names, s) {
-			names = append(names, s)
-		}
-	}
 	var found []string
-	for _, s := range names {
+	for _, s := range k.journalStreams(ctx, j) {
 		si, err := k.bus.Stream(ctx, s)
 		if errors.Is(err, ErrNoStream) {
 			continue
@@ -265,8 +271,8 @@ func (k *Keeper) foundOnBus(ctx context.Context, j *journal, a *Aside, p *Point)
 // is on the bus is left as it is. Either way the journal is then closed; a
 // restore that sets data aside journals itself.
 func (k *Keeper) recoverIntoAbsent(ctx context.Context, j *journal) (string, error) {
-	r := Request{Module: j.Module, Local: j.Local, Caller: j.Caller, Why: j.Why}
-	ctx, release, err := k.lock(ctx, VerbRestore, r)
+	r := Request{Module: j.Module, Local: j.Local, Caller: j.Caller, Why: j.Why, From: j.Point}
+	ctx, release, err := k.lock(ctx, VerbRestore, r, k.journalStreams(ctx, j)...)
 	if err != nil {
 		return "", err
 	}
@@ -290,7 +296,6 @@ func (k *Keeper) recoverIntoAbsent(ctx context.Context, j *journal) (string, err
 		k.record(ctx, Act{Verb: VerbRestore, Module: j.Module, Local: j.Local, Caller: j.Caller, Why: j.Why, What: said, Outcome: "failed"})
 		return said, nil
 	}
-	r.From = j.Point
 	rep, err := k.restoreLocked(ctx, r, false)
 	if err != nil {
 		if !errors.Is(err, ErrNoBus) {

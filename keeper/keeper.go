@@ -174,34 +174,76 @@ func (k *Keeper) record(ctx context.Context, a Act) error {
 }
 
 // lock takes module/local for verb: first within this keeper, then across
-// keepers through the lease in the index. The returned context ends if the
-// lease is lost while the verb runs.
-func (k *Keeper) lock(ctx context.Context, verb string, r Request) (context.Context, func(), error) {
+// keepers through the lease in the index, then the lease of every stream
+// the verb may touch (streams), so that kept data whose names collide on
+// the bus never interleave. The returned context ends if a lease is lost
+// while the verb runs.
+func (k *Keeper) lock(ctx context.Context, verb string, r Request, streams ...string) (context.Context, func(), error) {
 	release, err := k.locks.take(r.Module, r.Local, verb, r.Caller, k.now())
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s refused: %w, so nothing was done", verb, err)
 	}
-	drop, lost, err := k.takeLease(ctx, verb, r)
-	if err != nil {
-		release()
-		if !errors.Is(err, ErrBusy) {
-			err = fmt.Errorf("could not take the lease on %s/%s: %w", r.Module, r.Local, withKind(ErrNoBus, err))
+	keys := []string{leaseKey(r.Module, r.Local)}
+	for _, s := range streams {
+		if key := streamLeaseKey(s); !contains(keys, key) {
+			keys = append(keys, key)
 		}
-		return nil, nil, fmt.Errorf("%s refused: %w, so nothing was done", verb, err)
+	}
+	var drops []func()
+	dropAll := func() {
+		for i := len(drops) - 1; i >= 0; i-- {
+			drops[i]()
+		}
 	}
 	vctx, cancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-lost:
+	for _, key := range keys {
+		drop, lost, err := k.takeLease(ctx, key, verb, r)
+		if err != nil {
 			cancel()
-		case <-vctx.Done():
+			dropAll()
+			release()
+			if !errors.Is(err, ErrBusy) {
+				err = fmt.Errorf("could not take the lease on %s: %w", leaseName(key), withKind(ErrNoBus, err))
+			} else if key != keys[0] {
+				err = fmt.Errorf("%s/%s shares its %s on the bus with another kept data: %w", r.Module, r.Local, leaseName(key), err)
+			}
+			return nil, nil, fmt.Errorf("%s refused: %w, so nothing was done", verb, err)
 		}
-	}()
+		drops = append(drops, drop)
+		go func() {
+			select {
+			case <-lost:
+				cancel()
+			case <-vctx.Done():
+			}
+		}()
+	}
 	k.files.RLock()
 	return vctx, func() {
 		k.files.RUnlock()
 		cancel()
-		drop()
+		dropAll()
 		release()
 	}, nil
+}
+
+// streamsOf is every stream a snapshot or restore of r may touch: the kept
+// data's streams by its plan or the naming rule, and those of the point
+// (or aside) a restore names, when it can be found.
+func (k *Keeper) streamsOf(ctx context.Context, r Request) ([]string, error) {
+	names, _, err := k.candidates(ctx, r.Module, r.Local)
+	if err != nil {
+		return nil, err
+	}
+	if r.AsideOnly || !(r.Fingerprint != "" || r.From != "") {
+		return names, nil
+	}
+	if p, _, err := k.locatePoint(r); err == nil {
+		for _, s := range p.Streams {
+			if !contains(names, s.Name) {
+				names = append(names, s.Name)
+			}
+		}
+	}
+	return names, nil
 }

@@ -2,6 +2,7 @@ package keeper
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -16,23 +17,56 @@ const DefaultLeaseTTL = 30 * time.Second
 
 func leaseKey(module, local string) string { return "lease." + module + "." + local }
 
+// Stream leases: lease-stream.<name> for a stream whose name is a plain KV
+// token, lease-streamx.<hex of the name> for any other.
+const (
+	streamLeasePrefix    = "lease-stream."
+	streamLeaseHexPrefix = "lease-streamx."
+)
+
+// streamLeaseKey is the lease of one stream. Two kept data whose bus names
+// collide (shop/a_b and shop_a/b are both stream shop_a_b), or whose plans
+// name the same stream, take the same stream lease, so their verbs never
+// interleave on it.
+func streamLeaseKey(stream string) string {
+	for _, r := range stream {
+		if !plainRune(r) {
+			return streamLeaseHexPrefix + hex.EncodeToString([]byte(stream))
+		}
+	}
+	return streamLeasePrefix + stream
+}
+
+// leaseName is what a lease key holds, for sentences.
+func leaseName(key string) string {
+	switch {
+	case strings.HasPrefix(key, streamLeasePrefix):
+		return "stream " + strings.TrimPrefix(key, streamLeasePrefix)
+	case strings.HasPrefix(key, streamLeaseHexPrefix):
+		b, _ := hex.DecodeString(strings.TrimPrefix(key, streamLeaseHexPrefix))
+		return "stream " + string(b)
+	}
+	return strings.Replace(strings.TrimPrefix(key, "lease."), ".", "/", 1)
+}
+
 // lease is the value of lease.<module>.<local> in the index: which keeper
 // runs which verb on the kept data, for whom, since and until when.
 type lease struct {
 	Holder  string    `json:"holder"`
 	Verb    string    `json:"verb"`
+	Kept    string    `json:"kept,omitempty"` // module/local the verb runs on
 	Caller  string    `json:"caller,omitempty"`
 	Since   time.Time `json:"since"`
 	Expires time.Time `json:"expires"`
 }
 
-// takeLease takes the kept data's lease in the index, create-only, or takes
-// over a lease whose holder let it expire. It renews the lease until the
-// returned release is called; if the lease is lost, lost is closed.
-func (k *Keeper) takeLease(ctx context.Context, verb string, r Request) (release func(), lost <-chan struct{}, err error) {
-	key := leaseKey(r.Module, r.Local)
+// takeLease takes the lease key in the index for verb on r's kept data,
+// create-only, or takes over a lease whose holder let it expire. It renews
+// the lease until the returned release is called; if the lease is lost,
+// lost is closed.
+func (k *Keeper) takeLease(ctx context.Context, key, verb string, r Request) (release func(), lost <-chan struct{}, err error) {
 	now := k.now().UTC()
-	l := lease{Holder: k.id, Verb: verb, Caller: r.Caller, Since: now, Expires: now.Add(k.leaseTTL)}
+	l := lease{Holder: k.id, Verb: verb, Kept: r.Module + "/" + r.Local, Caller: r.Caller, Since: now, Expires: now.Add(k.leaseTTL)}
 	data, _ := json.Marshal(l)
 	rev, err := k.index.Create(ctx, key, data)
 	if errors.Is(err, ErrExists) {
@@ -103,13 +137,17 @@ func (k *Keeper) takeOver(ctx context.Context, key string, data []byte) (uint64,
 		if who == "" {
 			who = "an unnamed caller"
 		}
-		return 0, errorf(ErrBusy, "%s is held by keeper %s running %s for %s since %s (lease until %s)",
-			key[len("lease."):], l.Holder, l.Verb, who, l.Since.Format(time.RFC3339), l.Expires.Format(time.RFC3339))
+		of := ""
+		if l.Kept != "" && strings.HasPrefix(key, "lease-") {
+			of = " of " + l.Kept
+		}
+		return 0, errorf(ErrBusy, "%s is held by keeper %s running %s%s for %s since %s (lease until %s)",
+			leaseName(key), l.Holder, l.Verb, of, who, l.Since.Format(time.RFC3339), l.Expires.Format(time.RFC3339))
 	}
 	k.log.Warn("taking over an expired lease", "key", key, "holder", l.Holder, "expired", l.Expires)
 	n, err := k.index.Update(ctx, key, data, rev)
 	if errors.Is(err, ErrRevision) {
-		return 0, errorf(ErrBusy, "%s was just taken by another keeper", key[len("lease."):])
+		return 0, errorf(ErrBusy, "%s was just taken by another keeper", leaseName(key))
 	}
 	return n, err
 }
@@ -133,9 +171,13 @@ func (k *Keeper) releaseDeadLeases(ctx context.Context) {
 	if !ok {
 		return
 	}
-	keys, err := k.index.Keys(ctx, "lease.")
-	if err != nil {
-		return
+	var keys []string
+	for _, prefix := range []string{"lease.", streamLeasePrefix, streamLeaseHexPrefix} {
+		ks, err := k.index.Keys(ctx, prefix)
+		if err != nil {
+			return
+		}
+		keys = append(keys, ks...)
 	}
 	for _, key := range keys {
 		cur, rev, err := k.index.GetRev(ctx, key)

@@ -22,7 +22,11 @@ func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
 	if err := CheckRequest(VerbRestore, r); err != nil {
 		return nil, err
 	}
-	ctx, release, err := k.lock(ctx, VerbRestore, r)
+	streams, err := k.streamsOf(ctx, r)
+	if err != nil {
+		return nil, fmt.Errorf("%s refused: %w, so nothing was done", VerbRestore, err)
+	}
+	ctx, release, err := k.lock(ctx, VerbRestore, r, streams...)
 	if err != nil {
 		return nil, err
 	}

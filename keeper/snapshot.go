@@ -28,7 +28,11 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	if err := CheckRequest(VerbSnapshot, r); err != nil {
 		return nil, err
 	}
-	ctx, release, err := k.lock(ctx, VerbSnapshot, r)
+	streams, err := k.streamsOf(ctx, r)
+	if err != nil {
+		return nil, fmt.Errorf("%s refused: %w, so nothing was done", VerbSnapshot, err)
+	}
+	ctx, release, err := k.lock(ctx, VerbSnapshot, r, streams...)
 	if err != nil {
 		return nil, err
 	}
