@@ -41,7 +41,7 @@ func TestCollidingBusNamesNeverInterleave(t *testing.T) {
 	go func() { _, err := e.k.RestoreKept(e.ctx, one); done <- err }()
 	<-held
 	for name, call := range map[string]func(keeper.Request) (*keeper.Reply, error){
-		"restore-kept": func(r keeper.Request) (*keeper.Reply, error) { return e.k.RestoreKept(e.ctx, r) },
+		"restore-kept":  func(r keeper.Request) (*keeper.Reply, error) { return e.k.RestoreKept(e.ctx, r) },
 		"snapshot-kept": func(r keeper.Request) (*keeper.Reply, error) { return e.k.SnapshotKept(e.ctx, r) },
 	} {
 		_, err := call(other)

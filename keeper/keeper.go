@@ -108,6 +108,9 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 			return nil, fmt.Errorf("keeper: %w", err)
 		}
 	}
+	if err := k.claimStore(ctx); err != nil {
+		return nil, fmt.Errorf("keeper: %w", err)
+	}
 	k.releaseDeadLeases(ctx)
 	if err := k.cleanPartials(ctx); err != nil {
 		return nil, fmt.Errorf("keeper: clean leftover .partial directories: %w", err)
