@@ -59,3 +59,33 @@ func TestCollidingBusNamesNeverInterleave(t *testing.T) {
 		t.Fatalf("the restore of shop_a/b after the other ended: %v", err)
 	}
 }
+
+// TestDryRunNamesASubjectOverlap: a stream that took the point's subjects
+// meanwhile makes the restore fail at the server's first chunk; the dry run
+// and the restore say so first, naming it, and nothing is set aside.
+func TestDryRunNamesASubjectOverlap(t *testing.T) {
+	e := newEnv(t)
+	e.snapshot(1, "fp")
+	if err := e.js.DeleteStream(e.ctx, e.names.Stream); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: "intruder", Subjects: []string{module + "." + local + ".orders.*"}}); err != nil {
+		t.Fatal(err)
+	}
+	before := e.kept()
+	for _, dry := range []bool{true, false} {
+		r := req(1, "fp")
+		r.DryRun = dry
+		_, err := e.k.RestoreKept(e.ctx, r)
+		if !errors.Is(err, keeper.ErrConflict) {
+			t.Fatalf("restore (dry run %v) over an overlapping stream: got %v, want a conflict", dry, err)
+		}
+		mustContain(t, err.Error(), "stream intruder", "overlaps", "nothing was set aside or removed")
+	}
+	if d := diffKept(e, before); d != "" {
+		t.Errorf("the refused restore changed the kept data:\n%s", d)
+	}
+	if list, _ := e.k.ListKept(e.ctx, keeper.Request{}); len(list.Asides) != 0 {
+		t.Errorf("the refused restore set %d aside(s)", len(list.Asides))
+	}
+}

@@ -87,6 +87,11 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 		k.log.Debug("restore point verified", "module", r.Module, "local", r.Local, "point", sourceName(pl.point), "bytes", rep.Bytes, "took", time.Since(began))
 	}
 	pl.live = live
+	if !r.AsideOnly {
+		if err := k.checkOverlaps(ctx, pl); err != nil {
+			return nil, err
+		}
+	}
 	for _, s := range live {
 		pl.SetAside = append(pl.SetAside, s.Name)
 		pl.Remove = append(pl.Remove, s.Name)
