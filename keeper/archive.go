@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -29,6 +30,20 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 func (c *countingWriter) Close() error { return c.w.Close() }
+
+// countingReader reports each read's byte count.
+type countingReader struct {
+	r    io.Reader
+	tick func(int64)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.tick(int64(n))
+	}
+	return n, err
+}
 
 // releaseAfter is the archive size from which a snapshot or a restore gives
 // its memory back to the system when it ends. Moving a large archive churns
@@ -181,6 +196,16 @@ func (k *Keeper) restoreArchive(ctx context.Context, dir string, only []string, 
 		streams = keep
 	}
 	p.StreamsTotal = len(streams)
+	p.BytesTotal, p.Bytes = 0, 0
+	for _, ms := range a.Manifest().Streams {
+		if contains(streams, ms.Name) {
+			for _, e := range ms.Entries {
+				if strings.HasSuffix(e.Name, "/"+busarchive.DataName) {
+					p.BytesTotal += e.Size
+				}
+			}
+		}
+	}
 	// Only a whole archive is restored several streams at once; put-backs
 	// and journaled restores name their streams and go one at a time, in
 	// order, as their journal expects.
@@ -197,6 +222,7 @@ func (k *Keeper) restoreArchive(ctx context.Context, dir string, only []string, 
 		wg       sync.WaitGroup
 		slots    = make(chan struct{}, parallel)
 		finished = p.StreamsDone
+		reported int64
 	)
 	fail := func(err error) {
 		if failed == nil {
@@ -237,6 +263,14 @@ func (k *Keeper) restoreArchive(ctx context.Context, dir string, only []string, 
 		p.Stream = s
 		report(p)
 		mu.Unlock()
+		counted := &countingReader{r: data, tick: func(n int64) {
+			mu.Lock()
+			defer mu.Unlock()
+			if p.Bytes += n; p.Bytes-reported >= 8<<20 {
+				reported = p.Bytes
+				report(p)
+			}
+		}}
 		wg.Go(func() {
 			defer func() { <-slots }()
 			defer func() {
@@ -250,11 +284,11 @@ func (k *Keeper) restoreArchive(ctx context.Context, dir string, only []string, 
 				}
 			}()
 			began := time.Now()
-			err := k.bus.Restore(ctx, s, data, meta)
+			err := k.bus.Restore(ctx, s, counted, meta)
 			if err == nil {
 				// A bus that stopped reading early has not had the data's
 				// end, so not its verification: read to the end to have it.
-				_, err = io.Copy(io.Discard, data)
+				_, err = io.Copy(io.Discard, counted)
 			}
 			data.Close()
 			meta.Close()

@@ -83,8 +83,14 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 	if err != nil {
 		return nil, err
 	}
+	var live []StreamInfo
+	for _, s := range streams {
+		if si, err := k.bus.Stream(ctx, s); err == nil {
+			live = append(live, *si)
+		}
+	}
 	m, size, err := k.writeArchive(ctx, partial, streams,
-		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "aside"})
+		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "aside", BytesTotal: storedBytes(live)})
 	if err != nil {
 		return nil, err
 	}

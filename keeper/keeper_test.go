@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sync"
 	"testing"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
@@ -321,5 +322,32 @@ func TestRestoreWhenAPositionsStreamIsGone(t *testing.T) {
 	mustContain(t, rep.Said, "cannot be set back because their stream no longer exists", e.names.Events)
 	if d := sample.Diff(before, e.kept()); d != "" {
 		t.Errorf("kept data after restore differs from the point:\n%s", d)
+	}
+}
+
+// TestRestoreReportsBytesAndTotal: the restore step's progress counts the
+// bytes it sends against a known total, and ends at that total.
+func TestRestoreReportsBytesAndTotal(t *testing.T) {
+	e := newEnv(t)
+	e.snapshot(1, "fp")
+	e.removeKept()
+	var mu sync.Mutex
+	var seen []keeper.Progress
+	ctx := keeper.WithProgress(e.ctx, func(p keeper.Progress) {
+		mu.Lock()
+		seen = append(seen, p)
+		mu.Unlock()
+	})
+	if _, err := e.k.RestoreKept(ctx, req(1, "fp")); err != nil {
+		t.Fatal(err)
+	}
+	var last *keeper.Progress
+	for i := range seen {
+		if seen[i].Step == "restore" {
+			last = &seen[i]
+		}
+	}
+	if last == nil || last.BytesTotal == 0 || last.Bytes != last.BytesTotal || last.StreamsTotal != 3 {
+		t.Fatalf("the restore step's last progress is %+v, want its bytes at a known total of 3 streams", last)
 	}
 }

@@ -78,7 +78,8 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 		return nil, errorf(ErrNotFound, "no kept data %s/%s on the bus to set aside (looked for %s)", r.Module, r.Local, strings.Join(looked, ", "))
 	}
 	if !r.AsideOnly && (len(live) > 0 || r.DryRun) {
-		progressFrom(ctx)(Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "verify"})
+		progressFrom(ctx)(Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "verify",
+			StreamsTotal: len(pl.Restore), BytesTotal: pl.point.ArchiveSize})
 		began := time.Now()
 		_, rep, err := verifyArchive(ctx, pl.Point)
 		if err != nil {

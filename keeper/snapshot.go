@@ -85,7 +85,7 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	}()
 
 	m, size, err := k.writeArchive(ctx, partial, streamNames(live),
-		Progress{Verb: VerbSnapshot, Module: r.Module, Local: r.Local, Step: "snapshot"})
+		Progress{Verb: VerbSnapshot, Module: r.Module, Local: r.Local, Step: "snapshot", BytesTotal: storedBytes(live)})
 	if err != nil {
 		return fail(withKind(ErrFailed, err))
 	}
@@ -187,6 +187,16 @@ func streamSums(m *busarchive.Manifest) []StreamSum {
 			FirstSeq: s.State.FirstSeq, LastSeq: s.State.LastSeq, Consumers: s.State.Consumers})
 	}
 	return out
+}
+
+// storedBytes is what the streams hold on the server: a snapshot's archive
+// is about as big (less where the server compresses it).
+func storedBytes(ss []StreamInfo) int64 {
+	var n uint64
+	for _, s := range ss {
+		n += s.Bytes
+	}
+	return int64(n)
 }
 
 func totalMessages(ss []StreamSum) uint64 {

@@ -17,7 +17,8 @@ func (k *Keeper) VerifyKept(ctx context.Context, r Request) (*Reply, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verify-kept: %w, so nothing was verified", withKind(ErrFailed, err))
 	}
-	progressFrom(ctx)(Progress{Verb: VerbVerify, Module: p.Module, Local: p.Local, Step: "verify"})
+	progressFrom(ctx)(Progress{Verb: VerbVerify, Module: p.Module, Local: p.Local, Step: "verify",
+		StreamsTotal: len(p.Streams), BytesTotal: p.ArchiveSize})
 	m, rep, err := verifyArchive(ctx, k.abs(rel))
 	if err != nil {
 		return nil, fmt.Errorf("restore point %s does not verify: %w; it must not be restored", pointName(p), err)
