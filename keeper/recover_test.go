@@ -3,12 +3,14 @@ package keeper_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -230,4 +232,105 @@ func TestRecoveryIntoAbsentDataSetsAsideWhatAppearedMeanwhile(t *testing.T) {
 	if d := sample.Diff(&sample.Snapshot{Streams: []sample.StreamDump{meanwhile.Streams[0]}}, got); d != "" || meanwhile.Streams[0].Name != n.KVStream {
 		t.Errorf("the aside does not hold the bucket made meanwhile (%s):\n%s", meanwhile.Streams[0].Name, d)
 	}
+}
+
+// TestRecoverAfterCrashKeepsWhatTheModuleWrote stops a restore with live
+// data at each step, as a killed keeper would; before a keeper comes back,
+// the module writes 3 messages into its stream (making the stream again if
+// it finds it missing). Recovery must leave every one of those writes live
+// on the bus or in a complete set-aside copy.
+func TestRecoverAfterCrashKeepsWhatTheModuleWrote(t *testing.T) {
+	n := sample.NamesOf(module, local)
+	steps := []string{
+		"journal-written",
+		"remove:" + n.KVStream,
+		"removed:" + n.KVStream,
+		"removed:" + n.Stream,
+		"restored:" + n.KVStream,
+		"restored:" + n.Stream,
+		"mid-restore:" + n.ObjStrm,
+		"mid-restore:" + n.Stream,
+		"positions-set",
+	}
+	for _, step := range steps {
+		t.Run(step, func(t *testing.T) {
+			e, stop := crashEnv(t, step)
+			e.snapshot(1, "fp")
+			e.change()
+			stop()
+			written := moduleWrites(t, e, step)
+
+			k2, err := keeper.New(e.ctx, keeper.Config{Dir: e.dir, Bus: e.bus, Index: e.bus, Acts: e.bus,
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			said, err := k2.Recover(e.ctx)
+			if err != nil || len(said) != 1 {
+				t.Fatalf("recover: %v %q", err, said)
+			}
+			t.Logf("recovery said: %s", said[0])
+			kept := map[string]string{}
+			for _, m := range streamTexts(e.kept(), n.Stream) {
+				kept[m] = "live"
+			}
+			ents, _ := os.ReadDir(filepath.Join(e.dir, "aside"))
+			for _, a := range ents {
+				for _, m := range streamTexts(archiveStreams(t, filepath.Join(e.dir, "aside", a.Name())), n.Stream) {
+					if kept[m] == "" {
+						kept[m] = "aside " + a.Name()
+					}
+				}
+			}
+			for _, w := range written {
+				if kept[w] == "" {
+					t.Errorf("the module's write %q after a crash at %s is neither live nor in an aside", w, step)
+				}
+			}
+			if _, err := e.bus.Get(e.ctx, "journal."+module+"."+local); !errors.Is(err, keeper.ErrNotFound) {
+				t.Errorf("journal left in the index: %v", err)
+			}
+		})
+	}
+}
+
+// moduleWrites is the module writing 3 messages into its stream after the
+// keeper died, making the stream again if it is missing, as an app does.
+func moduleWrites(t *testing.T, e *env, step string) []string {
+	t.Helper()
+	n := sample.NamesOf(module, local)
+	if _, err := e.js.Stream(e.ctx, n.Stream); errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: n.Stream, Subjects: []string{module + "." + local + ".>"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out []string
+	for i := range 3 {
+		text := fmt.Sprintf("written after a crash at %s, #%d", step, i)
+		var err error
+		for try := 0; try < 50; try++ { // a stream the dead keeper left restoring accepts writes once the server ends that restore
+			if _, err = e.js.Publish(e.ctx, module+"."+local+".orders.after", []byte(text)); err == nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("the module could not write into %s: %v", n.Stream, err)
+		}
+		out = append(out, text)
+	}
+	return out
+}
+
+// streamTexts is the payloads of one stream of a dump.
+func streamTexts(d *sample.Snapshot, stream string) []string {
+	var out []string
+	for _, s := range d.Streams {
+		if s.Name == stream {
+			for _, m := range s.Messages {
+				out = append(out, m.Text)
+			}
+		}
+	}
+	return out
 }
