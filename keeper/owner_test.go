@@ -1,0 +1,96 @@
+package keeper_test
+
+import (
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// TestRestoreMovesOnlyTheModulesConsumers: on a shared stream, a restore of
+// billing sets back billing's consumers (by name, or declared by metadata)
+// and no one else's: not billing-eu's (a longer module the bus knows), not
+// one declared another module's or another kept data's, and not one that
+// declared another owner after the point was taken. The plan and the reply
+// list every consumer set back with its old and new ack floor.
+func TestRestoreMovesOnlyTheModulesConsumers(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: "billing-eu_data", Subjects: []string{"eu.data.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	shared, err := e.js.Stream(e.ctx, sample.SharedStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumers := map[string]map[string]string{
+		"billing-eu_reader": nil, // billing-eu's: billing-eu_data exists
+		"billing_audit":     {keeper.MetaModule: "audit"},
+		"ops-tail":          {keeper.MetaModule: module},
+		"billing_other":     {keeper.MetaModule: module, keeper.MetaLocal: "other"},
+		"billing_late":      nil, // billing's when the point is taken; declares another owner later
+	}
+	cons := map[string]jetstream.Consumer{}
+	for name, md := range consumers {
+		c, err := shared.CreateConsumer(e.ctx, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy, Metadata: md})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sample.Ack(e.ctx, c, 5); err != nil {
+			t.Fatal(err)
+		}
+		cons[name] = c
+	}
+	snap := e.snapshot(1, "fp")
+	recorded := map[string]bool{}
+	for _, p := range snap.Point.Positions {
+		recorded[p.Consumer] = true
+	}
+	for name, want := range map[string]bool{e.names.Events: true, "ops-tail": true, "billing_late": true,
+		"billing-eu_reader": false, "billing_audit": false, "billing_other": false} {
+		if recorded[name] != want {
+			t.Errorf("the point records %s: %v, want %v", name, recorded[name], want)
+		}
+	}
+	for _, c := range cons {
+		if err := sample.Ack(e.ctx, c, 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := shared.UpdateConsumer(e.ctx, jetstream.ConsumerConfig{Durable: "billing_late", AckPolicy: jetstream.AckExplicitPolicy,
+		Metadata: map[string]string{keeper.MetaModule: "late"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	dry := req(1, "fp")
+	dry.DryRun = true
+	plan, err := e.k.RestoreKept(e.ctx, dry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, plan.Said, "ops-tail on "+sample.SharedStream+" from ack floor 10 to 5", "leave alone 1", "billing_late")
+	rep, err := e.k.RestoreKept(e.ctx, req(1, "fp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := map[string]keeper.Move{}
+	for _, m := range rep.Moves {
+		moved[m.Consumer] = m
+	}
+	if m, ok := moved["ops-tail"]; !ok || m.From == nil || *m.From != 10 || m.To != 5 || m.By != keeper.MoveReset {
+		t.Errorf("the reply's move of ops-tail is %+v, want from 10 to 5 by reset", m)
+	}
+	for name, want := range map[string]uint64{"ops-tail": 5, "billing-eu_reader": 10, "billing_audit": 10, "billing_other": 10, "billing_late": 10} {
+		info, err := shared.Consumer(e.ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := info.CachedInfo().AckFloor.Stream; got != want {
+			t.Errorf("after the restore %s stands at ack floor %d, want %d", name, got, want)
+		}
+		if _, ok := moved[name]; ok != (want == 5) {
+			t.Errorf("the reply lists %s among the moves: %v", name, ok)
+		}
+	}
+}
