@@ -2,6 +2,7 @@ package keeper
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -35,6 +36,9 @@ func (k *Keeper) DiscardAside(ctx context.Context, r Request) (*Reply, error) {
 	}
 	if k.hasJournal(id) {
 		return nil, errorf(ErrConflict, "set-aside copy %s belongs to a restore that has not finished; a keeper start finishes it, so nothing was removed", id)
+	}
+	if k.restoringFrom(ctx, rel) {
+		return nil, errorf(ErrConflict, "set-aside copy %s is being put back by a restore that has not finished; the keeper finishes it first, so nothing was removed", id)
 	}
 	var a Aside
 	if err := readJSON(filepath.Join(k.abs(rel), asideFile), &a); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -74,4 +78,24 @@ func who(caller string) string {
 		return "an unnamed caller"
 	}
 	return caller
+}
+
+// restoringFrom reports whether an unfinished restore (a journal on disk or
+// in the index) restores from rel.
+func (k *Keeper) restoringFrom(ctx context.Context, rel string) bool {
+	matches, _ := filepath.Glob(filepath.Join(k.abs(asideDir), "*", journalFile))
+	for _, m := range matches {
+		var j journal
+		if readJSON(m, &j) == nil && j.Point == rel {
+			return true
+		}
+	}
+	keys, _ := k.index.Keys(ctx, "journal.")
+	for _, key := range keys {
+		var j journal
+		if data, err := k.index.Get(ctx, key); err == nil && json.Unmarshal(data, &j) == nil && j.Point == rel {
+			return true
+		}
+	}
+	return false
 }

@@ -334,3 +334,40 @@ func streamTexts(d *sample.Snapshot, stream string) []string {
 	}
 	return out
 }
+
+// TestPutBackCrashKeepsItsSource: a keeper that dies while it puts an aside
+// back leaves a journal naming that aside; until recovery finishes, the
+// aside cannot be discarded, and recovery completes the put-back.
+func TestPutBackCrashKeepsItsSource(t *testing.T) {
+	var hookOn bool
+	e := newEnv(t, func(c *keeper.Config) {
+		c.StepHook = func(s string) {
+			if hookOn && s == "restored:"+sample.NamesOf(module, local).KVStream {
+				panic(crash{s})
+			}
+		}
+	})
+	original := e.kept()
+	only := req(0, "")
+	only.AsideOnly = true
+	a, err := e.k.RestoreKept(e.ctx, only)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sample.Create(e.ctx, e.js, module, local); err != nil {
+		t.Fatal(err)
+	}
+	e.change()
+	back := req(0, "")
+	back.From = "aside/" + a.Aside.ID
+	hookOn = true
+	func() {
+		defer func() { recover() }()
+		e.k.RestoreKept(e.ctx, back)
+	}()
+	hookOn = false
+	if _, err := e.k.DiscardAside(e.ctx, keeper.Request{From: a.Aside.ID, Caller: "ops", Why: "tidy"}); !errors.Is(err, keeper.ErrConflict) {
+		t.Fatalf("discarding the aside an unfinished put-back restores from: got %v, want a conflict", err)
+	}
+	recoverAfterCrash(t, e, "put-back", original)
+}
