@@ -124,11 +124,20 @@ func TestTwoKeepersOneDir(t *testing.T) {
 		// The kept data is whole and is what the verb that ran leaves.
 		got := dumpState(t, js, module, local)
 		outcome := matchOne(t, got, map[string]state{"the restore point": point, "the live data": live})
-		var fresh []string
+		// A snapshot taken again at f1-roll sets the earlier f1-roll aside
+		// (reason replaced); a restore sets the live data aside.
+		var fresh, replaced []string
 		for _, id := range asides(t, dir) {
-			if !contains(beforeAsides, id) {
+			switch {
+			case contains(beforeAsides, id):
+			case asideReason(t, dir, id) == "replaced":
+				replaced = append(replaced, id)
+			default:
 				fresh = append(fresh, id)
 			}
+		}
+		for _, id := range replaced {
+			verifyArchive(t, filepath.Join(dir, "aside", id))
 		}
 		restores := 0
 		for _, w := range won {

@@ -222,6 +222,22 @@ func asides(t *testing.T, dir string) []string {
 	return ids
 }
 
+// asideReason is the reason aside.json of aside id under dir gives.
+func asideReason(t *testing.T, dir, id string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "aside", id, "aside.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a struct {
+		Reason string `json:"reason"`
+	}
+	if err := json.Unmarshal(b, &a); err != nil {
+		t.Fatalf("aside.json of %s: %v", id, err)
+	}
+	return a.Reason
+}
+
 // partials lists every .partial directory (and journal.json file) under dir.
 func leftovers(t *testing.T, dir string) []string {
 	t.Helper()

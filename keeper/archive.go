@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 

@@ -30,48 +30,70 @@ func (k *Keeper) locatePoint(r Request) (*Point, string, error) {
 		}
 		return nil, "", withKind(ErrBadRequest, err)
 	}
-	p, err := k.loadSource(rel)
+	p, err := k.readSource(rel)
 	if err != nil {
 		return nil, "", err
 	}
 	if r.Module != "" && (p.Module != r.Module || p.Local != r.Local) {
 		return nil, "", errorf(ErrBadRequest, "the %s in %s is of %s/%s, not of %s/%s", sourceName(p), k.abs(rel), p.Module, p.Local, r.Module, r.Local)
 	}
+	if err := k.checkPlace(rel, p); err != nil {
+		return nil, "", err
+	}
 	return p, rel, nil
 }
 
 // loadSource reads what a restore restores from: a point's point.json, or
-// (rel aside/<id>) an aside's aside.json as a Point. It checks that the
+// (rel aside/<id>) an aside's aside.json as a Point, and checks that the
 // record belongs where it lies.
 func (k *Keeper) loadSource(rel string) (*Point, error) {
+	p, err := k.readSource(rel)
+	if err != nil {
+		return nil, err
+	}
+	return p, k.checkPlace(rel, p)
+}
+
+// readSource reads the record of rel, a point or (aside/<id>) an aside.
+func (k *Keeper) readSource(rel string) (*Point, error) {
+	file := pointFile
 	if isAsideRel(rel) {
-		var a Aside
-		if err := readJSON(filepath.Join(k.abs(rel), asideFile), &a); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil, errorf(ErrNotFound, "%s holds no aside.json", k.abs(rel))
-			}
-			return nil, errorf(ErrDamaged, "%s: %v", k.abs(rel), err)
-		}
-		if asideRel(a.ID) != rel {
-			return nil, errorf(ErrDamaged, "the set-aside copy in %s says it is %s", k.abs(rel), a.ID)
-		}
-		if k.hasJournal(a.ID) {
-			return nil, errorf(ErrConflict, "set-aside copy %s belongs to a restore that has not finished; the keeper finishes it first", a.ID)
-		}
-		return &Point{Module: a.Module, Local: a.Local, Taken: a.Taken, Caller: a.Caller, Why: a.Why, Dir: rel,
-			Streams: a.Streams, Positions: a.Positions, ArchiveSize: a.ArchiveSize}, nil
+		file = asideFile
 	}
 	var p Point
-	if err := readJSON(filepath.Join(k.abs(rel), pointFile), &p); err != nil {
+	var a Aside
+	var v any = &p
+	if isAsideRel(rel) {
+		v = &a
+	}
+	if err := readJSON(filepath.Join(k.abs(rel), file), v); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errorf(ErrNotFound, "%s holds no point.json", k.abs(rel))
+			return nil, errorf(ErrNotFound, "%s holds no %s", k.abs(rel), file)
 		}
 		return nil, errorf(ErrDamaged, "%s: %v", k.abs(rel), err)
 	}
-	if want := pointRel(p.Module, p.Local, p.Form, p.Fingerprint); want != rel {
-		return nil, errorf(ErrDamaged, "the restore point in %s says it is %s, which belongs in %s", k.abs(rel), pointName(&p), k.abs(want))
+	if !isAsideRel(rel) {
+		return &p, nil
 	}
-	return &p, nil
+	if asideRel(a.ID) != rel {
+		return nil, errorf(ErrDamaged, "the set-aside copy in %s says it is %s", k.abs(rel), a.ID)
+	}
+	if k.hasJournal(a.ID) {
+		return nil, errorf(ErrConflict, "set-aside copy %s belongs to a restore that has not finished; the keeper finishes it first", a.ID)
+	}
+	return &Point{Module: a.Module, Local: a.Local, Taken: a.Taken, Caller: a.Caller, Why: a.Why, Dir: rel,
+		Streams: a.Streams, Positions: a.Positions, ArchiveSize: a.ArchiveSize}, nil
+}
+
+// checkPlace refuses a point record that names another place than rel.
+func (k *Keeper) checkPlace(rel string, p *Point) error {
+	if isAsideRel(rel) {
+		return nil // readSource checked the id
+	}
+	if want := pointRel(p.Module, p.Local, p.Form, p.Fingerprint); want != rel {
+		return errorf(ErrDamaged, "the restore point in %s says it is %s, which belongs in %s", k.abs(rel), pointName(p), k.abs(want))
+	}
+	return nil
 }
 
 func isAsideRel(rel string) bool { return strings.HasPrefix(rel, asideDir+string(filepath.Separator)) }

@@ -138,12 +138,30 @@ func (k *Keeper) readStoreID() (*storeID, error) {
 	return &s, nil
 }
 
+// makeStoreID makes the directory's store.json, once: written to a
+// temporary file, synced and linked into place, so two keepers starting on
+// one new directory at once agree on the one that was linked first.
 func (k *Keeper) makeStoreID() (*storeID, error) {
 	var b [16]byte
 	rand.Read(b[:])
 	s := &storeID{ID: hex.EncodeToString(b[:]), Created: k.now().UTC()}
-	if err := writeJSONDurable(filepath.Join(k.dir, storeFile), s); err != nil {
+	fail := func(err error) (*storeID, error) {
 		return nil, errorf(ErrFailed, "writing the keeper directory's %s: %v, so nothing was started", storeFile, err)
+	}
+	tmp := filepath.Join(k.dir, "."+storeFile+"."+s.ID)
+	if err := writeJSONDurable(tmp, s); err != nil {
+		return fail(err)
+	}
+	defer os.Remove(tmp)
+	err := os.Link(tmp, filepath.Join(k.dir, storeFile))
+	if errors.Is(err, fs.ErrExist) {
+		return k.readStoreID() // another keeper made it first
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if err := syncDir(k.dir); err != nil {
+		return fail(err)
 	}
 	return s, nil
 }
