@@ -326,10 +326,17 @@ func (s *Service) waitVerbs() error {
 			names = append(names, f.verb)
 		}
 	}
-	return fmt.Errorf("%w: %d verb(s) were still running %s after the stop began and were cut short (%s); "+
+	return &cutShort{said: fmt.Sprintf("%d verb(s) were still running %s after the stop began and were cut short (%s); "+
 		"a restarted keeper finishes or undoes any restore they left half-way",
-		keeper.ErrFailed, len(cut), s.stopTimeout, strings.Join(names, ", "))
+		len(cut), s.stopTimeout, strings.Join(names, ", "))}
 }
+
+// cutShort is Stop's error when verbs were cancelled: keeper.ErrFailed for
+// errors.Is, without the sentinel's word in the sentence.
+type cutShort struct{ said string }
+
+func (e *cutShort) Error() string { return e.said }
+func (e *cutShort) Unwrap() error { return keeper.ErrFailed }
 
 func (s *Service) inFlight() []*flight {
 	s.mu.Lock()

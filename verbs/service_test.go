@@ -439,3 +439,44 @@ func TestServiceStatsCoverTheWholeVerb(t *testing.T) {
 		}
 	}
 }
+
+// A verb stuck until its context ends does not hold Stop forever: after the
+// stop timeout Stop cancels the verb's context, the verb sees it, and Stop
+// returns an error that says the verb was cut short.
+func TestServiceStopCutsAStuckVerbShort(t *testing.T) {
+	entered, sawCancel := make(chan struct{}), make(chan error, 1)
+	nc, svc := startFake(t, func(ctx context.Context, _ string, _ keeper.Request) (*keeper.Reply, error) {
+		close(entered)
+		<-ctx.Done()
+		sawCancel <- ctx.Err()
+		return nil, fmt.Errorf("%w: the restore was cut short: %w", keeper.ErrFailed, ctx.Err())
+	}, WithStopTimeout(300*time.Millisecond))
+	c := NewClient(nc, WithTimeout(time.Minute))
+	replied := make(chan error, 1)
+	go func() {
+		r := snap
+		r.Why = "test"
+		_, err := c.RestoreKept(context.Background(), r)
+		replied <- err
+	}()
+	<-entered
+	err := svc.Stop()
+	if !errors.Is(err, keeper.ErrFailed) || !strings.Contains(err.Error(), "cut short") ||
+		!strings.Contains(err.Error(), "restore-kept of billing/ledger") {
+		t.Fatalf("Stop: %v", err)
+	}
+	select {
+	case cerr := <-sawCancel:
+		if !errors.Is(cerr, context.Canceled) {
+			t.Fatalf("the verb's context ended with %v", cerr)
+		}
+	default:
+		t.Fatal("Stop returned before the verb saw its context cancelled")
+	}
+	if rerr := <-replied; !errors.Is(rerr, keeper.ErrFailed) {
+		t.Fatalf("the cut verb's caller got %v", rerr)
+	}
+	if again := svc.Stop(); again == nil || again.Error() != err.Error() {
+		t.Fatalf("second Stop: %v", again)
+	}
+}
