@@ -14,6 +14,9 @@ var (
 	ErrConflict   = errors.New("conflict")
 	ErrFailed     = errors.New("failed")
 	ErrNoBus      = errors.New("no bus reachable")
+	// ErrDenied: the NATS server refused the caller's user the subject of the
+	// request, so it never reached a keeper.
+	ErrDenied = errors.New("denied by the server's permissions")
 )
 
 // Wire codes (Nats-Service-Error-Code).
@@ -23,6 +26,7 @@ const (
 	CodeConflict   = 409
 	CodeFailed     = 500
 	CodeNoBus      = 503
+	CodeDenied     = 403 // never sent by a keeper: the server refused the request first
 )
 
 // CLI exit codes.
@@ -33,6 +37,7 @@ const (
 	ExitNotFound  = 3
 	ExitBusy      = 4
 	ExitNoService = 5
+	ExitDenied    = 6
 )
 
 // Code is the wire code for err.
@@ -48,6 +53,8 @@ func Code(err error) int {
 		return CodeConflict
 	case errors.Is(err, ErrNoBus):
 		return CodeNoBus
+	case errors.Is(err, ErrDenied):
+		return CodeDenied
 	default:
 		return CodeFailed
 	}
@@ -65,6 +72,8 @@ func KindOf(code int) error {
 		return ErrConflict
 	case CodeNoBus:
 		return ErrNoBus
+	case CodeDenied:
+		return ErrDenied
 	default:
 		return ErrFailed
 	}
@@ -83,6 +92,8 @@ func ExitCode(err error) int {
 		return ExitBusy
 	case errors.Is(err, ErrNoBus):
 		return ExitNoService
+	case errors.Is(err, ErrDenied):
+		return ExitDenied
 	default:
 		return ExitFailed
 	}
@@ -105,7 +116,7 @@ func errorf(kind error, format string, args ...any) error {
 
 // withKind marks err as kind unless it already carries a sentinel.
 func withKind(kind, err error) error {
-	for _, s := range []error{ErrBadRequest, ErrNotFound, ErrBusy, ErrConflict, ErrFailed, ErrNoBus} {
+	for _, s := range []error{ErrBadRequest, ErrNotFound, ErrBusy, ErrConflict, ErrFailed, ErrNoBus, ErrDenied} {
 		if errors.Is(err, s) {
 			return err
 		}

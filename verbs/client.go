@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -53,7 +54,11 @@ func (e *Error) Unwrap() error { return keeper.KindOf(e.Code) }
 // Errors: a failure reply is an *Error; errors.Is(err, keeper.ErrBusy or
 // keeper.ErrConflict) means another verb holds the kept data (retry later),
 // keeper.ErrNotFound that the point or kept data does not exist,
-// keeper.ErrBadRequest that the request was refused and nothing was done.
+// keeper.ErrBadRequest that the request was refused and nothing was done,
+// keeper.ErrDenied that the NATS server refused the connection's user the
+// verb's subject, at once, so nothing was done (the Client chains the
+// connection's error handler to hear it; set a handler of your own before the
+// first request, or chain the one you find with nc.ErrorHandler()).
 // When no keeper answers (no responders, or no reply in time) the error wraps
 // keeper.ErrNoBus; after a timeout the verb may still be running.
 type Client struct {
@@ -111,10 +116,29 @@ func (c *Client) Do(ctx context.Context, verb string, r keeper.Request) (*keeper
 		return nil, fmt.Errorf("%w: %s request could not be encoded, so nothing was sent: %v", keeper.ErrBadRequest, verb, err)
 	}
 	subject := c.prefix + "." + verb
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, c.timeout)
+	defer cancelTimeout()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	replies := replySubscription(c.nc)
+	done := watchDenials(c.nc).wait(func(key, said string) {
+		if strings.HasPrefix(key, "pub ") {
+			cancel(&deniedError{said: fmt.Sprintf("the NATS user may not publish to %s (the server said: %s), "+
+				"so the request never reached a keeper and nothing was done; use a user allowed to publish there "+
+				"(see Permissions in the README)", subject, said)})
+			return
+		}
+		cancel(&deniedError{said: fmt.Sprintf("the NATS user may not subscribe to %s, where the replies to its requests "+
+			"come (the server said: %s), so the reply to %s cannot arrive; the keeper may still have done the verb, "+
+			"check with list-kept", replies, said, subject)})
+	}, "pub "+subject, "sub "+replies)
+	defer done()
 	msg, err := c.nc.RequestWithContext(ctx, subject, body)
 	if err != nil {
+		var denied *deniedError
+		if errors.As(context.Cause(ctx), &denied) {
+			return nil, denied
+		}
 		return nil, noReply(subject, err)
 	}
 	return decodeReply(subject, msg)

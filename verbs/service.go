@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +46,16 @@ type Engine interface {
 
 var _ Engine = (*keeper.Keeper)(nil)
 
+// DefaultStopTimeout is how long Stop waits for the verbs in flight before it
+// cancels them.
+const DefaultStopTimeout = time.Minute
+
+// cutWait is how long Stop waits, after cancelling the verbs still running,
+// for them to end before it returns without them.
+const cutWait = 10 * time.Second
+
+const description = "keeps restore points of modules' JetStream data and restores them"
+
 // Option configures Serve or NewClient; each ignores what is not its own.
 type Option func(*config)
 
@@ -55,6 +66,7 @@ type config struct {
 	logger      *slog.Logger
 	maxInFlight int
 	metadata    map[string]string
+	stopTimeout time.Duration
 }
 
 // WithPrefix sets the subject prefix (default "mesh-broker"), for Serve and
@@ -76,6 +88,10 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // arrives when the bound is reached waits for a verb to finish.
 func WithMaxInFlight(n int) Option { return func(c *config) { c.maxInFlight = n } }
 
+// WithStopTimeout sets how long Stop lets the verbs in flight finish before it
+// cancels their context (default DefaultStopTimeout; 0 or less: the default).
+func WithStopTimeout(d time.Duration) Option { return func(c *config) { c.stopTimeout = d } }
+
 // WithMetadata adds metadata to what `nats micro info` shows.
 func WithMetadata(k, v string) Option {
 	return func(c *config) {
@@ -88,20 +104,37 @@ func WithMetadata(k, v string) Option {
 
 // Service is a running nats-keeper service.
 type Service struct {
-	nc     *nats.Conn
-	svc    micro.Service
-	engine Engine
-	prefix string
-	log    *slog.Logger
-	slots  chan struct{}
-	base   context.Context // verbs run under it: not cancelled by Stop
-	done   chan struct{}   // closed by Stop
+	nc          *nats.Conn
+	engine      Engine
+	prefix      string
+	log         *slog.Logger
+	slots       chan struct{}
+	base        context.Context // verbs run under it: cancelled by Stop after the grace
+	cancel      context.CancelFunc
+	done        chan struct{} // closed by Stop
+	stopTimeout time.Duration
+
+	id       string
+	version  string
+	metadata map[string]string
+	started  time.Time
+	// endpoints and control are set before the first request can arrive and
+	// never change afterwards.
+	endpoints []*endpoint
+	control   []*nats.Subscription
 
 	mu      sync.Mutex
 	stopped bool
+	flights map[*flight]struct{}
 	running sync.WaitGroup
 	once    sync.Once
 	stopErr error
+}
+
+// flight is one verb in flight, for Stop's log.
+type flight struct {
+	verb, module, local, caller string
+	since                       time.Time
 }
 
 // semver is the pattern micro.AddService accepts for a version.
@@ -116,10 +149,12 @@ func SemVer(v string) string {
 	return "0.0.0-dev"
 }
 
-// Serve starts the nats-keeper micro service on nc for k. Each verb runs in
+// Serve starts the nats-keeper service on nc for k: one endpoint per verb on
+// <prefix>.<verb> in the queue group nats-keeper, and the micro discovery
+// protocol, so that `nats micro ls/info/stats/ping` see it. Each verb runs in
 // its own goroutine, at most WithMaxInFlight at once, under a context that
-// carries ctx's values but is not cancelled with it: a verb in flight always
-// finishes. When ctx is done the service stops, as Stop does.
+// carries ctx's values but is not cancelled with it: Stop cancels it only
+// after WithStopTimeout. When ctx is done the service stops, as Stop does.
 func Serve(ctx context.Context, nc *nats.Conn, k *keeper.Keeper, opts ...Option) (*Service, error) {
 	if k == nil {
 		return nil, errors.New("verbs.Serve needs a keeper, so no service was started")
@@ -127,8 +162,16 @@ func Serve(ctx context.Context, nc *nats.Conn, k *keeper.Keeper, opts ...Option)
 	return serve(ctx, nc, k, opts...)
 }
 
+// ServeEngine is Serve for any Engine, such as a keeper wrapped for a test.
+func ServeEngine(ctx context.Context, nc *nats.Conn, e Engine, opts ...Option) (*Service, error) {
+	if e == nil {
+		return nil, errors.New("verbs.ServeEngine needs an engine, so no service was started")
+	}
+	return serve(ctx, nc, e, opts...)
+}
+
 func serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...Option) (*Service, error) {
-	c := config{prefix: DefaultPrefix, maxInFlight: DefaultMaxInFlight}
+	c := config{prefix: DefaultPrefix, maxInFlight: DefaultMaxInFlight, stopTimeout: DefaultStopTimeout}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -138,8 +181,14 @@ func serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...Option) (*Servi
 	if c.maxInFlight < 1 {
 		c.maxInFlight = 1
 	}
+	if c.stopTimeout <= 0 {
+		c.stopTimeout = DefaultStopTimeout
+	}
 	if err := CheckPrefix(c.prefix); err != nil {
 		return nil, fmt.Errorf("%w, so no service was started", err)
+	}
+	if nc == nil || nc.IsClosed() {
+		return nil, fmt.Errorf("%w: the connection to NATS is closed, so no service was started", keeper.ErrNoBus)
 	}
 	md := map[string]string{"prefix": c.prefix}
 	for k, v := range c.metadata {
@@ -149,32 +198,48 @@ func serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...Option) (*Servi
 	if c.version != "" && ver != strings.TrimPrefix(c.version, "v") {
 		md["build"] = c.version
 	}
+	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Service{
 		nc: nc, engine: e, prefix: c.prefix, log: c.logger,
 		slots: make(chan struct{}, c.maxInFlight),
-		base:  context.WithoutCancel(ctx),
-		done:  make(chan struct{}),
+		base:  base, cancel: cancel,
+		done:        make(chan struct{}),
+		stopTimeout: c.stopTimeout,
+		id:          strings.TrimPrefix(nats.NewInbox(), nats.InboxPrefix), // a NUID, as micro's ids are
+		version:     ver,
+		metadata:    md,
+		started:     time.Now().UTC(),
+		flights:     map[*flight]struct{}{},
 	}
-	svc, err := micro.AddService(nc, micro.Config{
-		Name:        ServiceName,
-		Version:     ver,
-		Description: "keeps restore points of modules' JetStream data and restores them",
-		Metadata:    md,
-		QueueGroup:  QueueGroup,
-		ErrorHandler: func(_ micro.Service, e *micro.NATSError) {
-			c.logger.Error("service subscription error", "subject", e.Subject, "error", e.Description)
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("could not add the %s micro service, so nothing is served: %w", ServiceName, err)
-	}
-	s.svc = svc
-	g := svc.AddGroup(c.prefix)
 	for _, verb := range Verbs {
-		if err := g.AddEndpoint(verb, micro.HandlerFunc(s.handler(verb))); err != nil {
-			_ = svc.Stop()
-			return nil, fmt.Errorf("could not add the endpoint %s.%s, so nothing is served: %w", c.prefix, verb, err)
+		s.endpoints = append(s.endpoints, &endpoint{verb: verb, subject: c.prefix + "." + verb})
+	}
+	unsubscribe := func() {
+		for _, ep := range s.endpoints {
+			if ep.sub != nil {
+				_ = ep.sub.Unsubscribe()
+			}
 		}
+		for _, sub := range s.control {
+			_ = sub.Unsubscribe()
+		}
+		cancel()
+	}
+	for _, ep := range s.endpoints {
+		sub, err := nc.QueueSubscribe(ep.subject, QueueGroup, s.handler(ep))
+		if err != nil {
+			unsubscribe()
+			return nil, fmt.Errorf("could not subscribe to the endpoint %s, so nothing is served: %w", ep.subject, err)
+		}
+		ep.sub = sub
+	}
+	if err := s.subscribeDiscovery(); err != nil {
+		unsubscribe()
+		return nil, fmt.Errorf("could not answer the %s service discovery, so nothing is served: %w", ServiceName, err)
+	}
+	if err := nc.Flush(); err != nil {
+		unsubscribe()
+		return nil, fmt.Errorf("%w: the %s subscriptions did not reach the server (%v), so nothing is served", keeper.ErrNoBus, ServiceName, err)
 	}
 	go func() {
 		select {
@@ -183,58 +248,198 @@ func serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...Option) (*Servi
 		case <-s.done:
 		}
 	}()
-	c.logger.Info("serving", "service", ServiceName, "version", ver, "prefix", c.prefix, "max_in_flight", c.maxInFlight)
+	c.logger.Info("serving", "service", ServiceName, "id", s.id, "version", ver, "prefix", c.prefix,
+		"max_in_flight", c.maxInFlight, "stop_timeout", c.stopTimeout)
 	return s, nil
 }
 
 // Prefix is the subject prefix the service answers on.
 func (s *Service) Prefix() string { return s.prefix }
 
-// Info is the micro service's info, as `nats micro info` shows it.
-func (s *Service) Info() micro.Info { return s.svc.Info() }
-
-// Stop stops taking requests, then waits for the verbs in flight to finish.
-// It is safe to call more than once, and from several goroutines.
+// Stop stops taking requests (a request that still arrives is answered 503),
+// then waits up to WithStopTimeout for the verbs in flight to finish. If some
+// are still running then, it logs them, cancels their context and waits a
+// short while more; it returns an error wrapping keeper.ErrFailed that says
+// the verbs were cut short. Stop is safe to call more than once, and from
+// several goroutines; each call returns the first one's result.
 func (s *Service) Stop() error {
 	s.once.Do(func() {
 		s.mu.Lock()
 		s.stopped = true
 		s.mu.Unlock()
 		close(s.done)
-		s.stopErr = s.svc.Stop()
-		s.running.Wait()
+		var errs []error
+		for _, ep := range s.endpoints {
+			// Drain: requests already delivered are still answered (503).
+			if err := ep.sub.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+				errs = append(errs, fmt.Errorf("could not stop taking requests on %s: %w", ep.subject, err))
+			}
+		}
+		s.stopErr = s.waitVerbs()
+		for _, sub := range s.control {
+			_ = sub.Unsubscribe()
+		}
+		s.cancel()
+		if s.stopErr == nil && len(errs) > 0 {
+			s.stopErr = errors.Join(errs...)
+		}
 		s.log.Info("stopped serving", "prefix", s.prefix)
 	})
 	return s.stopErr
 }
 
-// handler runs one verb per request in its own goroutine, once a slot is free.
-func (s *Service) handler(verb string) func(micro.Request) {
-	return func(req micro.Request) {
+// waitVerbs waits for the verbs in flight: up to the stop timeout, then,
+// having cancelled them, up to cutWait more.
+func (s *Service) waitVerbs() error {
+	all := make(chan struct{})
+	go func() { s.running.Wait(); close(all) }()
+	grace := time.NewTimer(s.stopTimeout)
+	defer grace.Stop()
+	select {
+	case <-all:
+		return nil
+	case <-grace.C:
+	}
+	cut := s.inFlight()
+	for _, f := range cut {
+		s.log.Warn("a verb was still running when the stop timeout ended; cancelling it",
+			"verb", f.verb, "module", f.module, "local", f.local, "caller", f.caller,
+			"running_for", time.Since(f.since).Round(time.Millisecond), "stop_timeout", s.stopTimeout)
+	}
+	s.cancel()
+	last := time.NewTimer(cutWait)
+	defer last.Stop()
+	select {
+	case <-all:
+	case <-last.C:
+		left := s.inFlight()
+		for _, f := range left {
+			s.log.Error("a cancelled verb did not end; the keeper stops without it",
+				"verb", f.verb, "module", f.module, "local", f.local, "caller", f.caller)
+		}
+	}
+	names := make([]string, 0, len(cut))
+	for _, f := range cut {
+		if f.module != "" {
+			names = append(names, fmt.Sprintf("%s of %s/%s", f.verb, f.module, f.local))
+		} else {
+			names = append(names, f.verb)
+		}
+	}
+	return &cutShort{said: fmt.Sprintf("%d verb(s) were still running %s after the stop began and were cut short (%s); "+
+		"a restarted keeper finishes or undoes any restore they left half-way",
+		len(cut), s.stopTimeout, strings.Join(names, ", "))}
+}
+
+// cutShort is Stop's error when verbs were cancelled: keeper.ErrFailed for
+// errors.Is, without the sentinel's word in the sentence.
+type cutShort struct{ said string }
+
+func (e *cutShort) Error() string { return e.said }
+func (e *cutShort) Unwrap() error { return keeper.ErrFailed }
+
+func (s *Service) inFlight() []*flight {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fs := make([]*flight, 0, len(s.flights))
+	for f := range s.flights {
+		fs = append(fs, f)
+	}
+	sort.Slice(fs, func(i, j int) bool { return fs[i].since.Before(fs[j].since) })
+	return fs
+}
+
+// handler runs one verb per request in its own goroutine, once a slot is
+// free; the endpoint's figures cover the request from its arrival to its
+// reply.
+func (s *Service) handler(ep *endpoint) nats.MsgHandler {
+	return func(m *nats.Msg) {
+		req := &request{msg: m, ep: ep, start: time.Now()}
 		s.mu.Lock()
 		if s.stopped {
 			s.mu.Unlock()
-			s.fail(req, verb, fmt.Errorf("%w: this keeper is stopping, so %s was not started; try again", keeper.ErrNoBus, verb))
+			s.refuse(req)
 			return
 		}
 		s.running.Add(1)
 		s.mu.Unlock()
-		s.slots <- struct{}{} // wait for a free slot: back-pressure on this endpoint
+		select {
+		case s.slots <- struct{}{}: // wait for a free slot: back-pressure on this endpoint
+		case <-s.done:
+			s.refuse(req)
+			s.running.Done()
+			return
+		}
+		ep.enter(1)
 		go func() {
 			defer s.running.Done()
 			defer func() { <-s.slots }()
-			s.run(verb, req)
+			defer ep.enter(-1)
+			s.run(ep.verb, req)
+			req.record(0, "") // counted once even if a path of run sent no reply
 		}()
 	}
 }
 
-func (s *Service) run(verb string, req micro.Request) {
+// refuse answers a request that came while the keeper is stopping.
+func (s *Service) refuse(req *request) {
+	s.fail(req, req.ep.verb, fmt.Errorf("%w: this keeper is stopping, so %s was not started; try again", keeper.ErrNoBus, req.ep.verb))
+}
+
+// request is one request to an endpoint. Its figures are recorded just before
+// its reply is sent, so that whoever has the reply sees them in $SRV.STATS.
+type request struct {
+	msg      *nats.Msg
+	ep       *endpoint
+	start    time.Time
+	recorded bool
+}
+
+func (r *request) Data() []byte { return r.msg.Data }
+
+// record counts the request once: its time until now, and for a failure its
+// code and sentence.
+func (r *request) record(code int, said string) {
+	if r.recorded {
+		return
+	}
+	r.recorded = true
+	r.ep.done(time.Since(r.start), code, said)
+}
+
+// Respond sends a success reply.
+func (r *request) Respond(body []byte) error {
+	r.record(0, "")
+	return r.msg.Respond(body)
+}
+
+// Error sends a failure reply with the micro error headers.
+func (r *request) Error(code int, said string, body []byte) error {
+	said = headerText(said)
+	r.record(code, said)
+	reply := nats.NewMsg(r.msg.Reply)
+	reply.Header.Set(micro.ErrorHeader, said)
+	reply.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(code))
+	reply.Data = body
+	return r.msg.RespondMsg(reply)
+}
+
+func (s *Service) run(verb string, req *request) {
 	start := time.Now()
 	r, err := DecodeRequest(verb, req.Data())
 	if err != nil {
 		s.fail(req, verb, err)
 		return
 	}
+	f := &flight{verb: verb, module: r.Module, local: r.Local, caller: r.Caller, since: start}
+	s.mu.Lock()
+	s.flights[f] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.flights, f)
+		s.mu.Unlock()
+	}()
 	log := s.log.With("verb", verb, "module", r.Module, "local", r.Local, "caller", r.Caller)
 	ctx := s.base
 	if verb == VerbSnapshot || verb == VerbRestore || verb == VerbVerify {
@@ -289,11 +494,11 @@ type ErrorBody struct {
 	Code  int    `json:"code"`
 }
 
-func (s *Service) fail(req micro.Request, verb string, err error) {
+func (s *Service) fail(req *request, verb string, err error) {
 	code := keeper.Code(err)
 	said := err.Error()
 	body, _ := json.Marshal(ErrorBody{Error: said, Code: code})
-	if rerr := req.Error(strconv.Itoa(code), headerText(said), body); rerr != nil {
+	if rerr := req.Error(code, said, body); rerr != nil {
 		s.log.Error("could not send the error reply", "verb", verb, "error", rerr, "said", said)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
+	"github.com/nats-keeper/nats-keeper/internal/tools"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -331,5 +334,149 @@ func TestProgressThrottle(t *testing.T) {
 	}
 	if r := <-got; r.Bytes != 30 {
 		t.Fatalf("progress %+v", r)
+	}
+}
+
+// $SRV.STATS tells the truth: each failure reply is counted as an error, and
+// the processing time covers the whole verb, though every verb runs in its own
+// goroutine. Both micro's wire protocol and the real `nats micro` CLI see it.
+func TestServiceStatsCoverTheWholeVerb(t *testing.T) {
+	const slow = 300 * time.Millisecond
+	nc, svc := startFake(t, func(_ context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
+		switch r.Local {
+		case "missing":
+			return nil, fmt.Errorf("%w: no stream of billing_missing, so nothing was kept", keeper.ErrNotFound)
+		case "held":
+			return nil, fmt.Errorf("%w: billing.held is held by restore-kept, so nothing was done", keeper.ErrBusy)
+		case "broken":
+			return nil, fmt.Errorf("%w: the disk is full, so no point was made", keeper.ErrFailed)
+		case "slow":
+			time.Sleep(slow)
+		}
+		return &keeper.Reply{Said: verb + " done."}, nil
+	})
+	c := NewClient(nc, WithTimeout(time.Minute))
+	ctx := context.Background()
+	for _, local := range []string{"missing", "held", "broken"} {
+		r := snap
+		r.Local = local
+		if _, err := c.SnapshotKept(ctx, r); err == nil {
+			t.Fatalf("%s: no error", local)
+		}
+	}
+	r := snap
+	r.Local = "slow"
+	if _, err := c.VerifyKept(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+
+	check := func(how string, st *micro.Stats) {
+		t.Helper()
+		if st.Name != ServiceName || st.ID != svc.Info().ID || st.Type != micro.StatsResponseType || len(st.Endpoints) != len(Verbs) {
+			t.Fatalf("%s: stats %+v", how, st)
+		}
+		for _, ep := range st.Endpoints {
+			if ep.Subject != DefaultPrefix+"."+ep.Name || ep.QueueGroup != QueueGroup {
+				t.Errorf("%s: endpoint %+v", how, ep)
+			}
+			switch ep.Name {
+			case VerbSnapshot:
+				if ep.NumRequests != 3 || ep.NumErrors != 3 || !strings.HasPrefix(ep.LastError, "500:") || !strings.Contains(ep.LastError, "disk is full") {
+					t.Errorf("%s: snapshot-kept after a 404, a 409 and a 500: %+v", how, ep)
+				}
+			case VerbVerify:
+				if ep.NumRequests != 1 || ep.NumErrors != 0 || ep.ProcessingTime < slow || ep.AverageProcessingTime < slow {
+					t.Errorf("%s: verify-kept that took at least %v: %+v", how, slow, ep)
+				}
+			default:
+				if ep.NumRequests != 0 {
+					t.Errorf("%s: %+v", how, ep)
+				}
+			}
+		}
+	}
+
+	// As micro's clients ask: $SRV.STATS.<name>.
+	msg, err := nc.Request("$SRV.STATS."+ServiceName, nil, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st micro.Stats
+	if err := json.Unmarshal(msg.Data, &st); err != nil {
+		t.Fatal(err)
+	}
+	check("$SRV.STATS", &st)
+
+	// As the nats CLI shows them.
+	natsCLI := tools.NatsCLI(t)
+	home := t.TempDir()
+	cli := func(args ...string) []byte {
+		t.Helper()
+		cmd := exec.Command(natsCLI, append([]string{"--server", nc.ConnectedUrl()}, args...)...)
+		cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home, "NATS_CONTEXT=")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("nats %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+	var cliStats []*micro.Stats
+	if out := cli("micro", "stats", ServiceName, "--json"); json.Unmarshal(out, &cliStats) != nil || len(cliStats) != 1 {
+		t.Fatalf("nats micro stats --json printed %s", out)
+	}
+	check("nats micro stats", cliStats[0])
+	var info struct {
+		Info  micro.Info  `json:"info"`
+		Stats micro.Stats `json:"stats"`
+	}
+	if out := cli("micro", "info", ServiceName, "--json"); json.Unmarshal(out, &info) != nil || len(info.Info.Endpoints) != len(Verbs) {
+		t.Fatalf("nats micro info --json printed %s", out)
+	}
+	check("nats micro info (this instance's stats)", &info.Stats)
+	for _, args := range [][]string{{"micro", "ls"}, {"micro", "ping", ServiceName}} {
+		if out := cli(args...); !strings.Contains(string(out), ServiceName) {
+			t.Errorf("nats %v does not show %s:\n%s", args, ServiceName, out)
+		}
+	}
+}
+
+// A verb stuck until its context ends does not hold Stop forever: after the
+// stop timeout Stop cancels the verb's context, the verb sees it, and Stop
+// returns an error that says the verb was cut short.
+func TestServiceStopCutsAStuckVerbShort(t *testing.T) {
+	entered, sawCancel := make(chan struct{}), make(chan error, 1)
+	nc, svc := startFake(t, func(ctx context.Context, _ string, _ keeper.Request) (*keeper.Reply, error) {
+		close(entered)
+		<-ctx.Done()
+		sawCancel <- ctx.Err()
+		return nil, fmt.Errorf("%w: the restore was cut short: %w", keeper.ErrFailed, ctx.Err())
+	}, WithStopTimeout(300*time.Millisecond))
+	c := NewClient(nc, WithTimeout(time.Minute))
+	replied := make(chan error, 1)
+	go func() {
+		r := snap
+		r.Why = "test"
+		_, err := c.RestoreKept(context.Background(), r)
+		replied <- err
+	}()
+	<-entered
+	err := svc.Stop()
+	if !errors.Is(err, keeper.ErrFailed) || !strings.Contains(err.Error(), "cut short") ||
+		!strings.Contains(err.Error(), "restore-kept of billing/ledger") {
+		t.Fatalf("Stop: %v", err)
+	}
+	select {
+	case cerr := <-sawCancel:
+		if !errors.Is(cerr, context.Canceled) {
+			t.Fatalf("the verb's context ended with %v", cerr)
+		}
+	default:
+		t.Fatal("Stop returned before the verb saw its context cancelled")
+	}
+	if rerr := <-replied; !errors.Is(rerr, keeper.ErrFailed) {
+		t.Fatalf("the cut verb's caller got %v", rerr)
+	}
+	if again := svc.Stop(); again == nil || again.Error() != err.Error() {
+		t.Fatalf("second Stop: %v", again)
 	}
 }

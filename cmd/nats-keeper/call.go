@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,15 +42,17 @@ func callVerb(ctx context.Context, f clientFlags, out output, verb string, req k
 	}
 	defer nc.Close()
 	c := verbs.NewClient(nc, verbs.WithPrefix(f.Prefix), verbs.WithTimeout(f.Timeout))
+	endProgress := func() {}
 	if out.Progress && !f.JSON && req.Module != "" && req.Local != "" {
 		bar := &progressLine{w: out.Err}
 		stop, err := c.WatchProgress(req.Module, req.Local, bar.show)
 		if err == nil {
-			defer func() { stop(); bar.clear() }()
+			endProgress = func() { stop(); bar.clear() }
 			_ = nc.Flush()
 		}
 	}
 	rep, err := c.Do(ctx, verb, req)
+	endProgress() // the line is cleared, and stays so, before the reply is printed
 	if err != nil {
 		return jsonErr(f, out, err)
 	}
@@ -84,36 +88,77 @@ func jsonErr(f clientFlags, out output, err error) error {
 	return err
 }
 
-// progressLine shows progress on one terminal line: step, streams, bytes, rate.
+// progressLine shows progress on one terminal line: step, streams, bytes
+// (of how many, when known), rate and time left.
 type progressLine struct {
-	w     io.Writer
-	mu    sync.Mutex
-	step  string
-	start time.Time
-	shown bool
+	w       io.Writer
+	mu      sync.Mutex
+	step    string
+	start   time.Time
+	shown   bool
+	cleared bool // for good: a report that comes after is not shown
 }
 
 func (p *progressLine) show(pr keeper.Progress) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if pr.Step != p.step {
+	if p.cleared {
+		return
+	}
+	if pr.Step != p.step || p.start.IsZero() {
 		p.step, p.start = pr.Step, time.Now()
 	}
-	rate := ""
-	if d := time.Since(p.start).Seconds(); d > 0.2 && pr.Bytes > 0 {
-		rate = ", " + humanBytes(int64(float64(pr.Bytes)/d)) + "/s"
-	}
-	fmt.Fprintf(p.w, "\r\033[K%s %s: stream %d of %d %s, %s%s", pr.Verb, pr.Step, min(pr.StreamsDone+1, max(pr.StreamsTotal, 1)),
-		pr.StreamsTotal, pr.Stream, humanBytes(pr.Bytes), rate)
+	fmt.Fprintf(p.w, "\r\033[K%s", progressText(pr, time.Since(p.start)))
 	p.shown = true
 }
 
+// clear removes the line, if one was shown, and shows no more.
 func (p *progressLine) clear() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.shown {
+	if p.shown && !p.cleared {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
+	p.cleared = true
+}
+
+// progressText is one report as a line, elapsed after its step began:
+// "restore-kept restore: stream 2 of 3 billing_ledger, 120.0 MiB of 1.0 GiB
+// (11%), 226.2 MiB/s, ETA 4s". What is not known is left out: the stream
+// count when there is none, the stream when it has no name, the total, the
+// percentage and the time left when BytesTotal is 0, the rate until the step
+// has run a little.
+func progressText(pr keeper.Progress, elapsed time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s:", pr.Verb, pr.Step)
+	parts := []string{}
+	stream := ""
+	if pr.StreamsTotal > 0 {
+		stream = fmt.Sprintf("stream %d of %d", min(pr.StreamsDone+1, pr.StreamsTotal), pr.StreamsTotal)
+	}
+	if pr.Stream != "" {
+		stream = strings.TrimSpace(cmp.Or(stream, "stream") + " " + pr.Stream)
+	}
+	if stream != "" {
+		parts = append(parts, stream)
+	}
+	if pr.BytesTotal > 0 {
+		pct := min(pr.Bytes*100/pr.BytesTotal, 100)
+		parts = append(parts, fmt.Sprintf("%s of %s (%d%%)", humanBytes(pr.Bytes), humanBytes(pr.BytesTotal), pct))
+	} else {
+		parts = append(parts, humanBytes(pr.Bytes))
+	}
+	if d := elapsed.Seconds(); d > 0.2 && pr.Bytes > 0 {
+		rate := float64(pr.Bytes) / d
+		parts = append(parts, humanBytes(int64(rate))+"/s")
+		if left := pr.BytesTotal - pr.Bytes; pr.BytesTotal > 0 && left > 0 {
+			eta := time.Duration(float64(left) / rate * float64(time.Second))
+			parts = append(parts, "ETA "+max(eta.Round(time.Second), time.Second).String())
+		}
+	}
+	b.WriteString(" ")
+	b.WriteString(strings.Join(parts, ", "))
+	return b.String()
 }
 
 func humanBytes(n int64) string { return keeper.HumanBytes(n) }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
 	"github.com/nats-keeper/nats-keeper/keeper"
@@ -373,4 +374,110 @@ func TestProgressLine(t *testing.T) {
 	if q.err.Len() != 0 {
 		t.Errorf("clear without progress wrote %q", q.err.String())
 	}
+}
+
+// The progress line's text: never "of 0" nor an empty stream name; the total,
+// the percentage and the time left when the total is known.
+func TestProgressText(t *testing.T) {
+	for _, tc := range []struct {
+		pr      keeper.Progress
+		elapsed time.Duration
+		want    string
+	}{
+		{keeper.Progress{Verb: "restore-kept", Step: "restore", Stream: "billing_ledger", StreamsDone: 1, StreamsTotal: 3,
+			Bytes: 120 << 20, BytesTotal: 1 << 30}, 530 * time.Millisecond,
+			"restore-kept restore: stream 2 of 3 billing_ledger, 120.0 MiB of 1.0 GiB (11%), 226.4 MiB/s, ETA 4s"},
+		{keeper.Progress{Verb: "verify-kept", Step: "verify"}, 0, "verify-kept verify: 0 B"},
+		{keeper.Progress{Verb: "verify-kept", Step: "verify", Stream: "KV_billing_ledger", Bytes: 2048}, 0,
+			"verify-kept verify: stream KV_billing_ledger, 2.0 KiB"},
+		{keeper.Progress{Verb: "snapshot-kept", Step: "snapshot", StreamsDone: 2, StreamsTotal: 2, Bytes: 3 << 20}, 0,
+			"snapshot-kept snapshot: stream 2 of 2, 3.0 MiB"},
+		{keeper.Progress{Verb: "snapshot-kept", Step: "snapshot", Stream: "s", StreamsTotal: 1, Bytes: 2 << 20, BytesTotal: 1 << 20}, time.Second,
+			"snapshot-kept snapshot: stream 1 of 1 s, 2.0 MiB of 1.0 MiB (100%), 2.0 MiB/s"},
+	} {
+		if got := progressText(tc.pr, tc.elapsed); got != tc.want {
+			t.Errorf("progressText(%+v, %v)\n got %q\nwant %q", tc.pr, tc.elapsed, got, tc.want)
+		}
+	}
+}
+
+// signalBuffer is a concurrency-safe buffer that says when its text first
+// contains a string.
+type signalBuffer struct {
+	mu   sync.Mutex
+	b    strings.Builder
+	when string
+	seen chan struct{}
+}
+
+func (s *signalBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.Write(p)
+	if s.seen != nil && strings.Contains(s.b.String(), s.when) {
+		close(s.seen)
+		s.seen = nil
+	}
+	return len(p), nil
+}
+
+func (s *signalBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The reply is printed on a line of its own, after the progress line was
+// cleared, and no progress comes after it.
+func TestProgressLineClearedBeforeTheReply(t *testing.T) {
+	s := natstest.Start(t, nil)
+	nc := natstest.Connect(t, s)
+	term := &signalBuffer{when: "snapshot-kept snapshot:", seen: make(chan struct{})}
+	seen := term.seen
+	svc, err := verbs.ServeEngine(context.Background(), nc, engineFunc(func(ctx context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
+		b, _ := json.Marshal(keeper.Progress{Verb: verb, Module: r.Module, Local: r.Local, Step: "snapshot", Stream: "billing_ledger",
+			StreamsTotal: 1, Bytes: 5 << 20})
+		if err := nc.Publish(verbs.ProgressSubject(verbs.DefaultPrefix, r.Module, r.Local), b); err != nil {
+			return nil, err
+		}
+		select {
+		case <-seen: // the progress line is on the terminal
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return &keeper.Reply{Said: "Took restore point billing/ledger f1-f."}, nil
+	}), verbs.WithLogger(quietLog()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	f := clientFlags{Conn: connFlags{Server: s.ClientURL()}, Prefix: verbs.DefaultPrefix, Timeout: time.Minute, Caller: "test"}
+	err = callVerb(context.Background(), f, output{Out: term, Err: term, Progress: true}, verbs.VerbSnapshot,
+		keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "f"}, printSaid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := term.String()
+	if !strings.Contains(got, "\r\033[KTook restore point") || !strings.HasSuffix(got, "f1-f.\n") {
+		t.Fatalf("the reply is not on a cleared line of its own: %q", got)
+	}
+}
+
+// engineFunc answers every verb with one function.
+type engineFunc func(ctx context.Context, verb string, r keeper.Request) (*keeper.Reply, error)
+
+func (f engineFunc) SnapshotKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f(ctx, verbs.VerbSnapshot, r)
+}
+func (f engineFunc) RestoreKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f(ctx, verbs.VerbRestore, r)
+}
+func (f engineFunc) DiscardAside(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f(ctx, verbs.VerbDiscard, r)
+}
+func (f engineFunc) ListKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f(ctx, verbs.VerbList, r)
+}
+func (f engineFunc) VerifyKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f(ctx, verbs.VerbVerify, r)
 }

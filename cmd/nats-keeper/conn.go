@@ -46,7 +46,7 @@ func connect(ctx context.Context, c connFlags, name string, log *slog.Logger) (*
 
 // hasKind reports whether err already carries one of the keeper's sentinels.
 func hasKind(err error) bool {
-	for _, s := range []error{keeper.ErrBadRequest, keeper.ErrNotFound, keeper.ErrBusy, keeper.ErrConflict, keeper.ErrFailed, keeper.ErrNoBus} {
+	for _, s := range []error{keeper.ErrBadRequest, keeper.ErrNotFound, keeper.ErrBusy, keeper.ErrConflict, keeper.ErrFailed, keeper.ErrNoBus, keeper.ErrDenied} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -17,7 +17,8 @@ const exitCodesHelp = `Exit codes:
   2  bad usage or bad request (nothing was done)
   3  not found
   4  busy or conflict (another verb holds the kept data)
-  5  no service or bus reachable`
+  5  no service or bus reachable
+  6  denied by the NATS server's permissions (nothing was done)`
 
 func newRoot(e env) *cobra.Command {
 	root := &cobra.Command{

@@ -23,16 +23,17 @@ import (
 )
 
 type serveOptions struct {
-	Conn      connFlags
-	Dir       string
-	Prefix    string
-	Bucket    string
-	Embedded  bool
-	Listen    string
-	LogFormat string
-	LogLevel  string
-	MemoryMiB int       // soft memory limit for the Go heap, in MiB; 0 leaves it to GOMEMLIMIT
-	Err       io.Writer // logs
+	Conn        connFlags
+	Dir         string
+	Prefix      string
+	Bucket      string
+	Embedded    bool
+	Listen      string
+	LogFormat   string
+	LogLevel    string
+	MemoryMiB   int           // soft memory limit for the Go heap, in MiB; 0 leaves it to GOMEMLIMIT
+	StopTimeout time.Duration // how long a stop lets the verbs in flight finish before it cancels them
+	Err         io.Writer     // logs
 
 	// ready, when set, is called once the service answers (tests).
 	ready func(*verbs.Service, string)
@@ -48,7 +49,10 @@ func newServeCmd(e env) *cobra.Command {
 
 Connect to an existing NATS with --server (or $NATS_URL, or --context), or run
 an in-process nats-server with JetStream with --embedded. SIGINT or SIGTERM
-stops taking requests, finishes the verbs in flight and exits 0.`,
+stops taking requests and lets the verbs in flight finish, for at most
+--stop-timeout; it exits 0 when they all finished. Verbs still running then are
+cancelled, and the keeper exits 1 saying so; a keeper started again finishes or
+undoes any restore they left half-way.`,
 		Args: args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error { return ran(runServe(cmd.Context(), *o)) },
 	}
@@ -67,6 +71,8 @@ stops taking requests, finishes the verbs in flight and exits 0.`,
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.IntVar(&o.MemoryMiB, "memory-limit", 40, "soft limit of the keeper's Go heap in MiB, so it stays small on a busy host "+
 		"(0: none; $GOMEMLIMIT wins; not applied with --embedded, whose server shares the process)")
+	f.DurationVar(&o.StopTimeout, "stop-timeout", verbs.DefaultStopTimeout,
+		"on SIGINT or SIGTERM, how long to let the verbs in flight finish before cancelling them (0: the default)")
 	return cmd
 }
 
@@ -102,6 +108,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 			"(or set NATS_URL, or --context NAME for a `nats` CLI context), or run `nats-keeper serve --embedded` "+
 			"to start a nats-server with JetStream inside the keeper")
 	}
+	if o.StopTimeout < 0 {
+		return errorf(keeper.ErrBadRequest, "--stop-timeout %s is negative, so nothing is served", o.StopTimeout)
+	}
 	if o.MemoryMiB < 0 {
 		return errorf(keeper.ErrBadRequest, "--memory-limit %d is negative, so nothing is served", o.MemoryMiB)
 	}
@@ -123,7 +132,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("%w; nothing is served", err)
 	}
 	defer nc.Close()
-	svc, err := startKeeper(ctx, nc, dir, o.Prefix, o.Bucket, log)
+	svc, err := startKeeper(ctx, nc, dir, o.Prefix, o.Bucket, log, verbs.WithStopTimeout(o.StopTimeout))
 	if err != nil {
 		return err
 	}
@@ -131,11 +140,15 @@ func runServe(ctx context.Context, o serveOptions) error {
 		o.ready(svc, nc.ConnectedUrl())
 	}
 	lost := waitStop(ctx, nc)
-	if err := svc.Stop(); err != nil {
-		log.Warn("stopping the service", "error", err)
-	}
+	stopErr := svc.Stop()
 	if lost != nil {
+		if stopErr != nil {
+			log.Warn("stopping the service", "error", stopErr)
+		}
 		return lost
+	}
+	if stopErr != nil {
+		return fmt.Errorf("stopped on signal, but not cleanly: %w", stopErr)
 	}
 	log.Info("stopped on signal; every verb in flight finished")
 	return nil
@@ -143,7 +156,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 
 // startKeeper builds the jsbus adapter and the keeper on nc, brings the index
 // up to date with the files, and serves the verbs.
-func startKeeper(ctx context.Context, nc *nats.Conn, dir, prefix, bucket string, log *slog.Logger) (*verbs.Service, error) {
+func startKeeper(ctx context.Context, nc *nats.Conn, dir, prefix, bucket string, log *slog.Logger, opts ...verbs.Option) (*verbs.Service, error) {
 	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log))
 	if err != nil {
 		if !hasKind(err) {
@@ -168,8 +181,9 @@ func startKeeper(ctx context.Context, nc *nats.Conn, dir, prefix, bucket string,
 		return nil, fmt.Errorf("could not bring the index %s up to date with the files in %s, so nothing is served: %w", bucket, dir, err)
 	}
 	log.Info("index rebuilt from the files", "dir", dir, "written", written, "removed", removed)
-	svc, err := verbs.Serve(ctx, nc, k, verbs.WithPrefix(prefix), verbs.WithVersion(buildVersion()),
-		verbs.WithLogger(log), verbs.WithMetadata("dir", dir))
+	opts = append([]verbs.Option{verbs.WithPrefix(prefix), verbs.WithVersion(buildVersion()),
+		verbs.WithLogger(log), verbs.WithMetadata("dir", dir)}, opts...)
+	svc, err := verbs.ServeEngine(ctx, nc, hangHook(k, log), opts...)
 	if err != nil {
 		return nil, err
 	}
