@@ -79,10 +79,7 @@ func TestClusterSnapshotRestoreKeepsReplicas(t *testing.T) {
 			t.Fatalf("%s has %d replicas", d.Name, d.Replicas)
 		}
 	}
-	positions, err := a.Positions(ctx, "billing")
-	if err != nil {
-		t.Fatal(err)
-	}
+	positions := positionsOf(t, a, n)
 	shared, err := sample.Dump(ctx, js, sample.SharedStream)
 	if err != nil {
 		t.Fatal(err)
@@ -131,11 +128,7 @@ func TestClusterSnapshotRestoreKeepsReplicas(t *testing.T) {
 		t.Fatalf("%s delivered %d next, want %d", n.Events, got, was.Next)
 	}
 	// Read back, the re-made consumer's position is the one that was set.
-	again, err := a.Positions(ctx, "billing")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range again {
+	for _, p := range positionsOf(t, a, n) {
 		if p.Stream == sample.SharedStream && p.AckFloor != was.AckFloor {
 			t.Fatalf("position of %s read back as %d with one message unacked, want %d", p.Consumer, p.AckFloor, was.AckFloor)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -52,23 +53,49 @@ func nextDelivered(t *testing.T, b *bus, stream, name string) uint64 {
 	return 0
 }
 
-func TestPositionsSelectTheModulesDurables(t *testing.T) {
+// positionsOf is the positions of the sample consumers of n (on its stream
+// and on SharedStream), in the order Consumers lists them.
+func positionsOf(t *testing.T, a *jsbus.Adapter, n sample.Names) []keeper.Position {
+	t.Helper()
+	all, err := a.Consumers(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []keeper.Position
+	for _, p := range all {
+		if (p.Stream == n.Stream && (p.Consumer == n.Reader || p.Consumer == n.Audit)) ||
+			(p.Stream == sample.SharedStream && p.Consumer == n.Events) {
+			out = append(out, p)
+		}
+	}
+	if len(out) != 3 {
+		t.Fatalf("positions of %s: %v", n.Bus, out)
+	}
+	return out
+}
+
+func TestConsumersListsEveryDurable(t *testing.T) {
 	ctx := testCtx(t)
 	b := newBus(t)
-	for _, m := range []string{"billing", "shipping", "bill"} {
+	for _, m := range []string{"billing", "shipping"} {
 		if err := sample.Create(ctx, b.js, m, "ledger"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// A named but not durable consumer of the module is not a position.
 	s, err := b.js.Stream(ctx, "billing_ledger")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A named but not durable consumer is not a position.
 	if _, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Name: "billing_eph", InactiveThreshold: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	ps, err := b.a.Positions(ctx, "billing")
+	// A declared owner is in the configuration, for the keeper to read.
+	if _, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "tally", AckPolicy: jetstream.AckExplicitPolicy,
+		Metadata: map[string]string{"nats-keeper.module": "shipping"}}); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := b.a.Consumers(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,31 +103,67 @@ func TestPositionsSelectTheModulesDurables(t *testing.T) {
 	for _, p := range ps {
 		got = append(got, p.Stream+">"+p.Consumer)
 	}
-	want := []string{"SHARED_EVENTS>billing-events", "billing_ledger>billing-audit", "billing_ledger>billing_reader"}
+	want := []string{"SHARED_EVENTS>billing-events", "SHARED_EVENTS>other-events", "SHARED_EVENTS>shipping-events",
+		"billing_ledger>billing-audit", "billing_ledger>billing_reader", "billing_ledger>tally",
+		"shipping_ledger>shipping-audit", "shipping_ledger>shipping_reader"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("positions of billing: %v, want %v", got, want)
+		t.Fatalf("consumers: %v, want %v", got, want)
 	}
-	dump, err := sample.Dump(ctx, b.js, "billing_ledger", sample.SharedStream)
+	dump, err := sample.Dump(ctx, b.js, "billing_ledger", "shipping_ledger", sample.SharedStream)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range ps {
-		if c := consumerOf(t, dump, p.Stream, p.Consumer); c.AckFloor != p.AckFloor || p.AckFloor == 0 {
-			t.Fatalf("%s > %s: position ack floor %d, consumer %d", p.Stream, p.Consumer, p.AckFloor, c.AckFloor)
+		var cfg struct {
+			Durable  string            `json:"durable_name"`
+			Ack      string            `json:"ack_policy"`
+			Metadata map[string]string `json:"metadata"`
 		}
-		var cfg map[string]any
 		if err := json.Unmarshal(p.Config, &cfg); err != nil {
 			t.Fatal(err)
 		}
-		if cfg["durable_name"] != p.Consumer || cfg["ack_policy"] != "explicit" {
+		if cfg.Durable != p.Consumer || cfg.Ack != "explicit" {
 			t.Fatalf("config of %s: %s", p.Consumer, p.Config)
 		}
+		if p.Consumer == "tally" {
+			if cfg.Metadata["nats-keeper.module"] != "shipping" || p.AckFloor != 0 {
+				t.Fatalf("tally: ack floor %d, config %s", p.AckFloor, p.Config)
+			}
+			continue
+		}
+		if c := consumerOf(t, dump, p.Stream, p.Consumer); c.AckFloor != p.AckFloor || p.AckFloor == 0 {
+			t.Fatalf("%s > %s: position ack floor %d, consumer %d", p.Stream, p.Consumer, p.AckFloor, c.AckFloor)
+		}
 	}
-	if ps, err := b.a.Positions(ctx, "nobody"); err != nil || len(ps) != 0 {
-		t.Fatalf("positions of a module with no consumers: %v %v", ps, err)
+}
+
+func TestStreamsListsEveryStream(t *testing.T) {
+	ctx := testCtx(t)
+	b := newBus(t)
+	if err := sample.Create(ctx, b.js, "billing", "ledger"); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := b.a.Positions(ctx, "a.b"); err == nil {
-		t.Fatal("a dotted module name was accepted")
+	ss, err := b.a.Streams(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range ss {
+		got[s.Name] = fmt.Sprint(s.Subjects)
+		if s.Name == "billing_ledger" && (s.LastSeq != 50 || s.Messages != 49 || s.Consumers != 2) {
+			t.Fatalf("billing_ledger listed as %+v", s)
+		}
+	}
+	want := map[string]string{
+		"KV_kept":            "[$KV.kept.>]",
+		"KEEPER_ACTS":        "[mesh-broker.acts.>]",
+		"KV_billing_ledger":  "[$KV.billing_ledger.>]",
+		"OBJ_billing_ledger": "[$O.billing_ledger.C.> $O.billing_ledger.M.>]",
+		"billing_ledger":     "[billing.ledger.>]",
+		"SHARED_EVENTS":      "[events.>]",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("streams: %v, want %v", got, want)
 	}
 }
 
@@ -116,10 +179,7 @@ func TestSetPositionPutsConsumersBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := b.a.Positions(ctx, "billing")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ps := positionsOf(t, b.a, n)
 	if err := sample.Change(ctx, b.js, "billing", "ledger"); err != nil {
 		t.Fatal(err)
 	}
@@ -153,11 +213,7 @@ func TestSetPositionPutsConsumersBack(t *testing.T) {
 	}
 	// Read back with one message delivered and unacked, each position is
 	// the one that was set.
-	again, err := b.a.Positions(ctx, "billing")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, p := range again {
+	for i, p := range positionsOf(t, b.a, n) {
 		if p.Stream != ps[i].Stream || p.Consumer != ps[i].Consumer || p.AckFloor != ps[i].AckFloor {
 			t.Fatalf("position read back %s > %s at %d, set %s > %s at %d", p.Stream, p.Consumer, p.AckFloor, ps[i].Stream, ps[i].Consumer, ps[i].AckFloor)
 		}
