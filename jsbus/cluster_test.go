@@ -15,6 +15,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
 // startCluster starts a three-node JetStream cluster in this process.
@@ -101,12 +102,44 @@ func TestClusterSnapshotRestoreKeepsReplicas(t *testing.T) {
 			t.Fatalf("restore %s: %v", s, err)
 		}
 	}
+	var events keeper.Position
 	for _, p := range positions {
 		if p.Stream == sample.SharedStream {
-			if err := a.SetPosition(ctx, p); err != nil {
-				t.Fatal(err)
-			}
+			events = p
 		}
+	}
+	// The live R3 consumer is reset through its raft group: its own ack
+	// floor (not only its delivered sequence) reads the position at once.
+	if err := a.SetPosition(ctx, events); err != nil {
+		t.Fatal(err)
+	}
+	sharedStream, err := js.Stream(ctx, sample.SharedStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := func() *jetstream.ConsumerInfo {
+		t.Helper()
+		ci, err := sharedStream.Consumer(ctx, n.Events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ci.CachedInfo()
+	}
+	if ci := info(); ci.AckFloor.Stream != events.AckFloor || ci.Delivered.Stream != events.AckFloor || ci.NumAckPending != 0 {
+		t.Fatalf("%s after a reset: ack floor %d, delivered %d, %d pending; want %d", n.Events,
+			ci.AckFloor.Stream, ci.Delivered.Stream, ci.NumAckPending, events.AckFloor)
+	}
+	// A missing R3 consumer is made from its recorded configuration and
+	// reset once it has a leader.
+	if err := sharedStream.DeleteConsumer(ctx, n.Events); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetPosition(ctx, events); err != nil {
+		t.Fatal(err)
+	}
+	if ci := info(); ci.AckFloor.Stream != events.AckFloor || ci.Config.Replicas != 3 || ci.Cluster == nil || len(ci.Cluster.Replicas) != 2 {
+		t.Fatalf("%s made again: ack floor %d (want %d), replicas %d, cluster %+v", n.Events,
+			ci.AckFloor.Stream, events.AckFloor, ci.Config.Replicas, ci.Cluster)
 	}
 	after, err := sample.Dump(ctx, js, n.Streams()...)
 	if err != nil {
