@@ -3,6 +3,7 @@ package jsbus_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -101,6 +102,30 @@ func TestClusterSnapshotRestoreKeepsReplicas(t *testing.T) {
 		if err := a.Restore(ctx, s, bytes.NewReader(arcs[s].data), bytes.NewReader(arcs[s].meta)); err != nil {
 			t.Fatalf("restore %s: %v", s, err)
 		}
+		// Restore returns once the restored consumers answer: the server
+		// answers the restore before it has assigned them.
+		st, err := js.Stream(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, want []string
+		l := st.ListConsumers(ctx)
+		for ci := range l.Info() {
+			got = append(got, ci.Name)
+		}
+		if err := l.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range before.Streams {
+			if d.Name == s {
+				for _, c := range d.Consumers {
+					want = append(want, c.Name)
+				}
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("right after the restore of %s its consumers are listed as %v, want %v", s, got, want)
+		}
 	}
 	var events keeper.Position
 	for _, p := range positions {
@@ -133,6 +158,18 @@ func TestClusterSnapshotRestoreKeepsReplicas(t *testing.T) {
 	// reset once it has a leader.
 	if err := sharedStream.DeleteConsumer(ctx, n.Events); err != nil {
 		t.Fatal(err)
+	}
+	// Until the deletion has reached every server, a consumer info may go
+	// unanswered; the position is set once the consumer is gone.
+	for {
+		_, err := sharedStream.Consumer(ctx, n.Events)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s is still on the bus after its deletion: %v", n.Events, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if err := a.SetPosition(ctx, events); err != nil {
 		t.Fatal(err)

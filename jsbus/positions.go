@@ -56,20 +56,24 @@ type consumerListResponse struct {
 	Offset    int           `json:"offset"`
 	Limit     int           `json:"limit"`
 	Consumers []rawConsumer `json:"consumers"`
+	// Missing names the consumers that did not answer in time on a
+	// cluster (no leader yet, or none) and those that are offline; the
+	// offline ones are in Consumers too, with only their configuration.
+	Missing []string `json:"missing"`
 }
 
 // request sends one JetStream API request and decodes the reply into out,
-// returning the API error when the server answers with one.
+// returning the API error when the server answers with one. The wait for the
+// reply is bounded by the adapter's timeout even when ctx allows longer: on a
+// cluster some requests go unanswered (a consumer being deleted, a group
+// without a leader), and one request must not take a whole verb's time.
 func (a *Adapter) request(ctx context.Context, subject string, body any, out any) error {
 	req, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, a.cfg.timeout)
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.timeout)
+	defer cancel()
 	msg, err := a.nc.RequestWithContext(ctx, subject, req)
 	if err != nil {
 		return busErr(err)
@@ -110,7 +114,11 @@ func (a *Adapter) Consumers(ctx context.Context) ([]keeper.Position, error) {
 		if !validName(s) {
 			continue
 		}
-		cs, err := a.consumers(ctx, s)
+		cs, missing, err := a.consumers(ctx, s)
+		if len(missing) > 0 {
+			a.log.Warn("some consumers did not answer the list (no leader, or offline), so their positions are not read",
+				"stream", s, "consumers", missing)
+		}
 		if isCode(err, codeStreamNotFound) {
 			continue
 		}
@@ -136,20 +144,39 @@ func (a *Adapter) Consumers(ctx context.Context) ([]keeper.Position, error) {
 	return out, nil
 }
 
-// consumers lists every consumer of one stream, page by page.
-func (a *Adapter) consumers(ctx context.Context, stream string) ([]rawConsumer, error) {
+// consumers lists every consumer of one stream that answered, page by page,
+// and names those that did not (see consumerListResponse.Missing). A
+// consumer listed twice (an offline one is both listed and missing) is
+// listed once.
+func (a *Adapter) consumers(ctx context.Context, stream string) ([]rawConsumer, []string, error) {
 	var out []rawConsumer
+	var missing []string
+	seen := map[string]bool{}
+	offset := 0
 	for page := 0; page < maxListResponses; page++ {
 		var resp consumerListResponse
-		if err := a.request(ctx, "$JS.API.CONSUMER.LIST."+stream, map[string]int{"offset": len(out)}, &resp); err != nil {
-			return nil, err
+		if err := a.request(ctx, "$JS.API.CONSUMER.LIST."+stream, map[string]int{"offset": offset}, &resp); err != nil {
+			return nil, nil, err
 		}
-		out = append(out, resp.Consumers...)
-		if len(resp.Consumers) == 0 || len(out) >= resp.Total {
-			return out, nil
+		// The page's consumers are the names it lists or misses, once each.
+		names := map[string]bool{}
+		for _, m := range resp.Missing {
+			names[m] = true
+		}
+		missing = append(missing, resp.Missing...)
+		for _, c := range resp.Consumers {
+			if !seen[c.Name] && !names[c.Name] {
+				out = append(out, c)
+			}
+			seen[c.Name], names[c.Name] = true, true
+		}
+		offset += len(names)
+		if len(names) == 0 || offset >= resp.Total {
+			slices.Sort(missing)
+			return out, slices.Compact(missing), nil
 		}
 	}
-	return nil, fmt.Errorf("more than %d pages of consumers", maxListResponses)
+	return nil, nil, fmt.Errorf("more than %d pages of consumers", maxListResponses)
 }
 
 // consumerResponse is the reply to a consumer info, create or reset request.
