@@ -2,12 +2,14 @@ package jsbus_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -120,6 +122,31 @@ func TestRestoreTruncatedArchiveFails(t *testing.T) {
 	}
 	if errors.Is(err, keeper.ErrConflict) || errors.Is(err, keeper.ErrBadRequest) {
 		t.Fatalf("half an archive: %v", err)
+	}
+}
+
+// TestRestoreWaitsForTheArchivedConsumers: a restore is whole only once the
+// consumers its archive holds are on the bus; an archive that claims more
+// than come back gives an error that says so.
+func TestRestoreWaitsForTheArchivedConsumers(t *testing.T) {
+	ctx := testCtx(t)
+	n, data, meta := sampleSnapshot(t, func(n sample.Names) string { return n.Stream })
+	var bm map[string]map[string]any
+	if err := json.Unmarshal(meta, &bm); err != nil {
+		t.Fatal(err)
+	}
+	if bm["state"]["consumer_count"] != float64(2) {
+		t.Fatalf("backup.json state: %v", bm["state"])
+	}
+	bm["state"]["consumer_count"] = 3
+	claims, err := json.Marshal(bm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := newBus(t, jsbus.WithTimeout(time.Second))
+	err = dst.a.Restore(ctx, n.Stream, bytes.NewReader(data), bytes.NewReader(claims))
+	if !errors.Is(err, keeper.ErrFailed) || !strings.Contains(err.Error(), "only 2 of the 3 consumers") {
+		t.Fatalf("an archive claiming 3 consumers and holding 2: %v", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package jsbus_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
 // startCluster starts a three-node JetStream cluster in this process.
@@ -79,10 +81,7 @@ func TestClusterSnapshotRestoreKeepsReplicas(t *testing.T) {
 			t.Fatalf("%s has %d replicas", d.Name, d.Replicas)
 		}
 	}
-	positions, err := a.Positions(ctx, "billing")
-	if err != nil {
-		t.Fatal(err)
-	}
+	positions := positionsOf(t, a, n)
 	shared, err := sample.Dump(ctx, js, sample.SharedStream)
 	if err != nil {
 		t.Fatal(err)
@@ -103,13 +102,81 @@ func TestClusterSnapshotRestoreKeepsReplicas(t *testing.T) {
 		if err := a.Restore(ctx, s, bytes.NewReader(arcs[s].data), bytes.NewReader(arcs[s].meta)); err != nil {
 			t.Fatalf("restore %s: %v", s, err)
 		}
-	}
-	for _, p := range positions {
-		if p.Stream == sample.SharedStream {
-			if err := a.SetPosition(ctx, p); err != nil {
-				t.Fatal(err)
+		// Restore returns once the restored consumers answer: the server
+		// answers the restore before it has assigned them.
+		st, err := js.Stream(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, want []string
+		l := st.ListConsumers(ctx)
+		for ci := range l.Info() {
+			got = append(got, ci.Name)
+		}
+		if err := l.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range before.Streams {
+			if d.Name == s {
+				for _, c := range d.Consumers {
+					want = append(want, c.Name)
+				}
 			}
 		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("right after the restore of %s its consumers are listed as %v, want %v", s, got, want)
+		}
+	}
+	var events keeper.Position
+	for _, p := range positions {
+		if p.Stream == sample.SharedStream {
+			events = p
+		}
+	}
+	// The live R3 consumer is reset through its raft group: its own ack
+	// floor (not only its delivered sequence) reads the position at once.
+	if err := a.SetPosition(ctx, events); err != nil {
+		t.Fatal(err)
+	}
+	sharedStream, err := js.Stream(ctx, sample.SharedStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := func() *jetstream.ConsumerInfo {
+		t.Helper()
+		ci, err := sharedStream.Consumer(ctx, n.Events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ci.CachedInfo()
+	}
+	if ci := info(); ci.AckFloor.Stream != events.AckFloor || ci.Delivered.Stream != events.AckFloor || ci.NumAckPending != 0 {
+		t.Fatalf("%s after a reset: ack floor %d, delivered %d, %d pending; want %d", n.Events,
+			ci.AckFloor.Stream, ci.Delivered.Stream, ci.NumAckPending, events.AckFloor)
+	}
+	// A missing R3 consumer is made from its recorded configuration and
+	// reset once it has a leader.
+	if err := sharedStream.DeleteConsumer(ctx, n.Events); err != nil {
+		t.Fatal(err)
+	}
+	// Until the deletion has reached every server, a consumer info may go
+	// unanswered; the position is set once the consumer is gone.
+	for {
+		_, err := sharedStream.Consumer(ctx, n.Events)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s is still on the bus after its deletion: %v", n.Events, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := a.SetPosition(ctx, events); err != nil {
+		t.Fatal(err)
+	}
+	if ci := info(); ci.AckFloor.Stream != events.AckFloor || ci.Config.Replicas != 3 || ci.Cluster == nil || len(ci.Cluster.Replicas) != 2 {
+		t.Fatalf("%s made again: ack floor %d (want %d), replicas %d, cluster %+v", n.Events,
+			ci.AckFloor.Stream, events.AckFloor, ci.Config.Replicas, ci.Cluster)
 	}
 	after, err := sample.Dump(ctx, js, n.Streams()...)
 	if err != nil {
@@ -131,11 +198,7 @@ func TestClusterSnapshotRestoreKeepsReplicas(t *testing.T) {
 		t.Fatalf("%s delivered %d next, want %d", n.Events, got, was.Next)
 	}
 	// Read back, the re-made consumer's position is the one that was set.
-	again, err := a.Positions(ctx, "billing")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range again {
+	for _, p := range positionsOf(t, a, n) {
 		if p.Stream == sample.SharedStream && p.AckFloor != was.AckFloor {
 			t.Fatalf("position of %s read back as %d with one message unacked, want %d", p.Consumer, p.AckFloor, was.AckFloor)
 		}

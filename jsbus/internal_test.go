@@ -83,13 +83,4 @@ func TestNameChecks(t *testing.T) {
 	if !validPrefix("mesh-broker") || !validPrefix("a.b") || !validName("KEEPER_ACTS") {
 		t.Fatal("good names refused")
 	}
-	for _, m := range []struct {
-		module, name string
-		want         bool
-	}{{"billing", "billing", true}, {"billing", "billing_x", true}, {"billing", "billing-x", true},
-		{"billing", "billingx", false}, {"bill", "billing_x", false}, {"billing", "x-billing", false}} {
-		if ofModule(m.module, m.name) != m.want {
-			t.Errorf("ofModule(%q, %q) != %v", m.module, m.name, m.want)
-		}
-	}
 }

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
@@ -54,20 +56,24 @@ type consumerListResponse struct {
 	Offset    int           `json:"offset"`
 	Limit     int           `json:"limit"`
 	Consumers []rawConsumer `json:"consumers"`
+	// Missing names the consumers that did not answer in time on a
+	// cluster (no leader yet, or none) and those that are offline; the
+	// offline ones are in Consumers too, with only their configuration.
+	Missing []string `json:"missing"`
 }
 
 // request sends one JetStream API request and decodes the reply into out,
-// returning the API error when the server answers with one.
+// returning the API error when the server answers with one. The wait for the
+// reply is bounded by the adapter's timeout even when ctx allows longer: on a
+// cluster some requests go unanswered (a consumer being deleted, a group
+// without a leader), and one request must not take a whole verb's time.
 func (a *Adapter) request(ctx context.Context, subject string, body any, out any) error {
 	req, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, a.cfg.timeout)
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.timeout)
+	defer cancel()
 	msg, err := a.nc.RequestWithContext(ctx, subject, req)
 	if err != nil {
 		return busErr(err)
@@ -108,7 +114,11 @@ func (a *Adapter) Consumers(ctx context.Context) ([]keeper.Position, error) {
 		if !validName(s) {
 			continue
 		}
-		cs, err := a.consumers(ctx, s)
+		cs, missing, err := a.consumers(ctx, s)
+		if len(missing) > 0 {
+			a.log.Warn("some consumers did not answer the list (no leader, or offline), so their positions are not read",
+				"stream", s, "consumers", missing)
+		}
 		if isCode(err, codeStreamNotFound) {
 			continue
 		}
@@ -134,87 +144,224 @@ func (a *Adapter) Consumers(ctx context.Context) ([]keeper.Position, error) {
 	return out, nil
 }
 
-// consumers lists every consumer of one stream, page by page.
-func (a *Adapter) consumers(ctx context.Context, stream string) ([]rawConsumer, error) {
+// consumers lists every consumer of one stream that answered, page by page,
+// and names those that did not (see consumerListResponse.Missing). A
+// consumer listed twice (an offline one is both listed and missing) is
+// listed once.
+func (a *Adapter) consumers(ctx context.Context, stream string) ([]rawConsumer, []string, error) {
 	var out []rawConsumer
+	var missing []string
+	seen := map[string]bool{}
+	offset := 0
 	for page := 0; page < maxListResponses; page++ {
 		var resp consumerListResponse
-		if err := a.request(ctx, "$JS.API.CONSUMER.LIST."+stream, map[string]int{"offset": len(out)}, &resp); err != nil {
-			return nil, err
+		if err := a.request(ctx, "$JS.API.CONSUMER.LIST."+stream, map[string]int{"offset": offset}, &resp); err != nil {
+			return nil, nil, err
 		}
-		out = append(out, resp.Consumers...)
-		if len(resp.Consumers) == 0 || len(out) >= resp.Total {
-			return out, nil
+		// The page's consumers are the names it lists or misses, once each.
+		names := map[string]bool{}
+		for _, m := range resp.Missing {
+			names[m] = true
+		}
+		missing = append(missing, resp.Missing...)
+		for _, c := range resp.Consumers {
+			if !seen[c.Name] && !names[c.Name] {
+				out = append(out, c)
+			}
+			seen[c.Name], names[c.Name] = true, true
+		}
+		offset += len(names)
+		if len(names) == 0 || offset >= resp.Total {
+			slices.Sort(missing)
+			return out, slices.Compact(missing), nil
 		}
 	}
-	return nil, fmt.Errorf("more than %d pages of consumers", maxListResponses)
+	return nil, nil, fmt.Errorf("more than %d pages of consumers", maxListResponses)
 }
 
-// SetPosition replaces the durable consumer p.Consumer on p.Stream with one
-// made from p.Config that starts at stream sequence p.AckFloor+1 (the server
-// starts at the stream's first message when that one is gone), then resets
-// it to that sequence so its ack floor reads p.AckFloor on a cluster too.
-// Everything else in the recorded configuration is kept.
+// consumerResponse is the reply to a consumer info, create or reset request.
+type consumerResponse struct {
+	rawConsumer
+	ResetSeq uint64 `json:"reset_seq"`
+}
+
+// codeConsumerExists answers a create of a consumer that exists with
+// another configuration.
+const codeConsumerExists = 10148
+
+// resetTries bounds how often a reset that met no responder is sent again:
+// only the consumer's leader subscribes to the reset subject, so right after
+// a clustered consumer is made or loses its leader, and until its leader's
+// interest reaches the client's server, a reset finds no one.
+const (
+	resetTries = 40
+	resetPause = 250 * time.Millisecond
+)
+
+// SetPosition moves the durable consumer p.Consumer on p.Stream with the
+// server's consumer reset, so that the next message it delivers is the one
+// after p.AckFloor, or the stream's first message when that one is gone. The
+// live consumer is never deleted or re-made: its own configuration (deliver
+// policy, filters, metadata, everything) is what it was. A consumer that does
+// not exist is made from p.Config as it was recorded, then moved; if the
+// server refuses to move it, the one just made is removed again.
+//
+// The server resets a deliver_policy all consumer to any sequence, a
+// by_start_sequence or by_start_time one only to its configured start or
+// later, and refuses the other policies; a refused reset leaves the consumer
+// where it was and gives an error wrapping keeper.ErrConflict.
+//
+// After a reset to sequence N the consumer's ack floor and delivered stream
+// sequence both read N-1, on every replica of a clustered consumer (the reset
+// goes through the consumer's raft group), and its pending acks are dropped.
 func (a *Adapter) SetPosition(ctx context.Context, p keeper.Position) error {
 	if !validName(p.Stream) || !validName(p.Consumer) {
-		return fmt.Errorf("jsbus: position %s > %s does not name a stream and a consumer, so nothing was changed: %w",
+		return fmt.Errorf("jsbus: position %s > %s does not name a stream and a consumer, so nothing was moved: %w",
 			p.Stream, p.Consumer, keeper.ErrBadRequest)
 	}
+	cfg, err := recordedConfig(p)
+	if err != nil {
+		return err
+	}
+	st, err := a.Stream(ctx, p.Stream)
+	if err != nil {
+		return fmt.Errorf("%w, so consumer %s was not moved", err, p.Consumer)
+	}
+	live, err := a.consumerInfo(ctx, p.Stream, p.Consumer)
+	made := false
+	switch {
+	case isCode(err, codeConsumerNotFound):
+		// When someone else made it meanwhile, live is theirs, and it is
+		// the one moved.
+		if live, err = a.makeConsumer(ctx, p, cfg); err != nil {
+			return err
+		}
+		made = live == nil
+	case isCode(err, codeStreamNotFound):
+		return fmt.Errorf("%w, so consumer %s was not moved", noStream(p.Stream, err), p.Consumer)
+	case err != nil:
+		return busErr(fmt.Errorf("jsbus: look up consumer %s on %s failed, so it was not moved: %w", p.Consumer, p.Stream, err))
+	}
+	var oldFloor uint64
+	if live != nil {
+		oldFloor = live.floor()
+	}
+
+	seq := max(p.AckFloor+1, st.FirstSeq)
+	reset, err := a.reset(ctx, p.Stream, p.Consumer, seq)
+	if err != nil {
+		return a.resetFailed(ctx, p, seq, made, err)
+	}
+	a.log.Info("moved consumer", "stream", p.Stream, "consumer", p.Consumer, "made", made,
+		"old_ack_floor", oldFloor, "ack_floor", reset.AckFloor.Stream, "next", reset.ResetSeq)
+	return nil
+}
+
+// recordedConfig is p.Config as an object, checked to name p.Consumer only.
+func recordedConfig(p keeper.Position) (map[string]json.RawMessage, error) {
 	cfg := map[string]json.RawMessage{}
-	if err := json.Unmarshal(p.Config, &cfg); err != nil {
-		return fmt.Errorf("jsbus: the recorded configuration of %s > %s is not a JSON object, so nothing was changed: %w: %w",
-			p.Stream, p.Consumer, keeper.ErrBadRequest, err)
+	if err := json.Unmarshal(p.Config, &cfg); err != nil || cfg == nil {
+		return nil, fmt.Errorf("jsbus: the recorded configuration of %s > %s is not a JSON object, so nothing was moved: %w: %w",
+			p.Stream, p.Consumer, keeper.ErrBadRequest, cmp.Or(err, errors.New("null")))
 	}
 	for _, field := range []string{"durable_name", "name"} {
 		if raw, ok := cfg[field]; ok {
 			var v string
 			if err := json.Unmarshal(raw, &v); err != nil || (v != "" && v != p.Consumer) {
-				return fmt.Errorf("jsbus: the recorded configuration of %s > %s names %s %s, so nothing was changed: %w",
+				return nil, fmt.Errorf("jsbus: the recorded configuration of %s > %s names %s %s, so nothing was moved: %w",
 					p.Stream, p.Consumer, field, raw, keeper.ErrBadRequest)
 			}
 		}
 	}
+	return cfg, nil
+}
+
+// makeConsumer makes the missing consumer p.Consumer from its recorded
+// configuration exactly as recorded. The server's own metadata in it
+// (_nats.ver, _nats.level, _nats.req.level) is not refused: the server drops
+// and sets those keys itself on every create. It returns
+// nil when it made the consumer, and the live one's info when someone else
+// made it first.
+func (a *Adapter) makeConsumer(ctx context.Context, p keeper.Position, cfg map[string]json.RawMessage) (*consumerResponse, error) {
 	name, _ := json.Marshal(p.Consumer)
 	cfg["durable_name"], cfg["name"] = name, name
-	cfg["deliver_policy"] = json.RawMessage(`"by_start_sequence"`)
-	cfg["opt_start_seq"] = json.RawMessage(fmt.Sprint(p.AckFloor + 1))
-	delete(cfg, "opt_start_time")
-
-	if _, err := a.Stream(ctx, p.Stream); err != nil {
-		return fmt.Errorf("%w, so consumer %s was not set back", err, p.Consumer)
-	}
-	err := a.js.DeleteConsumer(ctx, p.Stream, p.Consumer)
+	var created consumerResponse
+	err := a.request(ctx, "$JS.API.CONSUMER.CREATE."+p.Stream+"."+p.Consumer,
+		map[string]any{"stream_name": p.Stream, "config": cfg, "action": "create"}, &created)
 	switch {
-	case errors.Is(err, jetstream.ErrConsumerNotFound):
-	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return fmt.Errorf("%w, so consumer %s was not set back", noStream(p.Stream, err), p.Consumer)
-	case err != nil:
-		return busErr(fmt.Errorf("jsbus: delete the live consumer %s on %s to set it back failed, so it was not set back: %w",
+	case err == nil:
+		a.log.Info("made missing consumer from its recorded configuration", "stream", p.Stream, "consumer", p.Consumer)
+		return nil, nil
+	case isCode(err, codeConsumerExists):
+		live, err := a.consumerInfo(ctx, p.Stream, p.Consumer)
+		if err != nil {
+			return nil, busErr(fmt.Errorf("jsbus: consumer %s on %s was made by someone else while it was set back, and looking it up failed, so it was not moved: %w",
+				p.Consumer, p.Stream, err))
+		}
+		a.log.Info("a missing consumer was made by someone else while it was set back; moving that one",
+			"stream", p.Stream, "consumer", p.Consumer)
+		return live, nil
+	case isCode(err, codeStreamNotFound):
+		return nil, fmt.Errorf("%w, so consumer %s was not made", noStream(p.Stream, err), p.Consumer)
+	default:
+		var ae *apiError
+		if errors.As(err, &ae) {
+			return nil, fmt.Errorf("jsbus: the server refused to make the missing consumer %s on %s from its recorded configuration, so it was not made: %w: %w",
+				p.Consumer, p.Stream, keeper.ErrConflict, err)
+		}
+		return nil, busErr(fmt.Errorf("jsbus: make the missing consumer %s on %s failed; it may or may not have been made, and it was not moved: %w",
 			p.Consumer, p.Stream, err))
 	}
-	var created rawConsumer
-	err = a.request(ctx, "$JS.API.CONSUMER.CREATE."+p.Stream+"."+p.Consumer,
-		map[string]any{"stream_name": p.Stream, "config": cfg, "action": "create"}, &created)
-	if isCode(err, codeStreamNotFound) {
-		return fmt.Errorf("%w; consumer %s was deleted and not re-made", noStream(p.Stream, err), p.Consumer)
+}
+
+// consumerInfo is the live consumer's info, or the server's error.
+func (a *Adapter) consumerInfo(ctx context.Context, stream, consumer string) (*consumerResponse, error) {
+	var info consumerResponse
+	if err := a.request(ctx, "$JS.API.CONSUMER.INFO."+stream+"."+consumer, struct{}{}, &info); err != nil {
+		return nil, err
 	}
-	if err != nil {
-		return busErr(fmt.Errorf("jsbus: re-make consumer %s on %s at ack floor %d failed after the live one was deleted: %w",
-			p.Consumer, p.Stream, p.AckFloor, err))
+	return &info, nil
+}
+
+// reset asks the consumer's leader to deliver stream sequence seq next. A
+// reset that finds no responder (see resetTries) is sent again.
+func (a *Adapter) reset(ctx context.Context, stream, consumer string, seq uint64) (consumerResponse, error) {
+	var resp consumerResponse
+	for try := 1; ; try++ {
+		err := a.request(ctx, "$JS.API.CONSUMER.RESET."+stream+"."+consumer, map[string]uint64{"seq": seq}, &resp)
+		if !errors.Is(err, nats.ErrNoResponders) || try == resetTries {
+			return resp, err
+		}
+		select {
+		case <-ctx.Done():
+			return resp, err
+		case <-time.After(resetPause):
+		}
 	}
-	floor := created.floor()
-	// A clustered consumer made at a start sequence reports (and snapshots)
-	// ack floor 0 until its first ack; a reset to the same start sequence
-	// records the floor in the consumer's replicated state.
-	var reset rawConsumer
-	err = a.request(ctx, "$JS.API.CONSUMER.RESET."+p.Stream+"."+p.Consumer, map[string]uint64{"seq": p.AckFloor + 1}, &reset)
-	if err != nil {
-		a.log.Warn("the consumer was set back, but recording its ack floor failed (servers before 2.14 lack the reset API)",
-			"stream", p.Stream, "consumer", p.Consumer, "ack_floor", p.AckFloor, "err", err)
-	} else {
-		floor = reset.AckFloor.Stream
+}
+
+// resetFailed is the error of a reset that failed. A consumer made for it
+// is removed again, so a refused position changes nothing.
+func (a *Adapter) resetFailed(ctx context.Context, p keeper.Position, seq uint64, made bool, err error) error {
+	undone := ""
+	if made {
+		derr := a.js.DeleteConsumer(context.WithoutCancel(ctx), p.Stream, p.Consumer)
+		switch {
+		case derr == nil || errors.Is(derr, jetstream.ErrConsumerNotFound):
+			undone = "; the consumer made for it from its recorded configuration was removed again"
+		default:
+			undone = fmt.Sprintf("; the consumer made for it from its recorded configuration is still on the bus, because removing it failed (%v)", derr)
+		}
 	}
-	a.log.Info("set consumer position", "stream", p.Stream, "consumer", p.Consumer, "ack_floor", p.AckFloor,
-		"now_ack_floor", floor)
-	return nil
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return fmt.Errorf("jsbus: the server refused to reset consumer %s on %s to sequence %d (for ack floor %d), so it was not moved%s: %w: %w",
+			p.Consumer, p.Stream, seq, p.AckFloor, undone, keeper.ErrConflict, err)
+	}
+	if errors.Is(err, nats.ErrNoResponders) {
+		return busErr(fmt.Errorf("jsbus: consumer %s on %s answered no reset to sequence %d (it has no leader, or was removed meanwhile), so it was not moved%s: %w",
+			p.Consumer, p.Stream, seq, undone, err))
+	}
+	return busErr(fmt.Errorf("jsbus: reset of consumer %s on %s to sequence %d failed; it may or may not have been moved%s: %w",
+		p.Consumer, p.Stream, seq, undone, err))
 }

@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -52,23 +54,49 @@ func nextDelivered(t *testing.T, b *bus, stream, name string) uint64 {
 	return 0
 }
 
-func TestPositionsSelectTheModulesDurables(t *testing.T) {
+// positionsOf is the positions of the sample consumers of n (on its stream
+// and on SharedStream), in the order Consumers lists them.
+func positionsOf(t *testing.T, a *jsbus.Adapter, n sample.Names) []keeper.Position {
+	t.Helper()
+	all, err := a.Consumers(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []keeper.Position
+	for _, p := range all {
+		if (p.Stream == n.Stream && (p.Consumer == n.Reader || p.Consumer == n.Audit)) ||
+			(p.Stream == sample.SharedStream && p.Consumer == n.Events) {
+			out = append(out, p)
+		}
+	}
+	if len(out) != 3 {
+		t.Fatalf("positions of %s: %v", n.Bus, out)
+	}
+	return out
+}
+
+func TestConsumersListsEveryDurable(t *testing.T) {
 	ctx := testCtx(t)
 	b := newBus(t)
-	for _, m := range []string{"billing", "shipping", "bill"} {
+	for _, m := range []string{"billing", "shipping"} {
 		if err := sample.Create(ctx, b.js, m, "ledger"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// A named but not durable consumer of the module is not a position.
 	s, err := b.js.Stream(ctx, "billing_ledger")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A named but not durable consumer is not a position.
 	if _, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Name: "billing_eph", InactiveThreshold: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	ps, err := b.a.Positions(ctx, "billing")
+	// A declared owner is in the configuration, for the keeper to read.
+	if _, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "tally", AckPolicy: jetstream.AckExplicitPolicy,
+		Metadata: map[string]string{"nats-keeper.module": "shipping"}}); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := b.a.Consumers(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,31 +104,67 @@ func TestPositionsSelectTheModulesDurables(t *testing.T) {
 	for _, p := range ps {
 		got = append(got, p.Stream+">"+p.Consumer)
 	}
-	want := []string{"SHARED_EVENTS>billing-events", "billing_ledger>billing-audit", "billing_ledger>billing_reader"}
+	want := []string{"SHARED_EVENTS>billing-events", "SHARED_EVENTS>other-events", "SHARED_EVENTS>shipping-events",
+		"billing_ledger>billing-audit", "billing_ledger>billing_reader", "billing_ledger>tally",
+		"shipping_ledger>shipping-audit", "shipping_ledger>shipping_reader"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("positions of billing: %v, want %v", got, want)
+		t.Fatalf("consumers: %v, want %v", got, want)
 	}
-	dump, err := sample.Dump(ctx, b.js, "billing_ledger", sample.SharedStream)
+	dump, err := sample.Dump(ctx, b.js, "billing_ledger", "shipping_ledger", sample.SharedStream)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range ps {
-		if c := consumerOf(t, dump, p.Stream, p.Consumer); c.AckFloor != p.AckFloor || p.AckFloor == 0 {
-			t.Fatalf("%s > %s: position ack floor %d, consumer %d", p.Stream, p.Consumer, p.AckFloor, c.AckFloor)
+		var cfg struct {
+			Durable  string            `json:"durable_name"`
+			Ack      string            `json:"ack_policy"`
+			Metadata map[string]string `json:"metadata"`
 		}
-		var cfg map[string]any
 		if err := json.Unmarshal(p.Config, &cfg); err != nil {
 			t.Fatal(err)
 		}
-		if cfg["durable_name"] != p.Consumer || cfg["ack_policy"] != "explicit" {
+		if cfg.Durable != p.Consumer || cfg.Ack != "explicit" {
 			t.Fatalf("config of %s: %s", p.Consumer, p.Config)
 		}
+		if p.Consumer == "tally" {
+			if cfg.Metadata["nats-keeper.module"] != "shipping" || p.AckFloor != 0 {
+				t.Fatalf("tally: ack floor %d, config %s", p.AckFloor, p.Config)
+			}
+			continue
+		}
+		if c := consumerOf(t, dump, p.Stream, p.Consumer); c.AckFloor != p.AckFloor || p.AckFloor == 0 {
+			t.Fatalf("%s > %s: position ack floor %d, consumer %d", p.Stream, p.Consumer, p.AckFloor, c.AckFloor)
+		}
 	}
-	if ps, err := b.a.Positions(ctx, "nobody"); err != nil || len(ps) != 0 {
-		t.Fatalf("positions of a module with no consumers: %v %v", ps, err)
+}
+
+func TestStreamsListsEveryStream(t *testing.T) {
+	ctx := testCtx(t)
+	b := newBus(t)
+	if err := sample.Create(ctx, b.js, "billing", "ledger"); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := b.a.Positions(ctx, "a.b"); err == nil {
-		t.Fatal("a dotted module name was accepted")
+	ss, err := b.a.Streams(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range ss {
+		got[s.Name] = fmt.Sprint(s.Subjects)
+		if s.Name == "billing_ledger" && (s.LastSeq != 50 || s.Messages != 49 || s.Consumers != 2) {
+			t.Fatalf("billing_ledger listed as %+v", s)
+		}
+	}
+	want := map[string]string{
+		"KV_kept":            "[$KV.kept.>]",
+		"KEEPER_ACTS":        "[mesh-broker.acts.>]",
+		"KV_billing_ledger":  "[$KV.billing_ledger.>]",
+		"OBJ_billing_ledger": "[$O.billing_ledger.C.> $O.billing_ledger.M.>]",
+		"billing_ledger":     "[billing.ledger.>]",
+		"SHARED_EVENTS":      "[events.>]",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("streams: %v, want %v", got, want)
 	}
 }
 
@@ -116,10 +180,7 @@ func TestSetPositionPutsConsumersBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := b.a.Positions(ctx, "billing")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ps := positionsOf(t, b.a, n)
 	if err := sample.Change(ctx, b.js, "billing", "ledger"); err != nil {
 		t.Fatal(err)
 	}
@@ -153,11 +214,7 @@ func TestSetPositionPutsConsumersBack(t *testing.T) {
 	}
 	// Read back with one message delivered and unacked, each position is
 	// the one that was set.
-	again, err := b.a.Positions(ctx, "billing")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, p := range again {
+	for i, p := range positionsOf(t, b.a, n) {
 		if p.Stream != ps[i].Stream || p.Consumer != ps[i].Consumer || p.AckFloor != ps[i].AckFloor {
 			t.Fatalf("position read back %s > %s at %d, set %s > %s at %d", p.Stream, p.Consumer, p.AckFloor, ps[i].Stream, ps[i].Consumer, ps[i].AckFloor)
 		}
@@ -220,5 +277,213 @@ func TestSetPositionRefusesAMismatchedConfig(t *testing.T) {
 	}
 	if d := sample.Diff(before, after); d != "" {
 		t.Fatalf("a refused SetPosition changed the stream:\n%s", d)
+	}
+}
+
+// appStream makes stream APP with 30 messages on app.<n>.
+func appStream(t *testing.T, b *bus) jetstream.Stream {
+	t.Helper()
+	ctx := testCtx(t)
+	s, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: "APP", Subjects: []string{"app.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 30; i++ {
+		if _, err := b.js.Publish(ctx, fmt.Sprintf("app.%d", i), []byte("m")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+// appConsumer makes the app's durable from cfg and acks count messages.
+func appConsumer(t *testing.T, s jetstream.Stream, cfg jetstream.ConsumerConfig, count int) jetstream.Consumer {
+	t.Helper()
+	c, err := s.CreateOrUpdateConsumer(testCtx(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sample.Ack(testCtx(t), c, count); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// positionOf is the position Consumers reads for one consumer.
+func positionOf(t *testing.T, a *jsbus.Adapter, stream, consumer string) keeper.Position {
+	t.Helper()
+	ps, err := a.Consumers(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if p.Stream == stream && p.Consumer == consumer {
+			return p
+		}
+	}
+	t.Fatalf("no position of %s > %s in %v", stream, consumer, ps)
+	return keeper.Position{}
+}
+
+func consumerInfo(t *testing.T, s jetstream.Stream, name string) *jetstream.ConsumerInfo {
+	t.Helper()
+	c, err := s.Consumer(testCtx(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.CachedInfo()
+}
+
+// TestSetPositionKeepsTheLiveConsumer sets a deliver_policy all durable at ack
+// floor 20 back to 5: the live consumer is moved, not re-made, and keeps its
+// own configuration, so the app can create or update it with its own
+// configuration afterwards (re-making it at a start sequence made that fail
+// with 10012 "deliver policy can not be updated").
+func TestSetPositionKeepsTheLiveConsumer(t *testing.T) {
+	ctx := testCtx(t)
+	b := newBus(t)
+	s := appStream(t, b)
+	app := jetstream.ConsumerConfig{Durable: "app", AckPolicy: jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy, FilterSubject: "app.>", Description: "v1",
+		Metadata: map[string]string{"owner": "app"}}
+	c := appConsumer(t, s, app, 5)
+	p := positionOf(t, b.a, "APP", "app")
+	if p.AckFloor != 5 {
+		t.Fatalf("recorded ack floor %d, want 5", p.AckFloor)
+	}
+	if err := sample.Ack(ctx, c, 15); err != nil {
+		t.Fatal(err)
+	}
+	// The app changes its consumer after the position was recorded, and
+	// has one message delivered and not acknowledged.
+	v2 := app
+	v2.Description, v2.Metadata = "v2", map[string]string{"owner": "app", "rev": "2"}
+	if _, err := s.UpdateConsumer(ctx, v2); err != nil {
+		t.Fatal(err)
+	}
+	if got := nextDelivered(t, b, "APP", "app"); got != 21 {
+		t.Fatalf("delivered %d before the reset, want 21", got)
+	}
+	was := consumerInfo(t, s, "app")
+	if was.AckFloor.Stream != 20 || was.NumAckPending != 1 {
+		t.Fatalf("before SetPosition: ack floor %d, %d pending", was.AckFloor.Stream, was.NumAckPending)
+	}
+
+	if err := b.a.SetPosition(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	now := consumerInfo(t, s, "app")
+	// The app starts again with its original configuration.
+	if _, err := s.CreateOrUpdateConsumer(ctx, app); err != nil {
+		t.Fatalf("the app's own CreateOrUpdateConsumer failed after SetPosition: %v", err)
+	}
+	if now.Config.DeliverPolicy != jetstream.DeliverAllPolicy || now.Config.Description != "v2" ||
+		now.Config.Metadata["rev"] != "2" || now.Config.FilterSubject != "app.>" {
+		t.Fatalf("the live configuration changed: %+v", now.Config)
+	}
+	if !now.Created.Equal(was.Created) {
+		t.Fatalf("the consumer was re-made: created %s, was %s", now.Created, was.Created)
+	}
+	if now.AckFloor.Stream != 5 || now.NumAckPending != 0 || now.NumPending != 25 {
+		t.Fatalf("after SetPosition: ack floor %d, %d ack pending, %d pending", now.AckFloor.Stream, now.NumAckPending, now.NumPending)
+	}
+	if got := positionOf(t, b.a, "APP", "app").AckFloor; got != 5 {
+		t.Fatalf("ack floor read back %d, want 5", got)
+	}
+	if got := nextDelivered(t, b, "APP", "app"); got != 6 {
+		t.Fatalf("delivered %d next, want 6", got)
+	}
+}
+
+// TestSetPositionMakesAMissingConsumer: a consumer that is gone is made from
+// its recorded configuration, deliver policy and start included, and moved.
+func TestSetPositionMakesAMissingConsumer(t *testing.T) {
+	ctx := testCtx(t)
+	b := newBus(t)
+	s := appStream(t, b)
+	for _, tc := range []struct {
+		cfg         jetstream.ConsumerConfig
+		acks        int
+		floor, next uint64
+	}{
+		{jetstream.ConsumerConfig{Durable: "app", AckPolicy: jetstream.AckExplicitPolicy,
+			FilterSubjects: []string{"app.7", "app.9", "app.12"}, Metadata: map[string]string{"owner": "app"}}, 2, 9, 12},
+		{jetstream.ConsumerConfig{Durable: "from3", AckPolicy: jetstream.AckExplicitPolicy,
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: 3}, 4, 6, 7},
+	} {
+		name := tc.cfg.Durable
+		appConsumer(t, s, tc.cfg, tc.acks)
+		p := positionOf(t, b.a, "APP", name)
+		if p.AckFloor != tc.floor {
+			t.Fatalf("%s recorded at %d, want %d", name, p.AckFloor, tc.floor)
+		}
+		if !strings.Contains(string(p.Config), `"_nats.`) {
+			t.Fatalf("the recorded configuration holds none of the server's metadata: %s", p.Config)
+		}
+		if err := s.DeleteConsumer(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.a.SetPosition(ctx, p); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := consumerInfo(t, s, name)
+		if got.Config.DeliverPolicy != tc.cfg.DeliverPolicy || got.Config.OptStartSeq != tc.cfg.OptStartSeq ||
+			fmt.Sprint(got.Config.FilterSubjects) != fmt.Sprint(tc.cfg.FilterSubjects) ||
+			got.Config.Metadata["owner"] != tc.cfg.Metadata["owner"] {
+			t.Fatalf("%s made as %+v", name, got.Config)
+		}
+		if got.AckFloor.Stream != tc.floor {
+			t.Fatalf("%s made at ack floor %d, want %d", name, got.AckFloor.Stream, tc.floor)
+		}
+		if _, err := s.CreateOrUpdateConsumer(ctx, tc.cfg); err != nil {
+			t.Fatalf("the app's own CreateOrUpdateConsumer of %s failed after SetPosition: %v", name, err)
+		}
+		if got := nextDelivered(t, b, "APP", name); got != tc.next {
+			t.Fatalf("%s delivered %d next, want %d", name, got, tc.next)
+		}
+	}
+}
+
+// TestSetPositionRefusedLeavesTheConsumer: the server moves a
+// by_start_sequence consumer only to its start or later, and a deliver_policy
+// last one not at all; a refused position says so and changes nothing.
+func TestSetPositionRefusedLeavesTheConsumer(t *testing.T) {
+	ctx := testCtx(t)
+	b := newBus(t)
+	s := appStream(t, b)
+	from10 := jetstream.ConsumerConfig{Durable: "from10", AckPolicy: jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: 10}
+	appConsumer(t, s, from10, 5)
+	p := positionOf(t, b.a, "APP", "from10")
+	if p.AckFloor != 14 {
+		t.Fatalf("recorded at %d, want 14", p.AckFloor)
+	}
+	was := consumerInfo(t, s, "from10")
+	p.AckFloor = 3
+	err := b.a.SetPosition(ctx, p)
+	if !errors.Is(err, keeper.ErrConflict) || !strings.Contains(err.Error(), "so it was not moved") {
+		t.Fatalf("a reset below the start: %v", err)
+	}
+	now := consumerInfo(t, s, "from10")
+	if now.AckFloor.Stream != 14 || !now.Created.Equal(was.Created) || now.Config.OptStartSeq != 10 {
+		t.Fatalf("a refused SetPosition changed the consumer: %+v", now)
+	}
+	if got := nextDelivered(t, b, "APP", "from10"); got != 15 {
+		t.Fatalf("delivered %d next, want 15", got)
+	}
+
+	// A missing consumer that cannot be moved is not left made.
+	last := jetstream.ConsumerConfig{Durable: "last", AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverLastPolicy}
+	appConsumer(t, s, last, 1)
+	p = positionOf(t, b.a, "APP", "last")
+	if err := s.DeleteConsumer(ctx, "last"); err != nil {
+		t.Fatal(err)
+	}
+	err = b.a.SetPosition(ctx, p)
+	if !errors.Is(err, keeper.ErrConflict) || !strings.Contains(err.Error(), "removed again") {
+		t.Fatalf("a deliver_policy last consumer: %v", err)
+	}
+	if _, err := s.Consumer(ctx, "last"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("the consumer made for a refused position is left: %v", err)
 	}
 }

@@ -261,6 +261,8 @@ type backupMeta struct {
 		Msgs     uint64 `json:"messages"`
 		FirstSeq uint64 `json:"first_seq"`
 		LastSeq  uint64 `json:"last_seq"`
+		// Consumers is how many consumers the snapshot carries.
+		Consumers int `json:"consumer_count"`
 	} `json:"state"`
 }
 
@@ -312,12 +314,62 @@ func (a *Adapter) Restore(ctx context.Context, stream string, data, meta io.Read
 		return fmt.Errorf("jsbus: restored stream %s ends at sequence %d but its archive says %d; the restored stream is on the bus: %w",
 			stream, st.LastSeq, bm.State.LastSeq, keeper.ErrFailed)
 	}
+	if err := a.awaitConsumers(ctx, stream, bm.State.Consumers); err != nil {
+		return err
+	}
 	if st.Msgs != bm.State.Msgs {
 		a.log.Warn("restored stream holds a different number of messages than its archive says (limits such as max age may have removed some)",
 			"stream", stream, "restored", st.Msgs, "archived", bm.State.Msgs)
 	}
 	a.log.Info("restored stream", "stream", stream, "replicas", bm.Config.Replicas, "took", time.Since(start))
 	return nil
+}
+
+// consumersPause is the pause between two looks for a restored stream's
+// consumers.
+const consumersPause = 100 * time.Millisecond
+
+// awaitConsumers waits until the restored stream has at least want
+// consumers, each answering with a leader. On a cluster the server answers
+// the restore before the consumers its snapshot carries are on the bus: the
+// stream's new leader proposes them to the meta group only after it has sent
+// that reply, and each then elects its own leader. Until then the stream is
+// listed without them, or they do not answer, so a position read or a dump
+// right after the restore would miss them. On a single server they are there
+// already. The wait is bounded by the adapter's timeout.
+func (a *Adapter) awaitConsumers(ctx context.Context, stream string, want int) error {
+	if want <= 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, a.cfg.timeout)
+	defer cancel()
+	got, looks := 0, 0
+	var missing []string
+	var lerr error
+	for {
+		looks++
+		var cs []rawConsumer
+		cs, missing, lerr = a.consumers(wctx, stream)
+		if lerr == nil {
+			got = len(cs)
+			if len(missing) == 0 && got >= want {
+				if looks > 1 {
+					a.log.Debug("restored consumers are on the bus", "stream", stream, "consumers", got, "looks", looks)
+				}
+				return nil
+			}
+		}
+		select {
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return fmt.Errorf("jsbus: restored stream %s, but stopped waiting for its consumers (%d of %d on the bus); the restored stream is on the bus: %w",
+					stream, got, want, ctx.Err())
+			}
+			return fmt.Errorf("jsbus: restored stream %s, but only %d of the %d consumers its archive holds answered with a leader in %s (not answering: %v, last error: %v); the restored stream is on the bus: %w",
+				stream, got, want, a.cfg.timeout, missing, lerr, keeper.ErrFailed)
+		case <-time.After(consumersPause):
+		}
+	}
 }
 
 // fullReader fills every read whole until the end, and never returns data
