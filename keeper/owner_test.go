@@ -93,4 +93,17 @@ func TestRestoreMovesOnlyTheModulesConsumers(t *testing.T) {
 			t.Errorf("the reply lists %s among the moves: %v", name, ok)
 		}
 	}
+	// The set-back consumer keeps its own configuration, so the app's own
+	// create-or-update with it still works (no 10012).
+	info, err := shared.Consumer(e.ctx, "ops-tail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := info.CachedInfo().Config.DeliverPolicy; p != jetstream.DeliverAllPolicy {
+		t.Errorf("after the restore ops-tail delivers by %v, want its own deliver policy all", p)
+	}
+	if _, err := shared.CreateOrUpdateConsumer(e.ctx, jetstream.ConsumerConfig{Durable: "ops-tail", AckPolicy: jetstream.AckExplicitPolicy,
+		Metadata: consumers["ops-tail"]}); err != nil {
+		t.Errorf("the app's create-or-update of ops-tail with its own config after the restore: %v", err)
+	}
 }

@@ -26,7 +26,7 @@ type restoreOptions struct {
 func newRestoreCmd(e env) *cobra.Command {
 	o := &restoreOptions{Out: output{Out: e.Out, Err: e.Err, Progress: e.Terminal}}
 	cmd := &cobra.Command{
-		Use:   "restore-kept MODULE LOCAL --form N --before FINGERPRINT --why TEXT [--aside-only] [--dry-run] [--from DIR]",
+		Use:   "restore-kept MODULE LOCAL --form N --before FINGERPRINT --why TEXT [--aside-only] [--dry-run] [--from DIR | --from aside/ID]",
 		Short: "Restore a restore point, setting the live data aside first",
 		Long: `Restore a restore point of one kept data. The point's archive is verified
 before the bus is touched; the live data is set aside (kept on disk until a
@@ -48,7 +48,7 @@ person discards it) before anything is removed.
 	f.StringVar(&o.Why, "why", "", "why the live data is replaced (required)")
 	f.BoolVar(&o.AsideOnly, "aside-only", false, "only set the live data aside and remove it; restore nothing")
 	f.BoolVar(&o.DryRun, "dry-run", false, "print the plan and change nothing")
-	f.StringVar(&o.From, "from", "", "the restore point's directory, instead of --form and --before")
+	f.StringVar(&o.From, "from", "", "the restore point's directory, or aside/ID to put a set-aside copy back, instead of --form and --before")
 	_ = cmd.MarkFlagRequired("why")
 	return cmd
 }
