@@ -107,3 +107,35 @@ func TestRestoreMovesOnlyTheModulesConsumers(t *testing.T) {
 		t.Errorf("the app's create-or-update of ops-tail with its own config after the restore: %v", err)
 	}
 }
+
+// TestPlanConsumersBelongToTheirKeptData: a consumer a plan lists is that
+// kept data's whatever its name, and no other kept data's.
+func TestPlanConsumersBelongToTheirKeptData(t *testing.T) {
+	e := newEnv(t)
+	shared, err := e.js.Stream(e.ctx, sample.SharedStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"odd-name", "billing_listed_elsewhere"} {
+		if _, err := shared.CreateConsumer(e.ctx, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.k.SetPlan(e.ctx, keeper.Plan{Module: module, Local: local, Streams: e.names.Streams(),
+		Consumers: []keeper.PlanConsumer{{Stream: sample.SharedStream, Consumer: "odd-name"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.k.SetPlan(e.ctx, keeper.Plan{Module: module, Local: "elsewhere", Streams: []string{"billing_elsewhere"},
+		Consumers: []keeper.PlanConsumer{{Stream: sample.SharedStream, Consumer: "billing_listed_elsewhere"}}}); err != nil {
+		t.Fatal(err)
+	}
+	snap := e.snapshot(1, "fp")
+	recorded := map[string]bool{}
+	for _, p := range snap.Point.Positions {
+		recorded[p.Consumer] = true
+	}
+	if !recorded["odd-name"] || recorded["billing_listed_elsewhere"] || !recorded[e.names.Events] {
+		t.Errorf("the point records %v; want odd-name (listed by the plan) and %s, not billing_listed_elsewhere (another kept data's)",
+			recorded, e.names.Events)
+	}
+}

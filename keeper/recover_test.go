@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,18 +41,7 @@ func (c *crashBus) Restore(ctx context.Context, s string, data, meta io.Reader) 
 // with the kept data whole on the bus (here: the point, completed), the aside
 // complete, and no journal left.
 func TestRecoverAfterCrash(t *testing.T) {
-	n := sample.NamesOf(module, local)
-	steps := []string{
-		"journal-written",
-		"remove:" + n.KVStream,
-		"removed:" + n.KVStream,
-		"removed:" + n.Stream,
-		"restored:" + n.KVStream,
-		"restored:" + n.Stream,
-		"mid-restore:" + n.ObjStrm,
-		"positions-set",
-	}
-	for _, step := range steps {
+	for _, step := range liveCrashSteps() {
 		t.Run(step, func(t *testing.T) {
 			e, stop := crashEnv(t, step)
 			point := e.kept()
@@ -67,6 +57,23 @@ func TestRecoverAfterCrash(t *testing.T) {
 				t.Errorf("journal left: %v", matches)
 			}
 		})
+	}
+}
+
+// liveCrashSteps are the steps of a restore with live data that the crash
+// tests stop it at: every hook step, and the middle of two streams' data.
+func liveCrashSteps() []string {
+	n := sample.NamesOf(module, local)
+	return []string{
+		"journal-written",
+		"remove:" + n.KVStream,
+		"removed:" + n.KVStream,
+		"removed:" + n.Stream,
+		"restored:" + n.KVStream,
+		"restored:" + n.Stream,
+		"mid-restore:" + n.ObjStrm,
+		"mid-restore:" + n.Stream,
+		"positions-set",
 	}
 }
 
@@ -241,18 +248,7 @@ func TestRecoveryIntoAbsentDataSetsAsideWhatAppearedMeanwhile(t *testing.T) {
 // on the bus or in a complete set-aside copy.
 func TestRecoverAfterCrashKeepsWhatTheModuleWrote(t *testing.T) {
 	n := sample.NamesOf(module, local)
-	steps := []string{
-		"journal-written",
-		"remove:" + n.KVStream,
-		"removed:" + n.KVStream,
-		"removed:" + n.Stream,
-		"restored:" + n.KVStream,
-		"restored:" + n.Stream,
-		"mid-restore:" + n.ObjStrm,
-		"mid-restore:" + n.Stream,
-		"positions-set",
-	}
-	for _, step := range steps {
+	for _, step := range liveCrashSteps() {
 		t.Run(step, func(t *testing.T) {
 			e, stop := crashEnv(t, step)
 			e.snapshot(1, "fp")
@@ -285,6 +281,24 @@ func TestRecoverAfterCrashKeepsWhatTheModuleWrote(t *testing.T) {
 			for _, w := range written {
 				if kept[w] == "" {
 					t.Errorf("the module's write %q after a crash at %s is neither live nor in an aside", w, step)
+				}
+			}
+			// A recovery aside can be put back like any other.
+			list, _ := k2.ListKept(e.ctx, keeper.Request{})
+			for _, a := range list.Asides {
+				if a.Reason != keeper.ReasonRecovery {
+					continue
+				}
+				back := req(0, "")
+				back.From = "aside/" + a.ID
+				if _, err := k2.RestoreKept(e.ctx, back); err != nil {
+					t.Fatalf("putting the recovery aside %s back: %v", a.ID, err)
+				}
+				live := streamTexts(e.kept(), n.Stream)
+				for _, w := range written {
+					if kept[w] == "aside "+a.ID && !slices.Contains(live, w) {
+						t.Errorf("after putting the recovery aside back, the write %q is not live", w)
+					}
 				}
 			}
 			if _, err := e.bus.Get(e.ctx, "journal."+module+"."+local); !errors.Is(err, keeper.ErrNotFound) {
