@@ -27,3 +27,23 @@ func TestSubjectsCollide(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSubjectsCollide: subjects come from archived and live stream
+// configurations; the check never panics, is symmetric, and a subject
+// always collides with itself and with ">".
+func FuzzSubjectsCollide(f *testing.F) {
+	f.Add("a.b", "a.*")
+	f.Add("a.>", "")
+	f.Add("..", "*.>")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if subjectsCollide(a, b) != subjectsCollide(b, a) {
+			t.Fatalf("not symmetric: %q %q", a, b)
+		}
+		if !subjectsCollide(a, a) {
+			t.Fatalf("%q does not collide with itself", a)
+		}
+		if a != "" && !subjectsCollide(a, ">") {
+			t.Fatalf("%q does not collide with >", a)
+		}
+	})
+}
