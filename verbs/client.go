@@ -57,14 +57,15 @@ func (e *Error) Unwrap() error { return keeper.KindOf(e.Code) }
 // keeper.ErrBadRequest that the request was refused and nothing was done,
 // keeper.ErrDenied that the NATS server refused the connection's user the
 // verb's subject, at once, so nothing was done (the Client chains the
-// connection's error handler to hear it; set a handler of your own before the
-// first request, or chain the one you find with nc.ErrorHandler()).
+// connection's error handler to hear it when it is made: set a handler of
+// your own before NewClient, or chain the one you find with nc.ErrorHandler()).
 // When no keeper answers (no responders, or no reply in time) the error wraps
 // keeper.ErrNoBus; after a timeout the verb may still be running.
 type Client struct {
 	nc      *nats.Conn
 	prefix  string
 	timeout time.Duration
+	denials *denials
 }
 
 // NewClient returns a Client using nc. It takes WithPrefix and WithTimeout.
@@ -76,7 +77,7 @@ func NewClient(nc *nats.Conn, opts ...Option) *Client {
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
 	}
-	return &Client{nc: nc, prefix: c.prefix, timeout: c.timeout}
+	return &Client{nc: nc, prefix: c.prefix, timeout: c.timeout, denials: watchDenials(nc)}
 }
 
 // Prefix is the subject prefix the client sends to.
@@ -121,7 +122,7 @@ func (c *Client) Do(ctx context.Context, verb string, r keeper.Request) (*keeper
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	replies := replySubscription(c.nc)
-	done := watchDenials(c.nc).wait(func(key, said string) {
+	done := c.denials.wait(func(key, said string) {
 		if strings.HasPrefix(key, "pub ") {
 			cancel(&deniedError{said: fmt.Sprintf("the NATS user may not publish to %s (the server said: %s), "+
 				"so the request never reached a keeper and nothing was done; use a user allowed to publish there "+

@@ -2,7 +2,6 @@ package verbs
 
 import (
 	"errors"
-	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -17,8 +16,8 @@ import (
 // reports only to the connection's async error handler: the request itself
 // would wait for its whole timeout. So a Client watches that handler for the
 // subjects of its requests in flight. The watch is installed once per
-// connection and chains the handler that was set before it, which still sees
-// every error.
+// Client (NewClient) and chains the handler that was set before it, which
+// still sees every error.
 
 var (
 	publishDenied   = regexp.MustCompile(`(?i)publish to "([^"]+)"`)
@@ -39,45 +38,19 @@ type waiter struct {
 	deny func(key, said string)
 }
 
-var watched = struct {
-	sync.Mutex
-	conns map[*nats.Conn]*denials
-}{conns: map[*nats.Conn]*denials{}}
-
-// hook is the error handler the watch installs; every one it makes has the
-// same code, which tells whether a connection's handler is a watch.
-func hook(d *denials, prev nats.ErrHandler) nats.ErrHandler {
-	return func(nc *nats.Conn, sub *nats.Subscription, err error) {
-		if d != nil && errors.Is(err, nats.ErrPermissionViolation) {
+// watchDenials installs a watch on nc's error handler, chaining the handler
+// set before it, and returns it. Each Client installs its own, once.
+func watchDenials(nc *nats.Conn) *denials {
+	d := &denials{waiters: map[string]map[*waiter]struct{}{}}
+	prev := nc.ErrorHandler()
+	nc.SetErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
 			d.refused(err.Error())
 		}
 		if prev != nil {
 			prev(nc, sub, err)
 		}
-	}
-}
-
-var hookCode = reflect.ValueOf(hook(nil, nil)).Pointer()
-
-// watchDenials returns nc's watch, installing its error handler unless the
-// connection's handler is one already (another handler set since, such as a
-// micro service's, is chained in turn).
-func watchDenials(nc *nats.Conn) *denials {
-	watched.Lock()
-	defer watched.Unlock()
-	for c := range watched.conns {
-		if c.IsClosed() {
-			delete(watched.conns, c)
-		}
-	}
-	d := watched.conns[nc]
-	if d == nil {
-		d = &denials{waiters: map[string]map[*waiter]struct{}{}}
-		watched.conns[nc] = d
-	}
-	if h := nc.ErrorHandler(); h == nil || reflect.ValueOf(h).Pointer() != hookCode {
-		nc.SetErrorHandler(hook(d, h))
-	}
+	})
 	return d
 }
 
