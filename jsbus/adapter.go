@@ -75,7 +75,8 @@ type Option func(*options)
 // WithBucket names the index KV bucket (default "kept").
 func WithBucket(name string) Option { return func(o *options) { o.bucket = name } }
 
-// WithActsStream names the acts stream (default "KEEPER_ACTS").
+// WithActsStream names the acts stream (default "KEEPER_ACTS" with the
+// default prefix, else ActsStreamFor(prefix)).
 func WithActsStream(name string) Option { return func(o *options) { o.acts = name } }
 
 // WithPrefix sets the subject prefix; acts go to <prefix>.acts.<verb>
@@ -97,13 +98,26 @@ func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout =
 // (default 60s).
 func WithStallTimeout(d time.Duration) Option { return func(o *options) { o.stall = d } }
 
+// ActsStreamFor is the acts stream of a keeper with prefix: KEEPER_ACTS for
+// the default prefix, KEEPER_ACTS_<prefix, dots as _> for another, so that
+// keepers with their own index and prefix on one bus keep their acts apart.
+func ActsStreamFor(prefix string) string {
+	if prefix == DefaultPrefix {
+		return DefaultActsStream
+	}
+	return DefaultActsStream + "_" + strings.ReplaceAll(prefix, ".", "_")
+}
+
 // New makes the adapter on nc, creating the index bucket and the acts stream
 // when they are missing. An existing acts stream must take <prefix>.acts.>.
 func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Adapter, error) {
-	o := options{bucket: DefaultBucket, acts: DefaultActsStream, prefix: DefaultPrefix, replicas: 1,
+	o := options{bucket: DefaultBucket, prefix: DefaultPrefix, replicas: 1,
 		timeout: DefaultTimeout, stall: DefaultStall}
 	for _, fn := range opts {
 		fn(&o)
+	}
+	if o.acts == "" {
+		o.acts = ActsStreamFor(o.prefix)
 	}
 	if o.log == nil {
 		o.log = slog.Default()
