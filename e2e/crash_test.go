@@ -49,8 +49,10 @@ func (e *bigEnv) restoreBody(why string) []byte {
 }
 
 // TestBigData makes one kept data of more than 200 MiB and a restore point of
-// it, then: kills the keeper (SIGKILL, by its own step hook) at several steps
-// of a restore and checks what a fresh keeper leaves; restarts the nats-server
+// it, then: kills the keeper (SIGKILL, by its own step hook) at every step
+// of a restore with live data, lets a module write into the kept data while
+// the keeper is dead, and checks what a fresh keeper leaves (the writes end
+// up live or in an aside); restarts the nats-server
 // process in the middle of a snapshot and of a restore.
 func TestBigData(t *testing.T) {
 	e := &bigEnv{module: "crash", local: "big"}
@@ -99,8 +101,9 @@ func TestBigData(t *testing.T) {
 		"journal-written",
 		"remove:" + e.order.remove[0],
 		"removed:" + e.order.remove[0],
-		"restored:" + e.order.restore[0],
+		"remove:" + e.order.remove[len(e.order.remove)-1],
 		"removed:" + e.order.remove[len(e.order.remove)-1],
+		"restored:" + e.order.restore[0],
 		"restored:" + e.order.restore[len(e.order.restore)-1],
 		"positions-set",
 	}
@@ -138,8 +141,9 @@ func (e *bigEnv) change(t *testing.T) state {
 	return live
 }
 
-// crashAt runs restore-kept on a keeper that kills itself at step, starts a
-// keeper again without the hook, and checks the promise.
+// crashAt runs restore-kept on a keeper that kills itself at step, lets a
+// module write into the kept data's plain stream, starts a keeper again
+// without the hook, and checks the promise.
 func (e *bigEnv) crashAt(t *testing.T, step string) {
 	e.ensureWhole(t)
 	live := e.change(t)
@@ -171,6 +175,10 @@ func (e *bigEnv) crashAt(t *testing.T, step string) {
 		t.Fatalf("the keeper's log does not show it stopping at %s\n%s", step, tail(k.p.log.String()))
 	}
 
+	// While the keeper is dead, the module writes into the kept data's
+	// plain stream, making it again if it is missing.
+	w := writeAsModule(t, e.js, e.module, e.local, step)
+
 	start := time.Now()
 	k = startKeeper(t, e.srv.url(), e.dir, e.home)
 	waitKeepers(t, e.nc, 1, k)
@@ -179,28 +187,90 @@ func (e *bigEnv) crashAt(t *testing.T, step string) {
 	}
 	t.Logf("the keeper started again and recovered in %s", time.Since(start).Round(time.Millisecond))
 
+	// The kept data is the live data or the restore point (the module's
+	// writes then are in an aside), or the restore point with the module's
+	// writes after it (recovery keeps a stream the restore had finished).
 	got := dumpState(t, e.js, e.module, e.local)
-	outcome := matchOne(t, got, map[string]state{"the live data before the restore": live, "the restore point": e.point})
-	t.Logf("crash at %s: the kept data is %s", step, outcome)
-
-	// The aside: exactly one new, complete, verifying, holding the live data.
-	var fresh []string
-	for _, id := range asides(t, e.dir) {
-		if !contains(before, id) {
-			fresh = append(fresh, id)
+	const withWrites = "the restore point with the module's writes"
+	outcome, diffs := match(got, map[string]state{"the live data before the restore": live, "the restore point": e.point})
+	if outcome == "" {
+		if stripped, ok := w.strip(got); !ok {
+			diffs += fmt.Sprintf("\nagainst %s: the module's writes are not the last messages of %s", withWrites, w.stream)
+		} else if d := e.point.diff(stripped); d != "" {
+			diffs += fmt.Sprintf("\nagainst %s (the writes taken out):\n%s", withWrites, d)
+		} else {
+			outcome = withWrites
 		}
 	}
-	if len(fresh) != 1 {
-		t.Fatalf("want exactly one new aside after a crash at %s, found %v", step, fresh)
+	if outcome == "" {
+		t.Errorf("the kept data on the bus is none of the known states — bytes were lost or mixed:\n%s", clip(diffs))
 	}
-	adir := filepath.Join(e.dir, "aside", fresh[0])
-	verifyArchive(t, adir)
-	if _, err := os.Stat(filepath.Join(adir, "aside.json")); err != nil {
-		t.Errorf("the aside has no aside.json: %v", err)
+	liveWrites := w.liveIn(got)
+	t.Logf("crash at %s: the kept data is %s; %d of the module's %d writes are live (the module made %s again: %v)",
+		step, outcome, len(liveWrites), writeCount, w.stream, w.made)
+
+	// The asides: exactly one new of reason restore, complete, verifying,
+	// holding the live data as it was; at most one new of reason recovery,
+	// complete, verifying, holding only the plain stream with the module's
+	// writes.
+	var restoreAsides, recoveryAsides []string
+	for _, id := range asides(t, e.dir) {
+		if contains(before, id) {
+			continue
+		}
+		adir := filepath.Join(e.dir, "aside", id)
+		verifyArchive(t, adir)
+		switch r := asideReason(t, e.dir, id); r {
+		case "restore":
+			restoreAsides = append(restoreAsides, id)
+		case "recovery":
+			recoveryAsides = append(recoveryAsides, id)
+		default:
+			t.Errorf("a new aside %s after a crash at %s has reason %q, neither restore nor recovery", id, step, r)
+		}
 	}
-	if !sameStates(archiveStates(t, filepath.Join(adir, "bus.tar")), live.streamStates()) {
-		t.Errorf("the aside's manifest %v does not hold the live data %v", archiveStates(t, filepath.Join(adir, "bus.tar")), live.streamStates())
+	if len(restoreAsides) != 1 || len(recoveryAsides) > 1 {
+		t.Fatalf("want exactly one new aside of reason restore and at most one of reason recovery after a crash at %s, found %v and %v",
+			step, restoreAsides, recoveryAsides)
 	}
+	adir := filepath.Join(e.dir, "aside", restoreAsides[0])
+	if got := archiveStates(t, filepath.Join(adir, "bus.tar")); !sameStates(got, live.streamStates()) {
+		t.Errorf("the restore's aside's manifest %v does not hold the live data %v", got, live.streamStates())
+	}
+
+	// Each of the module's writes is live or in one of the new asides.
+	found := map[int]string{}
+	for _, i := range liveWrites {
+		found[i] = "live"
+	}
+	for _, id := range recoveryAsides {
+		rdir := filepath.Join(e.dir, "aside", id)
+		if got := archiveStates(t, filepath.Join(rdir, "bus.tar")); len(got) != 1 {
+			t.Errorf("the recovery aside %s holds %v; want only %s, the stream the module wrote into", id, got, w.stream)
+		}
+		held, ok := w.archivedWrites(t, rdir)
+		if !ok || len(held) != writeCount {
+			t.Errorf("the recovery aside %s holds %d of the module's %d writes (holds %s: %v)", id, len(held), writeCount, w.stream, ok)
+		}
+		for _, i := range held {
+			found[i] = "the recovery aside " + id
+		}
+	}
+	if len(found) < writeCount {
+		// Not where they belong; look in the restore's aside too.
+		held, _ := w.archivedWrites(t, adir)
+		for _, i := range held {
+			found[i] = "the restore's aside " + restoreAsides[0]
+		}
+	}
+	for i := range writeCount {
+		if found[i] == "" {
+			t.Errorf("the module's write %q (subject %s), made after the crash at %s, is neither live nor in a new aside: lost",
+				w.payloads[i], w.subjects[i], step)
+		}
+	}
+	t.Logf("the module's writes are in: %v", found)
+
 	if step != "positions-set" {
 		a, ok := lastAct(t, e.js, "restore-kept")
 		if !ok || !strings.Contains(a.What, "interrupted") || (a.Outcome != "done" && a.Outcome != "rolled back") {
@@ -208,7 +278,9 @@ func (e *bigEnv) crashAt(t *testing.T, step string) {
 		}
 	}
 
-	mustCall(t, e.nc, "discard-aside", map[string]any{"from": fresh[0], "why": "crash test checked it", "caller": "e2e"})
+	for _, id := range append(restoreAsides, recoveryAsides...) {
+		mustCall(t, e.nc, "discard-aside", map[string]any{"from": id, "why": "crash test checked it", "caller": "e2e"})
+	}
 	k.p.stop(t, syscall.SIGTERM, 2*time.Minute)
 	if k.p.err != nil {
 		t.Errorf("nats-keeper serve after SIGTERM: %v\n%s", k.p.err, tail(k.p.log.String()))

@@ -199,7 +199,14 @@ type keeperProc struct {
 // startKeeper runs nats-keeper serve on dir with extra environment entries.
 func startKeeper(t *testing.T, url, dir, home string, extraEnv ...string) *keeperProc {
 	t.Helper()
-	cmd := exec.Command(keeperBin, "serve", "--server", url, "--dir", dir, "--log-format", "json")
+	return startKeeperArgs(t, url, dir, home, nil, extraEnv...)
+}
+
+// startKeeperArgs is startKeeper with more command line arguments (such as
+// --bucket and --prefix).
+func startKeeperArgs(t *testing.T, url, dir, home string, args []string, extraEnv ...string) *keeperProc {
+	t.Helper()
+	cmd := exec.Command(keeperBin, append([]string{"serve", "--server", url, "--dir", dir, "--log-format", "json"}, args...)...)
 	cmd.Env = cleanEnv(home, extraEnv...)
 	return &keeperProc{url: url, dir: dir, home: home, p: startProc(t, t, cmd)}
 }
@@ -287,11 +294,17 @@ type reply struct {
 	Err  error          // no answer at all
 }
 
-// call sends body to <prefix>.<verb> and waits up to limit.
+// call sends body to <prefix>.<verb> (the default prefix) and waits up to
+// limit.
 func call(ctx context.Context, nc *nats.Conn, verb string, body []byte, limit time.Duration) reply {
+	return callAt(ctx, nc, verbs.DefaultPrefix, verb, body, limit)
+}
+
+// callAt is call on the verbs of another prefix.
+func callAt(ctx context.Context, nc *nats.Conn, prefix, verb string, body []byte, limit time.Duration) reply {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	m, err := nc.RequestWithContext(ctx, verbs.DefaultPrefix+"."+verb, body)
+	m, err := nc.RequestWithContext(ctx, prefix+"."+verb, body)
 	if err != nil {
 		return reply{Err: err}
 	}
