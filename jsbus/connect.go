@@ -98,7 +98,10 @@ func Connect(o ConnOptions) (*nats.Conn, error) {
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(wait),
 		nats.ReconnectJitter(wait/4, wait/2),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if nc.IsClosed() {
+				return // closed on purpose: no reconnect follows
+			}
 			log.Warn("disconnected from the bus; reconnecting", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
