@@ -235,6 +235,17 @@ func TestPointTakenTwiceSetsTheEarlierAside(t *testing.T) {
 	if d := sample.Diff(changed, archiveStreams(t, filepath.Join(e.dir, rep.Aside.Dir))); d != "" {
 		t.Errorf("the put-back did not set the live data aside:\n%s", d)
 	}
+	// The undo undone: the aside of reason restore goes back too.
+	if rep.Aside.Reason != keeper.ReasonRestore {
+		t.Fatalf("the put-back's aside has reason %q, want restore", rep.Aside.Reason)
+	}
+	r.From = "aside/" + rep.Aside.ID
+	if _, err := e.k.RestoreKept(e.ctx, r); err != nil {
+		t.Fatalf("putting the restore's aside back: %v", err)
+	}
+	if d := diffKept(e, changed); d != "" {
+		t.Errorf("after putting the restore's aside back the kept data is not what was live:\n%s", d)
+	}
 }
 
 func TestCorruptPointRefusedBusUntouched(t *testing.T) {
