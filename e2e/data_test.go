@@ -79,7 +79,7 @@ func dumpState(t *testing.T, js jetstream.JetStream, module, local string) state
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	snap, err := dumpKept(ctx, js, keptStreams(module, local)...)
+	snap, err := sample.Dump(ctx, js, keptStreams(module, local)...)
 	if err != nil {
 		t.Fatalf("dump %s/%s: %v", module, local, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -102,21 +103,9 @@ func dumpStream(ctx context.Context, js jetstream.JetStream, name string) (*Stre
 	if d.Msgs > MaxMessages {
 		return nil, fmt.Errorf("sample: stream %s holds %d messages, more than the %d a dump reads", name, d.Msgs, MaxMessages)
 	}
-	for seq := d.FirstSeq; d.Msgs > 0 && seq <= d.LastSeq; {
-		m, err := nextMsg(ctx, js, name, seq)
-		if errors.Is(err, errNoMessage) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("sample: read message %d of %s: %w", seq, name, err)
-		}
-		if m.Seq < seq {
-			return nil, fmt.Errorf("sample: asked %s for message %d or later and got %d", name, seq, m.Seq)
-		}
-		d.Messages = append(d.Messages, m)
-		seq = m.Seq + 1
-		if len(d.Messages) > MaxMessages {
-			return nil, fmt.Errorf("sample: stream %s holds more than the %d messages a dump reads", name, MaxMessages)
+	if d.Msgs > 0 {
+		if d.Messages, err = readSpans(ctx, js, name, d.FirstSeq, d.LastSeq); err != nil {
+			return nil, err
 		}
 	}
 	lister := s.ListConsumers(ctx)
@@ -131,6 +120,69 @@ func dumpStream(ctx context.Context, js jetstream.JetStream, name string) (*Stre
 }
 
 var errNoMessage = errors.New("no message")
+
+// Dumps read a stream's messages with dumpWorkers requests in flight, each
+// over a span of dumpSpan sequences, so a big stream is read in a few
+// seconds rather than one round trip after another.
+const (
+	dumpWorkers = 4
+	dumpSpan    = 256
+)
+
+// readSpans reads every message from first to last, span by span, in order.
+func readSpans(ctx context.Context, js jetstream.JetStream, stream string, first, last uint64) ([]Message, error) {
+	spans := int((last-first)/dumpSpan + 1)
+	out := make([][]Message, spans)
+	errs := make([]error, spans)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range dumpWorkers {
+		wg.Go(func() {
+			for i := range next {
+				out[i], errs[i] = readSpan(ctx, js, stream, first+uint64(i)*dumpSpan, min(first+uint64(i)*dumpSpan+dumpSpan-1, last))
+			}
+		})
+	}
+	for i := range spans {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var msgs []Message
+	for i := range spans {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		msgs = append(msgs, out[i]...)
+		if len(msgs) > MaxMessages {
+			return nil, fmt.Errorf("sample: stream %s holds more than the %d messages a dump reads", stream, MaxMessages)
+		}
+	}
+	return msgs, nil
+}
+
+// readSpan reads the messages of sequences lo..hi.
+func readSpan(ctx context.Context, js jetstream.JetStream, stream string, lo, hi uint64) ([]Message, error) {
+	var out []Message
+	for seq := lo; seq <= hi; {
+		m, err := nextMsg(ctx, js, stream, seq)
+		if errors.Is(err, errNoMessage) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sample: read message %d of %s: %w", seq, stream, err)
+		}
+		if m.Seq < seq {
+			return nil, fmt.Errorf("sample: asked %s for message %d or later and got %d", stream, seq, m.Seq)
+		}
+		if m.Seq > hi {
+			break
+		}
+		out = append(out, m)
+		seq = m.Seq + 1
+	}
+	return out, nil
+}
 
 // nextMsg reads the first message at or after seq through the stream
 // leader's message API (never a direct get, which a lagging replica may
