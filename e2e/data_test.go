@@ -364,7 +364,9 @@ func listing(t *testing.T, dir string) map[string]fileEntry {
 	return out
 }
 
-func listingDiff(a, b map[string]fileEntry) string {
+// mapDiff says how b differs from a, key by key ("- k", "~ k: a → b",
+// "+ k: b"), or "".
+func mapDiff[V comparable](a, b map[string]V) string {
 	var out []string
 	for k, va := range a {
 		vb, ok := b[k]
@@ -375,9 +377,9 @@ func listingDiff(a, b map[string]fileEntry) string {
 			out = append(out, fmt.Sprintf("~ %s: %+v → %+v", k, va, vb))
 		}
 	}
-	for k := range b {
+	for k, vb := range b {
 		if _, ok := a[k]; !ok {
-			out = append(out, "+ "+k)
+			out = append(out, fmt.Sprintf("+ %s: %+v", k, vb))
 		}
 	}
 	sort.Strings(out)

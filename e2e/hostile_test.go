@@ -82,7 +82,7 @@ func (a world) diff(b world) string {
 	if fmt.Sprint(a.index) != fmt.Sprint(b.index) {
 		out = append(out, fmt.Sprintf("index: %v → %v", a.index, b.index))
 	}
-	if d := listingDiff(a.files, b.files); d != "" {
+	if d := mapDiff(a.files, b.files); d != "" {
 		out = append(out, "files:\n"+d)
 	}
 	return strings.Join(out, "\n")

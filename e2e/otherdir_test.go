@@ -112,7 +112,7 @@ func TestSecondKeeperOtherDir(t *testing.T) {
 		}
 	}
 	answersForOne(t, "after the second keeper was refused")
-	if d := entriesDiff(index, bucketEntries(t, js, "kept")); d != "" {
+	if d := mapDiff(index, bucketEntries(t, js, "kept")); d != "" {
 		t.Errorf("the refused keeper changed the index:\n%s", d)
 	}
 	if a.p.done() {
@@ -148,7 +148,7 @@ func TestSecondKeeperOtherDir(t *testing.T) {
 			t.Errorf("verify-kept of the first keeper's f1-one on the prefix other: %s; want 404 (not its record)", r)
 		}
 		answersForOne(t, "with a keeper of its own index beside it")
-		if d := entriesDiff(index, bucketEntries(t, js, "kept")); d != "" {
+		if d := mapDiff(index, bucketEntries(t, js, "kept")); d != "" {
 			t.Errorf("the keeper with its own index changed the first keeper's index:\n%s", d)
 		}
 		for name, k := range map[string]*keeperProc{"first": a, "own-index": c} {
@@ -198,26 +198,6 @@ func keysOf(m map[string]string) []string {
 	return out
 }
 
-// entriesDiff says how b differs from a, key by key, or "".
-func entriesDiff(a, b map[string]string) string {
-	var out []string
-	for k, va := range a {
-		vb, ok := b[k]
-		switch {
-		case !ok:
-			out = append(out, "- "+k)
-		case va != vb:
-			out = append(out, "~ "+k+": "+va+" → "+vb)
-		}
-	}
-	for k := range b {
-		if _, ok := a[k]; !ok {
-			out = append(out, "+ "+k+": "+b[k])
-		}
-	}
-	sort.Strings(out)
-	return strings.Join(out, "\n")
-}
 
 // storeDir is the directory the index's store record names.
 func storeDir(t *testing.T, index map[string]string) string {
