@@ -198,7 +198,6 @@ func keysOf(m map[string]string) []string {
 	return out
 }
 
-
 // storeDir is the directory the index's store record names.
 func storeDir(t *testing.T, index map[string]string) string {
 	t.Helper()
