@@ -65,6 +65,13 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	return e
 }
 
+// keeperOn opens another keeper on e's bus and index with directory dir,
+// as a keeper started again (or a second one) would.
+func (e *env) keeperOn(dir string) (*keeper.Keeper, error) {
+	return keeper.New(e.ctx, keeper.Config{Dir: dir, Bus: e.bus, Index: e.bus, Acts: e.bus,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
+
 // kept dumps the kept data's three streams.
 func (e *env) kept() *sample.Snapshot {
 	e.t.Helper()

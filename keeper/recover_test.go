@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -106,14 +105,12 @@ func crashEnv(t *testing.T, step string) (e *env, stop func()) {
 	}
 }
 
-// recoverAfterCrash starts a new keeper on e's directory and bus and
-// recovers: one restore must be completed, the kept data must be the point,
-// no journal left in the index, and a second recovery must find nothing. It
-// returns the new keeper.
-func recoverAfterCrash(t *testing.T, e *env, step string, point *sample.Snapshot) *keeper.Keeper {
+// recoverOnce starts a new keeper on e's directory and bus and recovers;
+// exactly one interrupted restore must be taken up. It returns the keeper
+// and what recovery said of it.
+func recoverOnce(t *testing.T, e *env) (*keeper.Keeper, string) {
 	t.Helper()
-	k2, err := keeper.New(e.ctx, keeper.Config{Dir: e.dir, Bus: e.bus, Index: e.bus, Acts: e.bus,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	k2, err := e.keeperOn(e.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +118,17 @@ func recoverAfterCrash(t *testing.T, e *env, step string, point *sample.Snapshot
 	if err != nil || len(said) != 1 {
 		t.Fatalf("recover: %v %q", err, said)
 	}
-	mustContain(t, said[0], "was completed")
+	return k2, said[0]
+}
+
+// recoverAfterCrash starts a new keeper on e's directory and bus and
+// recovers: one restore must be completed, the kept data must be the point,
+// no journal left in the index, and a second recovery must find nothing. It
+// returns the new keeper.
+func recoverAfterCrash(t *testing.T, e *env, step string, point *sample.Snapshot) *keeper.Keeper {
+	t.Helper()
+	k2, said := recoverOnce(t, e)
+	mustContain(t, said, "was completed")
 	if d := sample.Diff(point, e.kept()); d != "" {
 		t.Errorf("after recovery from a crash at %s the kept data is not the point:\n%s", step, d)
 	}
@@ -256,16 +263,8 @@ func TestRecoverAfterCrashKeepsWhatTheModuleWrote(t *testing.T) {
 			stop()
 			written := moduleWrites(t, e, step)
 
-			k2, err := keeper.New(e.ctx, keeper.Config{Dir: e.dir, Bus: e.bus, Index: e.bus, Acts: e.bus,
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			said, err := k2.Recover(e.ctx)
-			if err != nil || len(said) != 1 {
-				t.Fatalf("recover: %v %q", err, said)
-			}
-			t.Logf("recovery said: %s", said[0])
+			k2, said := recoverOnce(t, e)
+			t.Logf("recovery said: %s", said)
 			kept := map[string]string{}
 			for _, m := range streamTexts(e.kept(), n.Stream) {
 				kept[m] = "live"

@@ -2,8 +2,6 @@ package keeper_test
 
 import (
 	"errors"
-	"io"
-	"log/slog"
 	"testing"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
@@ -16,8 +14,7 @@ func TestSecondKeeperWithAnotherDirRefused(t *testing.T) {
 	e := newEnv(t)
 	e.snapshot(1, "fp")
 	other := t.TempDir()
-	_, err := keeper.New(e.ctx, keeper.Config{Dir: other, Bus: e.bus, Index: e.bus, Acts: e.bus,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	_, err := e.keeperOn(other)
 	if !errors.Is(err, keeper.ErrOtherStore) || !errors.Is(err, keeper.ErrConflict) {
 		t.Fatalf("a keeper with another directory: got %v, want it refused", err)
 	}
@@ -27,8 +24,7 @@ func TestSecondKeeperWithAnotherDirRefused(t *testing.T) {
 		t.Fatalf("the index lost its records: %v %+v", err, list)
 	}
 	// The same directory is welcome, as often as it starts.
-	if _, err := keeper.New(e.ctx, keeper.Config{Dir: e.dir, Bus: e.bus, Index: e.bus, Acts: e.bus,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+	if _, err := e.keeperOn(e.dir); err != nil {
 		t.Fatalf("a keeper with the same directory: %v", err)
 	}
 }
@@ -42,8 +38,7 @@ func TestEmptyDirRefusedWhereTheIndexHoldsRecords(t *testing.T) {
 	if err := e.bus.Delete(e.ctx, "store"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := keeper.New(e.ctx, keeper.Config{Dir: t.TempDir(), Bus: e.bus, Index: e.bus, Acts: e.bus,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	_, err := e.keeperOn(t.TempDir())
 	if !errors.Is(err, keeper.ErrOtherStore) {
 		t.Fatalf("an empty directory on an index of records: got %v, want it refused", err)
 	}

@@ -53,17 +53,29 @@ func startFake(t *testing.T, fn func(context.Context, string, keeper.Request) (*
 	return nc, svc
 }
 
+// cannedFailure is what the fake engines answer for the kept data
+// "missing" (404), "held" (409) and "broken" (500, its sentence on two
+// lines), or nil.
+func cannedFailure(local string) error {
+	switch local {
+	case "missing":
+		return fmt.Errorf("%w: no stream of billing_missing, so nothing was kept", keeper.ErrNotFound)
+	case "held":
+		return fmt.Errorf("%w: billing.held is held by restore-kept, so nothing was done", keeper.ErrBusy)
+	case "broken":
+		return fmt.Errorf("%w: the disk is full,\nso no point was made", keeper.ErrFailed)
+	}
+	return nil
+}
+
 var snap = keeper.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "f1", Caller: "test"}
 
 func TestServiceRepliesAndErrors(t *testing.T) {
 	nc, _ := startFake(t, func(_ context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
+		if err := cannedFailure(r.Local); err != nil {
+			return nil, err
+		}
 		switch r.Local {
-		case "missing":
-			return nil, fmt.Errorf("%w: no stream of billing_missing, so nothing was kept", keeper.ErrNotFound)
-		case "held":
-			return nil, fmt.Errorf("%w: billing.held is held by restore-kept, so nothing was done", keeper.ErrBusy)
-		case "broken":
-			return nil, fmt.Errorf("%w: the disk is full,\nso no point was made", keeper.ErrFailed)
 		case "silent":
 			return nil, nil
 		case "panics":
@@ -343,14 +355,10 @@ func TestProgressThrottle(t *testing.T) {
 func TestServiceStatsCoverTheWholeVerb(t *testing.T) {
 	const slow = 300 * time.Millisecond
 	nc, svc := startFake(t, func(_ context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
-		switch r.Local {
-		case "missing":
-			return nil, fmt.Errorf("%w: no stream of billing_missing, so nothing was kept", keeper.ErrNotFound)
-		case "held":
-			return nil, fmt.Errorf("%w: billing.held is held by restore-kept, so nothing was done", keeper.ErrBusy)
-		case "broken":
-			return nil, fmt.Errorf("%w: the disk is full, so no point was made", keeper.ErrFailed)
-		case "slow":
+		if err := cannedFailure(r.Local); err != nil {
+			return nil, err
+		}
+		if r.Local == "slow" {
 			time.Sleep(slow)
 		}
 		return &keeper.Reply{Said: verb + " done."}, nil
