@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/store"
 )
 
 // countingWriter reports the bytes that pass through it.
@@ -52,23 +52,29 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // would start from a higher resident set. Returning it costs one collection.
 const releaseAfter = 64 << 20
 
-// writeArchive snapshots each stream into dir/bus.tar, which must not exist,
-// and syncs it. It returns the manifest and the archive's size.
-func (k *Keeper) writeArchive(ctx context.Context, dir string, streams []string, p Progress) (*busarchive.Manifest, int64, error) {
-	path := filepath.Join(dir, archiveName)
-	f, err := createExclusive(path)
+// archiveFile is a store Writer as busarchive writes to it: Hold and
+// Release pass through (the archive holds a data entry's tar header until it
+// patches in the entry's size), and Sync is the store's Commit, made by the
+// caller.
+type archiveFile struct{ store.Writer }
+
+func (archiveFile) Sync() error { return nil }
+
+// writeArchive snapshots each stream into a new archive at rel/bus.tar and
+// returns its manifest and its Writer, not yet committed: the caller commits
+// it (or aborts it) when the order of steps allows.
+func (k *Keeper) writeArchive(ctx context.Context, rel string, streams []string, p Progress) (*busarchive.Manifest, store.Writer, error) {
+	sw, err := k.store.Create(ctx, archiveKey(rel))
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
-	defer f.Close()
-	// Straight to the disk where the file system allows: the archive is read
-	// back only by a verify or a restore, so the page cache would only cost.
-	var out busarchive.File = f
-	if df := busarchive.NewDirectFile(f); df != nil {
-		defer df.Close()
-		out = df
-	}
-	w := busarchive.NewWriter(out, busarchive.WriterInfo{
+	ok := false
+	defer func() {
+		if !ok {
+			sw.Abort()
+		}
+	}()
+	w := busarchive.NewWriter(archiveFile{sw}, busarchive.WriterInfo{
 		KeeperVersion: k.version,
 		ServerVersion: k.bus.ServerVersion(),
 		Created:       k.now().UTC(),
@@ -77,23 +83,23 @@ func (k *Keeper) writeArchive(ctx context.Context, dir string, streams []string,
 	p.StreamsTotal = len(streams)
 	var before int64
 	for i, s := range streams {
-		sw, err := w.Stream(s)
+		st, err := w.Stream(s)
 		if err != nil {
-			return nil, 0, fmt.Errorf("archive stream %s: %w", s, err)
+			return nil, nil, fmt.Errorf("archive stream %s: %w", s, err)
 		}
 		p.Stream, p.StreamsDone = s, i
 		report(p)
-		data := &countingWriter{w: sw.Data(), tick: func(n int64) {
+		data := &countingWriter{w: st.Data(), tick: func(n int64) {
 			if total := before + n; total-p.Bytes >= 8<<20 {
 				p.Bytes = total
 				report(p)
 			}
 		}}
-		if err := k.bus.Snapshot(ctx, s, data, sw.Meta()); err != nil {
-			return nil, 0, fmt.Errorf("snapshot of stream %s: %w", s, err)
+		if err := k.bus.Snapshot(ctx, s, data, st.Meta()); err != nil {
+			return nil, nil, fmt.Errorf("snapshot of stream %s: %w", s, err)
 		}
-		if _, err := sw.Finish(); err != nil {
-			return nil, 0, fmt.Errorf("archive stream %s: %w", s, err)
+		if _, err := st.Finish(); err != nil {
+			return nil, nil, fmt.Errorf("archive stream %s: %w", s, err)
 		}
 		before += data.n
 		p.Bytes = before
@@ -103,48 +109,76 @@ func (k *Keeper) writeArchive(ctx context.Context, dir string, streams []string,
 	}
 	m, err := w.Commit()
 	if err != nil {
-		return nil, 0, fmt.Errorf("commit archive: %w", err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
-	if err := f.Close(); err != nil {
-		return nil, 0, err
+		return nil, nil, fmt.Errorf("commit archive: %w", err)
 	}
 	p.StreamsDone, p.Stream = len(streams), ""
 	report(p)
-	return m, fi.Size(), nil
+	ok = true
+	return m, sw, nil
 }
 
-// verifyArchive fully verifies dir/bus.tar and returns its manifest. Its
-// error wraps ErrDamaged and lists every problem found.
-func verifyArchive(ctx context.Context, dir string) (*busarchive.Manifest, *busarchive.Report, error) {
-	a, c, err := openArchive(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer c.Close()
+// verifyArchive fully verifies an opened archive and returns its manifest.
+// Its error wraps ErrDamaged and lists every problem found.
+func (k *Keeper) verifyArchive(ctx context.Context, a *openedArchive) (*busarchive.Manifest, *busarchive.Report, error) {
+	return verifyOpened(ctx, a)
+}
+
+func verifyOpened(ctx context.Context, a *openedArchive) (*busarchive.Manifest, *busarchive.Report, error) {
 	rep, err := a.Verify(ctx)
 	if err != nil {
-		return nil, rep, &DamagedError{Path: filepath.Join(dir, archiveName), Problems: problemSentences(err)}
+		return nil, rep, &DamagedError{Path: a.where, Problems: problemSentences(err)}
 	}
 	return a.Manifest(), rep, nil
 }
 
-// openArchive opens dir/bus.tar, which checks its layout and its manifest's
-// seal without reading the streams' data. Its error is a *DamagedError (an
-// archive that cannot be opened at all is reported incomplete).
-func openArchive(dir string) (*busarchive.Archive, io.Closer, error) {
-	path := filepath.Join(dir, archiveName)
-	a, c, err := busarchive.OpenFile(path)
+// openedArchive is an archive opened from the store, with where it lies for
+// sentences. Close it.
+type openedArchive struct {
+	*busarchive.Archive
+	obj   store.Object
+	where string
+}
+
+func (a *openedArchive) Close() error { return a.obj.Close() }
+
+// openArchive opens rel/bus.tar, which checks its layout and its manifest's
+// seal without reading the streams' data, and checks it against its commit
+// mark rec (its size, and its checksum where the store reports one). Its
+// error is a *DamagedError (an archive that cannot be opened at all is
+// reported incomplete).
+func (k *Keeper) openArchive(ctx context.Context, rel string, rec *Point) (*openedArchive, error) {
+	return openArchiveIn(ctx, k.store, rel, rec, k.abs(archiveKey(rel)))
+}
+
+// openArchiveIn is openArchive in any store; where names it for sentences.
+func openArchiveIn(ctx context.Context, st store.Store, rel string, rec *Point, where string) (*openedArchive, error) {
+	damaged := func(kind error, detail string) error {
+		return &DamagedError{Path: where, Problems: problemSentences(&busarchive.EntryError{Kind: kind, Detail: detail})}
+	}
+	o, err := st.Open(ctx, archiveKey(rel))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, damaged(busarchive.ErrIncomplete, "the archive is missing from the store")
+	}
 	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", where, err)
+	}
+	if rec != nil && rec.ArchiveSize > 0 && o.Size() != rec.ArchiveSize {
+		o.Close()
+		return nil, damaged(busarchive.ErrChecksum, fmt.Sprintf("the archive is %d bytes but its record says %d", o.Size(), rec.ArchiveSize))
+	}
+	if sum := o.Info().Sum; rec != nil && rec.ArchiveSum != "" && sum != "" && sum != rec.ArchiveSum {
+		o.Close()
+		return nil, damaged(busarchive.ErrChecksum, fmt.Sprintf("the archive's checksum is %s but its record says %s", sum, rec.ArchiveSum))
+	}
+	a, err := busarchive.Open(o, o.Size())
+	if err != nil {
+		o.Close()
 		if len(busarchive.Problems(err)) == 0 {
 			err = &busarchive.EntryError{Kind: busarchive.ErrIncomplete, Detail: err.Error()}
 		}
-		return nil, nil, &DamagedError{Path: path, Problems: problemSentences(err)}
+		return nil, &DamagedError{Path: where, Problems: problemSentences(err)}
 	}
-	return a, c, nil
+	return &openedArchive{Archive: a, obj: o, where: where}, nil
 }
 
 func problemSentences(err error) []string {
@@ -158,14 +192,15 @@ func problemSentences(err error) []string {
 	return out
 }
 
-// restoreParallel is how many streams of one archive restoreArchive
-// restores at once. The server restores each stream in a goroutine of its
-// own, so a second stream can use a core the first leaves idle.
-const restoreParallel = 2
+// DefaultRestoreParallel is how many streams of one archive a restore
+// restores at once unless Config.RestoreParallel says otherwise. The server
+// restores each stream in a goroutine of its own, so a second stream can use
+// a core the first leaves idle.
+const DefaultRestoreParallel = 2
 
-// restoreArchive restores the named streams of dir/bus.tar (all when only is
-// nil), started in archive order, calling done after each; a whole archive
-// is restored up to restoreParallel streams at once. At
+// restoreArchive restores the named streams of the opened archive a (all
+// when only is nil), started in archive order, up to parallel at once,
+// calling done after each (under a lock, one call at a time). At
 // the first failure it starts no other stream, stops the ones in flight, and
 // returns the streams it began (those not done maybe half-made).
 //
@@ -174,13 +209,8 @@ const restoreParallel = 2
 // hashed as they go, and the end of a stream's data, without which the
 // server's restore cannot complete, only once its SHA-256 matches the
 // manifest. A stream that fails so fails its restore with a *DamagedError.
-func (k *Keeper) restoreArchive(ctx context.Context, dir string, only []string, p Progress, done func(stream string)) (begun []string, err error) {
-	path := filepath.Join(dir, archiveName)
-	a, c, err := openArchive(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
+func (k *Keeper) restoreArchive(ctx context.Context, a *openedArchive, only []string, parallel int, p Progress, done func(stream string)) (begun []string, err error) {
+	path := a.where
 	if a.Manifest().Bytes() >= releaseAfter {
 		defer debug.FreeOSMemory()
 	}
@@ -206,13 +236,7 @@ func (k *Keeper) restoreArchive(ctx context.Context, dir string, only []string, 
 			}
 		}
 	}
-	// Only a whole archive is restored several streams at once; put-backs
-	// and journaled restores name their streams and go one at a time, in
-	// order, as their journal expects.
-	parallel := 1
-	if only == nil {
-		parallel = restoreParallel
-	}
+	parallel = max(parallel, 1)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (

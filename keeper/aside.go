@@ -3,11 +3,7 @@ package keeper
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strconv"
 )
 
@@ -24,34 +20,27 @@ const (
 // maxAsideTries bounds the ids tried for one aside: <base>, <base>-2, …
 const maxAsideTries = 999
 
-// newAside claims a new aside id, <module>.<local>.<UTC yyyymmddThhmmss>
-// made unique with -N if taken, by making its .partial directory (0700).
-// Only "exists" is retried, a bounded number of times.
-func (k *Keeper) newAside(module, local string) (id, partial string, err error) {
-	if err := k.mkdirs(asideDir); err != nil {
-		return "", "", err
-	}
+// newAside picks a new aside id, <module>.<local>.<UTC yyyymmddThhmmss>
+// made unique with -N if taken: an id is taken when any object lies under
+// it (a committed aside, or leftovers of one that was not). Two verbs of one
+// kept data never run at once (its lease), and ids of different kept data
+// differ, so the id stays free until the aside is written. Bounded tries.
+func (k *Keeper) newAside(ctx context.Context, module, local string) (string, error) {
 	base := module + "." + local + "." + k.now().UTC().Format("20060102T150405")
 	for n := 1; n <= maxAsideTries; n++ {
-		id = base
+		id := base
 		if n > 1 {
 			id = base + "-" + strconv.Itoa(n)
 		}
-		if _, err := os.Lstat(k.abs(asideRel(id))); err == nil {
-			continue
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return "", "", fmt.Errorf("making set-aside copy %s: %w", id, err)
+		objs, err := k.store.List(ctx, asideRel(id)+"/")
+		if err != nil {
+			return "", fmt.Errorf("making set-aside copy %s: %w", id, err)
 		}
-		partial = k.abs(asideRel(id)) + partialSuffix
-		err := os.Mkdir(partial, 0o700)
-		if err == nil {
-			return id, partial, nil
-		}
-		if !errors.Is(err, fs.ErrExist) {
-			return "", "", fmt.Errorf("making set-aside copy %s: %w", id, err)
+		if len(objs) == 0 {
+			return id, nil
 		}
 	}
-	return "", "", fmt.Errorf("making a set-aside copy: %s and %d more ids are all taken", base, maxAsideTries-1)
+	return "", fmt.Errorf("making a set-aside copy: %s and %d more ids are all taken", base, maxAsideTries-1)
 }
 
 // setAside snapshots the plan's live streams into a new aside for restore r.
@@ -64,11 +53,11 @@ func (k *Keeper) setAside(ctx context.Context, r Request, pl *restorePlan) (*Asi
 }
 
 // setAsideStreams snapshots the live streams into a new aside, verifies it,
-// renames it into place, records it, and checks that no stream took a new
+// writes its aside.json (the commit mark), records it, and checks that no stream took a new
 // message meanwhile. Only when it returns nil may the live streams be
 // removed. On error, nothing was removed and no partial aside is left.
 func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []string, reason, pointRel string) (*Aside, error) {
-	id, partial, err := k.newAside(r.Module, r.Local)
+	id, err := k.newAside(ctx, r.Module, r.Local)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +65,7 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 	placed := false
 	defer func() {
 		if !placed {
-			os.RemoveAll(partial)
+			k.removePrefix(context.WithoutCancel(ctx), rel)
 		}
 	}()
 	positions, err := k.positions(ctx, r.Module, r.Local)
@@ -89,17 +78,27 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 			live = append(live, *si)
 		}
 	}
-	m, size, err := k.writeArchive(ctx, partial, streams,
+	m, w, err := k.writeArchive(ctx, rel, streams,
 		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "aside", BytesTotal: storedBytes(live)})
 	if err != nil {
 		return nil, err
 	}
-	a := &Aside{ID: id, Module: r.Module, Local: r.Local, Taken: k.now().UTC(), Caller: r.Caller, Why: r.Why,
-		Reason: reason, Point: pointRel, Dir: rel, Streams: streamSums(m), Positions: positions, ArchiveSize: size}
-	if err := writeJSONDurable(filepath.Join(partial, asideFile), a); err != nil {
-		return nil, fmt.Errorf("writing aside.json: %w", err)
+	defer w.Abort()
+	info, err := w.Commit(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("writing the set-aside copy to the store: %w", err)
 	}
-	if _, _, err := verifyArchive(ctx, partial); err != nil {
+	a := &Aside{ID: id, Module: r.Module, Local: r.Local, Taken: k.now().UTC(), Caller: r.Caller, Why: r.Why,
+		Reason: reason, Point: pointRel, Dir: rel, Streams: streamSums(m), Positions: positions,
+		ArchiveSize: info.Size, ArchiveSum: info.Sum}
+	// Read back from the store and verified whole, before it counts.
+	oa, err := k.openArchive(ctx, rel, asidePoint(a))
+	if err != nil {
+		return nil, fmt.Errorf("the set-aside copy does not verify: %w", err)
+	}
+	_, _, err = k.verifyArchive(ctx, oa)
+	oa.Close()
+	if err != nil {
 		return nil, fmt.Errorf("the set-aside copy does not verify: %w", err)
 	}
 	// Anything written to the live streams after their snapshot began is not
@@ -114,17 +113,20 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 				"stop the module's writers and try again", s.Name, s.State.LastSeq, si.LastSeq)
 		}
 	}
-	if err := os.Rename(partial, k.abs(rel)); err != nil {
-		return nil, err
+	if _, err := k.putJSON(ctx, recordKey(rel), a); err != nil { // the commit mark
+		return nil, fmt.Errorf("writing aside.json: %w", err)
 	}
 	placed = true
-	if err := syncDir(filepath.Dir(k.abs(rel))); err != nil {
-		return nil, err
-	}
 	if err := k.recordAside(ctx, a); err != nil {
 		return nil, err
 	}
 	return a, nil
+}
+
+// asidePoint is an aside as the Point record that restores and checks read.
+func asidePoint(a *Aside) *Point {
+	return &Point{Module: a.Module, Local: a.Local, Taken: a.Taken, Caller: a.Caller, Why: a.Why, Dir: a.Dir,
+		Streams: a.Streams, Positions: a.Positions, ArchiveSize: a.ArchiveSize, ArchiveSum: a.ArchiveSum}
 }
 
 // recordAside puts aside.<id> in the index.

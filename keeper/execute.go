@@ -6,100 +6,212 @@ import (
 	"fmt"
 )
 
-// execute carries a journaled restore on from where its journal stands:
-// remove the live streams that are left, restore the point's streams that
-// are left, set the positions back. Every stream removed or restored is
-// saved in the journal before the next step. A failure puts the aside back
-// and says both outcomes. p is nil for aside-only, or when the point is gone
-// (recovery then puts the aside back). On success the journal is left open
-// for the caller to close once its act is recorded.
-//
-// asides[0] is the restore's own aside; recovery adds the aside it made of
-// what it found on the bus. A stream is removed only when a complete aside
-// holds it as it stands (removeCovered), or when this very call began
-// restoring it and did not finish.
-func (k *Keeper) execute(ctx context.Context, j *journal, asides []*Aside, p *Point) ([]Position, error) {
-	what := fmt.Sprintf("restore-kept of %s/%s", j.Module, j.Local)
-	if j.Point == "" {
-		what = fmt.Sprintf("aside-only of %s/%s", j.Module, j.Local)
-	}
-	var here []string // streams whose restore this call began
-	giveUp := func(err error) ([]Position, error) {
-		back, whole := k.putBack(ctx, asides, here)
-		if !whole {
-			// The journal stays: recovery finishes this once the bus answers.
-			return nil, fmt.Errorf("%s: %w; %s; the restore journal stays, so the keeper finishes this restore or puts the aside back when it can",
-				what, withKind(ErrFailed, err), back)
-		}
-		k.closeJournal(ctx, j)
-		return nil, fmt.Errorf("%s: %w; %s", what, withKind(ErrFailed, err), back)
-	}
+// The kinds of journaled restore, each one run of the same machine (run).
+const (
+	// KindIntoAbsent: none of the kept data was live. Nothing is set aside
+	// or removed; a failure removes only what the restore began.
+	KindIntoAbsent = "into-absent"
+	// KindReplace: the live data was set aside, is removed, and the point
+	// is restored in its place; a failure puts the aside back.
+	KindReplace = "replace"
+	// KindAsideOnly: the live data was set aside and is removed; nothing is
+	// restored.
+	KindAsideOnly = "aside-only"
+)
 
-	if j.Step == "remove" {
-		for _, s := range j.Remove {
-			if contains(j.Removed, s) {
-				continue
-			}
-			if err := k.removeCovered(ctx, asides, s); err != nil {
-				return giveUp(fmt.Errorf("removing the live streams failed: %w", err))
-			}
-			j.Removed = append(j.Removed, s)
-			if err := k.saveJournal(ctx, j); err != nil {
-				return giveUp(err)
-			}
-			k.hook("removed:" + s)
-		}
-		if j.Point == "" {
-			return nil, nil // the caller closes the journal once its act is recorded
-		}
-		j.Step = "restore"
-		if err := k.saveJournal(ctx, j); err != nil {
-			return giveUp(err)
-		}
-	}
-	if p == nil {
-		return giveUp(fmt.Errorf("what it restores from, %s, is gone", j.Point))
-	}
+// The steps of a journaled restore, in order (journal.Step).
+const (
+	StepRemove   = "remove"   // remove the live streams the aside holds
+	StepRestore  = "restore"  // restore the point's streams
+	StepPosition = "position" // set the module's consumers back
+)
 
-	if j.Step == "restore" {
-		for _, s := range j.Restore {
-			if contains(j.Restored, s) {
-				continue
-			}
-			// A stream of this name on the bus now is one a stopped restore
-			// began, or one a module made meanwhile: recovery set it aside,
-			// and it goes only if that copy holds it as it stands.
-			if err := k.removeCovered(ctx, asides, s); err != nil {
-				return giveUp(fmt.Errorf("stream %s is in the way of the restore: %w", s, err))
-			}
-			here = append(here, s)
-			_, err := k.restoreArchive(ctx, k.abs(j.Point), []string{s},
-				Progress{Verb: VerbRestore, Module: j.Module, Local: j.Local, Step: "restore",
-					StreamsDone: len(j.Restored), StreamsTotal: len(j.Restore)}, nil)
-			if err != nil {
-				return giveUp(fmt.Errorf("restoring from %s failed: %w", sourceName(p), err))
-			}
-			j.Restored = append(j.Restored, s)
-			if err := k.saveJournal(ctx, j); err != nil {
-				return giveUp(err)
-			}
-			k.hook("restored:" + s)
+// kind is the journal's kind; journals written before kinds were recorded
+// tell it by their aside and point.
+func (j *journal) kind() string {
+	switch {
+	case j.Kind != "":
+		return j.Kind
+	case j.Aside == "":
+		return KindIntoAbsent
+	case j.Point == "":
+		return KindAsideOnly
+	}
+	return KindReplace
+}
+
+// run is one journaled restore carried on from where its journal stands:
+// by a verb right after it wrote the journal, or by recovery after a keeper
+// stopped. Every stream removed or restored is saved in the journal before
+// the next step.
+type run struct {
+	k *Keeper
+	j *journal
+	// asides[0] is the restore's own aside (none for KindIntoAbsent);
+	// recovery adds the aside it made of what it found on the bus. A stream
+	// is removed only when a complete aside holds it as it stands
+	// (removeCovered), or when this very run began restoring it and did
+	// not finish.
+	asides []*Aside
+	point  *Point         // what is restored; nil for aside-only, or when it is gone
+	arch   *openedArchive // the point's archive, opened once for the whole restore
+	// parallel bounds how many streams are restored at once.
+	parallel int
+	here     []string // streams whose restore this run began
+}
+
+// execute runs the remaining steps. A failure undoes what it must (puts the
+// aside back, or removes what it began) and says both outcomes; the journal
+// stays when the kept data is not whole on the bus again, so recovery
+// finishes the work. On success the journal is left open for the caller to
+// close once its act is recorded, so a keeper that dies before recording it
+// leaves a journal that recovery finishes (setting the positions again).
+func (x *run) execute(ctx context.Context) ([]Position, error) {
+	j := x.j
+	if j.Step == StepRemove {
+		if err := x.remove(ctx); err != nil {
+			return nil, x.giveUp(ctx, err)
 		}
-		j.Step = "position"
-		if err := k.saveJournal(ctx, j); err != nil {
-			return giveUp(err)
+		if j.kind() == KindAsideOnly {
+			return nil, nil
+		}
+		if err := x.advance(ctx, StepRestore); err != nil {
+			return nil, x.giveUp(ctx, err)
 		}
 	}
-	set, err := k.setPositions(ctx, j.Module, j.Local, p, j.Reposition, asides[0])
+	if j.Step == StepRestore {
+		if x.point == nil || x.arch == nil {
+			return nil, x.giveUp(ctx, fmt.Errorf("what it restores from, %s, is gone", j.Point))
+		}
+		if err := x.restore(ctx); err != nil {
+			return nil, x.giveUp(ctx, err)
+		}
+		if err := x.advance(ctx, StepPosition); err != nil {
+			return nil, x.giveUp(ctx, err)
+		}
+	}
+	var own *Aside
+	if len(x.asides) > 0 {
+		own = x.asides[0]
+	}
+	set, err := x.k.setPositions(ctx, j.Module, j.Local, x.point, j.Reposition, own)
 	if err != nil {
-		k.closeJournal(ctx, j)
+		x.k.closeJournal(ctx, j)
 		return set, err
 	}
-	k.hook("positions-set")
-	// The caller closes the journal once the act is recorded, so a keeper
-	// that dies before recording it leaves a journal that recovery finishes
-	// (setting the positions again) and records.
+	x.k.hook("positions-set")
 	return set, nil
+}
+
+func (x *run) source() string {
+	if x.point == nil {
+		return x.j.Point
+	}
+	return sourceName(x.point)
+}
+
+func (x *run) advance(ctx context.Context, step string) error {
+	x.j.Step = step
+	return x.k.saveJournal(ctx, x.j)
+}
+
+// remove deletes the live streams the journal names that are left.
+func (x *run) remove(ctx context.Context) error {
+	j := x.j
+	for _, s := range j.Remove {
+		if contains(j.Removed, s) {
+			continue
+		}
+		if err := x.k.removeCovered(ctx, x.asides, s); err != nil {
+			return fmt.Errorf("removing the live streams failed: %w", err)
+		}
+		j.Removed = append(j.Removed, s)
+		if err := x.k.saveJournal(ctx, j); err != nil {
+			return err
+		}
+		x.k.hook("removed:" + s)
+	}
+	return nil
+}
+
+// restore restores the point's streams that are left, up to x.parallel at
+// once. A stream of such a name on the bus now is one a stopped restore
+// began, or one a module made meanwhile: recovery set it aside, and it goes
+// only if that copy holds it as it stands.
+func (x *run) restore(ctx context.Context) error {
+	j := x.j
+	var left []string
+	for _, s := range j.Restore {
+		if contains(j.Restored, s) {
+			continue
+		}
+		if err := x.k.removeCovered(ctx, x.asides, s); err != nil {
+			return fmt.Errorf("stream %s is in the way of the restore: %w", s, err)
+		}
+		left = append(left, s)
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	begun, err := x.k.restoreArchive(ctx, x.arch, left, x.parallel,
+		Progress{Verb: VerbRestore, Module: j.Module, Local: j.Local, Step: "restore",
+			StreamsDone: len(j.Restored), StreamsTotal: len(j.Restore)}, func(s string) {
+			j.Restored = append(j.Restored, s)
+			if err := x.k.saveJournal(ctx, j); err != nil {
+				// Recovery would restore this stream again: safe, only slower.
+				x.k.log.Warn("could not record a restored stream in the restore journal", "stream", s, "err", err)
+			}
+			x.k.hook("restored:" + s)
+		})
+	for _, s := range begun {
+		if !contains(j.Restored, s) {
+			x.here = append(x.here, s)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("restoring from %s failed: %w", sourceName(x.point), err)
+	}
+	return nil
+}
+
+// giveUp undoes a run that failed, and returns the error that says both
+// outcomes.
+func (x *run) giveUp(ctx context.Context, err error) error {
+	j := x.j
+	back, whole := x.k.putBack(ctx, x.asides, x.here)
+	switch j.kind() {
+	case KindIntoAbsent:
+		if back == "" {
+			back = "nothing was restored"
+		}
+		if !whole {
+			back += "; the restore journal stays, so the keeper takes this restore up again when the bus answers"
+		} else {
+			x.k.closeJournal(ctx, j)
+		}
+		// The server may have refused a damaged stream before the keeper's
+		// own reading found the damage: tell a damaged point from a failed
+		// restore.
+		var damaged *DamagedError
+		if x.arch != nil && !errors.As(err, &damaged) && ctx.Err() == nil && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrNoBus) {
+			if _, _, verr := x.k.verifyArchive(ctx, x.arch); verr != nil {
+				err = fmt.Errorf("%w (the point is damaged: %w)", err, verr)
+			}
+		}
+		return fmt.Errorf("restore-kept of %s/%s from %s failed: %w; %s, and nothing live was touched (none of the kept data was live)",
+			j.Module, j.Local, x.source(), withKind(ErrFailed, err), back)
+	}
+	what := fmt.Sprintf("restore-kept of %s/%s", j.Module, j.Local)
+	if j.kind() == KindAsideOnly {
+		what = fmt.Sprintf("aside-only of %s/%s", j.Module, j.Local)
+	}
+	if !whole {
+		// The journal stays: recovery finishes this once the bus answers.
+		return fmt.Errorf("%s: %w; %s; the restore journal stays, so the keeper finishes this restore or puts the aside back when it can",
+			what, withKind(ErrFailed, err), back)
+	}
+	x.k.closeJournal(ctx, j)
+	return fmt.Errorf("%s: %w; %s", what, withKind(ErrFailed, err), back)
 }
 
 // removeCovered deletes one stream of the kept data, only if one of the

@@ -5,37 +5,32 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 )
 
-const journalFile = "journal.json"
-
-// journal is the durable record of a restore in progress. It is written
-// beside its aside, and in the index as journal.<module>.<local>, before any
-// live stream is removed, and rewritten after every stream removed or
-// restored, so that a keeper that starts again can finish the restore or put
-// the aside back (Recover).
+// journal is the durable record of a restore in progress, in the index as
+// journal.<module>.<local> (on the bus, so any keeper of the index can
+// finish it, whatever its disk). It is written before any live stream is
+// removed, and rewritten after every stream removed or restored, so that a
+// keeper that starts again can finish the restore or put the aside back
+// (Recover).
 //
-// A restore into absent kept data has no aside (Aside is ""): its journal is
-// kept in the index only, written before the first stream is begun. It
-// describes only what is on the bus, so it lives and dies with the bus. A
-// keeper that starts again takes such a restore up again as a restore-kept
-// of the same point (recoverIntoAbsent).
+// A restore into absent kept data has no aside (Aside is ""): it is written
+// before the first stream is begun. A keeper that starts again takes such a
+// restore up again as a restore-kept of the same point (recoverIntoAbsent).
 type journal struct {
 	Module     string     `json:"module"`
 	Local      string     `json:"local"`
 	Aside      string     `json:"aside"`           // aside id
-	Point      string     `json:"point,omitempty"` // point directory, relative; empty for aside-only
+	Point      string     `json:"point,omitempty"` // key prefix of what it restores; empty for aside-only
 	Remove     []string   `json:"remove"`
 	Removed    []string   `json:"removed"`
 	Restore    []string   `json:"restore"`
 	Restored   []string   `json:"restored"`
 	Reposition []Position `json:"reposition"`
-	Step       string     `json:"step"` // "remove", "restore", "position"
+	Kind       string     `json:"kind,omitempty"` // KindIntoAbsent, KindReplace, KindAsideOnly (empty in older journals: see kind)
+	Step       string     `json:"step"`           // StepRemove, StepRestore, StepPosition
 	Caller     string     `json:"caller,omitempty"`
 	Why        string     `json:"why,omitempty"`
 	Started    time.Time  `json:"started"`
@@ -43,18 +38,9 @@ type journal struct {
 
 func journalKey(module, local string) string { return "journal." + module + "." + local }
 
-func (k *Keeper) journalPath(asideID string) string {
-	return filepath.Join(k.abs(asideRel(asideID)), journalFile)
-}
-
-// saveJournal writes the journal durably to disk and to the index. A journal
-// that cannot be saved stops the restore before its next removal.
+// saveJournal records the journal in the index. A journal that cannot be
+// saved stops the restore before its next removal.
 func (k *Keeper) saveJournal(ctx context.Context, j *journal) error {
-	if j.Aside != "" {
-		if err := writeJSONDurable(k.journalPath(j.Aside), j); err != nil {
-			return fmt.Errorf("writing the restore journal: %w", err)
-		}
-	}
 	data, _ := json.Marshal(j)
 	if err := k.index.Put(ctx, journalKey(j.Module, j.Local), data); err != nil {
 		return fmt.Errorf("recording the restore journal in the index: %w", err)
@@ -64,22 +50,36 @@ func (k *Keeper) saveJournal(ctx context.Context, j *journal) error {
 
 // closeJournal removes a finished restore's journal.
 func (k *Keeper) closeJournal(ctx context.Context, j *journal) {
-	if j.Aside != "" { // else it is in the index only
-		if err := os.Remove(k.journalPath(j.Aside)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			k.log.Error("could not remove the restore journal", "aside", j.Aside, "err", err)
-		} else {
-			syncDir(k.abs(asideRel(j.Aside)))
-		}
-	}
 	if err := k.index.Delete(ctx, journalKey(j.Module, j.Local)); err != nil {
 		k.log.Warn("could not remove the restore journal from the index", "aside", j.Aside, "err", err)
 	}
 }
 
-// hasJournal reports whether the aside has an unfinished restore.
-func (k *Keeper) hasJournal(asideID string) bool {
-	_, err := os.Lstat(k.journalPath(asideID))
-	return err == nil
+// readJournal is the journal of module/local, or nil when there is none.
+func (k *Keeper) readJournal(ctx context.Context, module, local string) (*journal, error) {
+	data, err := k.index.Get(ctx, journalKey(module, local))
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var j journal
+	if err := json.Unmarshal(data, &j); err != nil || j.Module != module || j.Local != local {
+		return nil, fmt.Errorf("restore journal %s in the index is unreadable (%v)", journalKey(module, local), err)
+	}
+	return &j, nil
+}
+
+// hasJournal reports whether the aside belongs to an unfinished restore.
+// A journal that cannot be read counts as one: the aside is then left alone.
+func (k *Keeper) hasJournal(ctx context.Context, asideID string) bool {
+	module, local, err := ParseAsideID(asideID)
+	if err != nil {
+		return false
+	}
+	j, err := k.readJournal(ctx, module, local)
+	return err != nil || (j != nil && j.Aside == asideID)
 }
 
 // Recover finds every restore that a stopped keeper left unfinished and
@@ -88,37 +88,19 @@ func (k *Keeper) hasJournal(asideID string) bool {
 // sentence. It runs at start, before any verb.
 func (k *Keeper) Recover(ctx context.Context) ([]string, error) {
 	k.releaseDeadLeases(ctx)
-	ids, err := readDirs(k.abs(asideDir))
-	if err != nil {
-		return nil, err
-	}
 	var said []string
-	var errs []error
-	for _, id := range ids {
-		if !k.hasJournal(id) {
-			continue
+	js, err := k.journals(ctx)
+	errs := []error{err}
+	for _, j := range js {
+		var s string
+		var err error
+		if j.Aside != "" {
+			s, err = k.recoverOne(ctx, j)
+		} else {
+			s, err = k.recoverIntoAbsent(ctx, j)
 		}
-		var j journal
-		if err := readJSON(k.journalPath(id), &j); err != nil {
-			errs = append(errs, fmt.Errorf("restore journal of aside %s is unreadable: %w", id, err))
-			continue
-		}
-		s, err := k.recoverOne(ctx, &j)
 		if errors.Is(err, ErrBusy) {
-			continue // a verb of this keeper holds it; not interrupted
-		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		said = append(said, s)
-	}
-	bus, err := k.busJournals(ctx)
-	errs = append(errs, err)
-	for _, j := range bus {
-		s, err := k.recoverIntoAbsent(ctx, j)
-		if errors.Is(err, ErrBusy) {
-			continue
+			continue // a verb holds it; not interrupted
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -129,9 +111,8 @@ func (k *Keeper) Recover(ctx context.Context) ([]string, error) {
 	return said, errors.Join(errs...)
 }
 
-// busJournals lists the journals of restores into absent kept data, which
-// the index alone holds.
-func (k *Keeper) busJournals(ctx context.Context) ([]*journal, error) {
+// journals lists the restore journals in the index.
+func (k *Keeper) journals(ctx context.Context) ([]*journal, error) {
 	keys, err := k.index.Keys(ctx, "journal.")
 	if err != nil {
 		return nil, fmt.Errorf("listing restore journals in the index: %w", err)
@@ -152,7 +133,7 @@ func (k *Keeper) busJournals(ctx context.Context) ([]*journal, error) {
 			errs = append(errs, fmt.Errorf("restore journal %s in the index is unreadable (%v), so it was left alone", key, err))
 			continue
 		}
-		if j.Aside == "" && j.Point != "" {
+		if j.Aside != "" || j.Point != "" {
 			out = append(out, &j)
 		}
 	}
@@ -166,8 +147,14 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 		return "", err
 	}
 	defer release()
+	// Read it again under the lock: it may have moved on, or ended.
+	if now, err := k.readJournal(ctx, j.Module, j.Local); err != nil || now == nil || now.Aside != j.Aside {
+		return "", errorf(ErrBusy, "the restore of %s/%s moved on meanwhile", j.Module, j.Local)
+	} else {
+		*j = *now
+	}
 	var a Aside
-	if err := readJSON(filepath.Join(k.abs(asideRel(j.Aside)), asideFile), &a); err != nil {
+	if err := k.getJSON(ctx, recordKey(asideRel(j.Aside)), &a); err != nil {
 		return "", fmt.Errorf("the restore of %s/%s left a journal but its aside %s is unreadable (%v); nothing was changed",
 			j.Module, j.Local, j.Aside, err)
 	}
@@ -177,7 +164,7 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 	k.record(ctx, act)
 	var p *Point
 	if j.Point != "" {
-		if p, err = k.loadSource(j.Point); err != nil {
+		if p, err = k.loadSource(ctx, j.Point); err != nil {
 			p = nil // the point is gone: put the aside back
 		}
 	}
@@ -195,7 +182,16 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 		}
 		asides = append(asides, ra)
 	}
-	set, err := k.execute(ctx, j, asides, p)
+	x := &run{k: k, j: j, asides: asides, point: p, parallel: k.parallel}
+	if p != nil {
+		if x.arch, err = k.openArchive(ctx, j.Point, p); err != nil {
+			x.point = nil // a damaged point is as good as gone: put the aside back
+			k.log.Error("the point of an interrupted restore does not open; its aside is put back", "point", j.Point, "err", err)
+		} else {
+			defer x.arch.Close()
+		}
+	}
+	set, err := x.execute(ctx)
 	said := fmt.Sprintf("the interrupted restore of %s/%s was completed: the %d stream(s) restored are on the bus and %d consumer position(s) were set back; the live data as it was stays set aside as %s",
 		j.Module, j.Local, len(j.Restore), len(set), j.Aside)
 	if j.Point == "" {
@@ -289,7 +285,7 @@ func (k *Keeper) recoverIntoAbsent(ctx context.Context, j *journal) (string, err
 		return "", errorf(ErrBusy, "the restore journal of %s/%s changed meanwhile", j.Module, j.Local)
 	}
 	k.log.Warn("taking up an interrupted restore into absent kept data", "module", j.Module, "local", j.Local, "point", j.Point, "restored", j.Restored)
-	if _, err := k.loadSource(j.Point); err != nil {
+	if _, err := k.loadSource(ctx, j.Point); err != nil {
 		k.closeJournal(ctx, j)
 		said := fmt.Sprintf("the interrupted restore of %s/%s was not taken up: its restore point %s is gone (%v), so what is on the bus of it was left as it is",
 			j.Module, j.Local, j.Point, err)
@@ -326,20 +322,16 @@ func (k *Keeper) closeJournalIfAbsent(ctx context.Context, module, local string)
 // unfinished refuses a verb on a kept data whose last restore left a journal:
 // until recovery finishes it, the bus may hold only part of the kept data.
 func (k *Keeper) unfinished(ctx context.Context, verb, module, local string) error {
-	if data, err := k.index.Get(ctx, journalKey(module, local)); err == nil {
-		var j journal
-		if json.Unmarshal(data, &j) == nil && j.Aside == "" {
-			return errorf(ErrConflict, "%s refused: %s/%s has an unfinished restore into absent kept data that the keeper will finish or undo, so nothing was done",
-				verb, module, local)
-		}
+	j, err := k.readJournal(ctx, module, local)
+	switch {
+	case err != nil:
+		return errorf(ErrConflict, "%s refused: %s/%s has a restore journal that cannot be read (%v), so nothing was done", verb, module, local, err)
+	case j == nil:
+		return nil
+	case j.Aside == "":
+		return errorf(ErrConflict, "%s refused: %s/%s has an unfinished restore into absent kept data that the keeper will finish or undo, so nothing was done",
+			verb, module, local)
 	}
-	matches, _ := filepath.Glob(filepath.Join(k.abs(asideDir), module+"."+local+".*", journalFile))
-	for _, m := range matches {
-		id := filepath.Base(filepath.Dir(m))
-		if mod, loc, err := ParseAsideID(id); err == nil && mod == module && loc == local {
-			return errorf(ErrConflict, "%s refused: %s/%s has an unfinished restore (aside %s) that the keeper will finish or undo, so nothing was done",
-				verb, module, local, id)
-		}
-	}
-	return nil
+	return errorf(ErrConflict, "%s refused: %s/%s has an unfinished restore (aside %s) that the keeper will finish or undo, so nothing was done",
+		verb, module, local, j.Aside)
 }

@@ -3,8 +3,9 @@
 // every byte of a kept data in at least one complete, verifiable place.
 //
 // It talks to the bus through Bus, to its index through Index and records acts
-// through Acts; it never imports nats.go. The files under Dir are the truth;
-// the index can be rebuilt from them (Rebuild).
+// through Acts, and keeps points and asides in a store.Store (a directory, a
+// JetStream object store, S3); it never imports nats.go. What the store holds
+// is the truth; the index can be rebuilt from it (Rebuild).
 package keeper
 
 import (
@@ -14,15 +15,17 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
+	"path"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nats-keeper/nats-keeper/store"
 )
 
 // Config configures a Keeper.
 type Config struct {
-	Dir     string // the keeper's directory; made 0700 if missing
+	Store   store.Store // where points and asides live
 	Bus     Bus
 	Index   Index
 	Acts    Acts
@@ -37,13 +40,16 @@ type Config struct {
 	ID string
 	// LeaseTTL is how long a lease lives unless renewed; 0 means DefaultLeaseTTL.
 	LeaseTTL time.Duration
+	// RestoreParallel is how many streams one restore restores at once; 0
+	// means DefaultRestoreParallel.
+	RestoreParallel int
 }
 
 // Keeper runs the verbs. It is safe for concurrent use: verbs on different
 // kept data run at once; two verbs that touch the same kept data never
 // interleave, the second fails with ErrBusy naming the holder.
 type Keeper struct {
-	dir      string
+	store    store.Store
 	bus      Bus
 	index    Index
 	acts     Acts
@@ -54,25 +60,23 @@ type Keeper struct {
 	stepHook func(string)
 	id       string
 	leaseTTL time.Duration
-	// files is held shared by every verb that changes the files and
+	parallel int
+	// files is held shared by every verb that changes the store and
 	// exclusively by Rebuild, so a rebuild never races a discard.
 	files sync.RWMutex
 }
 
-// New opens the keeper's directory (making it 0700), removes leftover
-// .partial directories and returns a Keeper.
+// leftoverAge is how old an uncommitted write must be before Sweep removes
+// it: older than any verb's write in progress.
+const leftoverAge = time.Hour
+
+// New checks that the index belongs to the store, sweeps leftovers of
+// writes that never committed, and returns a Keeper.
 func New(ctx context.Context, cfg Config) (*Keeper, error) {
-	if cfg.Bus == nil || cfg.Index == nil || cfg.Acts == nil {
-		return nil, errors.New("keeper: Bus, Index and Acts are required")
+	if cfg.Bus == nil || cfg.Index == nil || cfg.Acts == nil || cfg.Store == nil {
+		return nil, errors.New("keeper: Store, Bus, Index and Acts are required")
 	}
-	if cfg.Dir == "" {
-		return nil, errors.New("keeper: Dir is required")
-	}
-	dir, err := filepath.Abs(cfg.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("keeper: %w", err)
-	}
-	k := &Keeper{dir: dir, bus: cfg.Bus, index: cfg.Index, acts: cfg.Acts, log: cfg.Logger,
+	k := &Keeper{store: cfg.Store, bus: cfg.Bus, index: cfg.Index, acts: cfg.Acts, log: cfg.Logger,
 		version: cfg.Version, now: cfg.Now, stepHook: cfg.StepHook}
 	if k.log == nil {
 		k.log = slog.Default()
@@ -93,76 +97,74 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 	if k.leaseTTL <= 0 {
 		k.leaseTTL = DefaultLeaseTTL
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("keeper: make directory: %w", err)
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("keeper: %w", err)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("keeper: %s is not a directory (a symlink is never followed)", dir)
-	}
-	for _, sub := range []string{pointsDir, asideDir} {
-		if err := k.mkdirs(sub); err != nil {
-			return nil, fmt.Errorf("keeper: %w", err)
-		}
+	k.parallel = cfg.RestoreParallel
+	if k.parallel <= 0 {
+		k.parallel = DefaultRestoreParallel
 	}
 	if err := k.claimStore(ctx); err != nil {
 		return nil, fmt.Errorf("keeper: %w", err)
 	}
 	k.releaseDeadLeases(ctx)
-	if err := k.cleanPartials(ctx); err != nil {
-		return nil, fmt.Errorf("keeper: clean leftover .partial directories: %w", err)
+	if err := k.sweepLeftovers(ctx); err != nil {
+		return nil, fmt.Errorf("keeper: sweeping leftovers of unfinished writes in %s: %w", k.store.Describe().URL, err)
 	}
 	return k, nil
 }
 
-// Dir is the keeper's directory.
-func (k *Keeper) Dir() string { return k.dir }
-
-// cleanPartials removes leftover .partial directories: a .partial directory
-// never holds the only copy of anything, because live data is removed only
-// after its aside was renamed into place, and a point replaces another only by
-// an exchange that leaves the new one in place. A partial directory of a kept
-// data that another keeper (sharing this directory) holds a live lease on is
-// that keeper's work in progress, and is left alone.
-func (k *Keeper) cleanPartials(ctx context.Context) error {
-	var doomed []string
-	modules, err := readDirs(k.abs(pointsDir))
-	if err != nil {
+// sweepLeftovers removes what writes that never committed left in the
+// store: the store's own (Sweep), and objects under a point or aside
+// prefix that has no record, its commit mark, so holds no point or aside.
+// Such leftovers never hold the only copy of anything: live data is removed
+// only after its aside's record is written, and an earlier point only after
+// it was set aside whole. Leftovers of a kept data that a keeper (this one
+// or another sharing the store) holds a live lease on are that keeper's
+// work in progress, and are left alone.
+func (k *Keeper) sweepLeftovers(ctx context.Context) error {
+	if err := k.store.Sweep(ctx, leftoverAge); err != nil {
 		return err
 	}
-	for _, m := range modules {
-		locals, err := readDirs(filepath.Join(k.abs(pointsDir), m))
+	for _, top := range []string{pointsDir + "/", asideDir + "/"} {
+		objs, err := k.store.List(ctx, top)
 		if err != nil {
 			return err
 		}
-		for _, l := range locals {
-			parts, _ := filepath.Glob(filepath.Join(k.abs(pointsDir), m, l, "*"+partialSuffix))
-			if len(parts) > 0 && !k.leaseLive(ctx, m, l) {
-				doomed = append(doomed, parts...)
+		have := map[string]bool{}
+		for _, o := range objs {
+			have[o.Key] = true
+		}
+		for _, o := range objs {
+			rel := path.Dir(o.Key)
+			if have[recordKey(rel)] || !isRecordPlace(rel) {
+				continue
+			}
+			module, local := keptOf(rel)
+			if k.leaseLive(ctx, module, local) {
+				continue
+			}
+			k.log.Info("removing a leftover of a write that never committed", "object", k.abs(o.Key))
+			if err := k.store.Delete(ctx, o.Key); err != nil {
+				return err
 			}
 		}
 	}
-	parts, _ := filepath.Glob(filepath.Join(k.abs(asideDir), "*"+partialSuffix))
-	for _, p := range parts {
-		m, l, err := ParseAsideID(strings.TrimSuffix(filepath.Base(p), partialSuffix))
-		if err == nil && k.leaseLive(ctx, m, l) {
-			continue
-		}
-		doomed = append(doomed, p)
-	}
-	for _, p := range doomed {
-		if fi, err := os.Lstat(p); err != nil || !fi.IsDir() {
-			continue // never through a symlink
-		}
-		k.log.Info("removing leftover partial directory", "dir", p)
-		if err := os.RemoveAll(p); err != nil {
-			return err
-		}
-	}
 	return nil
+}
+
+// isRecordPlace reports whether rel has the shape of a point's or an
+// aside's prefix; other objects are not the keeper's to sweep.
+func isRecordPlace(rel string) bool {
+	parts := strings.Split(rel, "/")
+	return (len(parts) == 4 && parts[0] == pointsDir) || (len(parts) == 2 && parts[0] == asideDir)
+}
+
+// keptOf is the kept data a point's or aside's prefix belongs to.
+func keptOf(rel string) (module, local string) {
+	parts := strings.Split(rel, "/")
+	if parts[0] == asideDir {
+		module, local, _ = ParseAsideID(parts[1])
+		return module, local
+	}
+	return parts[1], parts[2]
 }
 
 func (k *Keeper) record(ctx context.Context, a Act) error {
@@ -241,7 +243,7 @@ func (k *Keeper) streamsOf(ctx context.Context, r Request) ([]string, error) {
 	if r.AsideOnly || !(r.Fingerprint != "" || r.From != "") {
 		return names, nil
 	}
-	if p, _, err := k.locatePoint(r); err == nil {
+	if p, _, err := k.locatePoint(ctx, r); err == nil {
 		for _, s := range p.Streams {
 			if !contains(names, s.Name) {
 				names = append(names, s.Name)

@@ -1,19 +1,23 @@
 package keeper
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path/filepath"
+	"net/url"
+	"path"
 	"strings"
+
+	"github.com/nats-keeper/nats-keeper/store"
 )
 
-// locatePoint finds what a restore request names: by from (a restore point
-// directory, or aside/<id> to put a set-aside copy back; either must resolve,
-// without symlinks, inside the keeper's directory) or by module, local, form
-// and fingerprint. Its own record must name the requested kept data. A
-// set-aside copy is returned as a Point whose Dir is aside/<id>.
-func (k *Keeper) locatePoint(r Request) (*Point, string, error) {
+// locatePoint finds what a restore request names: by from (a restore point,
+// points/<m>/<l>/f<form>-<fp>, or aside/<id> to put a set-aside copy back;
+// relative to the store, or for the file store also as a path inside its
+// directory) or by module, local, form and fingerprint. Its own record must
+// name the requested kept data. A set-aside copy is returned as a Point
+// whose Dir is aside/<id>.
+func (k *Keeper) locatePoint(ctx context.Context, r Request) (*Point, string, error) {
 	rel := pointRel(r.Module, r.Local, r.Form, r.Fingerprint)
 	if r.From != "" {
 		var err error
@@ -21,16 +25,7 @@ func (k *Keeper) locatePoint(r Request) (*Point, string, error) {
 			return nil, "", err
 		}
 	}
-	if err := k.checkNoLinks(rel); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			if isAsideRel(rel) {
-				return nil, "", errorf(ErrNotFound, "there is no set-aside copy %s", k.abs(rel))
-			}
-			return nil, "", errorf(ErrNotFound, "there is no restore point %s", k.abs(rel))
-		}
-		return nil, "", withKind(ErrBadRequest, err)
-	}
-	p, err := k.readSource(rel)
+	p, err := k.readSource(ctx, rel)
 	if err != nil {
 		return nil, "", err
 	}
@@ -46,8 +41,8 @@ func (k *Keeper) locatePoint(r Request) (*Point, string, error) {
 // loadSource reads what a restore restores from: a point's point.json, or
 // (rel aside/<id>) an aside's aside.json as a Point, and checks that the
 // record belongs where it lies.
-func (k *Keeper) loadSource(rel string) (*Point, error) {
-	p, err := k.readSource(rel)
+func (k *Keeper) loadSource(ctx context.Context, rel string) (*Point, error) {
+	p, err := k.readSource(ctx, rel)
 	if err != nil {
 		return nil, err
 	}
@@ -55,20 +50,23 @@ func (k *Keeper) loadSource(rel string) (*Point, error) {
 }
 
 // readSource reads the record of rel, a point or (aside/<id>) an aside.
-func (k *Keeper) readSource(rel string) (*Point, error) {
-	file := pointFile
-	if isAsideRel(rel) {
-		file = asideFile
-	}
+func (k *Keeper) readSource(ctx context.Context, rel string) (*Point, error) {
 	var p Point
 	var a Aside
 	var v any = &p
 	if isAsideRel(rel) {
 		v = &a
 	}
-	if err := readJSON(filepath.Join(k.abs(rel), file), v); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errorf(ErrNotFound, "%s holds no %s", k.abs(rel), file)
+	if err := k.getJSON(ctx, recordKey(rel), v); err != nil {
+		switch {
+		case errors.Is(err, store.ErrNotFound) && isAsideRel(rel):
+			return nil, errorf(ErrNotFound, "there is no set-aside copy %s", k.abs(rel))
+		case errors.Is(err, store.ErrNotFound):
+			return nil, errorf(ErrNotFound, "there is no restore point %s", k.abs(rel))
+		case errors.Is(err, store.ErrBadKey):
+			return nil, withKind(ErrBadRequest, err)
+		case errors.Is(err, store.ErrUnavailable):
+			return nil, errorf(ErrFailed, "reading %s: %w", k.abs(recordKey(rel)), err)
 		}
 		return nil, errorf(ErrDamaged, "%s: %v", k.abs(rel), err)
 	}
@@ -78,11 +76,10 @@ func (k *Keeper) readSource(rel string) (*Point, error) {
 	if asideRel(a.ID) != rel {
 		return nil, errorf(ErrDamaged, "the set-aside copy in %s says it is %s", k.abs(rel), a.ID)
 	}
-	if k.hasJournal(a.ID) {
+	if k.hasJournal(ctx, a.ID) {
 		return nil, errorf(ErrConflict, "set-aside copy %s belongs to a restore that has not finished; the keeper finishes it first", a.ID)
 	}
-	return &Point{Module: a.Module, Local: a.Local, Taken: a.Taken, Caller: a.Caller, Why: a.Why, Dir: rel,
-		Streams: a.Streams, Positions: a.Positions, ArchiveSize: a.ArchiveSize}, nil
+	return asidePoint(&a), nil
 }
 
 // checkPlace refuses a point record that names another place than rel.
@@ -96,30 +93,34 @@ func (k *Keeper) checkPlace(rel string, p *Point) error {
 	return nil
 }
 
-func isAsideRel(rel string) bool { return strings.HasPrefix(rel, asideDir+string(filepath.Separator)) }
-
 // sourceName names what a restore restores from, for sentences: "restore
 // point billing/ledger f3-9f2c1a7e" or "set-aside copy billing.ledger.…".
 func sourceName(p *Point) string {
 	if isAsideRel(p.Dir) {
-		return "set-aside copy " + filepath.Base(p.Dir)
+		return "set-aside copy " + path.Base(p.Dir)
 	}
 	return "restore point " + pointName(p)
 }
 
-// relFrom turns a from into a layout path relative to the keeper's
-// directory, refusing anything that is not points/<m>/<l>/f<form>-<fp>.
+// relFrom turns a from into a key prefix in the store, refusing anything
+// that is not points/<m>/<l>/f<form>-<fp> or aside/<id>. For the file
+// store, a path inside its directory is taken too.
 func (k *Keeper) relFrom(from string) (string, error) {
-	p := from
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(k.dir, p)
+	rel := from
+	if strings.HasPrefix(from, "/") {
+		d := k.store.Describe()
+		u, err := url.Parse(d.URL)
+		root := ""
+		if err == nil && d.Kind == "file" {
+			root = strings.TrimSuffix(u.Path, "/") + "/"
+		}
+		clean := path.Clean(from)
+		if root == "" || !strings.HasPrefix(clean, root) {
+			return "", errorf(ErrBadRequest, "from %.200q is not inside the keeper's store %s", from, d.URL)
+		}
+		rel = strings.TrimPrefix(clean, root)
 	}
-	p = filepath.Clean(p)
-	rel, err := filepath.Rel(k.dir, p)
-	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
-		return "", errorf(ErrBadRequest, "from %.200q is not inside the keeper's directory %s", from, k.dir)
-	}
-	parts := strings.Split(rel, string(filepath.Separator))
+	parts := strings.Split(rel, "/")
 	if len(parts) == 2 && parts[0] == asideDir {
 		if _, _, err := ParseAsideID(parts[1]); err != nil {
 			return "", fmt.Errorf("from %.200q does not name a set-aside copy (aside/<id>): %w", from, err)
@@ -127,7 +128,7 @@ func (k *Keeper) relFrom(from string) (string, error) {
 		return rel, nil
 	}
 	if len(parts) != 4 || parts[0] != pointsDir {
-		return "", errorf(ErrBadRequest, "from %.200q is not a restore point directory (points/<module>/<local>/f<form>-<fingerprint>) or a set-aside copy (aside/<id>)", from)
+		return "", errorf(ErrBadRequest, "from %.200q is not a restore point (points/<module>/<local>/f<form>-<fingerprint>) or a set-aside copy (aside/<id>)", from)
 	}
 	for i, what := range []string{"module", "local", "point directory"} {
 		if err := ValidName(what+" in from", parts[i+1]); err != nil {

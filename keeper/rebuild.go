@@ -3,23 +3,20 @@ package keeper
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"strings"
 )
 
 // Rebuild brings the index's point.* and aside.* records in line with the
-// files, which are the truth: every complete point and aside on disk is
-// recorded, and every record without its directory is removed. Plans are
+// store, which is the truth: every committed point and aside is recorded,
+// and every record without its point or aside is removed. Plans are
 // left alone. It returns how many records it wrote and removed.
 func (k *Keeper) Rebuild(ctx context.Context) (written, removed int, err error) {
 	k.files.Lock()
 	defer k.files.Unlock()
 	want := map[string][]byte{}
-	points, err := k.scanPoints()
+	points, err := k.scanPoints(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -27,7 +24,7 @@ func (k *Keeper) Rebuild(ctx context.Context) (written, removed int, err error) 
 		data, _ := json.Marshal(p)
 		want[pointKey(p.Module, p.Local, p.Form, p.Fingerprint)] = data
 	}
-	asides, err := k.scanAsides()
+	asides, err := k.scanAsides(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -66,55 +63,44 @@ func (k *Keeper) Rebuild(ctx context.Context) (written, removed int, err error) 
 	return written, removed, nil
 }
 
-// scanPoints reads every complete point directory's point.json.
-func (k *Keeper) scanPoints() ([]*Point, error) {
-	var out []*Point
-	modules, err := readDirs(k.abs(pointsDir))
+// scanPoints reads every committed point's point.json.
+func (k *Keeper) scanPoints(ctx context.Context) ([]*Point, error) {
+	keys, err := k.recordKeys(ctx, pointsDir, pointFile, 4)
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range modules {
-		locals, err := readDirs(filepath.Join(k.abs(pointsDir), m))
-		if err != nil {
-			return nil, err
+	var out []*Point
+	for _, key := range keys {
+		rel := path.Dir(key)
+		var p Point
+		if err := k.getJSON(ctx, key, &p); err != nil {
+			k.log.Warn("not a readable restore point; left out of the index", "dir", k.abs(rel), "err", err)
+			continue
 		}
-		for _, l := range locals {
-			dirs, err := readDirs(filepath.Join(k.abs(pointsDir), m, l))
-			if err != nil {
-				return nil, err
-			}
-			for _, d := range dirs {
-				rel := filepath.Join(pointsDir, m, l, d)
-				var p Point
-				if err := readJSON(filepath.Join(k.abs(rel), pointFile), &p); err != nil {
-					k.log.Warn("not a readable restore point; left out of the index", "dir", k.abs(rel), "err", err)
-					continue
-				}
-				if pointRel(p.Module, p.Local, p.Form, p.Fingerprint) != rel {
-					k.log.Warn("point.json names another place; left out of the index", "dir", k.abs(rel))
-					continue
-				}
-				out = append(out, &p)
-			}
+		if pointRel(p.Module, p.Local, p.Form, p.Fingerprint) != rel {
+			k.log.Warn("point.json names another place; left out of the index", "dir", k.abs(rel))
+			continue
 		}
+		out = append(out, &p)
 	}
 	return out, nil
 }
 
-func (k *Keeper) scanAsides() ([]*Aside, error) {
-	var out []*Aside
-	ids, err := readDirs(k.abs(asideDir))
+func (k *Keeper) scanAsides(ctx context.Context) ([]*Aside, error) {
+	keys, err := k.recordKeys(ctx, asideDir, asideFile, 2)
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range ids {
+	var out []*Aside
+	for _, key := range keys {
+		rel := path.Dir(key)
 		var a Aside
-		if err := readJSON(filepath.Join(k.abs(asideRel(id)), asideFile), &a); err != nil {
-			k.log.Warn("not a readable set-aside copy; left out of the index", "dir", k.abs(asideRel(id)), "err", err)
+		if err := k.getJSON(ctx, key, &a); err != nil {
+			k.log.Warn("not a readable set-aside copy; left out of the index", "dir", k.abs(rel), "err", err)
 			continue
 		}
-		if a.ID != id {
-			k.log.Warn("aside.json names another id; left out of the index", "dir", k.abs(asideRel(id)))
+		if asideRel(a.ID) != rel {
+			k.log.Warn("aside.json names another id; left out of the index", "dir", k.abs(rel))
 			continue
 		}
 		out = append(out, &a)
@@ -122,20 +108,17 @@ func (k *Keeper) scanAsides() ([]*Aside, error) {
 	return out, nil
 }
 
-// readDirs lists the real (not symlinked), complete subdirectories of dir.
-func readDirs(dir string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+// recordKeys lists the records (name) under top whose prefix has depth
+// elements: points/<m>/<l>/<f>/point.json, aside/<id>/aside.json.
+func (k *Keeper) recordKeys(ctx context.Context, top, name string, depth int) ([]string, error) {
+	objs, err := k.store.List(ctx, top+"/")
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", dir, err)
+		return nil, fmt.Errorf("listing %s: %w", k.abs(top), err)
 	}
 	var out []string
-	for _, e := range ents {
-		if e.IsDir() && e.Type()&fs.ModeSymlink == 0 && !strings.HasSuffix(e.Name(), partialSuffix) &&
-			!strings.HasPrefix(e.Name(), ".") {
-			out = append(out, e.Name())
+	for _, o := range objs {
+		if path.Base(o.Key) == name && len(strings.Split(path.Dir(o.Key), "/")) == depth {
+			out = append(out, o.Key)
 		}
 	}
 	return out, nil

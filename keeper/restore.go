@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 )
 
@@ -51,6 +50,7 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 	if err != nil {
 		return fail(fmt.Errorf("restore-kept of %s/%s: %w, so nothing was set aside or removed", r.Module, r.Local, err))
 	}
+	defer pl.close()
 	if r.DryRun {
 		said := pl.said(r)
 		act.What, act.Outcome = said, "planned"
@@ -60,40 +60,62 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 
 	// Set aside: only once this is complete, verified and recorded may any
 	// live stream be removed.
+	kind := KindIntoAbsent
 	var aside *Aside
 	if len(pl.SetAside) > 0 {
 		if aside, err = k.setAside(ctx, r, pl); err != nil {
 			return fail(fmt.Errorf("restore-kept of %s/%s: setting the live data aside failed: %w, so nothing was removed",
 				r.Module, r.Local, withKind(ErrFailed, err)))
 		}
+		kind = KindReplace
+		if r.AsideOnly {
+			kind = KindAsideOnly
+		}
 	}
-	asideDir := ""
-	if aside != nil {
-		asideDir = k.abs(aside.Dir)
-	}
-	if aside == nil {
-		// Nothing is live, so nothing is removed: restore straight in.
-		return k.restoreIntoAbsent(ctx, r, pl, act)
-	}
-	j := &journal{Module: r.Module, Local: r.Local, Aside: aside.ID, Point: pl.pointRel,
+	j := &journal{Module: r.Module, Local: r.Local, Kind: kind, Point: pl.pointRel,
 		Remove: pl.Remove, Removed: []string{}, Restore: pl.Restore, Restored: []string{},
-		Reposition: pl.Reposition, Step: "remove", Caller: r.Caller, Why: r.Why, Started: k.now().UTC()}
+		Reposition: pl.Reposition, Step: StepRemove, Caller: r.Caller, Why: r.Why, Started: k.now().UTC()}
+	asides := []*Aside{}
+	if aside != nil {
+		j.Aside, asides = aside.ID, append(asides, aside)
+	} else {
+		j.Step = StepRestore // nothing is live, so nothing is removed
+	}
 	if err := k.saveJournal(ctx, j); err != nil {
-		os.Remove(k.journalPath(aside.ID))
-		return fail(errorf(ErrFailed, "restore-kept of %s/%s: %w, so nothing was removed; the live data is also set aside as %s in %s",
-			r.Module, r.Local, err, aside.ID, asideDir))
+		if aside != nil {
+			return fail(errorf(ErrFailed, "restore-kept of %s/%s: %w, so nothing was removed; the live data is also set aside as %s in %s",
+				r.Module, r.Local, err, aside.ID, k.abs(aside.Dir)))
+		}
+		return fail(errorf(ErrFailed, "restore-kept of %s/%s: %w, so nothing was restored", r.Module, r.Local, err))
 	}
 	k.hook("journal-written")
 
-	set, err := k.execute(ctx, j, []*Aside{aside}, pl.point)
+	x := &run{k: k, j: j, asides: asides, point: pl.point, arch: pl.arch, parallel: k.parallel}
+	set, err := x.execute(ctx)
 	if err != nil {
 		return fail(err)
 	}
 	defer k.closeJournal(ctx, j) // after the act below is recorded
+	return k.done(ctx, act, k.restoredReply(r, pl, aside, set))
+}
+
+// restoredReply is the reply of a restore that ran to its end.
+func (k *Keeper) restoredReply(r Request, pl *restorePlan, aside *Aside, set []Position) *Reply {
+	if aside == nil {
+		said := fmt.Sprintf("Restored %s/%s from %s: %d stream(s) restored, %d consumer position(s) set back%s; "+
+			"nothing was set aside because none of the kept data was live.",
+			r.Module, r.Local, pl.source(), len(pl.Restore), len(pl.Moves), movesSaid(pl.Moves))
+		said += pl.unplacedSaid()
+		if c := catchUp(pl); c != "" {
+			said += fmt.Sprintf(" The data is at form %d: run %s next.", pl.point.Form, c)
+		}
+		return &Reply{Said: said, Point: pl.point, CatchUp: catchUp(pl), Positions: set, Moves: pl.Moves}
+	}
+	asideDir := k.abs(aside.Dir)
 	if r.AsideOnly {
 		said := fmt.Sprintf("Set aside %s/%s as %s in %s (%s, %s) and removed it from the bus; nothing was restored.",
 			r.Module, r.Local, aside.ID, asideDir, strings.Join(pl.SetAside, ", "), HumanBytes(aside.ArchiveSize))
-		return k.done(ctx, act, &Reply{Said: said, Aside: aside, Dir: asideDir})
+		return &Reply{Said: said, Aside: aside, Dir: asideDir}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Restored %s/%s from %s: %d stream(s) restored, %d consumer position(s) set back%s",
@@ -103,85 +125,16 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 	if c := catchUp(pl); c != "" {
 		fmt.Fprintf(&b, " The data is at form %d: run %s next.", pl.point.Form, c)
 	}
-	return k.done(ctx, act, &Reply{Said: b.String(), Point: pl.point, Aside: aside, Dir: asideDir,
-		CatchUp: catchUp(pl), Positions: set, Moves: pl.Moves})
-}
-
-// restoreIntoAbsent restores a point when none of the kept data is live:
-// nothing is removed, so a failure only has to remove what it began. Its
-// journal, in the index only (it describes only the bus), lets a keeper that
-// starts again finish the restore or remove what it began.
-func (k *Keeper) restoreIntoAbsent(ctx context.Context, r Request, pl *restorePlan, act Act) (*Reply, error) {
-	j := &journal{Module: r.Module, Local: r.Local, Point: pl.pointRel, Remove: []string{}, Removed: []string{},
-		Restore: pl.Restore, Restored: []string{}, Reposition: pl.Reposition, Step: "restore",
-		Caller: r.Caller, Why: r.Why, Started: k.now().UTC()}
-	if err := k.saveJournal(ctx, j); err != nil {
-		err = errorf(ErrFailed, "restore-kept of %s/%s: %w, so nothing was restored", r.Module, r.Local, err)
-		act.What, act.Outcome = err.Error(), "failed"
-		k.record(ctx, act)
-		return nil, err
-	}
-	k.hook("journal-written")
-	begun, err := k.restoreArchive(ctx, k.abs(pl.pointRel), nil,
-		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "restore"}, func(s string) {
-			j.Restored = append(j.Restored, s)
-			if err := k.saveJournal(ctx, j); err != nil {
-				// Recovery would restore this stream again: safe, only slower.
-				k.log.Warn("could not record a restored stream in the restore journal", "stream", s, "err", err)
-			}
-			k.hook("restored:" + s)
-		})
-	if err != nil {
-		back, whole := k.putBack(ctx, nil, begun)
-		if back == "" {
-			back = "nothing was restored"
-		}
-		if whole {
-			k.closeJournal(ctx, j)
-		} else {
-			back += "; the restore journal stays, so the keeper takes this restore up again when the bus answers"
-		}
-		// The server may have refused a damaged stream before the keeper's
-		// own reading found the damage: tell a damaged point from a failed
-		// restore.
-		var damaged *DamagedError
-		if !errors.As(err, &damaged) && ctx.Err() == nil && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrNoBus) {
-			if _, _, verr := verifyArchive(ctx, k.abs(pl.pointRel)); verr != nil {
-				err = fmt.Errorf("%w (the point is damaged: %w)", err, verr)
-			}
-		}
-		err = fmt.Errorf("restore-kept of %s/%s from %s failed: %w; %s, and nothing live was touched (none of the kept data was live)",
-			r.Module, r.Local, sourceName(pl.point), withKind(ErrFailed, err), back)
-		act.What, act.Outcome = err.Error(), "failed"
-		k.record(ctx, act)
-		return nil, err
-	}
-	j.Step = "position"
-	if err := k.saveJournal(ctx, j); err != nil {
-		k.log.Warn("could not record the restore journal's step", "step", j.Step, "err", err)
-	}
-	set, err := k.setPositions(ctx, r.Module, r.Local, pl.point, pl.Reposition, nil)
-	if err != nil {
-		k.closeJournal(ctx, j)
-		act.What, act.Outcome = err.Error(), "failed"
-		k.record(ctx, act)
-		return nil, err
-	}
-	k.hook("positions-set")
-	defer k.closeJournal(ctx, j) // after the act below is recorded
-	said := fmt.Sprintf("Restored %s/%s from %s: %d stream(s) restored, %d consumer position(s) set back%s; "+
-		"nothing was set aside because none of the kept data was live.",
-		r.Module, r.Local, pl.source(), len(pl.Restore), len(pl.Moves), movesSaid(pl.Moves))
-	said += pl.unplacedSaid()
-	if c := catchUp(pl); c != "" {
-		said += fmt.Sprintf(" The data is at form %d: run %s next.", pl.point.Form, c)
-	}
-	return k.done(ctx, act, &Reply{Said: said, Point: pl.point, CatchUp: catchUp(pl), Positions: set, Moves: pl.Moves})
+	return &Reply{Said: b.String(), Point: pl.point, Aside: aside, Dir: asideDir,
+		CatchUp: catchUp(pl), Positions: set, Moves: pl.Moves}
 }
 
 // setPositions sets back the module's consumers on streams the point does
 // not carry.
 func (k *Keeper) setPositions(ctx context.Context, module, local string, p *Point, ps []Position, a *Aside) ([]Position, error) {
+	if p == nil {
+		return []Position{}, nil // aside-only: nothing is set back
+	}
 	set := []Position{}
 	for _, pos := range ps {
 		if err := k.bus.SetPosition(ctx, pos); err != nil {
@@ -278,8 +231,12 @@ func (k *Keeper) putBack(ctx context.Context, asides []*Aside, here []string) (s
 		notes = append(notes, fmt.Sprintf("the aside %s in %s stays as a copy", aside.ID, k.abs(aside.Dir)))
 		return strings.Join(notes, "; "), true
 	}
-	_, err := k.restoreArchive(ctx, k.abs(aside.Dir), missing,
-		Progress{Verb: VerbRestore, Module: aside.Module, Local: aside.Local, Step: "put back"}, nil)
+	a, err := k.openArchive(ctx, aside.Dir, asidePoint(aside))
+	if err == nil {
+		_, err = k.restoreArchive(ctx, a, missing, k.parallel,
+			Progress{Verb: VerbRestore, Module: aside.Module, Local: aside.Local, Step: "put back"}, nil)
+		a.Close()
+	}
 	if err != nil {
 		notes = append(notes, fmt.Sprintf("putting the live data back from aside %s failed too (%v); it is complete in %s",
 			aside.ID, err, k.abs(aside.Dir)))

@@ -15,6 +15,7 @@ type restorePlan struct {
 	RestorePlan
 	point    *Point
 	pointRel string
+	arch     *openedArchive // the point's archive, opened once; nil for aside-only
 	manifest *busarchive.Manifest
 	live     []StreamInfo // what will be set aside and removed
 }
@@ -38,17 +39,23 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 	if err != nil {
 		return nil, err
 	}
+	ok := false
+	defer func() {
+		if !ok {
+			pl.close()
+		}
+	}()
 	if !r.AsideOnly {
-		p, rel, err := k.locatePoint(r)
+		p, rel, err := k.locatePoint(ctx, r)
 		if err != nil {
 			return nil, err
 		}
-		a, c, err := openArchive(k.abs(rel))
+		a, err := k.openArchive(ctx, rel, p)
 		if err != nil {
 			return nil, fmt.Errorf("%s is damaged: %w", sourceName(p), err)
 		}
+		pl.arch = a
 		m := a.Manifest()
-		c.Close()
 		if got, want := manifestNames(m), streamSumNames(p.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
 			return nil, errorf(ErrDamaged, "%s: its record names streams %v but its archive holds %v", sourceName(p), want, got)
 		}
@@ -81,7 +88,7 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 		progressFrom(ctx)(Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "verify",
 			StreamsTotal: len(pl.Restore), BytesTotal: pl.point.ArchiveSize})
 		began := time.Now()
-		_, rep, err := verifyArchive(ctx, pl.Point)
+		_, rep, err := k.verifyArchive(ctx, pl.arch)
 		if err != nil {
 			return nil, fmt.Errorf("%s is damaged: %w", sourceName(pl.point), err)
 		}
@@ -98,7 +105,16 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 		pl.Remove = append(pl.Remove, s.Name)
 		pl.AsideBytes += s.Bytes
 	}
+	ok = true
 	return pl, nil
+}
+
+// close closes the point's archive, if the plan opened one.
+func (pl *restorePlan) close() {
+	if pl.arch != nil {
+		pl.arch.Close()
+		pl.arch = nil
+	}
 }
 
 // planPositions works out which of the point's recorded positions are set

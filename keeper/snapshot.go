@@ -3,14 +3,11 @@ package keeper
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/store"
 )
 
 func pointKey(module, local string, form int, fingerprint string) string {
@@ -22,8 +19,8 @@ func pointName(p *Point) string {
 }
 
 // SnapshotKept takes the restore point of one kept data: positions first,
-// then each stream's snapshot into a .partial directory, synced and renamed
-// into place whole, then recorded in the index and as an act.
+// then each stream's snapshot into the point's archive in the store, then
+// its point.json (the commit mark, last), then the index and the act.
 func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	if err := CheckRequest(VerbSnapshot, r); err != nil {
 		return nil, err
@@ -66,51 +63,35 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	}
 
 	rel := pointRel(r.Module, r.Local, r.Form, r.Fingerprint)
-	partialRel := rel + partialSuffix
-	if err := k.mkdirs(filepath.Dir(rel)); err != nil {
-		return fail(withKind(ErrFailed, err))
-	}
-	partial := k.abs(partialRel)
-	if err := os.RemoveAll(partial); err != nil {
-		return fail(errorf(ErrFailed, "removing an earlier partial point: %v", err))
-	}
-	if err := os.Mkdir(partial, 0o700); err != nil {
-		return fail(withKind(ErrFailed, err))
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			os.RemoveAll(partial)
-		}
-	}()
-
-	m, size, err := k.writeArchive(ctx, partial, streamNames(live),
+	m, w, err := k.writeArchive(ctx, rel, streamNames(live),
 		Progress{Verb: VerbSnapshot, Module: r.Module, Local: r.Local, Step: "snapshot", BytesTotal: storedBytes(live)})
 	if err != nil {
-		return fail(withKind(ErrFailed, err))
+		return fail(withKind(ErrFailed, fmt.Errorf("%w, so no point was written", err)))
 	}
+	defer w.Abort()
 	point := &Point{
 		Module: r.Module, Local: r.Local, Form: r.Form, Fingerprint: r.Fingerprint, CatchUp: r.CatchUp,
 		Taken: k.now().UTC(), Caller: r.Caller, Why: r.Why, Dir: rel,
-		Streams: streamSums(m), Positions: positions, ArchiveSize: size,
+		Streams: streamSums(m), Positions: positions,
 	}
 	if point.Positions == nil {
 		point.Positions = []Position{}
 	}
-	if err := writeJSONDurable(filepath.Join(partial, pointFile), point); err != nil {
-		return fail(errorf(ErrFailed, "writing point.json: %v", err))
+	replaced, err := k.replaceEarlier(ctx, r, rel)
+	if err != nil {
+		return fail(errorf(ErrFailed, "setting the earlier point of the same form and fingerprint aside: %v, so the new point was not written and the earlier one stays in place", err))
 	}
-	if err := syncDir(partial); err != nil {
-		return fail(withKind(ErrFailed, err))
+	info, err := w.Commit(ctx)
+	if err == nil {
+		point.ArchiveSize, point.ArchiveSum = info.Size, info.Sum
+		_, err = k.putJSON(ctx, recordKey(rel), point) // the commit mark, last
 	}
-	replaced, err := k.placePoint(ctx, r, partial, rel)
 	if err != nil {
 		if replaced != nil {
-			return fail(errorf(ErrFailed, "putting the point in place: %v; the earlier point is set aside whole as %s in %s", err, replaced.ID, k.abs(replaced.Dir)))
+			return fail(errorf(ErrFailed, "writing the point to the store: %v, so no point is visible; the earlier point is set aside whole as %s in %s", err, replaced.ID, k.abs(replaced.Dir)))
 		}
-		return fail(errorf(ErrFailed, "putting the point in place: %v", err))
+		return fail(errorf(ErrFailed, "writing the point to the store: %v, so no point is visible", err))
 	}
-	committed = true
 
 	data, _ := json.Marshal(point)
 	if err := k.index.Put(ctx, pointKey(r.Module, r.Local, r.Form, r.Fingerprint), data); err != nil {
@@ -118,7 +99,7 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 			"a keeper restart rebuilds the index from the files", what, k.abs(rel), err)
 	}
 	said := fmt.Sprintf("Took restore point %s: %d stream(s), %d message(s), %d consumer position(s), %s, in %s.",
-		what, len(point.Streams), totalMessages(point.Streams), len(positions), HumanBytes(size), k.abs(rel))
+		what, len(point.Streams), totalMessages(point.Streams), len(positions), HumanBytes(point.ArchiveSize), k.abs(rel))
 	if replaced != nil {
 		said += fmt.Sprintf(" It replaces the earlier point of the same form and fingerprint, which is set aside as %s in %s; only discard-aside removes it.",
 			replaced.ID, k.abs(replaced.Dir))
@@ -128,56 +109,56 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	return &Reply{Said: said, Point: point, Aside: replaced, Dir: k.abs(rel), CatchUp: r.CatchUp, Positions: positions}, nil
 }
 
-// placePoint renames the complete point directory partial into rel. An
-// earlier point there is never deleted: it becomes a set-aside copy (reason
-// replaced). Its aside.json is written into it first, then it is renamed to
-// aside/<id>, then the new point is renamed into place; so at every instant
-// the earlier point is whole, as a point or as an aside, and the new one
-// is whole under its .partial name or in place.
-func (k *Keeper) placePoint(ctx context.Context, r Request, partial, rel string) (*Aside, error) {
-	dst := k.abs(rel)
-	if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
-		if err := os.Rename(partial, dst); err != nil {
-			return nil, err
-		}
-		return nil, syncDir(filepath.Dir(dst))
-	} else if err != nil {
+// replaceEarlier sets an earlier point at rel aside (reason replaced)
+// before the new point's archive is committed over it: the earlier archive
+// is copied to a new aside (a hard link or a server-side copy where the
+// store has one), its aside.json written and recorded, and only then is the
+// earlier point.json removed. So at every instant the earlier point is whole,
+// as a point or as an aside, and the new one becomes visible only with its
+// own point.json. It returns nil when there was no earlier point.
+func (k *Keeper) replaceEarlier(ctx context.Context, r Request, rel string) (*Aside, error) {
+	there, err := k.exists(ctx, recordKey(rel))
+	if err != nil || !there {
 		return nil, err
 	}
 	a := &Aside{Module: r.Module, Local: r.Local, Taken: k.now().UTC(), Caller: r.Caller,
 		Why:    "replaced by a new restore point of the same form and fingerprint",
 		Reason: ReasonReplaced, Point: rel, Streams: []StreamSum{}, Positions: []Position{}}
-	if old, err := k.loadSource(rel); err == nil {
-		a.Streams, a.Positions, a.ArchiveSize = old.Streams, old.Positions, old.ArchiveSize
+	if old, err := k.loadSource(ctx, rel); err == nil {
+		a.Streams, a.Positions = old.Streams, old.Positions
 	} else {
-		k.log.Warn("the replaced point's point.json is unreadable; it is set aside as it is", "dir", dst, "err", err)
+		k.log.Warn("the replaced point's point.json is unreadable; it is set aside as it is", "dir", k.abs(rel), "err", err)
 	}
-	id, claim, err := k.newAside(r.Module, r.Local)
+	id, err := k.newAside(ctx, r.Module, r.Local)
 	if err != nil {
-		return nil, fmt.Errorf("setting the earlier point aside: %w", err)
+		return nil, err
 	}
-	defer os.Remove(claim) // the empty directory that claimed the id
 	a.ID, a.Dir = id, asideRel(id)
-	if err := writeJSONDurable(filepath.Join(dst, asideFile), a); err != nil {
-		return nil, fmt.Errorf("setting the earlier point aside: writing its aside.json: %w", err)
+	info, err := k.copyObject(ctx, archiveKey(rel), archiveKey(a.Dir))
+	if err != nil {
+		return nil, fmt.Errorf("copying its archive: %w", err)
 	}
-	if err := os.Rename(dst, k.abs(a.Dir)); err != nil {
-		os.Remove(filepath.Join(dst, asideFile))
-		return nil, fmt.Errorf("setting the earlier point aside: %w", err)
-	}
-	if err := syncDir(k.abs(asideDir)); err != nil {
-		return a, err
-	}
-	if err := os.Rename(partial, dst); err != nil {
-		return a, err
-	}
-	if err := syncDir(filepath.Dir(dst)); err != nil {
-		return a, err
+	a.ArchiveSize, a.ArchiveSum = info.Size, info.Sum
+	if _, err := k.putJSON(ctx, recordKey(a.Dir), a); err != nil {
+		k.store.Delete(ctx, archiveKey(a.Dir))
+		return nil, fmt.Errorf("writing its aside.json: %w", err)
 	}
 	if err := k.recordAside(ctx, a); err != nil {
 		k.log.Warn("the replaced point is set aside but not recorded in the index; a restart rebuilds it", "aside", id, "err", err)
 	}
+	if err := k.store.Delete(ctx, recordKey(rel)); err != nil {
+		return a, fmt.Errorf("removing its point.json after it was set aside as %s: %w", id, err)
+	}
 	return a, nil
+}
+
+// copyObject copies one object within the store, without passing its bytes
+// through the keeper where the store can (store.Copier).
+func (k *Keeper) copyObject(ctx context.Context, src, dst string) (store.Info, error) {
+	if c, ok := k.store.(store.Copier); ok {
+		return c.Copy(ctx, src, dst)
+	}
+	return store.CopyObject(ctx, k.store, src, k.store, dst)
 }
 
 func streamSums(m *busarchive.Manifest) []StreamSum {

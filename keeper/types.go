@@ -106,11 +106,13 @@ type Point struct {
 	Taken       time.Time   `json:"taken"`
 	Caller      string      `json:"caller,omitempty"`
 	Why         string      `json:"why,omitempty"`
-	Dir         string      `json:"dir"` // relative to the keeper's directory
+	Dir         string      `json:"dir"` // its key prefix in the store (points/<module>/<local>/f<form>-<fingerprint>)
 	Streams     []StreamSum `json:"streams"`
 	Positions   []Position  `json:"positions"`
 	ArchiveSize int64       `json:"archive_size"`
-	ArchiveSHA  string      `json:"archive_sha256,omitempty"`
+	// ArchiveSum is the archive's checksum as the store computed it when it
+	// was committed (store.Checksum); empty for points taken before stores.
+	ArchiveSum string `json:"archive_sum,omitempty"`
 }
 
 // Aside is a set-aside copy: aside.json, and the value of aside.<id> in `kept`.
@@ -123,10 +125,11 @@ type Aside struct {
 	Why         string      `json:"why,omitempty"`
 	Reason      string      `json:"reason"`          // "restore" or "aside-only"
 	Point       string      `json:"point,omitempty"` // the point restored in its place, if any
-	Dir         string      `json:"dir"`             // relative to the keeper's directory
+	Dir         string      `json:"dir"`             // its key prefix in the store (aside/<id>)
 	Streams     []StreamSum `json:"streams"`
 	Positions   []Position  `json:"positions"`
 	ArchiveSize int64       `json:"archive_size"`
+	ArchiveSum  string      `json:"archive_sum,omitempty"` // as Point.ArchiveSum
 }
 
 // RestorePlan is exactly what a restore-kept would do; dry-run replies with it.

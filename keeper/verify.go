@@ -13,13 +13,18 @@ func (k *Keeper) VerifyKept(ctx context.Context, r Request) (*Reply, error) {
 	if err := CheckRequest(VerbVerify, r); err != nil {
 		return nil, err
 	}
-	p, rel, err := k.locatePoint(r)
+	p, rel, err := k.locatePoint(ctx, r)
 	if err != nil {
 		return nil, fmt.Errorf("verify-kept: %w, so nothing was verified", withKind(ErrFailed, err))
 	}
 	progressFrom(ctx)(Progress{Verb: VerbVerify, Module: p.Module, Local: p.Local, Step: "verify",
 		StreamsTotal: len(p.Streams), BytesTotal: p.ArchiveSize})
-	m, rep, err := verifyArchive(ctx, k.abs(rel))
+	a, err := k.openArchive(ctx, rel, p)
+	if err != nil {
+		return nil, fmt.Errorf("restore point %s does not verify: %w; it must not be restored", pointName(p), err)
+	}
+	defer a.Close()
+	m, rep, err := k.verifyArchive(ctx, a)
 	if err != nil {
 		return nil, fmt.Errorf("restore point %s does not verify: %w; it must not be restored", pointName(p), err)
 	}

@@ -19,12 +19,15 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/store"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
 type serveOptions struct {
 	Conn        connFlags
 	Dir         string
+	Store       string // where points and asides live; "" is --dir
+	StoreFlags  storeFlags
 	Prefix      string
 	Bucket      string
 	Embedded    bool
@@ -62,7 +65,10 @@ undoes any restore they left half-way.`,
 	if dir == "" {
 		dir = "./nats-keeper-data"
 	}
-	f.StringVar(&o.Dir, "dir", dir, "the keeper's directory (default $NATS_KEEPER_DIR, else ./nats-keeper-data)")
+	f.StringVar(&o.Dir, "dir", dir, "the keeper's directory, its store unless --store says otherwise (default $NATS_KEEPER_DIR, else ./nats-keeper-data)")
+	f.StringVar(&o.Store, "store", e.Getenv("NATS_KEEPER_STORE"), "where points and asides live: file:///path (default: --dir), "+
+		"nats://host:port/bucket (a JetStream object store, made if missing) or s3://bucket/prefix (default $NATS_KEEPER_STORE)")
+	addStoreFlags(f, &o.StoreFlags)
 	f.StringVar(&o.Prefix, "prefix", verbs.DefaultPrefix, "subject prefix of the verbs")
 	f.StringVar(&o.Bucket, "bucket", "kept", "KV bucket of the keeper's index")
 	f.BoolVar(&o.Embedded, "embedded", false, "start an in-process nats-server with JetStream, its store under <dir>/nats")
@@ -132,7 +138,12 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("%w; nothing is served", err)
 	}
 	defer nc.Close()
-	svc, err := startKeeper(ctx, nc, dir, o.Prefix, o.Bucket, log, verbs.WithStopTimeout(o.StopTimeout))
+	st, err := openStore(ctx, o.Store, dir, o.StoreFlags, log)
+	if err != nil {
+		return fmt.Errorf("%w, so nothing is served", err)
+	}
+	defer st.Close()
+	svc, err := startKeeper(ctx, nc, st, o.Prefix, o.Bucket, log, verbs.WithStopTimeout(o.StopTimeout))
 	if err != nil {
 		return err
 	}
@@ -154,9 +165,10 @@ func runServe(ctx context.Context, o serveOptions) error {
 	return nil
 }
 
-// startKeeper builds the jsbus adapter and the keeper on nc, brings the index
-// up to date with the files, and serves the verbs.
-func startKeeper(ctx context.Context, nc *nats.Conn, dir, prefix, bucket string, log *slog.Logger, opts ...verbs.Option) (*verbs.Service, error) {
+// startKeeper builds the jsbus adapter and the keeper on nc and st, brings
+// the index up to date with the store, and serves the verbs.
+func startKeeper(ctx context.Context, nc *nats.Conn, st store.Store, prefix, bucket string, log *slog.Logger, opts ...verbs.Option) (*verbs.Service, error) {
+	where := st.Describe().URL
 	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log))
 	if err != nil {
 		if !hasKind(err) {
@@ -164,25 +176,25 @@ func startKeeper(ctx context.Context, nc *nats.Conn, dir, prefix, bucket string,
 		}
 		return nil, fmt.Errorf("could not open the keeper's state on the bus, so nothing is served: %w", err)
 	}
-	k, err := keeper.New(ctx, keeper.Config{Dir: dir, Bus: a, Index: a, Acts: a, Logger: log, Version: buildVersion(),
+	k, err := keeper.New(ctx, keeper.Config{Store: st, Bus: a, Index: a, Acts: a, Logger: log, Version: buildVersion(),
 		StepHook: crashHook(log)})
 	if err != nil {
-		return nil, fmt.Errorf("could not open the keeper's directory %s, so nothing is served: %w", dir, err)
+		return nil, fmt.Errorf("could not open the keeper's store %s, so nothing is served: %w", where, err)
 	}
 	recovered, err := k.Recover(ctx)
 	for _, said := range recovered {
 		log.Warn("recovered an interrupted restore", "said", said)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("could not finish the restores a stopped keeper left in %s, so nothing is served: %w", dir, err)
+		return nil, fmt.Errorf("could not finish the restores a stopped keeper left in %s, so nothing is served: %w", where, err)
 	}
 	written, removed, err := k.Rebuild(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("could not bring the index %s up to date with the files in %s, so nothing is served: %w", bucket, dir, err)
+		return nil, fmt.Errorf("could not bring the index %s up to date with the store %s, so nothing is served: %w", bucket, where, err)
 	}
-	log.Info("index rebuilt from the files", "dir", dir, "written", written, "removed", removed)
+	log.Info("index rebuilt from the store", "store", where, "written", written, "removed", removed)
 	opts = append([]verbs.Option{verbs.WithPrefix(prefix), verbs.WithVersion(buildVersion()),
-		verbs.WithLogger(log), verbs.WithMetadata("dir", dir)}, opts...)
+		verbs.WithLogger(log), verbs.WithMetadata("store", where)}, opts...)
 	svc, err := verbs.ServeEngine(ctx, nc, hangHook(k, log), opts...)
 	if err != nil {
 		return nil, err

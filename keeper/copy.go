@@ -1,0 +1,188 @@
+package keeper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path"
+	"strings"
+
+	"github.com/nats-keeper/nats-keeper/store"
+)
+
+// CopyReport says what CopyStores did with each point and aside.
+type CopyReport struct {
+	Copied  []string `json:"copied"`  // key prefixes copied and verified
+	Skipped []string `json:"skipped"` // already in the target, equal
+	Failed  []string `json:"failed"`  // with why, one sentence each
+}
+
+// CopyStores copies the committed points and asides of from into to (of one
+// module, or one kept data, when module and local are given). Each is
+// copied archive first, then verified whole in the target (every entry's
+// size and SHA-256, every stream archive decoded, the streams its record
+// names), and only then given its record there, the commit mark, last. One
+// already in the target with an equal record and an archive of the same size
+// and checksum is skipped. A failure leaves that one invisible in the target
+// (its leftover archive is swept by the target's next keeper) and the
+// others go on. Neither store's index is touched: a keeper rebuilds its
+// index from its store when it starts.
+func CopyStores(ctx context.Context, from, to store.Store, module, local string, log *slog.Logger) (*CopyReport, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if module != "" {
+		if err := ValidName("module", module); err != nil {
+			return nil, err
+		}
+	}
+	if local != "" {
+		if err := checkKept(module, local); err != nil {
+			return nil, err
+		}
+	}
+	rels, err := recordPrefixes(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	rep := &CopyReport{Copied: []string{}, Skipped: []string{}, Failed: []string{}}
+	for _, rel := range rels {
+		m, l := keptOf(rel)
+		if (module != "" && m != module) || (local != "" && l != local) {
+			continue
+		}
+		copied, err := copyOne(ctx, from, to, rel)
+		switch {
+		case err != nil:
+			log.Error("not copied", "what", rel, "err", err)
+			rep.Failed = append(rep.Failed, fmt.Sprintf("%s: %v", rel, err))
+		case copied:
+			log.Info("copied and verified", "what", rel)
+			rep.Copied = append(rep.Copied, rel)
+		default:
+			rep.Skipped = append(rep.Skipped, rel)
+		}
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
+		}
+	}
+	if len(rep.Failed) > 0 {
+		return rep, errorf(ErrFailed, "%d of %d point(s) and aside(s) were not copied: %s", len(rep.Failed),
+			len(rep.Failed)+len(rep.Copied)+len(rep.Skipped), strings.Join(rep.Failed, "; "))
+	}
+	return rep, nil
+}
+
+// recordPrefixes lists the prefixes of every committed point and aside.
+func recordPrefixes(ctx context.Context, st store.Store) ([]string, error) {
+	var out []string
+	for _, top := range []string{pointsDir, asideDir} {
+		objs, err := st.List(ctx, top+"/")
+		if err != nil {
+			return nil, fmt.Errorf("listing %s in %s: %w", top, st.Describe().URL, err)
+		}
+		for _, o := range objs {
+			rel := path.Dir(o.Key)
+			if isRecordPlace(rel) && o.Key == recordKey(rel) {
+				out = append(out, rel)
+			}
+		}
+	}
+	return out, nil
+}
+
+// copyOne copies one point or aside; false means it was there, equal.
+func copyOne(ctx context.Context, from, to store.Store, rel string) (bool, error) {
+	raw, rec, err := readRecord(ctx, from, rel)
+	if err != nil {
+		return false, fmt.Errorf("its record does not read: %w", err)
+	}
+	src, err := from.Stat(ctx, archiveKey(rel))
+	if err != nil {
+		return false, fmt.Errorf("its archive: %w", err)
+	}
+	if _, trec, err := readRecord(ctx, to, rel); err == nil && sameRecord(rec, trec) {
+		if dst, err := to.Stat(ctx, archiveKey(rel)); err == nil && dst.Size == src.Size &&
+			(trec.ArchiveSum == "" || dst.Sum == "" || dst.Sum == trec.ArchiveSum) {
+			return false, nil
+		}
+	}
+	info, err := store.CopyObject(ctx, from, archiveKey(rel), to, archiveKey(rel))
+	if err != nil {
+		return false, err
+	}
+	if rec.ArchiveSum != "" && info.Sum != rec.ArchiveSum {
+		return false, fmt.Errorf("the copy's checksum %s differs from its record's %s", info.Sum, rec.ArchiveSum)
+	}
+	a, err := openArchiveIn(ctx, to, rel, rec, to.Describe().URL+"/"+archiveKey(rel))
+	if err != nil {
+		return false, fmt.Errorf("the copy does not open: %w", err)
+	}
+	m, _, err := verifyOpened(ctx, a)
+	a.Close()
+	if err != nil {
+		return false, fmt.Errorf("the copy does not verify: %w", err)
+	}
+	if got, want := manifestNames(m), streamSumNames(rec.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
+		return false, fmt.Errorf("its record names streams %v but its archive holds %v", want, got)
+	}
+	if rec.ArchiveSum == "" {
+		// Taken before stores named checksums: the copy's record names it.
+		var v map[string]any
+		if err := json.Unmarshal(raw, &v); err == nil {
+			v["archive_sum"] = info.Sum
+			if b, err := json.MarshalIndent(v, "", "  "); err == nil {
+				raw = append(b, '\n')
+			}
+		}
+	}
+	w, err := to.Create(ctx, recordKey(rel))
+	if err != nil {
+		return false, err
+	}
+	defer w.Abort()
+	if _, err := w.Write(raw); err != nil {
+		return false, err
+	}
+	_, err = w.Commit(ctx)
+	return err == nil, err
+}
+
+// sameRecord reports whether the target's record t is the copy of s (which
+// may lack the checksum the copy's record names).
+func sameRecord(s, t *Point) bool {
+	return s.Taken.Equal(t.Taken) && s.ArchiveSize == t.ArchiveSize && (s.ArchiveSum == "" || s.ArchiveSum == t.ArchiveSum) &&
+		strings.Join(streamSumNames(s.Streams), ",") == strings.Join(streamSumNames(t.Streams), ",")
+}
+
+// readRecord reads a point's or an aside's record as its bytes and as the
+// Point a restore reads.
+func readRecord(ctx context.Context, st store.Store, rel string) ([]byte, *Point, error) {
+	o, err := st.Open(ctx, recordKey(rel))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer o.Close()
+	if o.Size() > maxRecordSize {
+		return nil, nil, fmt.Errorf("%s is over %d bytes", recordKey(rel), maxRecordSize)
+	}
+	raw := make([]byte, o.Size())
+	if _, err := o.ReadAt(raw, 0); err != nil && !(errors.Is(err, io.EOF) && len(raw) == int(o.Size())) {
+		return nil, nil, err
+	}
+	if isAsideRel(rel) {
+		var a Aside
+		if err := json.Unmarshal(raw, &a); err != nil || asideRel(a.ID) != rel {
+			return nil, nil, fmt.Errorf("%s is not the aside.json of %s (%v)", recordKey(rel), rel, err)
+		}
+		return raw, asidePoint(&a), nil
+	}
+	var p Point
+	if err := json.Unmarshal(raw, &p); err != nil || pointRel(p.Module, p.Local, p.Form, p.Fingerprint) != rel {
+		return nil, nil, fmt.Errorf("%s is not the point.json of %s (%v)", recordKey(rel), rel, err)
+	}
+	return raw, &p, nil
+}

@@ -1,0 +1,177 @@
+package keeper
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-keeper/nats-keeper/store"
+)
+
+// storeFile is the store's identity object; the index's "store" record
+// names the store it belongs to.
+const (
+	storeFile = "store.json"
+	storeKey  = "store"
+)
+
+// storeID is store.json: the identity of a store, made once.
+type storeID struct {
+	ID      string    `json:"id"`
+	Created time.Time `json:"created"`
+}
+
+// storeRecord is the index's record of the store it belongs to.
+type storeRecord struct {
+	ID    string    `json:"id"`
+	URL   string    `json:"url,omitempty"` // the store as the keeper that claimed it named it
+	Dir   string    `json:"dir,omitempty"` // the directory, in records made before stores
+	Host  string    `json:"host"`          // where that keeper ran
+	Since time.Time `json:"since"`
+}
+
+func (r storeRecord) where() string {
+	if r.URL != "" {
+		return r.URL
+	}
+	return r.Dir
+}
+
+// ErrOtherStore is wrapped by the error of New when the index belongs to
+// another store.
+var ErrOtherStore = errors.New("the index belongs to another store")
+
+// claimStore ties the index to this keeper's store, or refuses: a keeper
+// whose store is not the one the index belongs to would rebuild the index
+// from objects that are not its records and remove them. The first keeper
+// on an index records its store's id (made on first use); one with another
+// store, or with an empty one where the index already holds records, is
+// refused with a sentence naming both. Two keepers making the id of one new
+// store at once agree on the one the index took.
+func (k *Keeper) claimStore(ctx context.Context) error {
+	here := k.store.Describe().URL
+	local, err := k.readStoreID(ctx)
+	if err != nil {
+		return err
+	}
+	data, err := k.index.Get(ctx, storeKey)
+	fresh := false
+	switch {
+	case errors.Is(err, ErrNotFound):
+		if local == nil {
+			if err := k.foreignRecords(ctx); err != nil {
+				return err
+			}
+			if local, err = k.makeStoreID(ctx); err != nil {
+				return err
+			}
+			fresh = true
+		}
+		host, _ := os.Hostname()
+		rec, _ := json.Marshal(storeRecord{ID: local.ID, URL: here, Host: host, Since: k.now().UTC()})
+		if _, err := k.index.Create(ctx, storeKey, rec); err == nil {
+			k.log.Info("the index now belongs to this store", "store", here, "id", local.ID)
+			return k.keepStoreID(ctx, local)
+		} else if !errors.Is(err, ErrExists) {
+			return fmt.Errorf("recording which store the index belongs to: %w", withKind(ErrNoBus, err))
+		}
+		// Another keeper claimed it meanwhile: compare with its record.
+		if data, err = k.index.Get(ctx, storeKey); err != nil {
+			return fmt.Errorf("reading which store the index belongs to: %w", withKind(ErrNoBus, err))
+		}
+	case err != nil:
+		return fmt.Errorf("reading which store the index belongs to: %w", withKind(ErrNoBus, err))
+	}
+	var rec storeRecord
+	if err := json.Unmarshal(data, &rec); err != nil || rec.ID == "" {
+		return errorf(ErrFailed, "the index's store record is not readable (%v), so this keeper cannot tell whether the index is its own; nothing was started", err)
+	}
+	if fresh && rec.URL == here {
+		// Another keeper made this same new store's id first: take its.
+		return k.keepStoreID(ctx, &storeID{ID: rec.ID, Created: rec.Since})
+	}
+	if local == nil || local.ID != rec.ID {
+		mine := "has no store id yet"
+		if local != nil {
+			mine = "is store " + local.ID
+		}
+		return &kindError{kind: ErrConflict, err: fmt.Errorf("%w: it belongs to %s on host %s (store %s, since %s), and this keeper's store %s %s; "+
+			"run this keeper with that same store (shared by every keeper of the index), or give it an index and verbs of its own "+
+			"with another --bucket and --prefix, so nothing was started and no record was changed",
+			ErrOtherStore, rec.where(), rec.Host, rec.ID, rec.Since.Format(time.RFC3339), here, mine)}
+	}
+	return nil
+}
+
+// keepStoreID makes sure store.json holds id, the one the index names.
+func (k *Keeper) keepStoreID(ctx context.Context, id *storeID) error {
+	now, err := k.readStoreID(ctx)
+	if err == nil && now != nil && now.ID == id.ID {
+		return nil
+	}
+	if _, err := k.putJSON(ctx, storeFile, id); err != nil {
+		return errorf(ErrFailed, "writing the store's %s: %v, so nothing was started", storeFile, err)
+	}
+	return nil
+}
+
+// foreignRecords refuses to claim an index that holds point or aside
+// records of which this store holds none: they are another store's.
+func (k *Keeper) foreignRecords(ctx context.Context) error {
+	var keys []string
+	for _, prefix := range []string{"point.", "aside."} {
+		ks, err := k.index.Keys(ctx, prefix)
+		if err != nil {
+			return fmt.Errorf("listing the index: %w", withKind(ErrNoBus, err))
+		}
+		keys = append(keys, ks...)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	for _, key := range keys {
+		data, err := k.index.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		var rec struct {
+			Dir string `json:"dir"`
+		}
+		if json.Unmarshal(data, &rec) == nil && isRecordPlace(rec.Dir) && store.CheckKey(rec.Dir) == nil {
+			if there, _ := k.exists(ctx, recordKey(rec.Dir)); there {
+				return nil // this store holds records of the index: it is the index's
+			}
+		}
+	}
+	return &kindError{kind: ErrConflict, err: fmt.Errorf("%w: the index holds %d point and aside record(s) and this keeper's store %s holds none of them; "+
+		"run this keeper with the store those records are in, or give it an index and verbs of its own with another --bucket and --prefix, "+
+		"so nothing was started and no record was changed", ErrOtherStore, len(keys), k.store.Describe().URL)}
+}
+
+func (k *Keeper) readStoreID(ctx context.Context) (*storeID, error) {
+	var s storeID
+	err := k.getJSON(ctx, storeFile, &s)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil || s.ID == "" {
+		return nil, errorf(ErrFailed, "the store's %s is not readable (%v), so nothing was started", storeFile, err)
+	}
+	return &s, nil
+}
+
+// makeStoreID makes a new id and writes it as the store's store.json.
+func (k *Keeper) makeStoreID(ctx context.Context) (*storeID, error) {
+	var b [16]byte
+	rand.Read(b[:])
+	s := &storeID{ID: hex.EncodeToString(b[:]), Created: k.now().UTC()}
+	if _, err := k.putJSON(ctx, storeFile, s); err != nil {
+		return nil, errorf(ErrFailed, "writing the store's %s: %v, so nothing was started", storeFile, err)
+	}
+	return s, nil
+}

@@ -1,0 +1,132 @@
+package keeper
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/nats-keeper/nats-keeper/store"
+)
+
+// Layout in the store (design.md, Files), as object keys. A point or an
+// aside is its archive and its record; the record is its commit mark,
+// written last: a prefix whose record is missing holds no point or aside,
+// only leftovers that sweepLeftovers removes.
+const (
+	pointsDir     = "points"
+	asideDir      = "aside"
+	archiveName   = "bus.tar"
+	pointFile     = "point.json"
+	asideFile     = "aside.json"
+	maxRecordSize = 4 << 20 // point.json / aside.json
+)
+
+// pointRel is the key prefix of a point.
+func pointRel(module, local string, form int, fingerprint string) string {
+	return path.Join(pointsDir, module, local, "f"+strconv.Itoa(form)+"-"+fingerprint)
+}
+
+// asideRel is the key prefix of an aside.
+func asideRel(id string) string { return path.Join(asideDir, id) }
+
+func archiveKey(rel string) string { return rel + "/" + archiveName }
+
+// recordKey is the commit mark of a point or an aside.
+func recordKey(rel string) string {
+	if isAsideRel(rel) {
+		return rel + "/" + asideFile
+	}
+	return rel + "/" + pointFile
+}
+
+func isAsideRel(rel string) bool { return strings.HasPrefix(rel, asideDir+"/") }
+
+// abs names a key prefix where a person finds it: a path under the file
+// store's directory, else the store's URL and the key.
+func (k *Keeper) abs(rel string) string {
+	d := k.store.Describe()
+	if d.Kind == "file" {
+		if u, err := url.Parse(d.URL); err == nil && u.Path != "" {
+			return path.Join(u.Path, rel)
+		}
+	}
+	return strings.TrimSuffix(d.URL, "/") + "/" + rel
+}
+
+// putJSON writes a small record as one object, visible whole or not at all.
+func (k *Keeper) putJSON(ctx context.Context, key string, v any) (store.Info, error) {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return store.Info{}, err
+	}
+	w, err := k.store.Create(ctx, key)
+	if err != nil {
+		return store.Info{}, err
+	}
+	defer w.Abort()
+	if _, err := w.Write(append(data, '\n')); err != nil {
+		return store.Info{}, err
+	}
+	return w.Commit(ctx)
+}
+
+// getJSON reads a small record strictly. Its error wraps store.ErrNotFound
+// when there is none.
+func (k *Keeper) getJSON(ctx context.Context, key string, v any) error {
+	o, err := k.store.Open(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer o.Close()
+	if o.Size() > maxRecordSize {
+		return fmt.Errorf("%s is %d bytes, over %d", key, o.Size(), maxRecordSize)
+	}
+	r, err := o.Reader(ctx, 0, o.Size())
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	var buf bytes.Buffer
+	if _, err := io.Copy(&buf, io.LimitReader(r, maxRecordSize+1)); err != nil {
+		return fmt.Errorf("reading %s: %w", key, err)
+	}
+	if err := json.Unmarshal(buf.Bytes(), v); err != nil {
+		return fmt.Errorf("%s is not valid JSON: %w", key, err)
+	}
+	return nil
+}
+
+// removePrefix deletes every object under rel: its record first, so that
+// what it was stops existing at once, then the rest.
+func (k *Keeper) removePrefix(ctx context.Context, rel string) error {
+	if err := k.store.Delete(ctx, recordKey(rel)); err != nil {
+		return err
+	}
+	objs, err := k.store.List(ctx, rel+"/")
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, o := range objs {
+		if err := k.store.Delete(ctx, o.Key); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// exists reports whether key holds a committed object.
+func (k *Keeper) exists(ctx context.Context, key string) (bool, error) {
+	_, err := k.store.Stat(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
