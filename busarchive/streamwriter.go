@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-
-	"github.com/nats-io/jsm.go/api"
 )
 
 // StreamWriter takes one stream's snapshot: Data receives stream.arc.s2 as it
@@ -186,10 +184,12 @@ func (s *StreamWriter) Abort() {
 	w.fail(fmt.Errorf("the snapshot of stream %s was aborted", s.name))
 }
 
-// backupMeta is backup.json as jsm.go writes it beside a snapshot.
+// backupMeta is backup.json as jsm.go and the nats CLI write it beside a
+// snapshot: the configuration and state the server answered the snapshot
+// request with. The configuration is kept as its bytes (see StreamConfig).
 type backupMeta struct {
-	Config api.StreamConfig `json:"config"`
-	State  api.StreamState  `json:"state"`
+	Config StreamConfig `json:"config"`
+	State  snapState    `json:"state"`
 }
 
 func (s *StreamWriter) parseMeta() (*backupMeta, error) {
