@@ -142,6 +142,9 @@ func (s *StreamWriter) Finish() (*StreamManifest, error) {
 	if _, err := w.f.WriteAt(s.hdr, s.hdrOff); err != nil {
 		return nil, w.fail(fmt.Errorf("write the size of %s into its tar header: %w, so the archive was not committed", DataEntry(s.name), err))
 	}
+	if w.hold != nil {
+		w.hold.Release()
+	}
 	if err := w.writeEntry(MetaEntry(s.name), s.meta.Bytes()); err != nil {
 		return nil, err
 	}
