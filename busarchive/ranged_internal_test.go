@@ -6,6 +6,17 @@ import (
 	"io"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/nats-keeper/nats-keeper/store"
+)
+
+// The store's writer and objects are what the archive writes to and reads
+// from.
+var (
+	_ File        = store.Writer(nil)
+	_ holder      = store.Writer(nil)
+	_ io.ReaderAt = store.Object(nil)
+	_ rangeReader = store.Object(nil)
 )
 
 // flakyReaderAt reads b, which may be shorter than the size the cache is
