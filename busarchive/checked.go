@@ -39,17 +39,24 @@ func (a *Archive) CheckedStreamData(ctx context.Context, stream string) (io.Read
 	loc := a.entries[DataEntry(stream)]
 	c := &checkedReader{ctx: ctx, sm: sm, h: sha256.New()}
 	ctx, c.cancel = context.WithCancel(ctx)
-	c.t = startHashTee(ctx, a.dataSource(loc), c.h, alignedBlock, 1)
+	c.t = startHashTee(ctx, a.dataSource(ctx, loc), c.h, alignedBlock, 1)
 	c.side = c.t.sides[0]
 	return c, nil
 }
 
-// dataSource reads an entry in blocks: straight from the disk where the file
-// system allows (O_DIRECT), else through the page cache with readahead and
-// drop-behind.
-func (a *Archive) dataSource(loc location) blockSource {
+// dataSource reads an entry in blocks: from a file, straight from the disk
+// where the file system allows (O_DIRECT), else through the page cache with
+// readahead and drop-behind; from an archive that reads ranges, in one
+// ranged read (which ends with ctx).
+func (a *Archive) dataSource(ctx context.Context, loc location) blockSource {
 	if src := openDirect(a.r, loc.off, loc.size); src != nil {
 		return src
+	}
+	if rc, ok, err := entryReader(ctx, a.r, loc.off, loc.size); ok {
+		if err != nil {
+			return errSource{err}
+		}
+		return readerSource{rc}
 	}
 	return readerSource{newSeqReader(a.r, loc.off, loc.size)}
 }

@@ -1,16 +1,8 @@
 package busarchive
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
-
-	"github.com/klauspost/compress/s2"
-	"github.com/nats-io/jsm.go/api"
-	"github.com/nats-io/jsm.go/backup"
-	"github.com/nats-io/nats-server/v2/server/archive"
 )
 
 // ErrMismatch is a stream archive whose content disagrees with the manifest.
@@ -22,10 +14,10 @@ var ErrMismatch = errors.New("archive content disagrees with its manifest")
 //
 // What is sound to compare follows from the server (stream_backup.go,
 // CreateStreamSnapshotV2 and streamSnapshotV2): it takes the stream's state
-// once (FastState), answers the request with it (jsm.go writes it to
-// backup.json) and writes the very same values as state.json, except the
-// consumer count, which it counts again from the consumers it is about to
-// write. It then writes the messages from FirstSeq to LastSeq of that state
+// once (FastState), answers the request with it (the keeper, like jsm.go,
+// writes it to backup.json) and writes the very same values as state.json,
+// except the consumer count, which it counts again from the consumers it is
+// about to write. It then writes the messages from FirstSeq to LastSeq of that state
 // that still exist as it reads them: writes go on during a snapshot, and
 // limits (max age, max messages, a KV bucket's history) may remove messages
 // in that range before they are read, but nothing outside the range is ever
@@ -42,12 +34,11 @@ var ErrMismatch = errors.New("archive content disagrees with its manifest")
 //     it counts for state.json disagree at that instant); refusing that
 //     archive is the safe side, since it cannot be shown to hold every
 //     consumer, and taking the restore point again cures it.
-func compareState(entry string, want StreamState, got *backup.State, rep *StreamReport) []error {
+func compareState(entry string, want StreamState, st *snapState, rep *StreamReport) []error {
 	var out []error
 	bad := func(format string, args ...any) {
 		out = append(out, &EntryError{Entry: entry, Kind: ErrMismatch, Detail: fmt.Sprintf(format, args...)})
 	}
-	st := got.State
 	if st.FirstSeq != want.FirstSeq || st.LastSeq != want.LastSeq || st.Msgs != want.Msgs || st.Bytes != want.Bytes {
 		bad("state.json gives sequences %d to %d, %d messages, %d bytes; the manifest %d to %d, %d messages, %d bytes",
 			st.FirstSeq, st.LastSeq, st.Msgs, st.Bytes, want.FirstSeq, want.LastSeq, want.Msgs, want.Bytes)
@@ -62,43 +53,4 @@ func compareState(entry string, want StreamState, got *backup.State, rep *Stream
 		bad("the snapshot holds %d consumers, the manifest records %d", rep.Consumers, want.Consumers)
 	}
 	return out
-}
-
-// Bounds on the entries jsm.go's decoder reads whole into memory.
-const (
-	maxStateEntry    = 64 << 10
-	maxConsumerEntry = 8 << 20
-)
-
-// checkHead reads the head of a stream archive (state.json and the consumer
-// entries, which jsm.go's decoder reads whole into memory) and refuses one
-// whose declared sizes are over sane bounds, so a damaged archive cannot make
-// the decoder allocate without bound. Anything else it leaves to the decoder.
-func checkHead(r io.Reader) error {
-	ar := archive.NewReader(s2.NewReader(r))
-	hdr, err := ar.Next()
-	if err != nil || hdr.Name != "state.json" {
-		return nil
-	}
-	if n := hdr.HeaderSize + hdr.PayloadSize; n > maxStateEntry {
-		return fmt.Errorf("state.json declares %d bytes, over the bound of %d", n, maxStateEntry)
-	}
-	b, err := io.ReadAll(ar)
-	if err != nil {
-		return nil
-	}
-	var st api.StreamState
-	if json.Unmarshal(b, &st) != nil {
-		return nil
-	}
-	for i := 0; i < st.Consumers; i++ {
-		hdr, err := ar.Next()
-		if err != nil || !strings.HasPrefix(hdr.Name, "consumers/") {
-			return nil
-		}
-		if n := hdr.HeaderSize + hdr.PayloadSize; n > maxConsumerEntry {
-			return fmt.Errorf("consumer entry %q declares %d bytes, over the bound of %d", printable(hdr.Name), n, maxConsumerEntry)
-		}
-	}
-	return nil
 }

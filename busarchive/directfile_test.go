@@ -123,9 +123,16 @@ func TestDirectFileArchiveEqualsPlainArchive(t *testing.T) {
 	}
 }
 
+// syncFile is a busarchive.File that syncs, as both a DirectFile and an
+// *os.File do.
+type syncFile interface {
+	busarchive.File
+	Sync() error
+}
+
 // directOrPlain creates an empty file under t.TempDir() and returns a
 // DirectFile on it, or the plain file where the file system refuses O_DIRECT.
-func directOrPlain(t *testing.T, name string) (busarchive.File, string) {
+func directOrPlain(t *testing.T, name string) (syncFile, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)

@@ -18,4 +18,12 @@
 // in place once the entry ends, so nothing is spooled and nothing is held whole
 // in memory. The reader seeks over the data to find the manifest and hands out
 // section readers over each entry for a streaming restore.
+//
+// The archive may be a file or an object in a store (package store): the
+// writer needs only appends and the one patch of each data entry's header
+// (which it asks a store to hold back), the reader only ranged reads, a
+// handful for Open and one per entry after.
+//
+// The package builds on no NATS client: the server's snapshot is decoded
+// with the server module's archive package (its entry format) and s2 alone.
 package busarchive

@@ -1,9 +1,12 @@
 package busarchive
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
 	"time"
-
-	"github.com/nats-io/jsm.go/api"
 )
 
 // FormatVersion is the archive format this package writes. Every format it has
@@ -33,10 +36,62 @@ type Manifest struct {
 
 // StreamManifest describes one stream of the archive.
 type StreamManifest struct {
-	Name    string           `json:"name"`
-	Config  api.StreamConfig `json:"config"`
-	State   StreamState      `json:"state"`
-	Entries []EntrySum       `json:"entries"`
+	Name    string       `json:"name"`
+	Config  StreamConfig `json:"config"`
+	State   StreamState  `json:"state"`
+	Entries []EntrySum   `json:"entries"`
+}
+
+// StreamConfig is the stream's configuration as the manifest records it:
+// backup.json's "config", the configuration the server answered the snapshot
+// request with, kept as its JSON bytes (Raw) and never re-encoded from a
+// type of this package's or a client library's, so that a manifest reads and
+// writes the same bytes whatever fields a later server or library adds.
+// Name and Subjects, the fields the keeper reads, are parsed from Raw.
+//
+// It encodes as Raw. A StreamConfig made by hand, without Raw, encodes as
+// its Name and Subjects alone; one whose Name or Subjects were changed after
+// it was read refuses to encode, since Raw would not say so.
+type StreamConfig struct {
+	Raw      json.RawMessage
+	Name     string
+	Subjects []string
+}
+
+// configFields is the part of a stream configuration this package reads.
+type configFields struct {
+	Name     string   `json:"name"`
+	Subjects []string `json:"subjects,omitempty"`
+}
+
+// UnmarshalJSON keeps b as Raw and parses Name and Subjects from it. A null
+// leaves the configuration empty, as it would leave a struct.
+func (c *StreamConfig) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	var f configFields
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	*c = StreamConfig{Raw: bytes.Clone(b), Name: f.Name, Subjects: f.Subjects}
+	return nil
+}
+
+// MarshalJSON gives Raw (json.Marshal then compacts and indents it with the
+// rest of the document), or, when there is none, Name and Subjects.
+func (c StreamConfig) MarshalJSON() ([]byte, error) {
+	if c.Raw == nil {
+		return json.Marshal(configFields{Name: c.Name, Subjects: c.Subjects})
+	}
+	var f configFields
+	if err := json.Unmarshal(c.Raw, &f); err != nil {
+		return nil, fmt.Errorf("the stream configuration is not a JSON object: %w", err)
+	}
+	if f.Name != c.Name || !slices.Equal(f.Subjects, c.Subjects) {
+		return nil, errors.New("the stream configuration's Name or Subjects differ from its recorded bytes (Raw)")
+	}
+	return c.Raw, nil
 }
 
 // StreamState is the stream's state at snapshot time, as the server reported it.

@@ -2,6 +2,7 @@ package busarchive
 
 import (
 	"archive/tar"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +12,10 @@ import (
 
 // Archive is an opened bus.tar. Its methods read the archive through the
 // io.ReaderAt given to Open, which must stay open and unchanged while the
-// Archive is used. An Archive is safe for concurrent use.
+// Archive is used: a file, or an object in a store. When it also reads
+// ranges front to back (Reader(ctx, off, n) (io.ReadCloser, error), as a
+// store.Object does), each entry's data is read with one such read. An
+// Archive is safe for concurrent use.
 type Archive struct {
 	r        io.ReaderAt
 	size     int64
@@ -50,13 +54,15 @@ func Open(r io.ReaderAt, size int64) (*Archive, error) {
 	return a, nil
 }
 
-// scan walks the tar headers, seeking over the data, and reads manifest.json.
+// scan walks the tar headers, seeking over the data, and reads manifest.json,
+// through a read-ahead cache (scanCache): the reads are many and small.
 func (a *Archive) scan() []error {
 	var problems []error
 	add := func(name string, kind error, detail string) {
 		problems = append(problems, &EntryError{Entry: name, Kind: kind, Detail: detail})
 	}
-	sr := io.NewSectionReader(a.r, 0, a.size)
+	cache := newScanCache(a.r, a.size)
+	sr := io.NewSectionReader(cache, 0, a.size)
 	tr := tar.NewReader(sr)
 	manifestAt := int64(-1)
 	for count := 0; ; count++ {
@@ -136,7 +142,7 @@ func (a *Archive) scan() []error {
 	// After the end-of-archive marker only the zero padding of a tar record may follow.
 	end, _ := sr.Seek(0, io.SeekCurrent)
 	if rest := a.size - end; rest > 0 {
-		if rest >= 20*blockSize || !allZero(io.NewSectionReader(a.r, end, rest)) {
+		if rest >= 20*blockSize || !allZero(io.NewSectionReader(cache, end, rest)) {
 			add("", ErrLayout, fmt.Sprintf("%d bytes follow the end of the archive", rest))
 		}
 	}
@@ -203,9 +209,10 @@ func (a *Archive) Streams() []string {
 func (a *Archive) Size() int64 { return a.size }
 
 // StreamData reads streams/<stream>/stream.arc.s2 straight from the tar,
-// front to back: straight from the disk where the file system allows
-// (O_DIRECT), else through the page cache with readahead and drop-behind.
-// Close it.
+// front to back: from a file, straight from the disk where the file system
+// allows (O_DIRECT), else through the page cache with readahead and
+// drop-behind; from an archive that reads ranges (a store.Object), in one
+// ranged read. Close it.
 func (a *Archive) StreamData(stream string) (io.ReadCloser, error) {
 	if a.manifest.Stream(stream) != nil {
 		loc := a.entries[DataEntry(stream)]
@@ -226,5 +233,11 @@ func (a *Archive) section(stream, entry string) (io.ReadCloser, error) {
 		return nil, &EntryError{Entry: printable(entry), Kind: ErrNoStream, Detail: fmt.Sprintf("the archive holds no stream %q", printable(stream))}
 	}
 	loc := a.entries[entry]
+	if rc, ok, err := entryReader(context.Background(), a.r, loc.off, loc.size); ok {
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", entry, err)
+		}
+		return rc, nil
+	}
 	return newSeqReader(a.r, loc.off, loc.size), nil
 }

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-
-	"github.com/nats-io/jsm.go/api"
 )
 
 // StreamWriter takes one stream's snapshot: Data receives stream.arc.s2 as it
@@ -144,6 +142,9 @@ func (s *StreamWriter) Finish() (*StreamManifest, error) {
 	if _, err := w.f.WriteAt(s.hdr, s.hdrOff); err != nil {
 		return nil, w.fail(fmt.Errorf("write the size of %s into its tar header: %w, so the archive was not committed", DataEntry(s.name), err))
 	}
+	if w.hold != nil {
+		w.hold.Release()
+	}
 	if err := w.writeEntry(MetaEntry(s.name), s.meta.Bytes()); err != nil {
 		return nil, err
 	}
@@ -186,10 +187,12 @@ func (s *StreamWriter) Abort() {
 	w.fail(fmt.Errorf("the snapshot of stream %s was aborted", s.name))
 }
 
-// backupMeta is backup.json as jsm.go writes it beside a snapshot.
+// backupMeta is backup.json as jsm.go and the nats CLI write it beside a
+// snapshot: the configuration and state the server answered the snapshot
+// request with. The configuration is kept as its bytes (see StreamConfig).
 type backupMeta struct {
-	Config api.StreamConfig `json:"config"`
-	State  api.StreamState  `json:"state"`
+	Config StreamConfig `json:"config"`
+	State  snapState    `json:"state"`
 }
 
 func (s *StreamWriter) parseMeta() (*backupMeta, error) {

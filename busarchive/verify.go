@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-
-	"github.com/nats-io/jsm.go/backup"
 )
 
 // Report is what a verification found.
@@ -75,16 +73,17 @@ func (a *Archive) verifyStream(ctx context.Context, sm *StreamManifest) (StreamR
 	var problems []error
 	dataName := DataEntry(sm.Name)
 
-	// stream.arc.s2: read once, front to back, straight from the disk where
-	// the file system allows (openDirect), else through the page cache with
-	// readahead and drop-behind; each block is hashed on one core and decoded
-	// on the other (SHA-256 alone is about as slow as s2-decoding and
-	// walking every message).
+	// stream.arc.s2: read once, front to back (dataSource): from a file,
+	// straight from the disk where the file system allows (openDirect), else
+	// through the page cache with readahead and drop-behind; from an archive
+	// that reads ranges, in one ranged read. Each block is hashed on one core
+	// and decoded on the other (SHA-256 alone is about as slow as
+	// s2-decoding and walking every message).
 	loc := a.entries[dataName]
 	h := sha256.New()
-	tee := startHashTee(ctx, a.dataSource(loc), h, alignedBlock, 1)
+	tee := startHashTee(ctx, a.dataSource(ctx, loc), h, alignedBlock, 1)
 	dec := tee.sides[0]
-	decodeProblems := a.decode(ctx, sm, dec, dec.stopped, loc, &rep)
+	decodeProblems := a.decode(ctx, sm, dec, dec.stopped, &rep)
 	n, err := tee.wait()
 	if err != nil {
 		problems = append(problems, fmt.Errorf("verification of %s stopped: %w", dataName, err))
@@ -105,8 +104,19 @@ func (a *Archive) verifyStream(ctx context.Context, sm *StreamManifest) (StreamR
 func (a *Archive) verifyMeta(ctx context.Context, sm *StreamManifest) (int64, []error) {
 	metaName := MetaEntry(sm.Name)
 	mloc := a.entries[metaName]
-	mr := &hashingReader{ctx: ctx, r: io.NewSectionReader(a.r, mloc.off, mloc.size), h: sha256.New()}
+	var r io.Reader = io.NewSectionReader(a.r, mloc.off, mloc.size)
+	if rc, ok, err := entryReader(ctx, a.r, mloc.off, mloc.size); ok {
+		if err != nil {
+			return 0, []error{fmt.Errorf("verification of %s stopped: %w", metaName, err)}
+		}
+		defer rc.Close()
+		r = rc
+	}
+	mr := &hashingReader{ctx: ctx, r: r, h: sha256.New()}
 	raw, err := io.ReadAll(mr)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = nil // a ranged read that ended early: the size check says so, as for a short file
+	}
 	if err != nil {
 		return mr.n, []error{fmt.Errorf("verification of %s stopped: %w", metaName, err)}
 	}
@@ -156,44 +166,44 @@ func (h *hashingReader) Read(p []byte) (int, error) {
 // verifyBlock is the size of the verification's reads.
 const verifyBlock = 1 << 20
 
-// decode reads the stream archive through r with jsm.go's backup decoder to
-// its end sentinel and compares what it holds with the manifest.
-func (a *Archive) decode(ctx context.Context, sm *StreamManifest, r io.Reader, stopped func() bool, loc location, rep *StreamReport) []error {
+// decode reads the stream archive through r to its end sentinel (see
+// snapDecoder) and compares what it holds with the manifest. A state.json
+// or consumer entry over its bound is the one problem then reported: the
+// snapshot is not decoded further and nothing of it is counted.
+func (a *Archive) decode(ctx context.Context, sm *StreamManifest, r io.Reader, stopped func() bool, rep *StreamReport) []error {
 	name := DataEntry(sm.Name)
 	bad := func(kind error, format string, args ...any) error {
 		return &EntryError{Entry: name, Kind: kind, Detail: fmt.Sprintf(format, args...)}
 	}
-	if err := checkHead(io.NewSectionReader(a.r, loc.off, loc.size)); err != nil {
-		return []error{bad(ErrTooLarge, "%v, so it was not decoded", err)}
-	}
 	var problems []error
-	var state *backup.State
-	dec := backup.NewDecoder(r)
-	for {
-		item, err := dec.Next()
+	var state *snapState
+	dec := newSnapDecoder(r)
+	for !rep.Complete {
+		item, err := dec.next()
 		if err != nil {
 			if ctx.Err() != nil || stopped() {
 				return problems // the caller reports the stop
 			}
+			if big := (*entryTooLarge)(nil); errors.As(err, &big) {
+				*rep = StreamReport{Name: rep.Name}
+				return []error{bad(ErrTooLarge, "%v, so it was not decoded", err)}
+			}
 			problems = append(problems, bad(ErrFormat, "the snapshot does not decode: %v", err))
 			break
 		}
-		switch it := item.(type) {
-		case *backup.State:
-			state = it
-		case *backup.Consumer:
+		switch item {
+		case itemState:
+			state = &dec.state
+		case itemConsumer:
 			rep.Consumers++
-		case *backup.Message:
+		case itemMessage:
 			rep.Messages++
 			if rep.FirstSeq == 0 {
-				rep.FirstSeq = it.Seq
+				rep.FirstSeq = dec.seq
 			}
-			rep.LastSeq = it.Seq
-		case backup.End:
+			rep.LastSeq = dec.seq
+		case itemEnd:
 			rep.Complete = true
-		}
-		if rep.Complete {
-			break
 		}
 	}
 	if state == nil {

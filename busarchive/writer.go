@@ -8,12 +8,30 @@ import (
 	"time"
 )
 
-// File is what the writer writes to: an *os.File satisfies it. WriteAt is used
-// only to patch a data entry's size into the tar header it already wrote.
+// File is what the writer writes to: an *os.File, a DirectFile or a
+// store.Writer satisfies it. Bytes are written in order; WriteAt is used only
+// to patch a data entry's size into the tar header it already wrote.
+//
+// Two methods are used when the File has them:
+//   - Sync() error: Commit calls it last, and only a nil error commits (an
+//     *os.File, a DirectFile). A File without it is made durable by its
+//     owner (a store.Writer's Commit).
+//   - Hold(off, n int64) and Release(): Hold is called with a data entry's
+//     512-byte tar header just before it is written, Release just after its
+//     size was patched in, so a File that uploads in parts keeps back only
+//     the part that holds the header (a store.Writer).
 type File interface {
 	io.Writer
 	io.WriterAt
-	Sync() error
+}
+
+// syncer is a File that makes what was written durable.
+type syncer interface{ Sync() error }
+
+// holder is a File that must be told which bytes WriteAt may still change.
+type holder interface {
+	Hold(off, n int64)
+	Release()
 }
 
 // WriterInfo is what the writer records in the manifest besides the streams.
@@ -26,17 +44,20 @@ type WriterInfo struct {
 // Writer writes one bus.tar in one pass. One stream is written at a time.
 //
 // Contract: call Stream, feed the StreamWriter's Data and Meta (for instance
-// through jsm.go's SnapshotToBuffer), then Finish or Abort it; repeat for each
-// stream; then Commit. Only Commit writes manifest.json, the commit mark, and
-// syncs the file: an archive whose writer never reached Commit has no manifest
-// and is refused as incomplete by Open. After any failure (a write error, an
-// Abort, a bad backup.json) the Writer refuses everything else, because the
-// file may hold a half-written entry; the caller removes the file. A Writer is
-// safe for use from several goroutines, but its entries are written in call
-// order, so the caller must not interleave two streams' data.
+// through jsm.go's SnapshotToBuffer), then Finish or Abort it; repeat for
+// each stream; then Commit. Only Commit writes manifest.json, the commit
+// mark, and syncs the file (when it has Sync): an archive whose writer never
+// reached Commit has no manifest and is refused as incomplete by Open. After
+// any failure (a write error, an Abort, a bad backup.json) the Writer refuses
+// everything else, because the file may hold a half-written entry; the
+// caller removes the file. A Writer is safe for use from several goroutines,
+// but its entries are written in call order, so the caller must not
+// interleave two streams' data.
 type Writer struct {
 	mu      sync.Mutex
 	f       File
+	sync    syncer // f, when it syncs
+	hold    holder // f, when it must be told what it holds
 	info    WriterInfo
 	off     int64 // offset in f of the next byte the writer writes
 	err     error // the first failure; set, the archive can never be committed
@@ -52,6 +73,8 @@ type Writer struct {
 // otherwise the archive starts at offset 0.
 func NewWriter(f File, info WriterInfo) *Writer {
 	w := &Writer{f: f, info: info, names: map[string]bool{}, streams: []StreamManifest{}}
+	w.sync, _ = f.(syncer)
+	w.hold, _ = f.(holder)
 	if w.info.Created.IsZero() {
 		w.info.Created = time.Now().UTC()
 	}
@@ -91,18 +114,22 @@ func (w *Writer) Stream(name string) (*StreamWriter, error) {
 	if err != nil {
 		return nil, w.fail(err)
 	}
-	start := w.off
+	hdrOff := w.off + int64(len(hdr)) - blockSize // the entry's own header, after any PAX header
+	if w.hold != nil {
+		w.hold.Hold(hdrOff, blockSize)
+	}
 	if err := w.write(hdr); err != nil {
 		return nil, err
 	}
-	s := newStreamWriter(w, name, hdr[len(hdr)-blockSize:], start+int64(len(hdr))-blockSize)
+	s := newStreamWriter(w, name, hdr[len(hdr)-blockSize:], hdrOff)
 	w.names[name] = true
 	w.cur = s
 	return s, nil
 }
 
-// Commit writes manifest.json last, then syncs the file. Only after Commit
-// returns nil is the archive complete.
+// Commit writes manifest.json last, then syncs the file when it has Sync.
+// Only after Commit returns nil is the archive complete (for a File without
+// Sync: once its owner made it durable).
 func (w *Writer) Commit() (*Manifest, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -132,8 +159,10 @@ func (w *Writer) Commit() (*Manifest, error) {
 	if err := w.write(make([]byte, 2*blockSize)); err != nil { // end-of-archive marker
 		return nil, err
 	}
-	if err := w.f.Sync(); err != nil {
-		return nil, w.fail(fmt.Errorf("sync the archive: %w", err))
+	if w.sync != nil {
+		if err := w.sync.Sync(); err != nil {
+			return nil, w.fail(fmt.Errorf("sync the archive: %w", err))
+		}
 	}
 	w.done = true
 	out := *m
