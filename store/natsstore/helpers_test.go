@@ -2,7 +2,6 @@ package natsstore
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -95,40 +94,18 @@ func open(t *testing.T, js jetstream.JetStream, bucket string, opts Options) *St
 	return nil
 }
 
-// put writes r under key through the store's part sink, part by part, the
-// way a part writer does.
+// put writes r under key through Create and Commit.
 func put(t testing.TB, ctx context.Context, s *Store, key string, r io.Reader) (store.Info, error) {
 	t.Helper()
-	k := s.newSink(key)
-	buf := make([]byte, store.PartSize)
-	var size int64
-	var count int
-	var sums [][32]byte
-	for {
-		n, err := io.ReadFull(r, buf)
-		if n > 0 {
-			count++
-			sum := sha256.Sum256(buf[:n])
-			sums = append(sums, sum)
-			if err := k.Part(ctx, count, buf[:n], sum); err != nil {
-				k.Abort(ctx)
-				return store.Info{}, err
-			}
-			size += int64(n)
-		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			break
-		}
-		if err != nil {
-			k.Abort(ctx)
-			return store.Info{}, err
-		}
-	}
-	info, err := k.Complete(ctx, count, size, store.CombineSums(sums))
+	w, err := s.Create(ctx, key)
 	if err != nil {
-		k.Abort(ctx)
+		return store.Info{}, err
 	}
-	return info, err
+	defer w.Abort()
+	if _, err := io.Copy(w, r); err != nil {
+		return store.Info{}, err
+	}
+	return w.Commit(ctx)
 }
 
 // names lists every object name in the bucket, parts included.

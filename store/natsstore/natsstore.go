@@ -60,7 +60,7 @@ type Store struct {
 	closed   atomic.Bool
 }
 
-// var _ store.Store = (*Store)(nil) // TODO: Create, with store.NewPartWriter
+var _ store.Store = (*Store)(nil)
 
 // Describe says what the store is and what it guarantees.
 func (s *Store) Describe() store.Description {

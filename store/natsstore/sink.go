@@ -149,3 +149,12 @@ func (k *sink) landed(ctx context.Context) bool {
 	info, err := k.s.obs.GetInfo(ctx, k.key)
 	return err == nil && isHead(info) && info.Metadata[mdUpload] == k.upload
 }
+
+// Create begins a new object at key: its parts are put as they fill (one at
+// a time, with ctx), its head when Commit is called.
+func (s *Store) Create(ctx context.Context, key string) (store.Writer, error) {
+	if err := s.check(key); err != nil {
+		return nil, err
+	}
+	return store.NewPartWriter(ctx, key, s.newSink(key)), nil
+}
