@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -64,15 +65,17 @@ func (k *sink) Part(ctx context.Context, n int, data []byte, sum [32]byte) error
 	if err != nil {
 		return err
 	}
+	body := newGuard(data)
 	out, err := k.s.c.UploadPart(ctx, &s3.UploadPartInput{
 		Bucket:         aws.String(k.s.bucket),
 		Key:            aws.String(k.full),
 		UploadId:       aws.String(id),
 		PartNumber:     aws.Int32(int32(n)),
-		Body:           bytes.NewReader(data),
+		Body:           body,
 		ContentLength:  aws.Int64(int64(len(data))),
 		ChecksumSHA256: aws.String(b64(sum[:])),
 	}, payloadHash(sum))
+	body.close()
 	if err != nil {
 		return k.s.fail(err, "uploading part %d (%d bytes) of %s failed, so the part was not stored", n, len(data), k.key)
 	}
@@ -210,4 +213,37 @@ func payloadHash(sum [32]byte) func(*s3.Options) {
 				return next.HandleFinalize(v4.SetPayloadHash(ctx, hash), in)
 			}), (*v4.ComputePayloadSHA256)(nil).ID(), middleware.Before)
 	})
+}
+
+// guard is a part's bytes as a request body that reads nothing once closed.
+// net/http may go on reading a body after the request returned (when the
+// server answered early); the writer reuses the part's buffer after Part
+// returns, so Part closes the guard first.
+type guard struct {
+	mu   sync.Mutex
+	r    *bytes.Reader
+	done bool
+}
+
+func newGuard(data []byte) *guard { return &guard{r: bytes.NewReader(data)} }
+
+func (g *guard) Read(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.done {
+		return 0, errors.New("the part was read after its request ended")
+	}
+	return g.r.Read(p)
+}
+
+func (g *guard) Seek(off int64, whence int) (int64, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.r.Seek(off, whence)
+}
+
+func (g *guard) close() {
+	g.mu.Lock()
+	g.done = true
+	g.mu.Unlock()
 }
