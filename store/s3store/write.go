@@ -31,7 +31,7 @@ func (s *Store) Create(ctx context.Context, key string) (store.Writer, error) {
 	if err := store.CheckKey(key); err != nil {
 		return nil, err
 	}
-	return newPartWriter(ctx, key, &sink{s: s, key: key, full: s.full(key)}), nil
+	return store.NewPartWriter(ctx, key, &sink{s: s, key: key, full: s.full(key)}), nil
 }
 
 // sink uploads one object's parts. An object of one short part (or none) is
