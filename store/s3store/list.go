@@ -132,7 +132,7 @@ func (s *Store) Copy(ctx context.Context, src, dst string) (store.Info, error) {
 	if info.Sum == "" {
 		return s.Stat(ctx, dst)
 	}
-	return s.stat(ctx, dst, info.Sum)
+	return s.written(ctx, dst, info.Size, info.Sum)
 }
 
 // copyParts copies size bytes of source to dst with a multipart copy.

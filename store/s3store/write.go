@@ -130,7 +130,7 @@ func (k *sink) Complete(ctx context.Context, count int, size int64, sum string) 
 		if err != nil {
 			return store.Info{}, k.s.fail(err, "putting %s (%d bytes) failed, so it was not stored", k.key, size)
 		}
-		return k.s.stat(ctx, k.key, sum)
+		return k.s.written(ctx, k.key, size, sum)
 	}
 	if len(k.parts) != count {
 		return store.Info{}, fmt.Errorf("completing %s: %d parts were announced but %d uploaded (a bug in the writer), so it was not completed", k.key, count, len(k.parts))
@@ -143,6 +143,13 @@ func (k *sink) Complete(ctx context.Context, count int, size int64, sum string) 
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: k.parts},
 	})
 	if err != nil {
+		// The server may have completed it and lost the answer: an object
+		// there whole, with this Sum, is this one (or the same bytes).
+		if info, _, herr := k.s.head(ctx, k.key); herr == nil && info.Size == size && info.Sum == sum {
+			k.s.log.Warn("completing an S3 upload failed, but the object is there whole; taken as committed", "key", k.key, "err", err)
+			k.uploadID = "" // any leftover is Sweep's
+			return info, nil
+		}
 		return store.Info{}, k.s.fail(err, "completing the multipart upload of %s (%d parts) failed, so it was not made visible", k.key, count)
 	}
 	k.uploadID = "" // completed: nothing left to abort
@@ -150,7 +157,7 @@ func (k *sink) Complete(ctx context.Context, count int, size int64, sum string) 
 		k.s.Delete(context.WithoutCancel(ctx), k.key)
 		return store.Info{}, fmt.Errorf("the server's checksum of %s (%s) differs from the one written (%s), so the object was deleted", k.key, got, sum)
 	}
-	return k.s.stat(ctx, k.key, sum)
+	return k.s.written(ctx, k.key, size, sum)
 }
 
 // Abort aborts the multipart upload, if one began.
