@@ -131,6 +131,9 @@ func (o *object) ReadAt(p []byte, off int64) (int, error) {
 	if off >= o.info.Size {
 		return 0, io.EOF
 	}
+	if len(p) == 0 {
+		return 0, nil
+	}
 	want := min(int64(len(p)), o.info.Size-off)
 	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
 	defer cancel()
@@ -153,7 +156,13 @@ func (o *object) cached(ctx context.Context, p []byte, off int64) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if off < o.blkOff || off+int64(len(p)) > o.blkOff+int64(len(o.blk)) {
-		buf := make([]byte, min(block, o.info.Size-off))
+		n := min(block, o.info.Size-off)
+		buf := o.blk[:0]
+		if int64(cap(buf)) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		o.blk = nil // until it holds the new block
 		if _, err := o.get(ctx, buf, off); err != nil {
 			return 0, err
 		}
