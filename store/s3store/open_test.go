@@ -32,6 +32,25 @@ func TestOpenRefuses(t *testing.T) {
 			c.Endpoint = "http://" + l.Addr().String()
 			l.Close() // nothing listens there now
 		},
+		"silent server": func(t *testing.T, c *Config) {
+			// Takes connections and never answers: Open gives up after
+			// checkTimeout.
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close() })
+			go func() {
+				for {
+					conn, err := l.Accept()
+					if err != nil {
+						return
+					}
+					t.Cleanup(func() { conn.Close() })
+				}
+			}()
+			c.Endpoint = "http://" + l.Addr().String()
+		},
 	}
 	for name, change := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -136,6 +155,28 @@ func TestParseURL(t *testing.T) {
 			t.Errorf("ParseURL(%q) succeeded", u)
 		} else if !strings.Contains(err.Error(), " ") {
 			t.Errorf("ParseURL(%q): %v is not a sentence", u, err)
+		}
+	}
+}
+
+// A server that goes away after Open: every call fails with ErrUnavailable.
+func TestUnavailableAfterOpen(t *testing.T) {
+	s := startServer(t).open(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := "http://" + l.Addr().String()
+	l.Close()
+	s.c = s3.New(s.c.Options(), func(o *s3.Options) { o.BaseEndpoint = aws.String(gone) })
+	_, statErr := s.Stat(t.Context(), "a")
+	_, listErr := s.List(t.Context(), "")
+	w, _ := s.Create(t.Context(), "a")
+	w.Write([]byte("x"))
+	_, commitErr := w.Commit(t.Context())
+	for what, err := range map[string]error{"Stat": statErr, "List": listErr, "Commit": commitErr, "Delete": s.Delete(t.Context(), "a"), "Sweep": s.Sweep(t.Context(), 0)} {
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("%s with the server gone: %v, want ErrUnavailable", what, err)
 		}
 	}
 }

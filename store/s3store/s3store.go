@@ -172,7 +172,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	defer cancel()
 	if _, err := s.c.HeadBucket(cctx, &s3.HeadBucketInput{Bucket: aws.String(s.bucket)}); err != nil {
 		s.transport.CloseIdleConnections()
-		return nil, fmt.Errorf("the bucket %s did not answer (unreachable, refused the credentials, or missing: nats-keeper never creates buckets), so the store was not opened: %w (%w)", s.url, err, store.ErrUnavailable)
+		return nil, fmt.Errorf("the bucket %s %s, so the store was not opened: %w (%w)", s.url, whyNot(err), err, store.ErrUnavailable)
 	}
 	log.Debug("opened the S3 store", "url", s.url)
 	return s, nil
@@ -246,14 +246,38 @@ func classify(err error) kind {
 	case "NoSuchKey", "NotFound":
 		return missing
 	}
-	re, ok := errors.AsType[*awshttp.ResponseError](err)
-	switch {
-	case !ok: // no answer: the network, or no credentials to sign with
+	switch status(err) {
+	case 0: // no answer: the network, or no credentials to sign with
 		return unavailable
-	case re.HTTPStatusCode() == http.StatusNotFound:
+	case http.StatusNotFound:
 		return missing
-	case re.HTTPStatusCode() == http.StatusForbidden:
+	case http.StatusForbidden:
 		return unavailable
 	}
 	return other
+}
+
+// status is the HTTP status of the server's answer, 0 when there was none
+// (the SDK wraps a failed connection as a response error of status 0).
+func status(err error) int {
+	if re, ok := errors.AsType[*awshttp.ResponseError](err); ok {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+// whyNot says why HeadBucket failed.
+func whyNot(err error) string {
+	code := status(err)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Sprintf("did not answer in %v", checkTimeout)
+	case code == 0:
+		return "could not be reached, or no credentials were found"
+	case code == http.StatusForbidden:
+		return "refused the credentials"
+	case code == http.StatusNotFound:
+		return "does not exist, or the server does not know the access key (nats-keeper never creates buckets)"
+	}
+	return fmt.Sprintf("answered HeadBucket with HTTP %d", code)
 }
