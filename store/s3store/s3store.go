@@ -2,8 +2,8 @@
 // S3-compatible server), under a key prefix: the object at key is the S3
 // object prefix/key.
 //
-// Writes go through store.NewPartWriter: an object of at most one part (under
-// 8 MiB) is one PutObject; a larger one is a multipart upload of 8 MiB parts,
+// Writes go through store.NewPartWriter: an object shorter than one part
+// (8 MiB) is one PutObject; any other is a multipart upload of 8 MiB parts,
 // each sent with its SHA-256 (x-amz-checksum-sha256) so the server checks every
 // part, completed by CompleteMultipartUpload. Either makes the object visible
 // whole at once.
@@ -13,8 +13,10 @@
 // Instead the Sum is read from the checksums S3 itself keeps and checked on
 // upload: the composite SHA-256 of a multipart upload ("base64-N") is the
 // SHA-256 of its parts' SHA-256s in order, which is exactly store.CombineSums
-// over 8 MiB parts, and the full-object SHA-256 of a single PutObject of n <=
-// 8 MiB bytes gives CombineSums of that one part. So Stat and Open report the
+// over 8 MiB parts (this store's; an object uploaded under the prefix by
+// something else in other parts would show a Sum that a verify refuses,
+// loudly), and the full-object SHA-256 of a single PutObject of at most 8 MiB
+// gives CombineSums of that one part. So Stat and Open report the
 // Sum with no extra request, no server-side copy and no sidecar object (a
 // second object would make visibility two-step). Objects this store writes
 // in one request (PutObject, CopyObject) also carry the Sum in their metadata
@@ -72,8 +74,8 @@ const (
 	// copyLimit is the largest object one CopyObject may copy (S3's limit);
 	// larger ones are copied part by part with UploadPartCopy.
 	copyLimit = 5 << 30
-	// copyPart is the size of those parts: a multiple of store.PartSize, so
-	// the copy's composite checksum would still be the Sum.
+	// copyPart is the size of those parts, 512 MiB: a 50 GiB object is
+	// copied in 100 requests (S3 allows up to 5 GiB and 10,000 parts).
 	copyPart = 64 * store.PartSize
 )
 
