@@ -2,6 +2,7 @@ package natsstore
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -24,11 +25,44 @@ import (
 // client alone.
 const clusterEnv = "NATSSTORE_TEST_CLUSTER_DIR"
 
+// writeEnv, set to "<server URL> <bucket> <key>", makes the test binary
+// write an endless object there until it is killed.
+const writeEnv = "NATSSTORE_TEST_WRITE"
+
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(clusterEnv); dir != "" {
 		os.Exit(serveCluster(dir))
 	}
+	if w := os.Getenv(writeEnv); w != "" {
+		os.Exit(writeForever(strings.Fields(w)))
+	}
 	os.Exit(m.Run())
+}
+
+func writeForever(args []string) int {
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	nc, err := nats.Connect(args[0])
+	if err != nil {
+		return fail(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fail(err)
+	}
+	ctx := context.Background()
+	s, err := Open(ctx, js, args[1], Options{})
+	if err != nil {
+		return fail(err)
+	}
+	w, err := s.Create(ctx, args[2])
+	if err != nil {
+		return fail(err)
+	}
+	_, err = io.Copy(w, newPattern(7, 1<<40))
+	return fail(err)
 }
 
 // serveCluster starts three clustered servers under dir, prints their client

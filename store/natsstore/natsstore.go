@@ -39,8 +39,9 @@ type Options struct {
 	// Logger receives what the store does on its own (retries, clean-ups);
 	// nil discards it.
 	Logger *slog.Logger
-	// Timeout bounds one step: a part's put or read, a head's put, a purge.
-	// 0 is one minute.
+	// Timeout bounds each request to the bus and each chunk's
+	// acknowledgement (a part whose put loses one is put again); a part's
+	// whole put or get may take 8 times it. 0 is 15 s.
 	Timeout time.Duration
 	// URL is how the store is named in Describe; credentials in it are
 	// dropped. Empty: the connected server's URL and the bucket.
@@ -50,6 +51,7 @@ type Options struct {
 // Store is a store.Store on one object-store bucket.
 type Store struct {
 	js       jetstream.JetStream
+	pub      jetstream.JetStream // publishes chunks: maxPending in flight, each acknowledged within timeout
 	obs      jetstream.ObjectStore
 	stream   jetstream.Stream
 	bucket   string
@@ -84,9 +86,12 @@ func (s *Store) Describe() store.Description {
 	}
 }
 
-// Close marks the store closed; the connection is the caller's to close.
+// Close stops the store's publisher; the connection is the caller's to
+// close.
 func (s *Store) Close() error {
-	s.closed.Store(true)
+	if !s.closed.Swap(true) {
+		s.pub.CleanupPublisher()
+	}
 	return nil
 }
 
@@ -118,5 +123,8 @@ func describeURL(js jetstream.JetStream, given, bucket string) string {
 // caller's context is done (an Abort after a cancel), bounded by the
 // store's step timeout per step.
 func (s *Store) cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), tries*s.timeout)
+	return context.WithTimeout(context.WithoutCancel(ctx), tries*s.partTimeout())
 }
+
+// partTimeout bounds one part's put or get.
+func (s *Store) partTimeout() time.Duration { return 8 * s.timeout }

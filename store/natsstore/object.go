@@ -103,7 +103,7 @@ func (o *object) load(i int) error {
 		o.buf = make([]byte, pt.size)
 	}
 	o.buf = o.buf[:pt.size]
-	ctx, cancel := context.WithTimeout(o.base, o.s.timeout)
+	ctx, cancel := context.WithTimeout(o.base, o.s.partTimeout())
 	defer cancel()
 	r, err := o.getPart(ctx, i)
 	if err != nil {
@@ -205,7 +205,7 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 // next begins the get of the part holding r.off and skips to it.
 func (r *rangeReader) next() error {
 	i, start := r.o.locate(r.off)
-	ctx, cancel := context.WithTimeout(r.ctx, r.o.s.timeout)
+	ctx, cancel := context.WithTimeout(r.ctx, r.o.s.partTimeout())
 	cur, err := r.o.getPart(ctx, i)
 	if err != nil {
 		cancel()

@@ -32,7 +32,7 @@ func Open(ctx context.Context, js jetstream.JetStream, bucket string, opts Optio
 	}
 	s := &Store{js: js, bucket: bucket, timeout: opts.Timeout, log: opts.Logger}
 	if s.timeout <= 0 {
-		s.timeout = time.Minute
+		s.timeout = 15 * time.Second
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -69,6 +69,11 @@ func Open(ctx context.Context, js jetstream.JetStream, bucket string, opts Optio
 	})
 	if err != nil {
 		return nil, fmt.Errorf("could not bind the object-store bucket %s, so no store was opened: %w", bucket, busErr(err))
+	}
+	s.pub, err = jetstream.New(js.Conn(), jetstream.WithPublishAsyncMaxPending(maxPending),
+		jetstream.WithPublishAsyncTimeout(s.timeout))
+	if err != nil {
+		return nil, fmt.Errorf("could not make a publisher for bucket %s, so no store was opened: %w", bucket, err)
 	}
 	return s, nil
 }

@@ -13,15 +13,19 @@ import (
 )
 
 // tries bounds the attempts at one idempotent step (a part's put, a head's
-// put, a purge): a timeout or a missing stream leader is retried, twice.
-const tries = 3
+// put, a purge): a timeout or a missing stream leader is retried three
+// times, after 0.25, 1 and 2.25 s (a stream's leader election takes a few
+// seconds).
+const tries = 4
 
 // transient reports whether err may go away if the same step is tried again:
 // a timeout, no responders (the stream has no leader for a moment), a
-// reconnect in progress, or the server's "temporarily unavailable".
+// reconnect in progress, a chunk's acknowledgement that did not come, or
+// the server's "temporarily unavailable".
 func transient(err error) bool {
 	for _, s := range []error{nats.ErrTimeout, context.DeadlineExceeded, nats.ErrNoResponders,
-		jetstream.ErrNoStreamResponse, nats.ErrConnectionReconnecting, nats.ErrDisconnected} {
+		jetstream.ErrNoStreamResponse, nats.ErrConnectionReconnecting, nats.ErrDisconnected,
+		jetstream.ErrAsyncPublishTimeout, jetstream.ErrTooManyStalledMsgs} {
 		if errors.Is(err, s) {
 			return true
 		}
@@ -55,15 +59,20 @@ func busErr(err error) error {
 // retry runs step with its own deadline (the store's Timeout, or ctx's if
 // sooner) up to tries times while it fails transiently and ctx lives.
 func (s *Store) retry(ctx context.Context, what string, step func(context.Context) error) error {
+	return s.retryWithin(ctx, what, s.timeout, step)
+}
+
+// retryWithin is retry with a deadline d for each try.
+func (s *Store) retryWithin(ctx context.Context, what string, d time.Duration, step func(context.Context) error) error {
 	var err error
 	for try := 1; ; try++ {
-		sctx, cancel := context.WithTimeout(ctx, s.timeout)
+		sctx, cancel := context.WithTimeout(ctx, d)
 		err = step(sctx)
 		cancel()
 		if err == nil || ctx.Err() != nil || !transient(err) || try == tries {
 			return err
 		}
-		wait := time.Duration(try) * 250 * time.Millisecond
+		wait := time.Duration(try*try) * 250 * time.Millisecond
 		s.log.Warn("a store step failed; trying it again", "step", what, "try", try, "wait", wait, "err", err)
 		select {
 		case <-time.After(wait):

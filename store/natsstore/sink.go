@@ -1,7 +1,6 @@
 package natsstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -46,8 +45,8 @@ func (k *sink) Part(ctx context.Context, n int, data []byte, sum [32]byte) error
 		Headers:  nats.Header{partHeader: []string{strconv.Itoa(n)}},
 		Metadata: map[string]string{mdKey: k.key, mdUpload: k.upload},
 	}
-	err := k.s.retry(ctx, "put "+name, func(ctx context.Context) error {
-		info, err := k.s.obs.Put(ctx, meta, bytes.NewReader(data))
+	err := k.s.retryWithin(ctx, "put "+name, k.s.partTimeout(), func(ctx context.Context) error {
+		info, err := k.s.putObject(ctx, meta, data)
 		if err == nil && (info.Digest != digestOf(sum) || info.Size != uint64(len(data))) {
 			return fmt.Errorf("the bucket recorded %d bytes with digest %s for %s, not the %d bytes with SHA-256 %x that were sent",
 				info.Size, info.Digest, name, len(data), sum)
@@ -97,8 +96,8 @@ func (k *sink) Complete(ctx context.Context, count int, size int64, sum string) 
 			mdParts: strconv.Itoa(count)},
 	}
 	k.headTried = true
-	err = k.s.retry(ctx, "put the head of "+k.key, func(ctx context.Context) error {
-		_, err := k.s.obs.Put(ctx, meta, bytes.NewReader(body))
+	err = k.s.retryWithin(ctx, "put the head of "+k.key, k.s.partTimeout(), func(ctx context.Context) error {
+		_, err := k.s.putObject(ctx, meta, body)
 		return err
 	})
 	if err != nil && k.landed(ctx) {

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -271,5 +273,55 @@ func TestDamagedPart(t *testing.T) {
 	_, err = o.ReadAt(make([]byte, 10), 2*store.PartSize)
 	if err == nil || !strings.Contains(err.Error(), "part 3 of 3 of d") || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("ReadAt in the missing part: %v", err)
+	}
+}
+
+// TestKilledWriter kills a process in the middle of writing an object: the
+// object never shows, and Sweep removes its parts and the chunks of the part
+// it was putting.
+func TestKilledWriter(t *testing.T) {
+	ctx := testCtx(t, 2*time.Minute)
+	js := single(t)
+	s := open(t, js, "points", Options{})
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), writeEnv+"="+js.Conn().ConnectedUrl()+" points killed")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	chunks := func() uint64 {
+		si, err := s.stream.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return si.State.Msgs
+	}
+	// Kill it once three parts are in and the fourth is on its way.
+	for len(names(t, s)) < 3 || chunks() < 3*65+5 {
+		if ctx.Err() != nil {
+			cmd.Process.Kill()
+			t.Fatal("the writer wrote no three parts")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if _, err := s.Stat(ctx, "killed"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Stat of the killed object: %v", err)
+	}
+	if l, err := s.List(ctx, ""); err != nil || len(l) != 0 {
+		t.Fatalf("List after the kill: %+v, %v", l, err)
+	}
+	left := len(names(t, s))
+	t.Logf("killed with %d parts in and %d chunks of the next", left, chunks()-uint64(left)*65)
+	if err := s.Sweep(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n, m := names(t, s), chunks(); len(n) != 0 || m != 0 {
+		t.Fatalf("after the sweep of %d part objects the bucket holds %v and %d messages", left, n, m)
 	}
 }

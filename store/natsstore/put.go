@@ -1,0 +1,103 @@
+package natsstore
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+const (
+	// chunkSize is the object store's default chunk: one message each.
+	chunkSize = 128 << 10
+	// maxPending bounds the chunks published and not yet acknowledged, for
+	// all of a Store's writers together: 2 MiB in flight.
+	maxPending = 16
+)
+
+// putObject puts data as one object-store object in the object store's own
+// format (ADR-20: chunks on $O.<bucket>.C.<nuid>, then the meta, a rollup
+// on $O.<bucket>.M.<name>), so `nats object get` and ObjectStore.Get read
+// it. It does not use ObjectStore.Put, which makes a publisher of its own
+// for every put with 4,000 chunks in flight and, under a context with a
+// deadline, no timeout on a chunk's acknowledgement: one acknowledgement
+// lost in a leader change stalls it until the deadline, and it publishes the
+// meta before the chunks are acknowledged. Here the Store's publisher keeps
+// at most maxPending chunks in flight, each acknowledged within the
+// timeout, and the meta follows only once every chunk is stored. A put the
+// object store replaces (same name) has its chunks purged afterwards.
+func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data []byte) (*jetstream.ObjectInfo, error) {
+	rctx, cancel := context.WithTimeout(ctx, s.timeout)
+	old, err := s.obs.GetInfo(rctx, meta.Name, jetstream.GetObjectInfoShowDeleted())
+	cancel()
+	if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, err
+	}
+	var id [16]byte
+	rand.Read(id[:])
+	nuid := hex.EncodeToString(id[:])
+	subj := chunkSubject(s.bucket, nuid)
+	var sent []jetstream.PubAckFuture
+	fail := func(err error) (*jetstream.ObjectInfo, error) {
+		waitAcks(context.WithoutCancel(ctx), sent) // nothing may still read data after the return
+		cctx, cancel := s.cleanupCtx(ctx)
+		defer cancel()
+		s.stream.Purge(cctx, jetstream.WithPurgeSubject(subj))
+		return nil, err
+	}
+	for off := 0; off < len(data); off += chunkSize {
+		m := nats.NewMsg(subj)
+		m.Data = data[off:min(off+chunkSize, len(data))]
+		f, err := s.pub.PublishMsgAsync(m, jetstream.WithStallWait(s.timeout))
+		if err != nil {
+			return fail(err)
+		}
+		sent = append(sent, f)
+	}
+	if err := waitAcks(ctx, sent); err != nil {
+		return fail(err)
+	}
+	meta.Opts = &jetstream.ObjectMetaOptions{ChunkSize: chunkSize}
+	info := &jetstream.ObjectInfo{ObjectMeta: meta, Bucket: s.bucket, NUID: nuid, Size: uint64(len(data)),
+		Chunks: uint32(len(sent)), Digest: digestOf(sha256.Sum256(data))}
+	mm := nats.NewMsg(metaSubject(s.bucket, meta.Name))
+	mm.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	if mm.Data, err = json.Marshal(info); err != nil {
+		return fail(err)
+	}
+	rctx, cancel = context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if _, err := s.js.PublishMsg(rctx, mm); err != nil {
+		return fail(err) // a meta that lands anyway names purged chunks; the next put or Sweep replaces it
+	}
+	if old != nil && old.NUID != "" && old.NUID != nuid {
+		if err := s.stream.Purge(rctx, jetstream.WithPurgeSubject(chunkSubject(s.bucket, old.NUID))); err != nil {
+			s.log.Warn("could not purge the chunks of a replaced object; Sweep will", "name", meta.Name, "err", err)
+		}
+	}
+	return info, nil
+}
+
+// waitAcks waits for every chunk's acknowledgement; the first error is
+// returned once all have answered (or timed out) or ctx ends.
+func waitAcks(ctx context.Context, sent []jetstream.PubAckFuture) error {
+	var first error
+	for i, f := range sent {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			if first == nil {
+				first = fmt.Errorf("chunk %d of %d was not stored: %w", i+1, len(sent), err)
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return first
+}
