@@ -49,10 +49,14 @@ func addStoreFlags(fs *pflag.FlagSet, f *storeFlags) {
 // keeper.ErrNoBus (exit 5).
 func openStore(ctx context.Context, u, dir string, f storeFlags, log *slog.Logger) (store.Store, error) {
 	fail := func(err error) (store.Store, error) {
-		if hasKind(err) {
-			return nil, err
+		name := u
+		if name == "" {
+			name = "file://" + dir
 		}
-		return nil, errorf(keeper.ErrNoBus, "the store %s could not be opened: %v", redact(u), err)
+		if hasKind(err) { // such as the connection to a nats:// store's server
+			return nil, fmt.Errorf("the store %s could not be opened: %w", redact(name), err)
+		}
+		return nil, errorf(keeper.ErrNoBus, "the store %s could not be opened: %v", redact(name), err)
 	}
 	if u == "" {
 		abs, err := filepath.Abs(dir)
