@@ -22,10 +22,11 @@ import (
 )
 
 // TestCopyDirToS3AndBack moves a keeper directory (two points and an aside)
-// into S3 with nats-keeper copy, and from S3 into a fresh directory: every
-// point verifies on a keeper serving each target, the asides are listed, the
-// directory's archives come back byte for byte, and a second run of each
-// copy skips everything.
+// into S3 with nats-keeper copy, and from S3 into a fresh directory: a
+// second run of each copy skips everything, the directory's archives come
+// back byte for byte, and every point verifies and the aside is listed on a
+// keeper serving each target (on S3, the keeper that took the directory's
+// index over once its store record was removed).
 func TestCopyDirToS3AndBack(t *testing.T) {
 	const module, local = "moved", "ledger"
 	tmp := t.TempDir()
@@ -77,12 +78,23 @@ func TestCopyDirToS3AndBack(t *testing.T) {
 		}
 	}
 
-	// A keeper on each target, with an index and verbs of its own.
-	onS3 := startKeeperArgs(t, bus.url(), filepath.Join(tmp, "s3keeper"), tmp,
-		append(s.args(s3url), "--bucket", "kept-s3", "--prefix", "on-s3"), s.env()...)
+	// The move: the index is released from the directory (its store
+	// record removed) and a keeper on S3 takes it over, finding its records
+	// there. The copy in E gets a keeper with an index and verbs of its own.
+	kv, err := js.KeyValue(ctx, "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, "store"); err != nil {
+		t.Fatal(err)
+	}
+	onS3 := startKeeperArgs(t, bus.url(), filepath.Join(tmp, "s3keeper"), tmp, s.args(s3url), s.env()...)
 	onE := startKeeperArgs(t, bus.url(), dirE, tmp, []string{"--bucket", "kept-e", "--prefix", "on-e"})
 	waitKeepers(t, nc, 2, onS3, onE)
-	for _, prefix := range []string{"on-s3", "on-e"} {
+	if got := bucketEntries(t, js, "kept")["store"]; !strings.Contains(got, s3url) {
+		t.Errorf("the index's store record is %s; want the S3 store %s", got, s3url)
+	}
+	for _, prefix := range []string{"", "on-e"} {
 		for _, fp := range []string{"one", "two"} {
 			mustVerify(t, nc, prefix, req(fp))
 		}
