@@ -70,6 +70,9 @@ func (s *Store) all(ctx context.Context) ([]*jetstream.ObjectInfo, error) {
 
 // List describes every object whose key begins with prefix, sorted by key.
 func (s *Store) List(ctx context.Context, prefix string) ([]store.Info, error) {
+	if s.closed.Load() {
+		return nil, fmt.Errorf("the store on bucket %s is closed, so nothing was listed", s.bucket)
+	}
 	if prefix != "" {
 		if err := s.check(strings.TrimSuffix(prefix, "/")); err != nil {
 			return nil, err

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,18 +21,19 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 )
 
-// clusterEnv, set to a directory, makes the test binary serve a three-node
-// cluster there instead of running tests: a memory test then measures the
-// client alone.
-const clusterEnv = "NATSSTORE_TEST_CLUSTER_DIR"
+// clusterEnv, set to "<n> <directory>", makes the test binary serve n
+// JetStream servers there (n > 1: a cluster) instead of running tests: a
+// memory test then measures the client alone.
+const clusterEnv = "NATSSTORE_TEST_SERVERS"
 
 // writeEnv, set to "<server URL> <bucket> <key>", makes the test binary
 // write an endless object there until it is killed.
 const writeEnv = "NATSSTORE_TEST_WRITE"
 
 func TestMain(m *testing.M) {
-	if dir := os.Getenv(clusterEnv); dir != "" {
-		os.Exit(serveCluster(dir))
+	if c := strings.Fields(os.Getenv(clusterEnv)); len(c) == 2 {
+		n, _ := strconv.Atoi(c[0])
+		os.Exit(serveCluster(n, c[1]))
 	}
 	if w := os.Getenv(writeEnv); w != "" {
 		os.Exit(writeForever(strings.Fields(w)))
@@ -65,10 +67,11 @@ func writeForever(args []string) int {
 	return fail(err)
 }
 
-// serveCluster starts three clustered servers under dir, prints their client
-// URLs on one line, and stops them when stdin closes (the parent ended).
-func serveCluster(dir string) int {
-	ports := make([]int, 3)
+// serveCluster starts n servers under dir (clustered when n > 1), prints
+// their client URLs on one line, and stops them when stdin closes (the
+// parent ended).
+func serveCluster(n int, dir string) int {
+	ports := make([]int, n)
 	var routes []string
 	for i := range ports {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -85,8 +88,10 @@ func serveCluster(dir string) int {
 	for i := range ports {
 		o := natstest.Options(filepath.Join(dir, fmt.Sprint(i)))
 		o.ServerName = fmt.Sprintf("n%d", i+1)
-		o.Cluster = server.ClusterOpts{Name: "vault", Host: "127.0.0.1", Port: ports[i]}
-		o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+		if n > 1 {
+			o.Cluster = server.ClusterOpts{Name: "vault", Host: "127.0.0.1", Port: ports[i]}
+			o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+		}
 		s, err := natstest.Run(o)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -104,16 +109,16 @@ func serveCluster(dir string) int {
 	return 0
 }
 
-// clusterProcess starts a three-node cluster in a child process and
-// connects to it.
-func clusterProcess(t *testing.T) jetstream.JetStream {
+// serversProcess starts n servers (n > 1: a cluster) in a child process
+// and connects to them.
+func serversProcess(t *testing.T, n int) jetstream.JetStream {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), clusterEnv+"="+t.TempDir())
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d %s", clusterEnv, n, t.TempDir()))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -55,7 +55,7 @@ func heapPeak() (stop func() (heap, live uint64)) {
 // (raft entries, outbound queues) take 250-330 MiB of it.
 func TestLargeObjectR3(t *testing.T) {
 	const size = 1 << 30
-	js := clusterProcess(t)
+	js := serversProcess(t, 3)
 	s := open(t, js, "vault", Options{Replicas: 3})
 	if s.replicas != 3 {
 		t.Fatalf("the bucket has %d replicas", s.replicas)

@@ -8,8 +8,8 @@
 // hidden name (/parts/<upload>/<n>, which no key can be), and Commit writes
 // the object's head under its key last: a small JSON list of the parts and
 // their SHA-256s, marked with the Nats-Keeper-Head header and carrying the
-// object's size and sum in its metadata. One part is at most 8 MiB in
-// flight, parts go one at a time, and a read fetches only the parts it
+// object's size and sum in its metadata. Parts go one at a time, at most
+// 2 MiB of chunks unacknowledged, and a read fetches only the parts it
 // needs.
 //
 // The bucket's stream is made (or changed) with direct gets off, so every

@@ -8,6 +8,7 @@ import (
 	"hash"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -33,6 +34,7 @@ type object struct {
 	mu     sync.Mutex
 	cached int // the part in buf, 1-based; 0 for none
 	buf    []byte
+	gets   atomic.Int64 // parts fetched, for the tests
 }
 
 func (o *object) Size() int64      { return o.info.Size }
@@ -123,6 +125,7 @@ func (o *object) load(i int) error {
 // getPart begins the get of part i, checking its meta against the head.
 func (o *object) getPart(ctx context.Context, i int) (jetstream.ObjectResult, error) {
 	pt := o.parts[i]
+	o.gets.Add(1)
 	r, err := o.s.obs.Get(ctx, pt.name)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, o.partErr(i, "is missing (the object was replaced or deleted since it was opened, or the part was lost)", nil)

@@ -325,3 +325,31 @@ func TestKilledWriter(t *testing.T) {
 		t.Fatalf("after the sweep of %d part objects the bucket holds %v and %d messages", left, n, m)
 	}
 }
+
+// TestReadAtKeepsAPart: scanning an archive's tar headers, 512 bytes at a
+// time, fetches each part once, not once for each header.
+func TestReadAtKeepsAPart(t *testing.T) {
+	ctx := testCtx(t, time.Minute)
+	s := open(t, single(t), "points", Options{URL: "nats://keeper:secret@vault:4222/points"})
+	if u := s.Describe().URL; u != "nats://vault:4222/points" {
+		t.Errorf("Describe names the store %q", u)
+	}
+	data := patternBytes(6, 3*store.PartSize)
+	if _, err := put(t, ctx, s, "tar", bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	o, err := s.Open(ctx, "tar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	block := make([]byte, 512)
+	for off := int64(0); off < o.Size(); off += 512 * 1000 {
+		if _, err := o.ReadAt(block, off); err != nil || !bytes.Equal(block, data[off:off+512]) {
+			t.Fatalf("ReadAt(512, %d): %v", off, err)
+		}
+	}
+	if n := o.(*object).gets.Load(); n != 3 {
+		t.Fatalf("%d headers read across 3 parts took %d gets", o.Size()/(512*1000)+1, n)
+	}
+}
