@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"hash"
 	"unsafe"
 )
 
@@ -12,8 +13,9 @@ import (
 // SHA-256, to sink.Part; Commit hands over the rest and calls sink.Complete.
 //
 // Pipelining: while one part is in sink.Part (in a goroutine of the writer's
-// own) the next one fills; a part that fills while the previous one is still
-// being stored waits for it. The sink's methods are never called at the same
+// own) the next one fills, and is hashed as it fills; a part that fills while
+// the previous one is still being stored waits for it. (A part that WriteAt
+// changed is hashed again in the background before it is stored.) The sink's methods are never called at the same
 // time. Parts are stored with ctx; Complete with Commit's.
 //
 // Holding: a part that overlaps the range given to Hold stays in memory, so
@@ -32,7 +34,7 @@ func NewPartWriter(ctx context.Context, key string, sink PartSink) Writer {
 }
 
 func newPartWriter(ctx context.Context, key string, sink PartSink, partSize int) *partWriter {
-	return &partWriter{ctx: ctx, key: key, sink: sink, partSize: partSize}
+	return &partWriter{ctx: ctx, key: key, sink: sink, partSize: partSize, curHash: sha256.New()}
 }
 
 type partWriter struct {
@@ -41,14 +43,16 @@ type partWriter struct {
 	sink     PartSink
 	partSize int
 
-	size int64  // bytes written
-	cur  []byte // the part being filled: size%partSize bytes, nil when none
-	sums [][32]byte
-	kept int // parts handed to the sink and stored
+	size      int64     // bytes written
+	cur       []byte    // the part being filled: size%partSize bytes, nil when none
+	curHash   hash.Hash // cur's bytes, hashed as they come
+	curHashed bool      // curHash holds all of cur (no WriteAt changed it)
+	sums      [][32]byte
+	kept      int // parts handed to the sink and stored
 
 	holding          bool
 	holdOff, holdEnd int64
-	held             []heldPart // complete parts the hold keeps, in order
+	held             []part // complete parts the hold keeps, in order
 
 	fly       *flight  // the part in sink.Part, or nil
 	free      [][]byte // buffers to fill again
@@ -59,15 +63,18 @@ type partWriter struct {
 	aborted   bool
 }
 
-type heldPart struct {
-	n    int
-	data []byte
+// part is a part ready for the sink. Its sum is hashed as it fills, in the
+// writer's goroutine, while the part before it is being stored; a part that
+// WriteAt changed is hashed again when it is stored.
+type part struct {
+	n      int
+	data   []byte
+	sum    [32]byte
+	hashed bool // sum is data's SHA-256
 }
 
 type flight struct {
-	n    int
-	data []byte
-	sum  [32]byte
+	part
 	done chan error
 }
 
@@ -79,14 +86,18 @@ func (w *partWriter) Write(p []byte) (int, error) {
 	for len(p) > 0 {
 		if w.cur == nil {
 			w.cur = w.buffer()
+			w.curHash.Reset()
+			w.curHashed = true
 		}
 		k := copy(w.cur[len(w.cur):w.partSize], p)
+		if w.curHashed {
+			w.curHash.Write(p[:k])
+		}
 		w.cur = w.cur[:len(w.cur)+k]
 		p, n, w.size = p[k:], n+k, w.size+int64(k)
 		if len(w.cur) == w.partSize {
-			full := w.cur
-			w.cur = nil
-			if err := w.complete(int(w.size/int64(w.partSize)), full); err != nil {
+			full := w.takeCur(int(w.size / int64(w.partSize)))
+			if err := w.complete(full); err != nil {
 				return n, err
 			}
 		}
@@ -113,7 +124,7 @@ func (w *partWriter) WriteAt(p []byte, off int64) (int, error) {
 	ps := int64(w.partSize)
 	for done := 0; done < len(p); {
 		at := off + int64(done)
-		buf := w.partData(int(at/ps) + 1)
+		buf := w.patch(int(at/ps) + 1)
 		if buf == nil {
 			return done, w.fail(fmt.Errorf("writing at %d into %s: the part holding it is no longer in memory (a bug in the part writer), so the object can no longer be committed", at, w.key))
 		}
@@ -122,17 +133,30 @@ func (w *partWriter) WriteAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// partData is the buffer of part n if the writer still has it.
-func (w *partWriter) partData(n int) []byte {
+// patch is the buffer of part n, about to be changed, if the writer still
+// has it.
+func (w *partWriter) patch(n int) []byte {
 	if w.cur != nil && int64(n) == w.size/int64(w.partSize)+1 {
+		w.curHashed = false
 		return w.cur
 	}
-	for _, h := range w.held {
-		if h.n == n {
-			return h.data
+	for i := range w.held {
+		if w.held[i].n == n {
+			w.held[i].hashed = false
+			return w.held[i].data
 		}
 	}
 	return nil
+}
+
+// takeCur is the part being filled, number n, as a part for the sink.
+func (w *partWriter) takeCur(n int) part {
+	p := part{n: n, data: w.cur, hashed: w.curHashed}
+	if p.hashed {
+		w.curHash.Sum(p.sum[:0])
+	}
+	w.cur = nil
+	return p
 }
 
 func (w *partWriter) Hold(off, n int64) {
@@ -166,7 +190,7 @@ func (w *partWriter) Release() {
 	held := w.held
 	w.held = nil
 	for _, h := range held {
-		if w.ship(h.n, h.data) != nil {
+		if w.ship(h) != nil {
 			return
 		}
 	}
@@ -183,11 +207,10 @@ func (w *partWriter) Commit(ctx context.Context) (Info, error) {
 	held := w.held
 	w.held = nil
 	for _, h := range held {
-		w.ship(h.n, h.data)
+		w.ship(h)
 	}
 	if w.cur != nil {
-		w.ship(int(w.size/int64(w.partSize))+1, w.cur)
-		w.cur = nil
+		w.ship(w.takeCur(int(w.size/int64(w.partSize)) + 1))
 	}
 	w.wait()
 	if err := ctx.Err(); err != nil {
@@ -248,32 +271,34 @@ func (w *partWriter) fail(err error) error {
 	return w.err
 }
 
-// complete takes part n, just filled: kept if the hold overlaps it, stored
+// complete takes a part just filled: kept if the hold overlaps it, stored
 // otherwise.
-func (w *partWriter) complete(n int, data []byte) error {
+func (w *partWriter) complete(p part) error {
 	ps := int64(w.partSize)
-	start := int64(n-1) * ps
+	start := int64(p.n-1) * ps
 	if w.holding && w.holdOff < start+ps && w.holdEnd > start && w.holdEnd > w.holdOff {
-		w.held = append(w.held, heldPart{n, data})
+		w.held = append(w.held, p)
 		return nil
 	}
-	return w.ship(n, data)
+	return w.ship(p)
 }
 
-// ship hands part n to the sink in the background, once the part before it
-// in flight was stored.
-func (w *partWriter) ship(n int, data []byte) error {
+// ship hands p to the sink in the background, once the part before it in
+// flight was stored.
+func (w *partWriter) ship(p part) error {
 	if err := w.wait(); err != nil {
 		return err
 	}
 	if err := w.ctx.Err(); err != nil {
 		return w.fail(fmt.Errorf("writing %s: %w, so the object was not committed", w.key, err))
 	}
-	f := &flight{n: n, data: data, done: make(chan error, 1)}
+	f := &flight{part: p, done: make(chan error, 1)}
 	w.fly = f
 	ctx, sink := w.ctx, w.sink
 	go func() {
-		f.sum = sha256.Sum256(f.data)
+		if !f.hashed {
+			f.sum = sha256.Sum256(f.data)
+		}
 		f.done <- sink.Part(ctx, f.n, f.data, f.sum)
 	}()
 	return nil
