@@ -1,0 +1,342 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"hash"
+	"unsafe"
+)
+
+// NewPartWriter is the Writer of every backend that stores objects in parts:
+// it buffers the bytes into PartSize parts and hands each one, with its
+// SHA-256, to sink.Part; Commit hands over the rest and calls sink.Complete.
+//
+// Pipelining: while one part is in sink.Part (in a goroutine of the writer's
+// own) the next one fills, and is hashed as it fills; a part that fills while
+// the previous one is still being stored waits for it. (A part that WriteAt
+// changed is hashed again in the background before it is stored.) The sink's methods are never called at the same
+// time. Parts are stored with ctx; Complete with Commit's.
+//
+// Holding: a part that overlaps the range given to Hold stays in memory, so
+// WriteAt can patch it, and is handed over once Release was called and the
+// part is complete (or at Commit). A held range may span two parts (n at most
+// PartSize); a longer one, or one that begins in a part already handed over,
+// is refused. So a writer keeps at most three parts in memory (filling,
+// storing, held), four while a hold spans two.
+//
+// Any failure (the sink's, a cancelled ctx, a WriteAt outside the held range,
+// a refused Hold, a Write after Commit) makes the writer refuse everything
+// after, and Commit returns it. A Commit that fails calls sink.Abort itself;
+// Abort calls it once, and not after a Commit that succeeded.
+func NewPartWriter(ctx context.Context, key string, sink PartSink) Writer {
+	return newPartWriter(ctx, key, sink, PartSize)
+}
+
+func newPartWriter(ctx context.Context, key string, sink PartSink, partSize int) *partWriter {
+	return &partWriter{ctx: ctx, key: key, sink: sink, partSize: partSize, curHash: sha256.New()}
+}
+
+type partWriter struct {
+	ctx      context.Context
+	key      string
+	sink     PartSink
+	partSize int
+
+	size      int64     // bytes written
+	cur       []byte    // the part being filled: size%partSize bytes, nil when none
+	curHash   hash.Hash // cur's bytes, hashed as they come
+	curHashed bool      // curHash holds all of cur (no WriteAt changed it)
+	sums      [][32]byte
+	kept      int // parts handed to the sink and stored
+
+	holding          bool
+	holdOff, holdEnd int64
+	held             []part // complete parts the hold keeps, in order
+
+	fly       *flight  // the part in sink.Part, or nil
+	free      [][]byte // buffers to fill again
+	allocated int      // buffers made (the tests bound it)
+
+	err       error
+	committed bool
+	aborted   bool
+}
+
+// part is a part ready for the sink. Its sum is hashed as it fills, in the
+// writer's goroutine, while the part before it is being stored; a part that
+// WriteAt changed is hashed again when it is stored.
+type part struct {
+	n      int
+	data   []byte
+	sum    [32]byte
+	hashed bool // sum is data's SHA-256
+}
+
+type flight struct {
+	part
+	done chan error
+}
+
+func (w *partWriter) Write(p []byte) (int, error) {
+	if err := w.usable(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for len(p) > 0 {
+		if w.cur == nil {
+			w.cur = w.buffer()
+			w.curHash.Reset()
+			w.curHashed = true
+		}
+		k := copy(w.cur[len(w.cur):w.partSize], p)
+		if w.curHashed {
+			w.curHash.Write(p[:k])
+		}
+		w.cur = w.cur[:len(w.cur)+k]
+		p, n, w.size = p[k:], n+k, w.size+int64(k)
+		if len(w.cur) == w.partSize {
+			full := w.takeCur(int(w.size / int64(w.partSize)))
+			if err := w.complete(full); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (w *partWriter) WriteAt(p []byte, off int64) (int, error) {
+	if err := w.usable(); err != nil {
+		return 0, err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	end := off + int64(len(p))
+	switch {
+	case !w.holding:
+		return 0, w.fail(fmt.Errorf("writing %d bytes at %d into %s, with no range held: only held bytes can be rewritten, so the object can no longer be committed", len(p), off, w.key))
+	case off < w.holdOff || end > w.holdEnd:
+		return 0, w.fail(fmt.Errorf("writing %d..%d into %s, outside the held %d..%d, so the object can no longer be committed", off, end, w.key, w.holdOff, w.holdEnd))
+	case end > w.size:
+		return 0, w.fail(fmt.Errorf("writing %d..%d into %s, beyond the %d bytes written, so the object can no longer be committed", off, end, w.key, w.size))
+	}
+	ps := int64(w.partSize)
+	for done := 0; done < len(p); {
+		at := off + int64(done)
+		buf := w.patch(int(at/ps) + 1)
+		if buf == nil {
+			return done, w.fail(fmt.Errorf("writing at %d into %s: the part holding it is no longer in memory (a bug in the part writer), so the object can no longer be committed", at, w.key))
+		}
+		done += copy(buf[at%ps:], p[done:])
+	}
+	return len(p), nil
+}
+
+// patch is the buffer of part n, about to be changed, if the writer still
+// has it.
+func (w *partWriter) patch(n int) []byte {
+	if w.cur != nil && int64(n) == w.size/int64(w.partSize)+1 {
+		w.curHashed = false
+		return w.cur
+	}
+	for i := range w.held {
+		if w.held[i].n == n {
+			w.held[i].hashed = false
+			return w.held[i].data
+		}
+	}
+	return nil
+}
+
+// takeCur is the part being filled, number n, as a part for the sink.
+func (w *partWriter) takeCur(n int) part {
+	p := part{n: n, data: w.cur, hashed: w.curHashed}
+	if p.hashed {
+		w.curHash.Sum(p.sum[:0])
+	}
+	w.cur = nil
+	return p
+}
+
+func (w *partWriter) Hold(off, n int64) {
+	if w.usable() != nil {
+		return
+	}
+	ps := int64(w.partSize)
+	curStart := w.size - w.size%ps
+	switch {
+	case w.holding:
+		w.fail(fmt.Errorf("holding %d bytes at %d of %s while %d..%d is still held: at most one range is held at a time, so the object can no longer be committed", n, off, w.key, w.holdOff, w.holdEnd))
+	case off < 0 || n < 0:
+		w.fail(fmt.Errorf("holding %d bytes at %d of %s: a negative offset or length, so the object can no longer be committed", n, off, w.key))
+	case n > ps:
+		w.fail(fmt.Errorf("holding %d bytes at %d of %s: a held range may take at most %d bytes (two parts), so the object can no longer be committed", n, off, w.key, ps))
+	case off < curStart:
+		w.fail(fmt.Errorf("holding %d bytes at %d of %s: the bytes before %d were already handed over, so the object can no longer be committed", n, off, w.key, curStart))
+	default:
+		w.holding, w.holdOff, w.holdEnd = true, off, off+n
+	}
+}
+
+func (w *partWriter) Release() {
+	if !w.holding {
+		return
+	}
+	w.holding = false
+	if w.usable() != nil {
+		return
+	}
+	held := w.held
+	w.held = nil
+	for _, h := range held {
+		if w.ship(h) != nil {
+			return
+		}
+	}
+}
+
+func (w *partWriter) Commit(ctx context.Context) (Info, error) {
+	if err := w.usable(); err != nil {
+		if !w.committed {
+			w.Abort()
+		}
+		return Info{}, err
+	}
+	w.holding = false
+	held := w.held
+	w.held = nil
+	for _, h := range held {
+		w.ship(h)
+	}
+	if w.cur != nil {
+		w.ship(w.takeCur(int(w.size/int64(w.partSize)) + 1))
+	}
+	w.wait()
+	if err := ctx.Err(); err != nil {
+		w.fail(fmt.Errorf("committing %s: %w, so the object was not committed", w.key, err))
+	}
+	count := int((w.size + int64(w.partSize) - 1) / int64(w.partSize))
+	if w.err == nil && w.kept != count {
+		w.fail(fmt.Errorf("committing %s: %d of its %d parts were stored (a bug in the part writer), so the object was not committed", w.key, w.kept, count))
+	}
+	if w.err != nil {
+		w.Abort()
+		return Info{}, w.err
+	}
+	sum := CombineSums(w.sums[:count])
+	info, err := w.sink.Complete(ctx, count, w.size, sum)
+	if err != nil {
+		w.fail(fmt.Errorf("committing %s: %w, so the object was not committed", w.key, err))
+		w.Abort()
+		return Info{}, w.err
+	}
+	w.committed = true
+	w.free = nil
+	if info.Key == "" {
+		info.Key = w.key
+	}
+	info.Size, info.Sum = w.size, sum
+	return info, nil
+}
+
+func (w *partWriter) Abort() {
+	if w.committed || w.aborted {
+		return
+	}
+	w.aborted = true
+	w.wait()
+	w.sink.Abort(context.WithoutCancel(w.ctx))
+	w.cur, w.held, w.free = nil, nil, nil
+}
+
+// usable is nil while the writer takes bytes, or why it does not.
+func (w *partWriter) usable() error {
+	switch {
+	case w.err != nil:
+		return w.err
+	case w.committed:
+		return fmt.Errorf("%s was already committed, so nothing more was written", w.key)
+	case w.aborted:
+		return fmt.Errorf("%s was aborted, so nothing was written", w.key)
+	}
+	return nil
+}
+
+// fail records the writer's first failure and returns it.
+func (w *partWriter) fail(err error) error {
+	if w.err == nil {
+		w.err = err
+	}
+	return w.err
+}
+
+// complete takes a part just filled: kept if the hold overlaps it, stored
+// otherwise.
+func (w *partWriter) complete(p part) error {
+	ps := int64(w.partSize)
+	start := int64(p.n-1) * ps
+	if w.holding && w.holdOff < start+ps && w.holdEnd > start && w.holdEnd > w.holdOff {
+		w.held = append(w.held, p)
+		return nil
+	}
+	return w.ship(p)
+}
+
+// ship hands p to the sink in the background, once the part before it in
+// flight was stored.
+func (w *partWriter) ship(p part) error {
+	if err := w.wait(); err != nil {
+		return err
+	}
+	if err := w.ctx.Err(); err != nil {
+		return w.fail(fmt.Errorf("writing %s: %w, so the object was not committed", w.key, err))
+	}
+	f := &flight{part: p, done: make(chan error, 1)}
+	w.fly = f
+	ctx, sink := w.ctx, w.sink
+	go func() {
+		if !f.hashed {
+			f.sum = sha256.Sum256(f.data)
+		}
+		f.done <- sink.Part(ctx, f.n, f.data, f.sum)
+	}()
+	return nil
+}
+
+// wait waits for the part in flight and returns the writer's failure.
+func (w *partWriter) wait() error {
+	f := w.fly
+	if f == nil {
+		return w.err
+	}
+	w.fly = nil
+	err := <-f.done
+	if err != nil {
+		return w.fail(fmt.Errorf("storing part %d of %s: %w, so the object was not committed", f.n, w.key, err))
+	}
+	for len(w.sums) < f.n {
+		w.sums = append(w.sums, [32]byte{})
+	}
+	w.sums[f.n-1] = f.sum
+	w.kept++
+	if !w.aborted {
+		w.free = append(w.free, f.data[:0])
+	}
+	return w.err
+}
+
+// buffer is an empty buffer of partSize bytes, reused where one is free. Its
+// address is aligned to 4096 bytes, so a file sink can write it with O_DIRECT.
+func (w *partWriter) buffer() []byte {
+	if k := len(w.free); k > 0 {
+		b := w.free[k-1]
+		w.free = w.free[:k-1]
+		return b
+	}
+	w.allocated++
+	const align = 4096
+	b := make([]byte, w.partSize+align)
+	skip := int(-uintptr(unsafe.Pointer(&b[0])) & (align - 1))
+	return b[skip : skip : skip+w.partSize]
+}
