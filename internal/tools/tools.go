@@ -1,5 +1,5 @@
-// Package tools installs pinned command-line tools for tests and the benchmark: the nats CLI and
-// a nats-server binary, built through the Go module proxy into a cache
+// Package tools installs pinned command-line tools for tests and the benchmark: the nats CLI,
+// a nats-server binary and versitygw (an S3 server over a directory), built through the Go module proxy into a cache
 // directory and reused from there.
 //
 // The cache directory is $NATS_KEEPER_TOOLS when set, else
@@ -28,7 +28,11 @@ const NatsCLIVersion = "v0.5.0"
 
 const serverModule = "github.com/nats-io/nats-server/v2"
 
-// installTimeout bounds one go install (about 45 s cold on a small machine).
+// VersityGWVersion is the versitygw version VersityGW installs.
+const VersityGWVersion = "v1.8.0"
+
+// installTimeout bounds one go install (natscli takes about 45 s cold on a
+// small machine, versitygw about 5 minutes).
 const installTimeout = 10 * time.Minute
 
 // NatsCLI returns the path of the nats CLI at NatsCLIVersion, installing it
@@ -69,6 +73,24 @@ func NatsServerPath(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return install(ctx, "nats-server-"+v, "nats-server", serverModule+"@"+v)
+}
+
+// VersityGW returns the path of versitygw at VersityGWVersion (an S3 server
+// for the S3 backend's tests), installing it when missing.
+func VersityGW(t testing.TB) string {
+	t.Helper()
+	path, err := VersityGWPath(context.Background())
+	if err != nil {
+		t.Fatalf("tools: %v", err)
+	}
+	return path
+}
+
+// VersityGWPath is VersityGW for programs: it returns the path of versitygw
+// at VersityGWVersion, installing it when missing, or an error saying why it
+// could not.
+func VersityGWPath(ctx context.Context) (string, error) {
+	return install(ctx, "versitygw-"+VersityGWVersion, "versitygw", "github.com/versity/versitygw/cmd/versitygw@"+VersityGWVersion)
 }
 
 // ServerVersion is the nats-server version this module requires: the one in

@@ -34,3 +34,19 @@ func TestNatsServer(t *testing.T) {
 		t.Fatalf("%s --version says %q, want %s", path, out, v)
 	}
 }
+
+func TestVersityGW(t *testing.T) {
+	path := VersityGW(t)
+	// Its --version prints "git" unless built with ldflags, so the module
+	// version comes from the binary's build info.
+	out, err := exec.Command("go", "version", "-m", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go version -m %s: %v\n%s", path, err, out)
+	}
+	if !strings.Contains(string(out), "github.com/versity/versitygw\t"+VersityGWVersion) {
+		t.Fatalf("go version -m %s says %q, want versitygw %s", path, out, VersityGWVersion)
+	}
+	if out, err := exec.Command(path, "--version").CombinedOutput(); err != nil {
+		t.Fatalf("%s --version: %v\n%s", path, err, out)
+	}
+}
