@@ -1,0 +1,233 @@
+package natsstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/store"
+)
+
+// part is one stored piece of an object: a part object of a head, or a
+// plain object whole.
+type part struct {
+	name string
+	size int64
+	sum  [32]byte // SHA-256 of its bytes
+}
+
+// object reads one committed object part by part (store.Object).
+type object struct {
+	s      *Store
+	info   store.Info
+	parts  []part
+	base   context.Context // ReadAt's, until Close
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	cached int // the part in buf, 1-based; 0 for none
+	buf    []byte
+}
+
+func (o *object) Size() int64      { return o.info.Size }
+func (o *object) Info() store.Info { return o.info }
+
+func (o *object) Close() error {
+	o.cancel()
+	o.mu.Lock()
+	o.buf, o.cached = nil, 0
+	o.mu.Unlock()
+	return nil
+}
+
+// locate is the index of the part holding byte off and that part's start.
+func (o *object) locate(off int64) (int, int64) {
+	if len(o.parts) == 1 {
+		return 0, 0
+	}
+	i := int(off / store.PartSize)
+	return i, int64(i) * store.PartSize
+}
+
+// ReadAt reads len(p) bytes at off. A part of at most PartSize is read
+// whole, checked, and kept until a read needs another part; a larger plain
+// object is streamed to the range instead.
+func (o *object) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("reading %s at %d: a negative offset", o.info.Key, off)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for n < len(p) && off < o.info.Size {
+		i, start := o.locate(off)
+		pt := o.parts[i]
+		if pt.size > store.PartSize {
+			r, err := o.reader(o.base, off, min(int64(len(p)-n), o.info.Size-off))
+			if err != nil {
+				return n, err
+			}
+			k, err := io.ReadFull(r, p[n:min(len(p), n+int(o.info.Size-off))])
+			r.Close()
+			n, off = n+k, off+int64(k)
+			if err != nil {
+				return n, err
+			}
+			continue
+		}
+		if o.cached != i+1 {
+			if err := o.load(i); err != nil {
+				return n, err
+			}
+		}
+		k := copy(p[n:], o.buf[off-start:pt.size])
+		n, off = n+k, off+int64(k)
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// load reads part i whole into the cache and checks it.
+func (o *object) load(i int) error {
+	pt := o.parts[i]
+	o.cached = 0
+	if cap(o.buf) < int(pt.size) {
+		o.buf = make([]byte, pt.size)
+	}
+	o.buf = o.buf[:pt.size]
+	ctx, cancel := context.WithTimeout(o.base, o.s.timeout)
+	defer cancel()
+	r, err := o.getPart(ctx, i)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if _, err := io.ReadFull(r, o.buf); err != nil {
+		return o.partErr(i, "could not be read", err)
+	}
+	if sha256.Sum256(o.buf) != pt.sum {
+		return o.partErr(i, "is damaged: its bytes do not have the SHA-256 its head records", nil)
+	}
+	o.cached = i + 1
+	return nil
+}
+
+// getPart begins the get of part i, checking its meta against the head.
+func (o *object) getPart(ctx context.Context, i int) (jetstream.ObjectResult, error) {
+	pt := o.parts[i]
+	r, err := o.s.obs.Get(ctx, pt.name)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, o.partErr(i, "is missing (the object was replaced or deleted since it was opened, or the part was lost)", nil)
+	}
+	if err != nil {
+		return nil, o.partErr(i, "could not be read", busErr(err))
+	}
+	info, err := r.Info()
+	if err == nil && (int64(info.Size) != pt.size || info.Digest != digestOf(pt.sum)) {
+		err = fmt.Errorf("it holds %d bytes with digest %s, not %d bytes with %s", info.Size, info.Digest, pt.size, digestOf(pt.sum))
+	}
+	if err != nil {
+		r.Close()
+		return nil, o.partErr(i, "is not the one its head names", err)
+	}
+	return r, nil
+}
+
+func (o *object) partErr(i int, what string, err error) error {
+	msg := fmt.Sprintf("part %d of %d of %s (%s in bucket %s) %s", i+1, len(o.parts), o.info.Key, o.parts[i].name, o.s.bucket, what)
+	if err != nil {
+		return fmt.Errorf("%s: %w", msg, err)
+	}
+	return errors.New(msg)
+}
+
+// Reader streams the n bytes at off.
+func (o *object) Reader(ctx context.Context, off, n int64) (io.ReadCloser, error) {
+	if off < 0 || n < 0 || off+n > o.info.Size {
+		return nil, fmt.Errorf("reading %d bytes at %d of %s: the range is not inside its %d bytes", n, off, o.info.Key, o.info.Size)
+	}
+	return o.reader(ctx, off, n)
+}
+
+func (o *object) reader(ctx context.Context, off, n int64) (io.ReadCloser, error) {
+	return &rangeReader{o: o, ctx: ctx, off: off, end: off + n}, nil
+}
+
+// rangeReader reads a range part by part. Each part's get begins at the
+// part's start; the bytes before the range are hashed too, so a part read
+// to its end is checked even when the range began inside it.
+type rangeReader struct {
+	o        *object
+	ctx      context.Context
+	off, end int64
+
+	cur     jetstream.ObjectResult
+	cancel  context.CancelFunc
+	i       int
+	partEnd int64
+	h       hash.Hash
+}
+
+func (r *rangeReader) Read(p []byte) (int, error) {
+	if r.off >= r.end {
+		r.Close()
+		return 0, io.EOF
+	}
+	if r.cur == nil {
+		if err := r.next(); err != nil {
+			return 0, err
+		}
+	}
+	p = p[:min(int64(len(p)), r.end-r.off, r.partEnd-r.off)]
+	n, err := io.ReadFull(r.cur, p)
+	r.h.Write(p[:n])
+	r.off += int64(n)
+	if err != nil {
+		return n, r.o.partErr(r.i, "could not be read", err)
+	}
+	if r.off == r.partEnd {
+		r.closePart()
+		if [32]byte(r.h.Sum(nil)) != r.o.parts[r.i].sum {
+			return n, r.o.partErr(r.i, "is damaged: its bytes do not have the SHA-256 its head records", nil)
+		}
+	}
+	return n, nil
+}
+
+// next begins the get of the part holding r.off and skips to it.
+func (r *rangeReader) next() error {
+	i, start := r.o.locate(r.off)
+	ctx, cancel := context.WithTimeout(r.ctx, r.o.s.timeout)
+	cur, err := r.o.getPart(ctx, i)
+	if err != nil {
+		cancel()
+		return err
+	}
+	r.cur, r.cancel, r.i, r.partEnd, r.h = cur, cancel, i, start+r.o.parts[i].size, sha256.New()
+	if _, err := io.CopyN(r.h, cur, r.off-start); err != nil {
+		r.closePart()
+		return r.o.partErr(i, "could not be read", err)
+	}
+	return nil
+}
+
+func (r *rangeReader) closePart() {
+	if r.cur != nil {
+		r.cur.Close()
+		r.cancel()
+		r.cur = nil
+	}
+}
+
+func (r *rangeReader) Close() error {
+	r.closePart()
+	return nil
+}

@@ -1,0 +1,160 @@
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// validBucket is the object store's own rule for bucket names; "OBJ_" and
+// the name must fit a stream name (255 bytes).
+var validBucket = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,251}$`)
+
+// Error codes the server gives when it cannot place a replicated stream.
+const (
+	codeNoPeers      = 10005 // no suitable peers for placement
+	codeInsufficient = 10023 // insufficient resources
+	codeNotClustered = 10074 // replicas > 1 not supported in non-clustered mode
+)
+
+// Open opens the object-store bucket on js as a Store, creating it (file
+// storage, opts.Replicas) when it is missing. An existing bucket keeps its
+// replicas; its direct gets are turned off (see the package comment).
+func Open(ctx context.Context, js jetstream.JetStream, bucket string, opts Options) (*Store, error) {
+	if !validBucket.MatchString(bucket) {
+		return nil, fmt.Errorf("%.300q is not an object-store bucket name (1 to 251 letters, digits, - or _), so no store was opened", bucket)
+	}
+	s := &Store{js: js, bucket: bucket, timeout: opts.Timeout, log: opts.Logger}
+	if s.timeout <= 0 {
+		s.timeout = time.Minute
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.log = s.log.With("bucket", bucket)
+	s.url = describeURL(js, opts.URL, bucket)
+	name := "OBJ_" + bucket
+	var info *jetstream.StreamInfo
+	err := s.retry(ctx, "look up the bucket", func(ctx context.Context) error {
+		st, err := js.Stream(ctx, name)
+		if err == nil {
+			info = st.CachedInfo()
+		}
+		return err
+	})
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		if info, err = s.createBucket(ctx, opts.Replicas); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, fmt.Errorf("could not look up the object-store bucket %s, so no store was opened: %w", bucket, busErr(err))
+	}
+	if info, err = s.adopt(ctx, info, opts.Replicas); err != nil {
+		return nil, err
+	}
+	s.replicas = info.Config.Replicas
+	err = s.retry(ctx, "bind the bucket", func(ctx context.Context) error {
+		if s.obs, err = js.ObjectStore(ctx, bucket); err != nil {
+			return err
+		}
+		s.stream, err = js.Stream(ctx, name)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("could not bind the object-store bucket %s, so no store was opened: %w", bucket, busErr(err))
+	}
+	return s, nil
+}
+
+// streamConfig is the object store's own stream for the bucket, with direct
+// gets off.
+func (s *Store) streamConfig(replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        "OBJ_" + s.bucket,
+		Description: "nats-keeper restore points and set-aside copies",
+		Subjects:    []string{"$O." + s.bucket + ".C.>", "$O." + s.bucket + ".M.>"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+		Discard:     jetstream.DiscardNew,
+		MaxBytes:    -1,
+		AllowRollup: true,
+	}
+}
+
+// createBucket makes the bucket. Replicas 0 asks for 3 on a cluster and takes 1
+// when the server says it cannot place 3 (not clustered, or too few
+// servers); nats.go's AccountInfo and $JS.API.INFO do not tell a cluster's
+// size, so the server's answer to the create is what decides.
+func (s *Store) createBucket(ctx context.Context, replicas int) (*jetstream.StreamInfo, error) {
+	want := replicas
+	if want == 0 {
+		want = 1
+		if s.js.Conn().ConnectedClusterName() != "" {
+			want = 3
+		}
+	}
+	var info *jetstream.StreamInfo
+	attempt := func(r int) error {
+		return s.retry(ctx, "create the bucket", func(ctx context.Context) error {
+			st, err := s.js.CreateStream(ctx, s.streamConfig(r))
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) { // made by another keeper meanwhile
+				st, err = s.js.Stream(ctx, "OBJ_"+s.bucket)
+			}
+			if err == nil {
+				info = st.CachedInfo()
+			}
+			return err
+		})
+	}
+	err := attempt(want)
+	var api *jetstream.APIError
+	if err != nil && replicas == 0 && want > 1 && errors.As(err, &api) &&
+		slices.Contains([]jetstream.ErrorCode{codeNoPeers, codeInsufficient, codeNotClustered}, api.ErrorCode) {
+		s.log.Warn("the server cannot place 3 replicas; making the bucket with 1", "err", err)
+		err = attempt(1)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("could not create the object-store bucket %s with %d replicas, so no store was opened: %w",
+			s.bucket, want, busErr(err))
+	}
+	s.log.Info("created the object-store bucket", "replicas", info.Config.Replicas)
+	return info, nil
+}
+
+// adopt checks that an existing stream is an object store and turns its
+// direct gets off.
+func (s *Store) adopt(ctx context.Context, info *jetstream.StreamInfo, replicas int) (*jetstream.StreamInfo, error) {
+	cfg := info.Config
+	want := s.streamConfig(cfg.Replicas).Subjects
+	if !slices.Contains(cfg.Subjects, want[0]) || !slices.Contains(cfg.Subjects, want[1]) {
+		return nil, fmt.Errorf("stream %s exists but does not take the subjects of the object-store bucket %s (%v), so no store was opened",
+			cfg.Name, s.bucket, cfg.Subjects)
+	}
+	if replicas != 0 && replicas != cfg.Replicas {
+		s.log.Warn("the bucket keeps the replicas it has", "has", cfg.Replicas, "asked", replicas)
+	}
+	if !cfg.AllowDirect {
+		return info, nil
+	}
+	cfg.AllowDirect = false
+	err := s.retry(ctx, "turn direct gets off", func(ctx context.Context) error {
+		st, err := s.js.UpdateStream(ctx, cfg)
+		if err == nil {
+			info = st.CachedInfo()
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("could not turn direct gets off on the object-store bucket %s (a follower could answer a read "+
+			"with data older than the last commit), so no store was opened: %w", s.bucket, busErr(err))
+	}
+	s.log.Info("turned direct gets off on the bucket, so the stream leader answers every read")
+	return info, nil
+}

@@ -1,0 +1,160 @@
+package natsstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/store"
+)
+
+// sink stores one upload's parts and commits its head (store.PartSink).
+type sink struct {
+	s      *Store
+	key    string
+	upload string
+
+	mu        sync.Mutex
+	sums      map[int][32]byte // parts stored
+	tried     map[int]bool     // parts whose put began, stored or not
+	committed bool
+	headTried bool // a head put began: it may land late, so Abort leaves the parts to Sweep
+}
+
+func (s *Store) newSink(key string) *sink {
+	return &sink{s: s, key: key, upload: newUploadID(), sums: map[int][32]byte{}, tried: map[int]bool{}}
+}
+
+// Part puts part n as its own object. A retried put writes the same name and
+// bytes again, so it is safe to repeat; the object store replaces the first.
+func (k *sink) Part(ctx context.Context, n int, data []byte, sum [32]byte) error {
+	name := partName(k.upload, n)
+	k.mu.Lock()
+	k.tried[n] = true
+	k.mu.Unlock()
+	meta := jetstream.ObjectMeta{
+		Name:     name,
+		Headers:  nats.Header{partHeader: []string{strconv.Itoa(n)}},
+		Metadata: map[string]string{mdKey: k.key, mdUpload: k.upload},
+	}
+	err := k.s.retry(ctx, "put "+name, func(ctx context.Context) error {
+		info, err := k.s.obs.Put(ctx, meta, bytes.NewReader(data))
+		if err == nil && (info.Digest != digestOf(sum) || info.Size != uint64(len(data))) {
+			return fmt.Errorf("the bucket recorded %d bytes with digest %s for %s, not the %d bytes with SHA-256 %x that were sent",
+				info.Size, info.Digest, name, len(data), sum)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("could not put part %d of %s into bucket %s as %s: %w", n, k.key, k.s.bucket, name, busErr(err))
+	}
+	k.mu.Lock()
+	k.sums[n] = sum
+	k.mu.Unlock()
+	return nil
+}
+
+// Complete writes the head under the key, replacing the one there, and then
+// removes the old head's parts.
+func (k *sink) Complete(ctx context.Context, count int, size int64, sum string) (store.Info, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	h := head{Version: 1, Upload: k.upload, Size: size, Sum: sum, PartSize: store.PartSize, Parts: []string{}}
+	sums := make([][32]byte, 0, count)
+	for n := 1; n <= count; n++ {
+		p, ok := k.sums[n]
+		if !ok {
+			return store.Info{}, fmt.Errorf("part %d of %s was never stored, so its head was not written", n, k.key)
+		}
+		sums = append(sums, p)
+		h.Parts = append(h.Parts, hex.EncodeToString(p[:]))
+	}
+	if len(k.sums) != count || count != partCount(size) || store.CombineSums(sums) != sum {
+		return store.Info{}, fmt.Errorf("%s has %d parts stored, %d given for %d bytes, and sum %s given, which do not agree, so its head was not written",
+			k.key, len(k.sums), count, size, sum)
+	}
+	body, err := json.Marshal(h)
+	if err != nil {
+		return store.Info{}, err
+	}
+	old, err := k.s.obs.GetInfo(ctx, k.key)
+	if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return store.Info{}, fmt.Errorf("could not read what %s holds now, so its head was not written: %w", k.key, busErr(err))
+	}
+	meta := jetstream.ObjectMeta{
+		Name:    k.key,
+		Headers: nats.Header{headHeader: []string{headVersion}},
+		Metadata: map[string]string{mdSize: strconv.FormatInt(size, 10), mdSum: sum, mdUpload: k.upload,
+			mdParts: strconv.Itoa(count)},
+	}
+	k.headTried = true
+	err = k.s.retry(ctx, "put the head of "+k.key, func(ctx context.Context) error {
+		_, err := k.s.obs.Put(ctx, meta, bytes.NewReader(body))
+		return err
+	})
+	if err != nil && k.landed(ctx) {
+		k.s.log.Warn("the put of a head failed but the head is there", "key", k.key, "err", err)
+		err = nil
+	}
+	if err != nil {
+		return store.Info{}, fmt.Errorf("could not put the head of %s into bucket %s (if it lands late the object is "+
+			"whole; if not, Sweep removes its parts): %w", k.key, k.s.bucket, busErr(err))
+	}
+	k.committed = true
+	info, err := k.s.Stat(ctx, k.key)
+	if err != nil {
+		k.s.log.Warn("the head was put but could not be read back", "key", k.key, "err", err)
+		info = store.Info{Key: k.key, Size: size, Sum: sum, Modified: time.Now().UTC()}
+	}
+	if old != nil && isHead(old) && old.Metadata[mdUpload] != k.upload {
+		k.s.removeParts(ctx, k.key, old)
+	}
+	return info, nil
+}
+
+// Abort removes the parts put so far; Sweep removes what it cannot.
+func (k *sink) Abort(ctx context.Context) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.committed {
+		return
+	}
+	if k.headTried {
+		k.s.log.Warn("the head of an aborted upload may still land, so its parts are left for Sweep", "key", k.key, "upload", k.upload)
+		return
+	}
+	ctx, cancel := k.s.cleanupCtx(ctx)
+	defer cancel()
+	for n := range k.tried {
+		if err := k.s.remove(ctx, partName(k.upload, n)); err != nil {
+			k.s.log.Warn("could not remove a part of an aborted upload; Sweep will", "key", k.key, "part", n, "err", err)
+		}
+	}
+}
+
+// landed reports whether the key's head is this upload's (a put whose
+// acknowledgement was lost).
+func (k *sink) landed(ctx context.Context) bool {
+	ctx, cancel := k.s.cleanupCtx(ctx)
+	defer cancel()
+	info, err := k.s.obs.GetInfo(ctx, k.key)
+	return err == nil && isHead(info) && info.Metadata[mdUpload] == k.upload
+}
+
+// Create begins a new object at key: its parts are put as they fill (one at
+// a time, with ctx), its head when Commit is called.
+func (s *Store) Create(ctx context.Context, key string) (store.Writer, error) {
+	if err := s.check(key); err != nil {
+		return nil, err
+	}
+	return store.NewPartWriter(ctx, key, s.newSink(key)), nil
+}
