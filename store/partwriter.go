@@ -15,8 +15,9 @@ import (
 // Pipelining: while one part is in sink.Part (in a goroutine of the writer's
 // own) the next one fills, and is hashed as it fills; a part that fills while
 // the previous one is still being stored waits for it. (A part that WriteAt
-// changed is hashed again in the background before it is stored.) The sink's methods are never called at the same
-// time. Parts are stored with ctx; Complete with Commit's.
+// changed is hashed again in the background before it is stored.) The sink's
+// methods are never called at the same time. Parts are stored with ctx;
+// Complete with Commit's.
 //
 // Holding: a part that overlaps the range given to Hold stays in memory, so
 // WriteAt can patch it, and is handed over once Release was called and the
