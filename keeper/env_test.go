@@ -16,6 +16,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/store/filestore"
 )
 
 const (
@@ -54,7 +55,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, ctx: ctx, srv: s, js: js, bus: ad, dir: t.TempDir(), names: sample.NamesOf(module, local)}
-	cfg := keeper.Config{Dir: e.dir, Bus: ad, Index: ad, Acts: ad, Version: "test",
+	cfg := keeper.Config{Store: fileStore(t, e.dir), Bus: ad, Index: ad, Acts: ad, Version: "test",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, o := range opts {
 		o(&cfg)
@@ -68,8 +69,19 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 // keeperOn opens another keeper on e's bus and index with directory dir,
 // as a keeper started again (or a second one) would.
 func (e *env) keeperOn(dir string) (*keeper.Keeper, error) {
-	return keeper.New(e.ctx, keeper.Config{Dir: dir, Bus: e.bus, Index: e.bus, Acts: e.bus,
+	return keeper.New(e.ctx, keeper.Config{Store: fileStore(e.t, dir), Bus: e.bus, Index: e.bus, Acts: e.bus,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
+
+// fileStore is the file store in dir, closed when the test ends.
+func fileStore(t testing.TB, dir string) *filestore.Store {
+	t.Helper()
+	st, err := filestore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // kept dumps the kept data's three streams.

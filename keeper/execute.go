@@ -57,7 +57,7 @@ type run struct {
 	arch   *openedArchive // the point's archive, opened once for the whole restore
 	// parallel bounds how many streams are restored at once.
 	parallel int
-	here     []string // streams whose restore this run began
+	here     []string // streams whose restore this run began, finished or not
 }
 
 // execute runs the remaining steps. A failure undoes what it must (puts the
@@ -163,11 +163,9 @@ func (x *run) restore(ctx context.Context) error {
 			}
 			x.k.hook("restored:" + s)
 		})
-	for _, s := range begun {
-		if !contains(j.Restored, s) {
-			x.here = append(x.here, s)
-		}
-	}
+	// Every stream this run began, finished or not, is removed if the run
+	// gives up: the aside is then put back whole.
+	x.here = append(x.here, begun...)
 	if err != nil {
 		return fmt.Errorf("restoring from %s failed: %w", sourceName(x.point), err)
 	}

@@ -2,6 +2,7 @@ package keeper_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -194,6 +195,15 @@ func TestRestoreFaults(t *testing.T) {
 // and no partial directory is left.
 func checkAsides(t *testing.T, e *env, live *sample.Snapshot) {
 	t.Helper()
+	checkAsidesOf(t, e, live, nil)
+}
+
+// checkAsidesOf is checkAsides where recovery may also have set aside what
+// a stopped restore had restored (streams restored at once finish apart):
+// each stream of a recovery aside is the live one or, if point is given,
+// the point's.
+func checkAsidesOf(t *testing.T, e *env, live, point *sample.Snapshot) {
+	t.Helper()
 	ents, _ := os.ReadDir(filepath.Join(e.dir, "aside"))
 	for _, ent := range ents {
 		if strings.HasSuffix(ent.Name(), ".partial") {
@@ -205,10 +215,42 @@ func checkAsides(t *testing.T, e *env, live *sample.Snapshot) {
 			t.Errorf("aside %s does not verify: %v", ent.Name(), err)
 			continue
 		}
-		if d := sample.Diff(live, archiveStreams(t, dir)); d != "" {
+		got := archiveStreams(t, dir)
+		if point != nil && asideReasonOf(t, dir) == keeper.ReasonRecovery {
+			for _, sd := range got.Streams {
+				one := &sample.Snapshot{Streams: []sample.StreamDump{sd}}
+				if sample.Diff(one, streamOf(live, sd.Name)) != "" && sample.Diff(one, streamOf(point, sd.Name)) != "" {
+					t.Errorf("recovery aside %s holds stream %s as neither the live data nor the point had it", ent.Name(), sd.Name)
+				}
+			}
+			continue
+		}
+		if d := sample.Diff(live, got); d != "" {
 			t.Errorf("aside %s differs from the live data:\n%s", ent.Name(), d)
 		}
 	}
+}
+
+func streamOf(s *sample.Snapshot, name string) *sample.Snapshot {
+	for _, sd := range s.Streams {
+		if sd.Name == name {
+			return &sample.Snapshot{Streams: []sample.StreamDump{sd}}
+		}
+	}
+	return &sample.Snapshot{}
+}
+
+func asideReasonOf(t *testing.T, dir string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "aside.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a keeper.Aside
+	if err := json.Unmarshal(data, &a); err != nil {
+		t.Fatal(err)
+	}
+	return a.Reason
 }
 
 func TestSnapshotFaultsLeaveNoPoint(t *testing.T) {
@@ -270,7 +312,8 @@ func TestPutBackFailsJournalStays(t *testing.T) {
 	e.change()
 	live := e.kept()
 	f.mu.Lock()
-	f.op, f.nth, f.upto, f.armed = "restore", 1, 2, true
+	// Every restore fails: the streams restored at once, and the put-back.
+	f.op, f.nth, f.upto, f.armed = "restore", 1, 100, true
 	f.mu.Unlock()
 	_, err := e.k.RestoreKept(e.ctx, req(1, "fp"))
 	f.mu.Lock()

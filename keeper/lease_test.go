@@ -33,7 +33,7 @@ func (s *slowBus) Snapshot(ctx context.Context, stream string, data, meta io.Wri
 
 func secondKeeper(t *testing.T, e *env, id string, ttl time.Duration) *keeper.Keeper {
 	t.Helper()
-	k, err := keeper.New(e.ctx, keeper.Config{Dir: e.dir, Bus: e.bus, Index: e.bus, Acts: e.bus, ID: id, LeaseTTL: ttl,
+	k, err := keeper.New(e.ctx, keeper.Config{Store: fileStore(e.t, e.dir), Bus: e.bus, Index: e.bus, Acts: e.bus, ID: id, LeaseTTL: ttl,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -50,10 +50,9 @@ func TestRecoverAfterCrash(t *testing.T) {
 
 			stop()
 			recoverAfterCrash(t, e, step, point)
-			checkAsides(t, e, live)
-			matches, _ := filepath.Glob(filepath.Join(e.dir, "aside", "*", "journal.json"))
-			if len(matches) != 0 {
-				t.Errorf("journal left: %v", matches)
+			checkAsidesOf(t, e, live, point)
+			if keys, _ := e.bus.Keys(e.ctx, "journal."); len(keys) != 0 {
+				t.Errorf("journal left: %v", keys)
 			}
 		})
 	}

@@ -77,7 +77,12 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 	}
 	defer nc.Close()
 	log := slog.New(slog.NewTextHandler(o.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	svc, err := startKeeper(ctx, nc, filepath.Join(tmp, "keeper"), verbs.DefaultPrefix, "kept", log)
+	st, err := openStore(ctx, "", filepath.Join(tmp, "keeper"), storeFlags{}, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	svc, err := startKeeper(ctx, nc, st, verbs.DefaultPrefix, "kept", log)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/nats-keeper/nats-keeper/store"
 	"io"
 	"log/slog"
 	"testing"
@@ -36,7 +37,7 @@ func newBed(t *testing.T) *bed {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	svc, err := startKeeper(context.Background(), nc, dir, verbs.DefaultPrefix, "kept", quietLog())
+	svc, err := startKeeper(context.Background(), nc, dirStore(t, dir), verbs.DefaultPrefix, "kept", quietLog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func newBedWith(t *testing.T, wrap func(keeper.Bus) keeper.Bus) *bed {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	k, err := keeper.New(ctx, keeper.Config{Dir: dir, Bus: wrap(a), Index: a, Acts: a, Logger: quietLog()})
+	k, err := keeper.New(ctx, keeper.Config{Store: dirStore(t, dir), Bus: wrap(a), Index: a, Acts: a, Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,4 +88,15 @@ func runArgs(t *testing.T, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := run(context.Background(), args, env{Out: &out, Err: &errb, Getenv: func(string) string { return "" }})
 	return code, out.String(), errb.String()
+}
+
+// dirStore is the file store in dir, closed when the test ends.
+func dirStore(t testing.TB, dir string) store.Store {
+	t.Helper()
+	st, err := openStore(context.Background(), "", dir, storeFlags{}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

@@ -63,7 +63,10 @@ func BenchmarkWrite(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var out busarchive.File = f
+			var out interface {
+				busarchive.File
+				Sync() error
+			} = f
 			df := busarchive.NewDirectFile(f)
 			if df != nil {
 				out = df
