@@ -95,6 +95,11 @@ func (k *Keeper) claimStore(ctx context.Context) error {
 		// Another keeper made this same new store's id first: take its.
 		return k.keepStoreID(ctx, &storeID{ID: rec.ID, Created: rec.Since})
 	}
+	if local == nil {
+		if moved, err := k.takeOverIndex(ctx, rec); moved || err != nil {
+			return err
+		}
+	}
 	if local == nil || local.ID != rec.ID {
 		mine := "has no store id yet"
 		if local != nil {
@@ -106,6 +111,64 @@ func (k *Keeper) claimStore(ctx context.Context) error {
 			ErrOtherStore, rec.where(), rec.Host, rec.ID, rec.Since.Format(time.RFC3339), here, mine)}
 	}
 	return nil
+}
+
+// takeOverIndex moves the index to this store, which has no id yet, when
+// the store holds every point and aside the index records (as after a
+// `nats-keeper copy` of all of them from the index's store): a rebuild then
+// loses no record. The store gets an id of its own and the index's record
+// names it, so the store the index belonged to is refused from then on. It
+// returns false, and changes nothing, when any record is missing here.
+func (k *Keeper) takeOverIndex(ctx context.Context, rec storeRecord) (bool, error) {
+	var keys []string
+	for _, prefix := range []string{"point.", "aside."} {
+		ks, err := k.index.Keys(ctx, prefix)
+		if err != nil {
+			return false, fmt.Errorf("listing the index: %w", withKind(ErrNoBus, err))
+		}
+		keys = append(keys, ks...)
+	}
+	if len(keys) == 0 {
+		return false, nil
+	}
+	for _, key := range keys {
+		data, err := k.index.Get(ctx, key)
+		if err != nil {
+			return false, nil
+		}
+		var r struct {
+			Dir string `json:"dir"`
+		}
+		if json.Unmarshal(data, &r) != nil || !isRecordPlace(r.Dir) || store.CheckKey(r.Dir) != nil {
+			return false, nil
+		}
+		if there, _ := k.exists(ctx, recordKey(r.Dir)); !there {
+			return false, nil
+		}
+	}
+	data, rev, err := k.index.GetRev(ctx, storeKey)
+	if err != nil {
+		return false, fmt.Errorf("reading which store the index belongs to: %w", withKind(ErrNoBus, err))
+	}
+	var now storeRecord
+	if json.Unmarshal(data, &now) != nil || now.ID != rec.ID {
+		return false, errorf(ErrConflict, "the index's store record changed while this keeper read it, so nothing was started; start it again")
+	}
+	id, err := k.makeStoreID(ctx)
+	if err != nil {
+		return false, err
+	}
+	host, _ := os.Hostname()
+	here := k.store.Describe().URL
+	next, _ := json.Marshal(storeRecord{ID: id.ID, URL: here, Host: host, Since: k.now().UTC()})
+	if _, err := k.index.Update(ctx, storeKey, next, rev); err != nil {
+		return false, fmt.Errorf("moving the index to this store: %w, so nothing was started", withKind(ErrNoBus, err))
+	}
+	k.log.Warn("the index moved to this store, which holds every point and aside it records; the store it belonged to is refused from now on",
+		"store", here, "from", rec.where(), "records", len(keys))
+	k.record(ctx, Act{Verb: "store", What: fmt.Sprintf("The index moved from store %s to %s, which holds all %d of its point and aside records.",
+		rec.where(), here, len(keys)), Outcome: "done"})
+	return true, nil
 }
 
 // keepStoreID makes sure store.json holds id, the one the index names.

@@ -116,9 +116,10 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 // prefix that has no record, its commit mark, so holds no point or aside.
 // Such leftovers never hold the only copy of anything: live data is removed
 // only after its aside's record is written, and an earlier point only after
-// it was set aside whole. Leftovers of a kept data that a keeper (this one
-// or another sharing the store) holds a live lease on are that keeper's
-// work in progress, and are left alone.
+// it was set aside whole. Leftovers younger than leftoverAge, or of a kept
+// data that a keeper (this one or another sharing the store) holds a live
+// lease on, may be work in progress (a keeper's, or a copy's), and are left
+// alone.
 func (k *Keeper) sweepLeftovers(ctx context.Context) error {
 	if err := k.store.Sweep(ctx, leftoverAge); err != nil {
 		return err
@@ -136,6 +137,9 @@ func (k *Keeper) sweepLeftovers(ctx context.Context) error {
 			rel := path.Dir(o.Key)
 			if have[recordKey(rel)] || !isRecordPlace(rel) {
 				continue
+			}
+			if !o.Modified.IsZero() && k.now().Sub(o.Modified) < leftoverAge {
+				continue // may be a write in progress: a copy's, or a keeper's whose lease lapsed
 			}
 			module, local := keptOf(rel)
 			if k.leaseLive(ctx, module, local) {
