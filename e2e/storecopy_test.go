@@ -26,7 +26,8 @@ import (
 // second run of each copy skips everything, the directory's archives come
 // back byte for byte, and every point verifies and the aside is listed on a
 // keeper serving each target (on S3, the keeper that took the directory's
-// index over once its store record was removed).
+// index over, as S3 holds all its records; the directory's keeper is then
+// refused).
 func TestCopyDirToS3AndBack(t *testing.T) {
 	const module, local = "moved", "ledger"
 	tmp := t.TempDir()
@@ -78,21 +79,17 @@ func TestCopyDirToS3AndBack(t *testing.T) {
 		}
 	}
 
-	// The move: the index is released from the directory (its store
-	// record removed) and a keeper on S3 takes it over, finding its records
-	// there. The copy in E gets a keeper with an index and verbs of its own.
-	kv, err := js.KeyValue(ctx, "kept")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kv.Delete(ctx, "store"); err != nil {
-		t.Fatal(err)
-	}
+	// The move: a keeper on S3 takes the index over, since S3 holds every
+	// record it names; a keeper on the directory is then refused. The copy
+	// in E gets a keeper with an index and verbs of its own.
 	onS3 := startKeeperArgs(t, bus.url(), filepath.Join(tmp, "s3keeper"), tmp, s.args(s3url), s.env()...)
 	onE := startKeeperArgs(t, bus.url(), dirE, tmp, []string{"--bucket", "kept-e", "--prefix", "on-e"})
 	waitKeepers(t, nc, 2, onS3, onE)
 	if got := bucketEntries(t, js, "kept")["store"]; !strings.Contains(got, s3url) {
 		t.Errorf("the index's store record is %s; want the S3 store %s", got, s3url)
+	}
+	if code, _, stderr := runKeeper(t, tmp, nil, []string{"serve", "--server", bus.url(), "--dir", dirD}, 2*time.Minute); code != 4 || !strings.Contains(stderr, "belongs to "+s3url) {
+		t.Errorf("a keeper on the old directory after the move: exit %d; want 4, naming the S3 store\n%s", code, tail(stderr))
 	}
 	for _, prefix := range []string{"", "on-e"} {
 		for _, fp := range []string{"one", "two"} {
