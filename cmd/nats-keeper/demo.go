@@ -82,7 +82,7 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 		return err
 	}
 	defer st.Close()
-	svc, err := startKeeper(ctx, nc, st, verbs.DefaultPrefix, "kept", log)
+	svc, err := startKeeper(ctx, nc, keeperSetup{Store: st}, log)
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func TestDeniedCallerIsToldAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(keeperConn.Close)
-	svc, err := startKeeper(ctx, keeperConn, dirStore(t, t.TempDir()), verbs.DefaultPrefix, "kept", quietLog())
+	svc, err := startKeeper(ctx, keeperConn, keeperSetup{Store: dirStore(t, t.TempDir())}, quietLog())
 	if err != nil {
 		t.Fatalf("the README's keeper user cannot start the keeper: %v", err)
 	}

@@ -37,7 +37,7 @@ func newBed(t *testing.T) *bed {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	svc, err := startKeeper(context.Background(), nc, dirStore(t, dir), verbs.DefaultPrefix, "kept", quietLog())
+	svc, err := startKeeper(context.Background(), nc, keeperSetup{Store: dirStore(t, dir)}, quietLog())
 	if err != nil {
 		t.Fatal(err)
 	}

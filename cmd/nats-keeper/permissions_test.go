@@ -79,7 +79,7 @@ func TestReadmePermissions(t *testing.T) {
 		}))
 	ctx := context.Background()
 
-	svc, err := startKeeper(ctx, keeperConn, dirStore(t, filepath.Join(dir, "keeper")), verbs.DefaultPrefix, "kept", quietLog())
+	svc, err := startKeeper(ctx, keeperConn, keeperSetup{Store: dirStore(t, filepath.Join(dir, "keeper"))}, quietLog())
 	if err != nil {
 		t.Fatalf("the keeper user cannot start the keeper: %v", err)
 	}

@@ -24,19 +24,20 @@ import (
 )
 
 type serveOptions struct {
-	Conn        connFlags
-	Dir         string
-	Store       string // where points and asides live; "" is --dir
-	StoreFlags  storeFlags
-	Prefix      string
-	Bucket      string
-	Embedded    bool
-	Listen      string
-	LogFormat   string
-	LogLevel    string
-	MemoryMiB   int           // soft memory limit for the Go heap, in MiB; 0 leaves it to GOMEMLIMIT
-	StopTimeout time.Duration // how long a stop lets the verbs in flight finish before it cancels them
-	Err         io.Writer     // logs
+	Conn            connFlags
+	Dir             string
+	Store           string // where points and asides live; "" is --dir
+	StoreFlags      storeFlags
+	Prefix          string
+	Bucket          string
+	Embedded        bool
+	Listen          string
+	LogFormat       string
+	LogLevel        string
+	RestoreParallel int           // streams one restore restores at once
+	MemoryMiB       int           // soft memory limit for the Go heap, in MiB; 0 leaves it to GOMEMLIMIT
+	StopTimeout     time.Duration // how long a stop lets the verbs in flight finish before it cancels them
+	Err             io.Writer     // logs
 
 	// ready, when set, is called once the service answers (tests).
 	ready func(*verbs.Service, string)
@@ -75,6 +76,8 @@ undoes any restore they left half-way.`,
 	f.StringVar(&o.Listen, "listen", "127.0.0.1:4222", "where the embedded server listens (with --embedded)")
 	f.StringVar(&o.LogFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.IntVar(&o.RestoreParallel, "restore-parallel", keeper.DefaultRestoreParallel,
+		"how many streams of one kept data a restore restores at once (the server restores each on a core of its own)")
 	f.IntVar(&o.MemoryMiB, "memory-limit", 40, "soft limit of the keeper's Go heap in MiB, so it stays small on a busy host "+
 		"(0: none; $GOMEMLIMIT wins; not applied with --embedded, whose server shares the process)")
 	f.DurationVar(&o.StopTimeout, "stop-timeout", verbs.DefaultStopTimeout,
@@ -117,6 +120,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if o.StopTimeout < 0 {
 		return errorf(keeper.ErrBadRequest, "--stop-timeout %s is negative, so nothing is served", o.StopTimeout)
 	}
+	if o.RestoreParallel < 0 || o.RestoreParallel > 64 {
+		return errorf(keeper.ErrBadRequest, "--restore-parallel %d is not between 1 and 64 (0: the default), so nothing is served", o.RestoreParallel)
+	}
 	if o.MemoryMiB < 0 {
 		return errorf(keeper.ErrBadRequest, "--memory-limit %d is negative, so nothing is served", o.MemoryMiB)
 	}
@@ -143,7 +149,8 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("%w, so nothing is served", err)
 	}
 	defer st.Close()
-	svc, err := startKeeper(ctx, nc, st, o.Prefix, o.Bucket, log, verbs.WithStopTimeout(o.StopTimeout))
+	svc, err := startKeeper(ctx, nc, keeperSetup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket, RestoreParallel: o.RestoreParallel}, log,
+		verbs.WithStopTimeout(o.StopTimeout))
 	if err != nil {
 		return err
 	}
@@ -165,9 +172,25 @@ func runServe(ctx context.Context, o serveOptions) error {
 	return nil
 }
 
-// startKeeper builds the jsbus adapter and the keeper on nc and st, brings
-// the index up to date with the store, and serves the verbs.
-func startKeeper(ctx context.Context, nc *nats.Conn, st store.Store, prefix, bucket string, log *slog.Logger, opts ...verbs.Option) (*verbs.Service, error) {
+// keeperSetup is what startKeeper builds a keeper from; zero fields take
+// the defaults.
+type keeperSetup struct {
+	Store           store.Store
+	Prefix          string // of the verbs; "" is verbs.DefaultPrefix
+	Bucket          string // of the index; "" is kept
+	RestoreParallel int    // streams one restore restores at once; 0 is keeper.DefaultRestoreParallel
+}
+
+// startKeeper builds the jsbus adapter and the keeper on nc and the store,
+// brings the index up to date with the store, and serves the verbs.
+func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.Logger, opts ...verbs.Option) (*verbs.Service, error) {
+	st, prefix, bucket := ks.Store, ks.Prefix, ks.Bucket
+	if prefix == "" {
+		prefix = verbs.DefaultPrefix
+	}
+	if bucket == "" {
+		bucket = "kept"
+	}
 	where := st.Describe().URL
 	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log))
 	if err != nil {
@@ -177,7 +200,7 @@ func startKeeper(ctx context.Context, nc *nats.Conn, st store.Store, prefix, buc
 		return nil, fmt.Errorf("could not open the keeper's state on the bus, so nothing is served: %w", err)
 	}
 	k, err := keeper.New(ctx, keeper.Config{Store: st, Bus: a, Index: a, Acts: a, Logger: log, Version: buildVersion(),
-		StepHook: crashHook(log)})
+		StepHook: crashHook(log), RestoreParallel: ks.RestoreParallel})
 	if err != nil {
 		return nil, fmt.Errorf("could not open the keeper's store %s, so nothing is served: %w", where, err)
 	}
