@@ -330,7 +330,7 @@ func waitFor(limit time.Duration, cond func() bool) bool {
 }
 
 // serverRestartMidSnapshot restarts the nats-server while a snapshot-kept
-// streams the big data into its .partial directory.
+// streams the big data into its archive, not yet committed.
 func (e *bigEnv) serverRestartMidSnapshot(t *testing.T) {
 	e.ensureWhole(t)
 	k := startKeeper(t, e.srv.url(), e.dir, e.home)
@@ -342,10 +342,15 @@ func (e *bigEnv) serverRestartMidSnapshot(t *testing.T) {
 	replied := make(chan reply, 1)
 	go func() { replied <- call(context.Background(), e.nc, "snapshot-kept", body, 10*time.Minute) }()
 	if !waitFor(5*time.Minute, func() bool {
-		fi, err := os.Stat(filepath.Join(pointDir+".partial", "bus.tar"))
-		return err == nil && fi.Size() > 20*mib
+		tmps, _ := filepath.Glob(filepath.Join(pointDir, ".bus.tar.tmp*"))
+		for _, p := range tmps {
+			if fi, err := os.Stat(p); err == nil && fi.Size() > 20*mib {
+				return true
+			}
+		}
+		return false
 	}) {
-		t.Fatalf("no .partial restore point with 20 MiB appeared\n%s", tail(k.p.log.String()))
+		t.Fatalf("no restore point's archive being written with 20 MiB appeared\n%s", tail(k.p.log.String()))
 	}
 	e.srv.restart(t)
 

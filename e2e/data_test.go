@@ -238,7 +238,9 @@ func asideReason(t *testing.T, dir, id string) string {
 	return a.Reason
 }
 
-// partials lists every .partial directory (and journal.json file) under dir.
+// leftovers lists every leftover of an unfinished write under dir: the file
+// store's temporary files (.<name>.tmp…), and .partial directories and
+// journal.json files, which keepers before stores left.
 func leftovers(t *testing.T, dir string) []string {
 	t.Helper()
 	var out []string
@@ -246,7 +248,7 @@ func leftovers(t *testing.T, dir string) []string {
 		if err != nil {
 			return err
 		}
-		if strings.HasSuffix(d.Name(), ".partial") || d.Name() == "journal.json" {
+		if strings.HasSuffix(d.Name(), ".partial") || d.Name() == "journal.json" || isTempFile(d.Name()) {
 			out = append(out, path)
 		}
 		return nil
@@ -255,6 +257,11 @@ func leftovers(t *testing.T, dir string) []string {
 		t.Fatalf("walk %s: %v", dir, err)
 	}
 	return out
+}
+
+// isTempFile: the file store's temporary files, .<name>.tmp<random>.
+func isTempFile(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.Contains(name[1:], ".tmp")
 }
 
 // indexKeys lists the keys of the keeper's `kept` bucket.

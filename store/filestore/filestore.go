@@ -131,7 +131,14 @@ func (s *Store) notFound(key string) error {
 }
 
 // errSymlink is wrapped by every refusal to pass through a symlink.
-var errSymlink = errors.New("is a symlink, which the store never follows")
+var errSymlink error = symlinkError{}
+
+// symlinkError is a refusal to pass through a symlink: the key cannot be
+// used in this store, so it counts as a bad key (errors.Is ErrBadKey).
+type symlinkError struct{}
+
+func (symlinkError) Error() string   { return "is a symlink, which the store never follows" }
+func (symlinkError) Is(t error) bool { return t == store.ErrBadKey }
 
 // openRoot opens the store's directory, not through a symlink.
 func (s *Store) openRoot() (int, error) {
