@@ -43,7 +43,14 @@ type Config struct {
 	// RestoreParallel is how many streams one restore restores at once; 0
 	// means DefaultRestoreParallel.
 	RestoreParallel int
+	// AsideWarnAfter is the age after which an aside is flagged by
+	// list-kept and WarnWaiting: it waits for a person. 0 means
+	// DefaultAsideWarnAfter.
+	AsideWarnAfter time.Duration
 }
+
+// DefaultAsideWarnAfter is how old an aside is when it is flagged.
+const DefaultAsideWarnAfter = 14 * 24 * time.Hour
 
 // Keeper runs the verbs. It is safe for concurrent use: verbs on different
 // kept data run at once; two verbs that touch the same kept data never
@@ -61,6 +68,8 @@ type Keeper struct {
 	id       string
 	leaseTTL time.Duration
 	parallel int
+	// asideWarnAfter: asides older than this wait for a person
+	asideWarnAfter time.Duration
 	// files is held shared by every verb that changes the store and
 	// exclusively by Rebuild, so a rebuild never races a discard.
 	files sync.RWMutex
@@ -100,6 +109,10 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 	k.parallel = cfg.RestoreParallel
 	if k.parallel <= 0 {
 		k.parallel = DefaultRestoreParallel
+	}
+	k.asideWarnAfter = cfg.AsideWarnAfter
+	if k.asideWarnAfter <= 0 {
+		k.asideWarnAfter = DefaultAsideWarnAfter
 	}
 	if err := k.claimStore(ctx); err != nil {
 		return nil, fmt.Errorf("keeper: %w", err)

@@ -22,18 +22,35 @@ type Request struct {
 
 // Reply is a verb's success reply. Said is always set.
 type Reply struct {
-	Said      string          `json:"said"`
-	Point     *Point          `json:"point,omitempty"`
-	Aside     *Aside          `json:"aside,omitempty"`
-	Dir       string          `json:"dir,omitempty"`
-	CatchUp   string          `json:"catch-up,omitempty"`
-	Positions []Position      `json:"positions,omitempty"`
-	Moves     []Move          `json:"moves,omitempty"`
-	Plan      *RestorePlan    `json:"plan,omitempty"`
-	Points    []Point         `json:"points,omitempty"`
-	Asides    []Aside         `json:"asides,omitempty"`
-	Report    *VerifyReport   `json:"report,omitempty"`
-	Extra     json.RawMessage `json:"extra,omitempty"`
+	Said      string        `json:"said"`
+	Point     *Point        `json:"point,omitempty"`
+	Aside     *Aside        `json:"aside,omitempty"`
+	Dir       string        `json:"dir,omitempty"`
+	CatchUp   string        `json:"catch-up,omitempty"`
+	Positions []Position    `json:"positions,omitempty"`
+	Moves     []Move        `json:"moves,omitempty"`
+	Plan      *RestorePlan  `json:"plan,omitempty"`
+	Points    []Point       `json:"points,omitempty"`
+	Asides    []Aside       `json:"asides,omitempty"`
+	Report    *VerifyReport `json:"report,omitempty"`
+	// Totals, TotalBytes and Waiting are list-kept's: the points and asides
+	// of each kept data with their bytes, the bytes of all, and the ids of
+	// the asides older than the keeper's warning age.
+	Totals     []KeptTotal     `json:"totals,omitempty"`
+	TotalBytes int64           `json:"total_bytes,omitempty"`
+	Waiting    []string        `json:"waiting,omitempty"`
+	Extra      json.RawMessage `json:"extra,omitempty"`
+}
+
+// KeptTotal is what one kept data has kept: its points and asides and
+// their archives' bytes.
+type KeptTotal struct {
+	Module     string `json:"module"`
+	Local      string `json:"local"`
+	Points     int    `json:"points"`
+	PointBytes int64  `json:"point_bytes"`
+	Asides     int    `json:"asides"`
+	AsideBytes int64  `json:"aside_bytes"`
 }
 
 // Position is where one of a module's durable consumers stood.

@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
@@ -78,31 +80,61 @@ func list(ss []string) string {
 // printList prints list-kept's points and asides as two tables.
 func printList(w io.Writer, rep *keeper.Reply) error {
 	fmt.Fprintln(w, rep.Said)
+	now := time.Now()
 	if len(rep.Points) > 0 {
 		fmt.Fprintln(w, "\nRestore points:")
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  MODULE\tLOCAL\tFORM\tBEFORE\tTAKEN\tSIZE\tCATCH-UP")
+		fmt.Fprintln(tw, "  MODULE\tLOCAL\tFORM\tBEFORE\tTAKEN\tAGE\tSIZE\tCATCH-UP\tBY")
 		for _, p := range rep.Points {
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Module, p.Local, p.Form, p.Fingerprint,
-				p.Taken.UTC().Format("2006-01-02 15:04:05Z"), humanBytes(p.ArchiveSize), dash(p.CatchUp))
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Module, p.Local, p.Form, p.Fingerprint,
+				p.Taken.UTC().Format("2006-01-02 15:04:05Z"), age(now.Sub(p.Taken)), humanBytes(p.ArchiveSize), dash(p.CatchUp), dash(p.Caller))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
 	if len(rep.Asides) > 0 {
-		fmt.Fprintln(w, "\nSet-aside data (remove only with discard-aside):")
+		fmt.Fprintln(w, "\nSet-aside data (remove only with discard-aside; WAITING: older than the keeper's --aside-warn-after):")
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  ID\tREASON\tTAKEN\tSIZE\tWHY")
+		fmt.Fprintln(tw, "  ID\tREASON\tTAKEN\tAGE\tSIZE\tASKED BY\tWHY\t")
 		for _, a := range rep.Asides {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", a.ID, a.Reason, a.Taken.UTC().Format("2006-01-02 15:04:05Z"),
-				humanBytes(a.ArchiveSize), dash(a.Why))
+			flag := ""
+			if slices.Contains(rep.Waiting, a.ID) {
+				flag = "WAITING"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.Reason, a.Taken.UTC().Format("2006-01-02 15:04:05Z"),
+				age(now.Sub(a.Taken)), humanBytes(a.ArchiveSize), dash(a.Caller), dash(a.Why), flag)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
+	if len(rep.Totals) > 0 {
+		fmt.Fprintln(w, "\nKept, per kept data:")
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  MODULE\tLOCAL\tPOINTS\tPOINT BYTES\tASIDES\tASIDE BYTES")
+		for _, t := range rep.Totals {
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%d\t%s\n", t.Module, t.Local, t.Points, humanBytes(t.PointBytes), t.Asides, humanBytes(t.AsideBytes))
+		}
+		fmt.Fprintf(tw, "  all\t\t\t\t\t%s\n", humanBytes(rep.TotalBytes))
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// age writes how old something is: 3d4h, 5h12m, 40s.
+func age(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d >= 24*time.Hour:
+		return fmt.Sprintf("%dd%dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
+	case d >= time.Hour:
+		return fmt.Sprintf("%dh%dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	}
+	return d.Round(time.Second).String()
 }
 
 func dash(s string) string {

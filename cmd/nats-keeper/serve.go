@@ -35,6 +35,7 @@ type serveOptions struct {
 	LogFormat       string
 	LogLevel        string
 	RestoreParallel int           // streams one restore restores at once
+	AsideWarnAfter  time.Duration // asides older than this are flagged by list and logged once a day
 	MemoryMiB       int           // soft memory limit for the Go heap, in MiB; 0 leaves it to GOMEMLIMIT
 	StopTimeout     time.Duration // how long a stop lets the verbs in flight finish before it cancels them
 	Err             io.Writer     // logs
@@ -78,6 +79,8 @@ undoes any restore they left half-way.`,
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.IntVar(&o.RestoreParallel, "restore-parallel", keeper.DefaultRestoreParallel,
 		"how many streams of one kept data a restore restores at once (the server restores each on a core of its own)")
+	f.DurationVar(&o.AsideWarnAfter, "aside-warn-after", keeper.DefaultAsideWarnAfter,
+		"flag a set-aside copy older than this in list, and log it once a day: it waits for a person")
 	f.IntVar(&o.MemoryMiB, "memory-limit", 40, "soft limit of the keeper's Go heap in MiB, so it stays small on a busy host "+
 		"(0: none; $GOMEMLIMIT wins; not applied with --embedded, whose server shares the process)")
 	f.DurationVar(&o.StopTimeout, "stop-timeout", verbs.DefaultStopTimeout,
@@ -123,6 +126,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if o.RestoreParallel < 0 || o.RestoreParallel > 64 {
 		return errorf(keeper.ErrBadRequest, "--restore-parallel %d is not between 1 and 64 (0: the default), so nothing is served", o.RestoreParallel)
 	}
+	if o.AsideWarnAfter < 0 {
+		return errorf(keeper.ErrBadRequest, "--aside-warn-after %s is negative, so nothing is served", o.AsideWarnAfter)
+	}
 	if o.MemoryMiB < 0 {
 		return errorf(keeper.ErrBadRequest, "--memory-limit %d is negative, so nothing is served", o.MemoryMiB)
 	}
@@ -149,7 +155,8 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("%w, so nothing is served", err)
 	}
 	defer st.Close()
-	svc, err := startKeeper(ctx, nc, keeperSetup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket, RestoreParallel: o.RestoreParallel}, log,
+	svc, err := startKeeper(ctx, nc, keeperSetup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket,
+		RestoreParallel: o.RestoreParallel, AsideWarnAfter: o.AsideWarnAfter}, log,
 		verbs.WithStopTimeout(o.StopTimeout))
 	if err != nil {
 		return err
@@ -176,9 +183,10 @@ func runServe(ctx context.Context, o serveOptions) error {
 // the defaults.
 type keeperSetup struct {
 	Store           store.Store
-	Prefix          string // of the verbs; "" is verbs.DefaultPrefix
-	Bucket          string // of the index; "" is kept
-	RestoreParallel int    // streams one restore restores at once; 0 is keeper.DefaultRestoreParallel
+	Prefix          string        // of the verbs; "" is verbs.DefaultPrefix
+	Bucket          string        // of the index; "" is kept
+	RestoreParallel int           // streams one restore restores at once; 0 is keeper.DefaultRestoreParallel
+	AsideWarnAfter  time.Duration // asides older than this are flagged; 0 is keeper.DefaultAsideWarnAfter
 }
 
 // startKeeper builds the jsbus adapter and the keeper on nc and the store,
@@ -200,7 +208,7 @@ func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.L
 		return nil, fmt.Errorf("could not open the keeper's state on the bus, so nothing is served: %w", err)
 	}
 	k, err := keeper.New(ctx, keeper.Config{Store: st, Bus: a, Index: a, Acts: a, Logger: log, Version: buildVersion(),
-		StepHook: crashHook(log), RestoreParallel: ks.RestoreParallel})
+		StepHook: crashHook(log), RestoreParallel: ks.RestoreParallel, AsideWarnAfter: ks.AsideWarnAfter})
 	if err != nil {
 		return nil, fmt.Errorf("could not open the keeper's store %s, so nothing is served: %w", where, err)
 	}
@@ -281,10 +289,15 @@ const recoverEvery = 15 * time.Second
 func recoverLoop(ctx context.Context, k *keeper.Keeper, log *slog.Logger) {
 	t := time.NewTicker(recoverEvery)
 	defer t.Stop()
+	daily := time.NewTicker(24 * time.Hour)
+	defer daily.Stop()
+	k.WarnWaiting(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-daily.C:
+			k.WarnWaiting(ctx)
 		case <-t.C:
 			said, err := k.Recover(ctx)
 			for _, s := range said {
