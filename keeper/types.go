@@ -121,6 +121,7 @@ type Point struct {
 	Fingerprint string      `json:"fingerprint"`
 	CatchUp     string      `json:"catch-up,omitempty"`
 	Taken       time.Time   `json:"taken"`
+	KeepUntil   *time.Time  `json:"keep-until,omitempty"` // set at snapshot (keep-for): prune keeps the point until then, whatever the policy
 	Caller      string      `json:"caller,omitempty"`
 	Why         string      `json:"why,omitempty"`
 	Dir         string      `json:"dir"` // its key prefix in the store (points/<module>/<local>/f<form>-<fingerprint>)
