@@ -78,6 +78,7 @@ const (
 	VerbDiscard  = "discard-aside"
 	VerbList     = "list-kept"
 	VerbVerify   = "verify-kept"
+	VerbPrune    = "prune-kept"
 )
 
 // CheckRequest checks a request for one verb before anything is done: every
@@ -119,8 +120,20 @@ func checkRequest(verb string, r Request) error {
 			return err
 		}
 	}
-	if verb != VerbRestore && (r.AsideOnly || r.DryRun) {
-		return errorf(ErrBadRequest, "%s takes no aside-only or dry-run; only restore-kept does", verb)
+	if verb != VerbRestore && r.AsideOnly {
+		return errorf(ErrBadRequest, "%s takes no aside-only; only restore-kept does", verb)
+	}
+	if verb != VerbRestore && verb != VerbPrune && r.DryRun {
+		return errorf(ErrBadRequest, "%s takes no dry-run; only restore-kept and prune-kept do", verb)
+	}
+	if verb != VerbSnapshot && r.KeepFor != 0 {
+		return errorf(ErrBadRequest, "%s takes no keep-for; only snapshot-kept does", verb)
+	}
+	if r.KeepFor < 0 {
+		return errorf(ErrBadRequest, "keep-for %s is negative", r.KeepFor)
+	}
+	if verb != VerbPrune && r.Policy != nil {
+		return errorf(ErrBadRequest, "%s takes no policy; only prune-kept does", verb)
 	}
 	needPoint := func() error {
 		if err := ValidName("module", r.Module); err != nil {
@@ -171,6 +184,16 @@ func checkRequest(verb string, r Request) error {
 		}
 		_, _, err := ParseAsideID(r.From)
 		return err
+	case VerbPrune:
+		if r.Policy != nil {
+			if err := r.Policy.Check(); err != nil {
+				return err
+			}
+			if r.Policy.Empty() {
+				return errorf(ErrBadRequest, "the policy keeps nothing by any rule; give keep-last, keep-within, keep-daily, keep-weekly or keep-monthly")
+			}
+		}
+		fallthrough
 	case VerbList:
 		if r.Module != "" {
 			if err := ValidName("module", r.Module); err != nil {

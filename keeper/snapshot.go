@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
 	"github.com/nats-keeper/nats-keeper/store"
@@ -76,6 +77,10 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	}
 	if point.Positions == nil {
 		point.Positions = []Position{}
+	}
+	if r.KeepFor > 0 {
+		until := point.Taken.Add(time.Duration(r.KeepFor))
+		point.KeepUntil = &until
 	}
 	replaced, err := k.replaceEarlier(ctx, r, rel)
 	if err != nil {

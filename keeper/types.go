@@ -18,6 +18,12 @@ type Request struct {
 	Caller      string `json:"caller,omitempty"`
 	Why         string `json:"why,omitempty"`
 	DryRun      bool   `json:"dry-run,omitempty"`
+	// KeepFor, for snapshot-kept, protects the point from prune-kept for
+	// that long after it is taken (its keep-until).
+	KeepFor Duration `json:"keep-for,omitempty"`
+	// Policy, for prune-kept, is the policy to apply; without it the
+	// recorded policy (policy.<module>.<local>, else policy.default) is.
+	Policy *Policy `json:"policy,omitempty"`
 }
 
 // Reply is a verb's success reply. Said is always set.
@@ -36,10 +42,13 @@ type Reply struct {
 	// Totals, TotalBytes and Waiting are list-kept's: the points and asides
 	// of each kept data with their bytes, the bytes of all, and the ids of
 	// the asides older than the keeper's warning age.
-	Totals     []KeptTotal     `json:"totals,omitempty"`
-	TotalBytes int64           `json:"total_bytes,omitempty"`
-	Waiting    []string        `json:"waiting,omitempty"`
-	Extra      json.RawMessage `json:"extra,omitempty"`
+	Totals     []KeptTotal `json:"totals,omitempty"`
+	TotalBytes int64       `json:"total_bytes,omitempty"`
+	Waiting    []string    `json:"waiting,omitempty"`
+	// Pruned is prune-kept's: every point it looked at, kept or removed,
+	// with the rules that kept it.
+	Pruned []PruneDecision `json:"pruned,omitempty"`
+	Extra  json.RawMessage `json:"extra,omitempty"`
 }
 
 // KeptTotal is what one kept data has kept: its points and asides and

@@ -20,10 +20,12 @@ const (
 	VerbDiscard  = keeper.VerbDiscard
 	VerbList     = keeper.VerbList
 	VerbVerify   = keeper.VerbVerify
+	VerbPrune    = keeper.VerbPrune
 )
 
-// Verbs lists the five verbs in the order the contract gives them.
-var Verbs = [...]string{VerbSnapshot, VerbRestore, VerbDiscard, VerbList, VerbVerify}
+// Verbs lists the verbs in the order the contract gives them, then
+// prune-kept.
+var Verbs = [...]string{VerbSnapshot, VerbRestore, VerbDiscard, VerbList, VerbVerify, VerbPrune}
 
 // refusal is a request refused before anything was done: its sentence, and
 // keeper.ErrBadRequest for errors.Is.

@@ -105,6 +105,12 @@ func (c *Client) ListKept(ctx context.Context, r keeper.Request) (*keeper.Reply,
 	return c.Do(ctx, VerbList, r)
 }
 
+// PruneKept applies a retention policy to points (DryRun: says what it
+// would keep and remove, and removes nothing).
+func (c *Client) PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return c.Do(ctx, VerbPrune, r)
+}
+
 // VerifyKept re-checks one point's archive against its manifest.
 func (c *Client) VerifyKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
 	return c.Do(ctx, VerbVerify, r)

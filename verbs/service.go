@@ -33,7 +33,7 @@ const QueueGroup = "nats-keeper"
 // DefaultMaxInFlight bounds the verbs one Service runs at once.
 const DefaultMaxInFlight = 16
 
-// Engine is what the service needs of the keeper: its five verbs. *keeper.Keeper
+// Engine is what the service needs of the keeper: its verbs. *keeper.Keeper
 // is one. Each method must be safe for concurrent use and must refuse a second
 // verb on the same kept data with an error wrapping keeper.ErrBusy.
 type Engine interface {
@@ -42,6 +42,7 @@ type Engine interface {
 	DiscardAside(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
 	ListKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
 	VerifyKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
+	PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
 }
 
 var _ Engine = (*keeper.Keeper)(nil)
@@ -484,6 +485,8 @@ func (s *Service) call(ctx context.Context, verb string, r keeper.Request) (rep 
 		return s.engine.ListKept(ctx, r)
 	case VerbVerify:
 		return s.engine.VerifyKept(ctx, r)
+	case VerbPrune:
+		return s.engine.PruneKept(ctx, r)
 	}
 	return nil, badRequest(verb, "is not a verb of nats-keeper")
 }

@@ -488,3 +488,7 @@ func TestServiceStopCutsAStuckVerbShort(t *testing.T) {
 		t.Fatalf("second Stop: %v", again)
 	}
 }
+
+func (f *fakeEngine) PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f.fn(ctx, VerbPrune, r)
+}

@@ -481,3 +481,7 @@ func (f engineFunc) ListKept(ctx context.Context, r keeper.Request) (*keeper.Rep
 func (f engineFunc) VerifyKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
 	return f(ctx, verbs.VerbVerify, r)
 }
+
+func (f engineFunc) PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f(ctx, verbs.VerbPrune, r)
+}

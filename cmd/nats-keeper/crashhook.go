@@ -97,3 +97,10 @@ func (h *hangEngine) VerifyKept(ctx context.Context, r keeper.Request) (*keeper.
 	}
 	return h.Keeper.VerifyKept(ctx, r)
 }
+
+func (h *hangEngine) PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	if err := h.hang(ctx, verbs.VerbPrune); err != nil {
+		return nil, err
+	}
+	return h.Keeper.PruneKept(ctx, r)
+}

@@ -36,6 +36,7 @@ type serveOptions struct {
 	LogLevel        string
 	RestoreParallel int           // streams one restore restores at once
 	AsideWarnAfter  time.Duration // asides older than this are flagged by list and logged once a day
+	PruneEvery      time.Duration // apply the recorded retention policies this often; 0: never
 	MemoryMiB       int           // soft memory limit for the Go heap, in MiB; 0 leaves it to GOMEMLIMIT
 	StopTimeout     time.Duration // how long a stop lets the verbs in flight finish before it cancels them
 	Err             io.Writer     // logs
@@ -79,6 +80,8 @@ undoes any restore they left half-way.`,
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.IntVar(&o.RestoreParallel, "restore-parallel", keeper.DefaultRestoreParallel,
 		"how many streams of one kept data a restore restores at once (the server restores each on a core of its own)")
+	f.DurationVar(&o.PruneEvery, "prune-every", 0,
+		"apply the recorded retention policies (nats-keeper policy set) this often; nothing is pruned when none is recorded (0: never)")
 	f.DurationVar(&o.AsideWarnAfter, "aside-warn-after", keeper.DefaultAsideWarnAfter,
 		"flag a set-aside copy older than this in list, and log it once a day: it waits for a person")
 	f.IntVar(&o.MemoryMiB, "memory-limit", 40, "soft limit of the keeper's Go heap in MiB, so it stays small on a busy host "+
@@ -126,6 +129,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if o.RestoreParallel < 0 || o.RestoreParallel > 64 {
 		return errorf(keeper.ErrBadRequest, "--restore-parallel %d is not between 1 and 64 (0: the default), so nothing is served", o.RestoreParallel)
 	}
+	if o.PruneEvery < 0 || (o.PruneEvery > 0 && o.PruneEvery < time.Minute) {
+		return errorf(keeper.ErrBadRequest, "--prune-every %s is not 0 (never) or at least a minute, so nothing is served", o.PruneEvery)
+	}
 	if o.AsideWarnAfter < 0 {
 		return errorf(keeper.ErrBadRequest, "--aside-warn-after %s is negative, so nothing is served", o.AsideWarnAfter)
 	}
@@ -156,7 +162,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	defer st.Close()
 	svc, err := startKeeper(ctx, nc, keeperSetup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket,
-		RestoreParallel: o.RestoreParallel, AsideWarnAfter: o.AsideWarnAfter}, log,
+		RestoreParallel: o.RestoreParallel, AsideWarnAfter: o.AsideWarnAfter, PruneEvery: o.PruneEvery}, log,
 		verbs.WithStopTimeout(o.StopTimeout))
 	if err != nil {
 		return err
@@ -187,6 +193,7 @@ type keeperSetup struct {
 	Bucket          string        // of the index; "" is kept
 	RestoreParallel int           // streams one restore restores at once; 0 is keeper.DefaultRestoreParallel
 	AsideWarnAfter  time.Duration // asides older than this are flagged; 0 is keeper.DefaultAsideWarnAfter
+	PruneEvery      time.Duration // apply the recorded retention policies this often; 0: never
 }
 
 // startKeeper builds the jsbus adapter and the keeper on nc and the store,
@@ -231,6 +238,9 @@ func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.L
 		return nil, err
 	}
 	go recoverLoop(ctx, k, log)
+	if ks.PruneEvery > 0 {
+		go pruneLoop(ctx, k, ks.PruneEvery, log)
+	}
 	return svc, nil
 }
 
@@ -285,6 +295,26 @@ func startEmbedded(store, listen string) (*server.Server, error) {
 // recoverEvery is how often a serving keeper looks for restores that stopped
 // half-way (the bus went away mid-restore) and finishes or undoes them.
 const recoverEvery = 15 * time.Second
+
+// pruneLoop applies the recorded retention policies every period.
+func pruneLoop(ctx context.Context, k *keeper.Keeper, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			rep, err := k.PruneRecorded(ctx)
+			switch {
+			case err != nil:
+				log.Error("the scheduled prune failed", "err", err)
+			case rep != nil:
+				log.Info("the scheduled prune ran", "said", rep.Said)
+			}
+		}
+	}
+}
 
 func recoverLoop(ctx context.Context, k *keeper.Keeper, log *slog.Logger) {
 	t := time.NewTicker(recoverEvery)

@@ -17,6 +17,7 @@ type snapshotOptions struct {
 	Form    int
 	Before  string
 	CatchUp string
+	KeepFor keeper.Duration
 }
 
 func newSnapshotCmd(e env) *cobra.Command {
@@ -35,12 +36,13 @@ func newSnapshotCmd(e env) *cobra.Command {
 	f.IntVar(&o.Form, "form", 0, "the form (shape version) of the kept data now")
 	f.StringVar(&o.Before, "before", "", "fingerprint of the change the point protects against")
 	f.StringVar(&o.CatchUp, "catch-up", "", "the tool that brings data at this form up to the next")
+	f.Var(&o.KeepFor, "keep-for", "protect the point from prune for this long after it is taken (30d, 2w, 12h)")
 	_ = cmd.MarkFlagRequired("form")
 	_ = cmd.MarkFlagRequired("before")
 	return cmd
 }
 
 func runSnapshot(ctx context.Context, o snapshotOptions) error {
-	req := keeper.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, CatchUp: o.CatchUp}
+	req := keeper.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, CatchUp: o.CatchUp, KeepFor: o.KeepFor}
 	return callVerb(ctx, o.Client, o.Out, verbs.VerbSnapshot, req, printSaid)
 }
