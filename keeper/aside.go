@@ -78,6 +78,9 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 			live = append(live, *si)
 		}
 	}
+	if err := k.checkRoom(ctx, storedBytes(live)); err != nil {
+		return nil, err
+	}
 	m, w, err := k.writeArchive(ctx, rel, streams,
 		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "aside", BytesTotal: storedBytes(live)})
 	if err != nil {

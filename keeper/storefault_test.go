@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -194,5 +196,42 @@ func TestStoreFailingMidRestorePutsTheAsideBack(t *testing.T) {
 	fs.arm(func(f *faultStore) { f.readKey, f.read = "", 0 })
 	if _, err := e.k.RestoreKept(e.ctx, req(1, "fp")); err != nil {
 		t.Fatalf("restore once the store answers: %v", err)
+	}
+}
+
+// smallStore is a store that says it has little room left.
+type smallStore struct {
+	store.Store
+	free int64
+}
+
+func (s *smallStore) FreeSpace(context.Context) (int64, error) { return s.free, nil }
+
+// A snapshot, or a restore's aside, that cannot fit is refused up front with
+// a sentence that says what it needs, what is free and where, and nothing is
+// written; one that runs out of room part way leaves no point.
+func TestSnapshotThatCannotFitIsRefused(t *testing.T) {
+	var small *smallStore
+	e := newEnv(t, func(c *keeper.Config) {
+		small = &smallStore{Store: c.Store, free: 1 << 40}
+		c.Store = small
+	})
+	e.snapshot(1, "fits")
+	small.free = 10 << 20
+	_, err := e.k.SnapshotKept(e.ctx, req(2, "too-big"))
+	if !errors.Is(err, keeper.ErrFailed) {
+		t.Fatalf("got %v, want a failure", err)
+	}
+	mustContain(t, err.Error(), "10.0 MiB free", "needs about", "so nothing was written", e.dir)
+	if _, err := os.Stat(filepath.Join(e.dir, "points", module, local, "f2-too-big")); !os.IsNotExist(err) {
+		t.Errorf("the refused snapshot wrote something: %v", err)
+	}
+	e.change()
+	live := e.kept()
+	if _, err := e.k.RestoreKept(e.ctx, req(1, "fits")); !errors.Is(err, keeper.ErrFailed) {
+		t.Fatalf("a restore whose aside cannot fit: got %v, want a failure", err)
+	}
+	if d := diffKept(e, live); d != "" {
+		t.Errorf("a restore refused for room changed the bus:\n%s", d)
 	}
 }
