@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
@@ -29,7 +30,10 @@ func TestCheckRequestRefuses(t *testing.T) {
 		{"10k name", keeper.VerbSnapshot, with(func(r *keeper.Request) { r.Module = strings.Repeat("a", 10000) }), "over the limit"},
 		{"negative form", keeper.VerbSnapshot, with(func(r *keeper.Request) { r.Form = -1 }), "outside"},
 		{"snapshot from", keeper.VerbSnapshot, with(func(r *keeper.Request) { r.From = "x" }), "takes no from"},
-		{"dry-run discard", keeper.VerbDiscard, with(func(r *keeper.Request) { r.From = "a.b.c"; r.DryRun = true }), "takes no aside-only or dry-run"},
+		{"dry-run discard", keeper.VerbDiscard, with(func(r *keeper.Request) { r.From = "a.b.c"; r.DryRun = true }), "takes no dry-run; only restore-kept and prune-kept do"},
+		{"keep-for on restore", keeper.VerbRestore, with(func(r *keeper.Request) { r.KeepFor = keeper.Duration(time.Hour) }), "takes no keep-for"},
+		{"policy on list", keeper.VerbList, with(func(r *keeper.Request) { r.Policy = &keeper.Policy{KeepLast: 1} }), "takes no policy"},
+		{"negative policy", keeper.VerbPrune, with(func(r *keeper.Request) { r.Policy = &keeper.Policy{KeepLast: -1} }), "outside"},
 		{"restore without why", keeper.VerbRestore, with(func(r *keeper.Request) { r.Why = "" }), "why is required"},
 		{"discard without why", keeper.VerbDiscard, with(func(r *keeper.Request) { r.From = "a.b.c"; r.Why = "" }), "why is required"},
 		{"aside id traversal", keeper.VerbDiscard, with(func(r *keeper.Request) { r.From = "../../etc" }), "aside id"},
