@@ -30,9 +30,11 @@ const (
 // lost in a leader change stalls it until the deadline, and it publishes the
 // meta before the chunks are acknowledged. Here the Store's publisher keeps
 // at most maxPending chunks in flight, each acknowledged within the
-// timeout, and the meta follows only once every chunk is stored. A put the
-// object store replaces (same name) has its chunks purged afterwards.
-func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data []byte) (*jetstream.ObjectInfo, error) {
+// timeout, and the meta follows only once every chunk is stored (metaSent,
+// if not nil, is set then: from there on the object may land even if the put
+// fails). A put the object store replaces (same name) has its chunks purged
+// afterwards.
+func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data []byte, metaSent *bool) (*jetstream.ObjectInfo, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	old, err := s.obs.GetInfo(rctx, meta.Name, jetstream.GetObjectInfoShowDeleted())
 	cancel()
@@ -73,6 +75,9 @@ func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data [
 	}
 	rctx, cancel = context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	if metaSent != nil {
+		*metaSent = true
+	}
 	if _, err := s.js.PublishMsg(rctx, mm); err != nil {
 		return fail(err) // a meta that lands anyway names purged chunks; the next put or Sweep replaces it
 	}
