@@ -46,8 +46,9 @@ func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data [
 	nuid := hex.EncodeToString(id[:])
 	subj := chunkSubject(s.bucket, nuid)
 	var sent []jetstream.PubAckFuture
+	waited := 0 // futures in sent already answered (each answers once)
 	fail := func(err error) (*jetstream.ObjectInfo, error) {
-		waitAcks(context.WithoutCancel(ctx), sent) // nothing may still read data after the return
+		waitAcks(context.WithoutCancel(ctx), sent, &waited) // nothing may still read data after the return
 		cctx, cancel := s.cleanupCtx(ctx)
 		defer cancel()
 		s.stream.Purge(cctx, jetstream.WithPurgeSubject(subj))
@@ -62,7 +63,7 @@ func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data [
 		}
 		sent = append(sent, f)
 	}
-	if err := waitAcks(ctx, sent); err != nil {
+	if err := waitAcks(ctx, sent, &waited); err != nil {
 		return fail(err)
 	}
 	meta.Opts = &jetstream.ObjectMetaOptions{ChunkSize: chunkSize}
@@ -89,16 +90,18 @@ func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data [
 	return info, nil
 }
 
-// waitAcks waits for every chunk's acknowledgement; the first error is
-// returned once all have answered (or timed out) or ctx ends.
-func waitAcks(ctx context.Context, sent []jetstream.PubAckFuture) error {
+// waitAcks waits for the acknowledgement of every chunk from sent[*waited]
+// on, counting in *waited those that answered (each future answers once);
+// the first error is returned once all have answered (or timed out), or
+// when ctx ends.
+func waitAcks(ctx context.Context, sent []jetstream.PubAckFuture, waited *int) error {
 	var first error
-	for i, f := range sent {
+	for ; *waited < len(sent); *waited++ {
 		select {
-		case <-f.Ok():
-		case err := <-f.Err():
+		case <-sent[*waited].Ok():
+		case err := <-sent[*waited].Err():
 			if first == nil {
-				first = fmt.Errorf("chunk %d of %d was not stored: %w", i+1, len(sent), err)
+				first = fmt.Errorf("chunk %d of %d was not stored: %w", *waited+1, len(sent), err)
 			}
 		case <-ctx.Done():
 			return ctx.Err()
