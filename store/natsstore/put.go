@@ -30,9 +30,11 @@ const (
 // lost in a leader change stalls it until the deadline, and it publishes the
 // meta before the chunks are acknowledged. Here the Store's publisher keeps
 // at most maxPending chunks in flight, each acknowledged within the
-// timeout, and the meta follows only once every chunk is stored. A put the
-// object store replaces (same name) has its chunks purged afterwards.
-func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data []byte) (*jetstream.ObjectInfo, error) {
+// timeout, and the meta follows only once every chunk is stored (metaSent,
+// if not nil, is set then: from there on the object may land even if the put
+// fails). A put the object store replaces (same name) has its chunks purged
+// afterwards.
+func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data []byte, metaSent *bool) (*jetstream.ObjectInfo, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	old, err := s.obs.GetInfo(rctx, meta.Name, jetstream.GetObjectInfoShowDeleted())
 	cancel()
@@ -44,8 +46,9 @@ func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data [
 	nuid := hex.EncodeToString(id[:])
 	subj := chunkSubject(s.bucket, nuid)
 	var sent []jetstream.PubAckFuture
+	waited := 0 // futures in sent already answered (each answers once)
 	fail := func(err error) (*jetstream.ObjectInfo, error) {
-		waitAcks(context.WithoutCancel(ctx), sent) // nothing may still read data after the return
+		waitAcks(context.WithoutCancel(ctx), sent, &waited) // nothing may still read data after the return
 		cctx, cancel := s.cleanupCtx(ctx)
 		defer cancel()
 		s.stream.Purge(cctx, jetstream.WithPurgeSubject(subj))
@@ -60,7 +63,7 @@ func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data [
 		}
 		sent = append(sent, f)
 	}
-	if err := waitAcks(ctx, sent); err != nil {
+	if err := waitAcks(ctx, sent, &waited); err != nil {
 		return fail(err)
 	}
 	meta.Opts = &jetstream.ObjectMetaOptions{ChunkSize: chunkSize}
@@ -73,6 +76,9 @@ func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data [
 	}
 	rctx, cancel = context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	if metaSent != nil {
+		*metaSent = true
+	}
 	if _, err := s.js.PublishMsg(rctx, mm); err != nil {
 		return fail(err) // a meta that lands anyway names purged chunks; the next put or Sweep replaces it
 	}
@@ -84,16 +90,18 @@ func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data [
 	return info, nil
 }
 
-// waitAcks waits for every chunk's acknowledgement; the first error is
-// returned once all have answered (or timed out) or ctx ends.
-func waitAcks(ctx context.Context, sent []jetstream.PubAckFuture) error {
+// waitAcks waits for the acknowledgement of every chunk from sent[*waited]
+// on, counting in *waited those that answered (each future answers once);
+// the first error is returned once all have answered (or timed out), or
+// when ctx ends.
+func waitAcks(ctx context.Context, sent []jetstream.PubAckFuture, waited *int) error {
 	var first error
-	for i, f := range sent {
+	for ; *waited < len(sent); *waited++ {
 		select {
-		case <-f.Ok():
-		case err := <-f.Err():
+		case <-sent[*waited].Ok():
+		case err := <-sent[*waited].Err():
 			if first == nil {
-				first = fmt.Errorf("chunk %d of %d was not stored: %w", i+1, len(sent), err)
+				first = fmt.Errorf("chunk %d of %d was not stored: %w", *waited+1, len(sent), err)
 			}
 		case <-ctx.Done():
 			return ctx.Err()

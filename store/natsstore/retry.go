@@ -13,10 +13,11 @@ import (
 )
 
 // tries bounds the attempts at one idempotent step (a part's put, a head's
-// put, a purge): a timeout or a missing stream leader is retried three
-// times, after 0.25, 1 and 2.25 s (a stream's leader election takes a few
-// seconds).
-const tries = 4
+// put, a purge): a timeout or a missing stream leader is retried five times,
+// after 0.25, 1, 2.25, 4 and 4 s, 11.5 s in all: a stream's leader election
+// takes a few seconds, more on a loaded machine (4 tries, 3.5 s, were seen
+// to fall short on this 2-core machine under load).
+const tries = 6
 
 // transient reports whether err may go away if the same step is tried again:
 // a timeout, no responders (the stream has no leader for a moment), a
@@ -72,7 +73,7 @@ func (s *Store) retryWithin(ctx context.Context, what string, d time.Duration, s
 		if err == nil || ctx.Err() != nil || !transient(err) || try == tries {
 			return err
 		}
-		wait := time.Duration(try*try) * 250 * time.Millisecond
+		wait := min(time.Duration(try*try)*250*time.Millisecond, 4*time.Second)
 		s.log.Warn("a store step failed; trying it again", "step", what, "try", try, "wait", wait, "err", err)
 		select {
 		case <-time.After(wait):

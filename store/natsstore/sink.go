@@ -26,7 +26,7 @@ type sink struct {
 	sums      map[int][32]byte // parts stored
 	tried     map[int]bool     // parts whose put began, stored or not
 	committed bool
-	headTried bool // a head put began: it may land late, so Abort leaves the parts to Sweep
+	headTried bool // a head's meta was sent: it may land late, so Abort leaves the parts to Sweep
 }
 
 func (s *Store) newSink(key string) *sink {
@@ -46,7 +46,7 @@ func (k *sink) Part(ctx context.Context, n int, data []byte, sum [32]byte) error
 		Metadata: map[string]string{mdKey: k.key, mdUpload: k.upload},
 	}
 	err := k.s.retryWithin(ctx, "put "+name, k.s.partTimeout(), func(ctx context.Context) error {
-		info, err := k.s.putObject(ctx, meta, data)
+		info, err := k.s.putObject(ctx, meta, data, nil)
 		if err == nil && (info.Digest != digestOf(sum) || info.Size != uint64(len(data))) {
 			return fmt.Errorf("the bucket recorded %d bytes with digest %s for %s, not the %d bytes with SHA-256 %x that were sent",
 				info.Size, info.Digest, name, len(data), sum)
@@ -95,12 +95,11 @@ func (k *sink) Complete(ctx context.Context, count int, size int64, sum string) 
 		Metadata: map[string]string{mdSize: strconv.FormatInt(size, 10), mdSum: sum, mdUpload: k.upload,
 			mdParts: strconv.Itoa(count)},
 	}
-	k.headTried = true
 	err = k.s.retryWithin(ctx, "put the head of "+k.key, k.s.partTimeout(), func(ctx context.Context) error {
-		_, err := k.s.putObject(ctx, meta, body)
+		_, err := k.s.putObject(ctx, meta, body, &k.headTried)
 		return err
 	})
-	if err != nil && k.landed(ctx) {
+	if err != nil && k.headTried && k.landed(ctx) {
 		k.s.log.Warn("the put of a head failed but the head is there", "key", k.key, "err", err)
 		err = nil
 	}
