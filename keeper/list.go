@@ -58,7 +58,7 @@ func (k *Keeper) ListKept(ctx context.Context, r Request) (*Reply, error) {
 	waiting := k.waiting(asides)
 	if len(waiting) > 0 {
 		said += fmt.Sprintf(" %d set-aside copy(ies) are older than %s and wait for a person to discard them or put them back: %s.",
-			len(waiting), humanAge(k.asideWarnAfter), strings.Join(waiting, ", "))
+			len(waiting), HumanAge(k.asideWarnAfter), strings.Join(waiting, ", "))
 	}
 	return &Reply{Said: said, Points: points, Asides: asides, Totals: totals, TotalBytes: all, Waiting: waiting}, nil
 }
@@ -123,14 +123,14 @@ func (k *Keeper) WarnWaiting(ctx context.Context) {
 	for _, a := range rep.Asides {
 		if contains(rep.Waiting, a.ID) {
 			k.log.Warn("a set-aside copy waits for a person: discard it (discard-aside) or put it back (restore-kept from aside/<id>)",
-				"aside", a.ID, "reason", a.Reason, "taken", a.Taken, "age", humanAge(k.now().Sub(a.Taken)),
+				"aside", a.ID, "reason", a.Reason, "taken", a.Taken, "age", HumanAge(k.now().Sub(a.Taken)),
 				"size", HumanBytes(a.ArchiveSize), "caller", a.Caller, "why", a.Why)
 		}
 	}
 }
 
 // humanAge writes a duration as people read an age: 3d4h, 5h12m, 40s.
-func humanAge(d time.Duration) string {
+func HumanAge(d time.Duration) string {
 	switch {
 	case d >= 24*time.Hour:
 		return fmt.Sprintf("%dd%dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))

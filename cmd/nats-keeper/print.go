@@ -87,7 +87,7 @@ func printList(w io.Writer, rep *keeper.Reply) error {
 		fmt.Fprintln(tw, "  MODULE\tLOCAL\tFORM\tBEFORE\tTAKEN\tAGE\tSIZE\tCATCH-UP\tBY")
 		for _, p := range rep.Points {
 			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Module, p.Local, p.Form, p.Fingerprint,
-				p.Taken.UTC().Format("2006-01-02 15:04:05Z"), age(now.Sub(p.Taken)), humanBytes(p.ArchiveSize), dash(p.CatchUp), dash(p.Caller))
+				p.Taken.UTC().Format("2006-01-02 15:04:05Z"), keeper.HumanAge(now.Sub(p.Taken)), humanBytes(p.ArchiveSize), dash(p.CatchUp), dash(p.Caller))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -103,7 +103,7 @@ func printList(w io.Writer, rep *keeper.Reply) error {
 				flag = "WAITING"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.Reason, a.Taken.UTC().Format("2006-01-02 15:04:05Z"),
-				age(now.Sub(a.Taken)), humanBytes(a.ArchiveSize), dash(a.Caller), dash(a.Why), flag)
+				keeper.HumanAge(now.Sub(a.Taken)), humanBytes(a.ArchiveSize), dash(a.Caller), dash(a.Why), flag)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -122,19 +122,6 @@ func printList(w io.Writer, rep *keeper.Reply) error {
 		}
 	}
 	return nil
-}
-
-// age writes how old something is: 3d4h, 5h12m, 40s.
-func age(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "0s"
-	case d >= 24*time.Hour:
-		return fmt.Sprintf("%dd%dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
-	case d >= time.Hour:
-		return fmt.Sprintf("%dh%dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
-	}
-	return d.Round(time.Second).String()
 }
 
 func dash(s string) string {
