@@ -32,7 +32,8 @@ func TestWaitAcksResumes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	waited := 0
-	if err := waitAcks(ctx, sent, &waited); !errors.Is(err, context.Canceled) || waited != 1 {
+	// a's answer and the cancel are both ready: either may be taken.
+	if err := waitAcks(ctx, sent, &waited); !errors.Is(err, context.Canceled) || waited > 1 {
 		t.Fatalf("a cancelled wait: %v, %d waited", err, waited)
 	}
 	b.err <- jetstream.ErrAsyncPublishTimeout
