@@ -245,8 +245,16 @@ func (e *bigEnv) crashAt(t *testing.T, step string) {
 	}
 	for _, id := range recoveryAsides {
 		rdir := filepath.Join(e.dir, "aside", id)
-		if got := archiveStates(t, filepath.Join(rdir, "bus.tar")); len(got) != 1 {
-			t.Errorf("the recovery aside %s holds %v; want only %s, the stream the module wrote into", id, got, w.stream)
+		// Besides the stream the module wrote into, a recovery aside may
+		// hold a stream the stopped restore had restored whole without
+		// journaling it (streams are restored two at once): then as the
+		// point has it.
+		pointStates := e.point.streamStates()
+		for name, st := range archiveStates(t, filepath.Join(rdir, "bus.tar")) {
+			if name != w.stream && st != pointStates[name] {
+				t.Errorf("the recovery aside %s holds %s as %v; want only %s, the stream the module wrote into, and streams as the point has them (%v)",
+					id, name, st, w.stream, pointStates[name])
+			}
 		}
 		held, ok := w.archivedWrites(t, rdir)
 		if !ok || len(held) != writeCount {

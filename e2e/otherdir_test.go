@@ -198,16 +198,17 @@ func keysOf(m map[string]string) []string {
 	return out
 }
 
-// storeDir is the directory the index's store record names.
+// storeDir is the directory of the file store the index's store record
+// names.
 func storeDir(t *testing.T, index map[string]string) string {
 	t.Helper()
 	var rec struct {
-		Dir string `json:"dir"`
+		URL string `json:"url"`
 	}
 	if err := json.Unmarshal([]byte(index["store"]), &rec); err != nil {
 		t.Fatalf("the index's store record %q: %v", index["store"], err)
 	}
-	return rec.Dir
+	return strings.TrimPrefix(rec.URL, "file://")
 }
 
 // pointFingerprints are the fingerprints of the points a list-kept reply

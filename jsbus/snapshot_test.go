@@ -53,7 +53,7 @@ func TestSnapshotHoldsNoMoreThanTheWindowWhileTheWriterStalls(t *testing.T) {
 		for i := range payload {
 			payload[i] = byte(rng.Uint32())
 		}
-		if _, err := js.PublishAsync("big.x", append([]byte(nil), payload...)); err != nil {
+		if _, err := js.PublishAsync("big.x", append([]byte(nil), payload...), jetstream.WithStallWait(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 	}

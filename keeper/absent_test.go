@@ -5,11 +5,13 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/nats-io/nats.go/jetstream"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
@@ -24,7 +26,10 @@ func addRandom(t *testing.T, e *env, kib int) {
 	payload := make([]byte, 1024)
 	for i := range kib {
 		rand.Read(payload)
-		if _, err := e.js.PublishAsync(fmt.Sprintf("billing.ledger.big.%d", i%50), payload); err != nil {
+		// A stall wait longer than the default 200 ms: on a busy machine
+		// the server may take longer to acknowledge 4,000 messages, and the
+		// publish would fail as "stalled".
+		if _, err := e.js.PublishAsync(fmt.Sprintf("billing.ledger.big.%d", i%50), payload, jetstream.WithStallWait(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -90,6 +90,9 @@ func (s *Store) streamConfig(replicas int) jetstream.StreamConfig {
 		Discard:     jetstream.DiscardNew,
 		MaxBytes:    -1,
 		AllowRollup: true,
+		// A chunk sent again within this window (its publish retried in a
+		// leader election) is dropped by its Nats-Msg-Id.
+		Duplicates: 2 * time.Minute,
 	}
 }
 

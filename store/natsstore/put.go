@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -57,6 +58,11 @@ func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data [
 	for off := 0; off < len(data); off += chunkSize {
 		m := nats.NewMsg(subj)
 		m.Data = data[off:min(off+chunkSize, len(data))]
+		// A publish the client sends again (after a 503 while the stream
+		// elects a leader, the first may have been stored all the same)
+		// must not store the chunk twice: the stream's duplicate window
+		// drops a second message of the same id.
+		m.Header.Set(jetstream.MsgIDHeader, nuid+"."+strconv.Itoa(off/chunkSize))
 		f, err := s.pub.PublishMsgAsync(m, jetstream.WithStallWait(s.timeout))
 		if err != nil {
 			return fail(err)
