@@ -66,6 +66,11 @@ func PolicyKey(module, local string) (string, error) {
 	case module == "" || local == "":
 		return "", errorf(ErrBadRequest, "a policy is recorded for a module and a kept data, or as the default for all; not for %q/%q", module, local)
 	}
+	for _, n := range [...]struct{ what, s string }{{"module", module}, {"local", local}} {
+		if err := ValidName(n.what, n.s); err != nil {
+			return "", err
+		}
+	}
 	if err := checkKept(module, local); err != nil {
 		return "", err
 	}
@@ -81,22 +86,33 @@ func PolicyKey(module, local string) (string, error) {
 // whole (its record first). DryRun gives the same list and removes nothing.
 // A request that finds no policy at all is refused (400).
 func (k *Keeper) PruneKept(ctx context.Context, r Request) (*Reply, error) {
+	rep, found, err := k.prune(ctx, r)
+	if err == nil && !found {
+		return nil, errorf(ErrBadRequest, "prune-kept refused: no policy was given and none is recorded for what it names (policy.<module>.<local> or policy.default), so nothing was removed")
+	}
+	return rep, err
+}
+
+// prune is PruneKept, which reports whether any policy applied (found)
+// rather than refusing when none did.
+func (k *Keeper) prune(ctx context.Context, r Request) (rep *Reply, found bool, err error) {
 	if err := CheckRequest(VerbPrune, r); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	kept, err := k.keptWithPoints(ctx, r.Module, r.Local)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var decisions []PruneDecision
 	var said []string
-	removed, found := 0, r.Policy != nil
+	removed := 0
+	found = r.Policy != nil
 	for _, kd := range kept {
 		p, from := r.Policy, "the request"
 		if p == nil {
 			var key string
 			if p, key, err = k.PolicyOf(ctx, kd[0], kd[1]); err != nil {
-				return nil, err
+				return nil, found, err
 			}
 			from = key
 		}
@@ -108,18 +124,18 @@ func (k *Keeper) PruneKept(ctx context.Context, r Request) (*Reply, error) {
 		decisions = append(decisions, ds...)
 		removed += n
 		if err != nil {
-			return &Reply{Said: strings.Join(append(said, err.Error()), " "), Pruned: decisions}, err
+			return &Reply{Said: strings.Join(append(said, err.Error()), " "), Pruned: decisions}, found, err
 		}
 		said = append(said, fmt.Sprintf("%s/%s by %s (%s): %d point(s) kept, %d removed.", kd[0], kd[1], from, p, keptCount(ds), removedCount(ds)))
 	}
 	if !found {
-		return nil, errorf(ErrBadRequest, "prune-kept refused: no policy was given and none is recorded for what it names (policy.<module>.<local> or policy.default), so nothing was removed")
+		return nil, false, nil
 	}
 	head := fmt.Sprintf("Pruned: %d point(s) removed.", removed)
 	if r.DryRun {
 		head = "Dry run, nothing removed: the list says what a prune would keep and remove."
 	}
-	return &Reply{Said: strings.Join(append([]string{head}, said...), " "), Pruned: decisions}, nil
+	return &Reply{Said: strings.Join(append([]string{head}, said...), " "), Pruned: decisions}, true, nil
 }
 
 // keptWithPoints lists the kept data of module/local (either may be empty)
@@ -232,11 +248,17 @@ func keptCount(ds []PruneDecision) int {
 func removedCount(ds []PruneDecision) int { return len(ds) - keptCount(ds) }
 
 // PruneRecorded applies the recorded policies to every kept data that has
-// one (serve --prune-every); it does nothing when none is recorded.
+// one (serve --prune-every); it does nothing, and returns nil, when none
+// applies to a kept data with points (none is recorded, or only for kept
+// data without points).
 func (k *Keeper) PruneRecorded(ctx context.Context) (*Reply, error) {
 	keys, err := k.index.Keys(ctx, "policy.")
 	if err != nil || len(keys) == 0 {
 		return nil, err
 	}
-	return k.PruneKept(ctx, Request{Caller: "nats-keeper serve --prune-every", Why: "the recorded retention policies, on schedule"})
+	rep, found, err := k.prune(ctx, Request{Caller: "nats-keeper serve --prune-every", Why: "the recorded retention policies, on schedule"})
+	if err == nil && !found {
+		return nil, nil
+	}
+	return rep, err
 }
