@@ -86,7 +86,7 @@ func PolicyKey(module, local string) (string, error) {
 // whole (its record first). DryRun gives the same list and removes nothing.
 // A request that finds no policy at all is refused (400).
 func (k *Keeper) PruneKept(ctx context.Context, r Request) (*Reply, error) {
-	rep, found, err := k.prune(ctx, r)
+	rep, found, err := k.prune(ctx, r, true)
 	if err == nil && !found {
 		return nil, errorf(ErrBadRequest, "prune-kept refused: no policy was given and none is recorded for what it names (policy.<module>.<local> or policy.default), so nothing was removed")
 	}
@@ -94,8 +94,9 @@ func (k *Keeper) PruneKept(ctx context.Context, r Request) (*Reply, error) {
 }
 
 // prune is PruneKept, which reports whether any policy applied (found)
-// rather than refusing when none did.
-func (k *Keeper) prune(ctx context.Context, r Request) (rep *Reply, found bool, err error) {
+// rather than refusing when none did; hand says whether a person asked for
+// it (the schedule of serve --prune-every does not).
+func (k *Keeper) prune(ctx context.Context, r Request, hand bool) (rep *Reply, found bool, err error) {
 	if err := CheckRequest(VerbPrune, r); err != nil {
 		return nil, false, err
 	}
@@ -120,7 +121,7 @@ func (k *Keeper) prune(ctx context.Context, r Request) (rep *Reply, found bool, 
 			continue
 		}
 		found = true
-		ds, n, err := k.pruneOne(ctx, r, kd[0], kd[1], *p)
+		ds, n, err := k.pruneOne(ctx, r, kd[0], kd[1], *p, hand)
 		decisions = append(decisions, ds...)
 		removed += n
 		if err != nil {
@@ -171,7 +172,7 @@ func (k *Keeper) keptWithPoints(ctx context.Context, module, local string) ([][2
 
 // pruneOne prunes one kept data under its lease, so a prune never races a
 // restore of it.
-func (k *Keeper) pruneOne(ctx context.Context, r Request, module, local string, p Policy) ([]PruneDecision, int, error) {
+func (k *Keeper) pruneOne(ctx context.Context, r Request, module, local string, p Policy, hand bool) ([]PruneDecision, int, error) {
 	lr := r
 	lr.Module, lr.Local = module, local
 	ctx, release, err := k.lock(ctx, VerbPrune, lr)
@@ -198,7 +199,7 @@ func (k *Keeper) pruneOne(ctx context.Context, r Request, module, local string, 
 		if d.Keep {
 			continue
 		}
-		act := Act{Verb: VerbPrune, Module: module, Local: local, Caller: r.Caller, Why: r.Why, Hand: true,
+		act := Act{Verb: VerbPrune, Module: module, Local: local, Caller: r.Caller, Why: r.Why, Hand: hand,
 			What: fmt.Sprintf("remove restore point %s (%s) by policy %s: %s", pointName(&d.Point), HumanBytes(d.Point.ArchiveSize), p, d), Outcome: "intent"}
 		if err := k.record(ctx, act); err != nil {
 			return ds, removed, errorf(ErrFailed, "prune-kept of %s/%s: the act to remove %s could not be recorded (%v), so it and the points after it were not removed; %d were",
@@ -256,7 +257,7 @@ func (k *Keeper) PruneRecorded(ctx context.Context) (*Reply, error) {
 	if err != nil || len(keys) == 0 {
 		return nil, err
 	}
-	rep, found, err := k.prune(ctx, Request{Caller: "nats-keeper serve --prune-every", Why: "the recorded retention policies, on schedule"})
+	rep, found, err := k.prune(ctx, Request{Caller: "nats-keeper serve --prune-every", Why: "the recorded retention policies, on schedule"}, false)
 	if err == nil && !found {
 		return nil, nil
 	}

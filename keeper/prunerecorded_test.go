@@ -1,6 +1,7 @@
 package keeper_test
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -13,7 +14,8 @@ import (
 // PruneRecorded (serve --prune-every) does nothing without a recorded
 // policy, nor with one only for a kept data that has no points (it used to
 // fail there, refusing as if none were recorded); with the default recorded
-// it prunes every kept data by it, and a kept data's own policy wins.
+// it prunes every kept data by it, and a kept data's own policy wins. Its
+// acts are not by hand (they were).
 func TestPruneRecorded(t *testing.T) {
 	e := newEnv(t)
 	for _, fp := range []string{"r1", "r2", "r3", "r4"} {
@@ -48,6 +50,18 @@ func TestPruneRecorded(t *testing.T) {
 	}
 	if rep.Said != "Pruned: 2 point(s) removed. billing/ledger by policy.billing.ledger (keep-last 2): 2 point(s) kept, 2 removed." {
 		t.Errorf("said %q", rep.Said)
+	}
+	acts, err := e.js.Stream(e.ctx, "KEEPER_ACTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := acts.GetLastMsgForSubject(e.ctx, "mesh-broker.acts."+keeper.VerbPrune)
+	var act keeper.Act
+	if err != nil || json.Unmarshal(m.Data, &act) != nil {
+		t.Fatalf("the scheduled prune's last act: %v", err)
+	}
+	if act.Hand || act.Outcome != "done" || act.Caller != "nats-keeper serve --prune-every" {
+		t.Errorf("the scheduled prune's act is %+v; want done, by nats-keeper serve --prune-every, not by hand", act)
 	}
 	p, key, err := e.k.PolicyOf(e.ctx, "other", "data")
 	if err != nil || key != "policy.other.data" || p.KeepLast != 1 {
