@@ -1,6 +1,7 @@
 package keeper
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -86,34 +87,35 @@ func PolicyKey(module, local string) (string, error) {
 // whole (its record first). DryRun gives the same list and removes nothing.
 // A request that finds no policy at all is refused (400).
 func (k *Keeper) PruneKept(ctx context.Context, r Request) (*Reply, error) {
-	rep, found, err := k.prune(ctx, r, true)
-	if err == nil && !found {
-		return nil, errorf(ErrBadRequest, "prune-kept refused: no policy was given and none is recorded for what it names (policy.<module>.<local> or policy.default), so nothing was removed")
-	}
-	return rep, err
+	return k.prune(ctx, r, true)
 }
 
-// prune is PruneKept, which reports whether any policy applied (found)
-// rather than refusing when none did; hand says whether a person asked for
-// it (the schedule of serve --prune-every does not).
-func (k *Keeper) prune(ctx context.Context, r Request, hand bool) (rep *Reply, found bool, err error) {
+// noPolicy is prune-kept's refusal when no policy applies to what it names.
+type noPolicy struct{ said string }
+
+func (e *noPolicy) Error() string { return e.said }
+func (e *noPolicy) Unwrap() error { return ErrBadRequest }
+
+// prune is PruneKept; hand says whether a person asked for it (the
+// schedule of serve --prune-every does not).
+func (k *Keeper) prune(ctx context.Context, r Request, hand bool) (*Reply, error) {
 	if err := CheckRequest(VerbPrune, r); err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	kept, err := k.keptWithPoints(ctx, r.Module, r.Local)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	var decisions []PruneDecision
 	var said []string
 	removed := 0
-	found = r.Policy != nil
+	found := r.Policy != nil
 	for _, kd := range kept {
 		p, from := r.Policy, "the request"
 		if p == nil {
 			var key string
 			if p, key, err = k.PolicyOf(ctx, kd[0], kd[1]); err != nil {
-				return nil, found, err
+				return nil, err
 			}
 			from = key
 		}
@@ -125,18 +127,22 @@ func (k *Keeper) prune(ctx context.Context, r Request, hand bool) (rep *Reply, f
 		decisions = append(decisions, ds...)
 		removed += n
 		if err != nil {
-			return &Reply{Said: strings.Join(append(said, err.Error()), " "), Pruned: decisions}, found, err
+			return &Reply{Said: strings.Join(append(said, err.Error()), " "), Pruned: decisions}, err
 		}
 		said = append(said, fmt.Sprintf("%s/%s by %s (%s): %d point(s) kept, %d removed.", kd[0], kd[1], from, p, keptCount(ds), removedCount(ds)))
 	}
+	if !found && len(kept) == 0 {
+		what := cmp.Or(strings.Trim(r.Module+"/"+r.Local, "/"), "any kept data")
+		return nil, &noPolicy{fmt.Sprintf("prune-kept refused: no policy was given, and %s has no restore points for a recorded policy to apply to, so nothing was removed", what)}
+	}
 	if !found {
-		return nil, false, nil
+		return nil, &noPolicy{"prune-kept refused: no policy was given and none is recorded for what it names (policy.<module>.<local> or policy.default), so nothing was removed"}
 	}
 	head := fmt.Sprintf("Pruned: %d point(s) removed.", removed)
 	if r.DryRun {
 		head = "Dry run, nothing removed: the list says what a prune would keep and remove."
 	}
-	return &Reply{Said: strings.Join(append([]string{head}, said...), " "), Pruned: decisions}, true, nil
+	return &Reply{Said: strings.Join(append([]string{head}, said...), " "), Pruned: decisions}, nil
 }
 
 // keptWithPoints lists the kept data of module/local (either may be empty)
@@ -257,8 +263,9 @@ func (k *Keeper) PruneRecorded(ctx context.Context) (*Reply, error) {
 	if err != nil || len(keys) == 0 {
 		return nil, err
 	}
-	rep, found, err := k.prune(ctx, Request{Caller: "nats-keeper serve --prune-every", Why: "the recorded retention policies, on schedule"}, false)
-	if err == nil && !found {
+	rep, err := k.prune(ctx, Request{Caller: "nats-keeper serve --prune-every", Why: "the recorded retention policies, on schedule"}, false)
+	var none *noPolicy
+	if errors.As(err, &none) {
 		return nil, nil
 	}
 	return rep, err

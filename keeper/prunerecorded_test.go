@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
@@ -62,6 +63,12 @@ func TestPruneRecorded(t *testing.T) {
 	}
 	if act.Hand || act.Outcome != "done" || act.Caller != "nats-keeper serve --prune-every" {
 		t.Errorf("the scheduled prune's act is %+v; want done, by nats-keeper serve --prune-every, not by hand", act)
+	}
+	// By hand, a kept data without points is refused with a sentence that
+	// says so, not that no policy is recorded.
+	_, err = e.k.PruneKept(e.ctx, keeper.Request{Module: "other", Local: "data", Caller: "t"})
+	if !errors.Is(err, keeper.ErrBadRequest) || !strings.Contains(err.Error(), "other/data has no restore points") {
+		t.Errorf("prune-kept of a kept data without points: %v", err)
 	}
 	p, key, err := e.k.PolicyOf(e.ctx, "other", "data")
 	if err != nil || key != "policy.other.data" || p.KeepLast != 1 {
