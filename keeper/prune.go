@@ -127,7 +127,10 @@ func (k *Keeper) prune(ctx context.Context, r Request, hand bool) (*Reply, error
 		decisions = append(decisions, ds...)
 		removed += n
 		if err != nil {
-			return &Reply{Said: strings.Join(append(said, err.Error()), " "), Pruned: decisions}, err
+			if len(said) > 0 { // the kept data before it were pruned: say so
+				err = fmt.Errorf("prune-kept stopped at %s/%s after %d point(s) were removed (%s): %w", kd[0], kd[1], removed, strings.Join(said, " "), err)
+			}
+			return &Reply{Said: err.Error(), Pruned: decisions}, err
 		}
 		said = append(said, fmt.Sprintf("%s/%s by %s (%s): %d point(s) kept, %d removed.", kd[0], kd[1], from, p, keptCount(ds), removedCount(ds)))
 	}

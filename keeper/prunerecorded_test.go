@@ -8,7 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -108,4 +110,40 @@ func recordedPoints(t *testing.T, dir string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// A prune of a module that meets a kept data another verb holds stops there
+// (409) and says what it removed before it, rather than that nothing was done.
+func TestPruneStopsAtAHeldKeptData(t *testing.T) {
+	e := newEnv(t)
+	if err := sample.Create(e.ctx, e.js, module, "zz"); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{local, "zz"} {
+		for _, fp := range []string{"h1", "h2"} {
+			r := req(1, fp)
+			r.Local = l
+			if _, err := e.k.SnapshotKept(e.ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	now := time.Now().UTC()
+	held, _ := json.Marshal(map[string]any{"holder": "keeper-elsewhere", "verb": keeper.VerbRestore, "kept": module + "/zz",
+		"caller": "ops-jane", "since": now, "expires": now.Add(time.Hour)})
+	if _, err := e.bus.Create(e.ctx, "lease."+module+".zz", held); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.k.PruneKept(e.ctx, keeper.Request{Module: module, Policy: &keeper.Policy{KeepLast: 1}, Caller: "t"})
+	if !errors.Is(err, keeper.ErrBusy) {
+		t.Fatalf("prune of the module: %v; want busy", err)
+	}
+	for _, want := range []string{"stopped at billing/zz after 1 point(s) were removed", "billing/ledger by the request (keep-last 1): 1 point(s) kept, 1 removed.", "keeper-elsewhere"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the busy sentence lacks %q: %v", want, err)
+		}
+	}
+	if got := recordedPoints(t, e.dir); !slices.Equal(got, []string{"f1-h2"}) {
+		t.Errorf("billing/ledger's points after the prune: %v, want f1-h2", got)
+	}
 }
