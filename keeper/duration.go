@@ -60,7 +60,7 @@ func ParseDuration(s string) (Duration, error) {
 		unit := rest[i : i+u]
 		k := unitIndex(unit)
 		switch {
-		case k < 0 && (unit == "y" || unit == "mo" || unit == "M"):
+		case k < 0 && calendarUnit(unit):
 			return 0, errorf(ErrBadRequest, "duration %q: %q (months or years) is refused, their length varies; say 30d or 52w", s, unit)
 		case k < 0:
 			return 0, errorf(ErrBadRequest, "duration %q: unknown unit %q; the units are w (7d), d (24h), h, m and s", s, unit)
@@ -76,6 +76,16 @@ func ParseDuration(s string) (Duration, error) {
 		rest, next = rest[i+u:], k+1
 	}
 	return Duration(total), nil
+}
+
+// calendarUnit: a unit of months or years, as an operator may write it
+// (3months, 1y, 2mo, 1M).
+func calendarUnit(unit string) bool {
+	switch strings.ToLower(unit) {
+	case "y", "yr", "yrs", "year", "years", "mo", "mon", "month", "months":
+		return true
+	}
+	return unit == "M"
 }
 
 func unitIndex(unit string) int {

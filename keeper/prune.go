@@ -1,6 +1,7 @@
 package keeper
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -66,6 +67,11 @@ func PolicyKey(module, local string) (string, error) {
 	case module == "" || local == "":
 		return "", errorf(ErrBadRequest, "a policy is recorded for a module and a kept data, or as the default for all; not for %q/%q", module, local)
 	}
+	for _, n := range [...]struct{ what, s string }{{"module", module}, {"local", local}} {
+		if err := ValidName(n.what, n.s); err != nil {
+			return "", err
+		}
+	}
 	if err := checkKept(module, local); err != nil {
 		return "", err
 	}
@@ -81,6 +87,18 @@ func PolicyKey(module, local string) (string, error) {
 // whole (its record first). DryRun gives the same list and removes nothing.
 // A request that finds no policy at all is refused (400).
 func (k *Keeper) PruneKept(ctx context.Context, r Request) (*Reply, error) {
+	return k.prune(ctx, r, true)
+}
+
+// noPolicy is prune-kept's refusal when no policy applies to what it names.
+type noPolicy struct{ said string }
+
+func (e *noPolicy) Error() string { return e.said }
+func (e *noPolicy) Unwrap() error { return ErrBadRequest }
+
+// prune is PruneKept; hand says whether a person asked for it (the
+// schedule of serve --prune-every does not).
+func (k *Keeper) prune(ctx context.Context, r Request, hand bool) (*Reply, error) {
 	if err := CheckRequest(VerbPrune, r); err != nil {
 		return nil, err
 	}
@@ -90,7 +108,8 @@ func (k *Keeper) PruneKept(ctx context.Context, r Request) (*Reply, error) {
 	}
 	var decisions []PruneDecision
 	var said []string
-	removed, found := 0, r.Policy != nil
+	removed := 0
+	found := r.Policy != nil
 	for _, kd := range kept {
 		p, from := r.Policy, "the request"
 		if p == nil {
@@ -104,16 +123,23 @@ func (k *Keeper) PruneKept(ctx context.Context, r Request) (*Reply, error) {
 			continue
 		}
 		found = true
-		ds, n, err := k.pruneOne(ctx, r, kd[0], kd[1], *p)
+		ds, n, err := k.pruneOne(ctx, r, kd[0], kd[1], *p, hand)
 		decisions = append(decisions, ds...)
 		removed += n
 		if err != nil {
-			return &Reply{Said: strings.Join(append(said, err.Error()), " "), Pruned: decisions}, err
+			if len(said) > 0 { // the kept data before it were pruned: say so
+				err = fmt.Errorf("prune-kept stopped at %s/%s after %d point(s) were removed (%s): %w", kd[0], kd[1], removed, strings.Join(said, " "), err)
+			}
+			return &Reply{Said: err.Error(), Pruned: decisions}, err
 		}
 		said = append(said, fmt.Sprintf("%s/%s by %s (%s): %d point(s) kept, %d removed.", kd[0], kd[1], from, p, keptCount(ds), removedCount(ds)))
 	}
+	if !found && len(kept) == 0 {
+		what := cmp.Or(strings.Trim(r.Module+"/"+r.Local, "/"), "any kept data")
+		return nil, &noPolicy{fmt.Sprintf("prune-kept refused: no policy was given, and %s has no restore points for a recorded policy to apply to, so nothing was removed", what)}
+	}
 	if !found {
-		return nil, errorf(ErrBadRequest, "prune-kept refused: no policy was given and none is recorded for what it names (policy.<module>.<local> or policy.default), so nothing was removed")
+		return nil, &noPolicy{"prune-kept refused: no policy was given and none is recorded for what it names (policy.<module>.<local> or policy.default), so nothing was removed"}
 	}
 	head := fmt.Sprintf("Pruned: %d point(s) removed.", removed)
 	if r.DryRun {
@@ -155,7 +181,7 @@ func (k *Keeper) keptWithPoints(ctx context.Context, module, local string) ([][2
 
 // pruneOne prunes one kept data under its lease, so a prune never races a
 // restore of it.
-func (k *Keeper) pruneOne(ctx context.Context, r Request, module, local string, p Policy) ([]PruneDecision, int, error) {
+func (k *Keeper) pruneOne(ctx context.Context, r Request, module, local string, p Policy, hand bool) ([]PruneDecision, int, error) {
 	lr := r
 	lr.Module, lr.Local = module, local
 	ctx, release, err := k.lock(ctx, VerbPrune, lr)
@@ -182,7 +208,7 @@ func (k *Keeper) pruneOne(ctx context.Context, r Request, module, local string, 
 		if d.Keep {
 			continue
 		}
-		act := Act{Verb: VerbPrune, Module: module, Local: local, Caller: r.Caller, Why: r.Why, Hand: true,
+		act := Act{Verb: VerbPrune, Module: module, Local: local, Caller: r.Caller, Why: r.Why, Hand: hand,
 			What: fmt.Sprintf("remove restore point %s (%s) by policy %s: %s", pointName(&d.Point), HumanBytes(d.Point.ArchiveSize), p, d), Outcome: "intent"}
 		if err := k.record(ctx, act); err != nil {
 			return ds, removed, errorf(ErrFailed, "prune-kept of %s/%s: the act to remove %s could not be recorded (%v), so it and the points after it were not removed; %d were",
@@ -232,11 +258,18 @@ func keptCount(ds []PruneDecision) int {
 func removedCount(ds []PruneDecision) int { return len(ds) - keptCount(ds) }
 
 // PruneRecorded applies the recorded policies to every kept data that has
-// one (serve --prune-every); it does nothing when none is recorded.
+// one (serve --prune-every); it does nothing, and returns nil, when none
+// applies to a kept data with points (none is recorded, or only for kept
+// data without points).
 func (k *Keeper) PruneRecorded(ctx context.Context) (*Reply, error) {
 	keys, err := k.index.Keys(ctx, "policy.")
 	if err != nil || len(keys) == 0 {
 		return nil, err
 	}
-	return k.PruneKept(ctx, Request{Caller: "nats-keeper serve --prune-every", Why: "the recorded retention policies, on schedule"})
+	rep, err := k.prune(ctx, Request{Caller: "nats-keeper serve --prune-every", Why: "the recorded retention policies, on schedule"}, false)
+	var none *noPolicy
+	if errors.As(err, &none) {
+		return nil, nil
+	}
+	return rep, err
 }

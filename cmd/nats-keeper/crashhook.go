@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/verbs"
@@ -15,14 +16,42 @@ import (
 // any step recovers when it starts again; nothing else should set it.
 const crashEnv = "NATS_KEEPER_CRASH_AT"
 
-// crashHook returns the keeper's step hook: nil unless crashEnv is set.
+// holdEnv names the restore step at which the restore waits, its lease
+// held, until the file holdUntilEnv names exists. It exists only for the
+// test that proves a verb on kept data a restore holds is refused (409);
+// nothing else should set it.
+const (
+	holdEnv      = "NATS_KEEPER_TEST_HOLD_AT"
+	holdUntilEnv = "NATS_KEEPER_TEST_HOLD_UNTIL"
+)
+
+// crashHook returns the keeper's step hook: nil unless crashEnv, or
+// holdEnv and holdUntilEnv, are set.
 func crashHook(log *slog.Logger) func(string) {
-	at := os.Getenv(crashEnv)
-	if at == "" {
+	at, hold, until := os.Getenv(crashEnv), os.Getenv(holdEnv), os.Getenv(holdUntilEnv)
+	if hold == "" || until == "" {
+		hold = ""
+	}
+	if at == "" && hold == "" {
 		return nil
 	}
-	log.Warn("crash test: the keeper will kill itself at a restore step", "step", at)
+	if at != "" {
+		log.Warn("crash test: the keeper will kill itself at a restore step", "step", at)
+	}
+	if hold != "" {
+		log.Warn("hold test: a restore will wait at a step until a file exists", "step", hold, "file", until)
+	}
 	return func(step string) {
+		if step == hold {
+			log.Warn("hold test: the restore waits", "step", step, "file", until)
+			for {
+				if _, err := os.Stat(until); err == nil {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			log.Warn("hold test: the restore goes on", "step", step)
+		}
 		if step == at {
 			log.Warn("crash test: killing the keeper", "step", step)
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)

@@ -60,7 +60,7 @@ and where it comes from; rm removes the record. The --keep-* flags are prune's.`
 func runPolicy(ctx context.Context, o policyOptions) error {
 	key, err := keeper.PolicyKey(o.Module, o.Local)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w, so nothing was done", err)
 	}
 	if o.Action != "set" && o.Action != "show" && o.Action != "rm" {
 		return errorf(keeper.ErrBadRequest, "policy %q is not set, show or rm, so nothing was done", o.Action)

@@ -51,7 +51,9 @@ func newServeCmd(e env) *cobra.Command {
 		Use:   "serve",
 		Short: "Run the keeper as a NATS micro service answering the verbs",
 		Long: `Run the keeper: a NATS micro service named nats-keeper answering
-<prefix>.snapshot-kept, restore-kept, discard-aside, list-kept and verify-kept.
+<prefix>.snapshot-kept, restore-kept, discard-aside, list-kept, verify-kept and
+prune-kept; with --prune-every, it also applies the recorded retention policies
+(nats-keeper policy set) on that schedule.
 
 Connect to an existing NATS with --server (or $NATS_URL, or --context), or run
 an in-process nats-server with JetStream with --embedded. SIGINT or SIGTERM
