@@ -148,11 +148,14 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 	}
 	defer release()
 	// Read it again under the lock: it may have moved on, or ended.
-	if now, err := k.readJournal(ctx, j.Module, j.Local); err != nil || now == nil || now.Aside != j.Aside {
-		return "", errorf(ErrBusy, "the restore of %s/%s moved on meanwhile", j.Module, j.Local)
-	} else {
-		*j = *now
+	now, err := k.readJournal(ctx, j.Module, j.Local)
+	if err != nil {
+		return "", fmt.Errorf("reading the restore journal of %s/%s: %w; nothing was changed", j.Module, j.Local, err)
 	}
+	if now == nil || now.Aside != j.Aside {
+		return "", errorf(ErrBusy, "the restore of %s/%s moved on meanwhile", j.Module, j.Local)
+	}
+	*j = *now
 	var a Aside
 	if err := k.getJSON(ctx, recordKey(asideRel(j.Aside)), &a); err != nil {
 		return "", fmt.Errorf("the restore of %s/%s left a journal but its aside %s is unreadable (%v); nothing was changed",
