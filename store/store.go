@@ -9,11 +9,15 @@
 //   - Keys are slash-separated paths of checked plain names (CheckKey). The
 //     keeper makes them only from names it checked itself.
 //   - An object is visible whole or not at all. A Writer's bytes are
-//     invisible until Commit returns nil; Abort, a failed Commit, or a crash
-//     leaves no object under the key (leftovers may remain where List does not
-//     show them, and Sweep removes them). Committing over an existing key
-//     replaces it whole, atomically: a reader sees the old object or the new
-//     one, never a mix.
+//     invisible until Commit returns nil; Abort or a crash leaves no object
+//     under the key (leftovers may remain where List does not show them, and
+//     Sweep removes them). A failed Commit leaves none either, except where
+//     the commit's last step went out and its answer was lost (a remote
+//     store's head, a file store's rename before the directory's sync): the
+//     object may then appear whole. Committing over an existing key replaces
+//     it whole, atomically: a reader sees the old object or the new one,
+//     never a mix; an Object opened before may then fail to read on remote
+//     stores, never read a mix.
 //   - Writes are streaming with bounded memory, whatever the object's size: a
 //     Writer holds at most a few parts (PartSize) of it. Bytes are written in
 //     order; WriteAt may rewrite only bytes inside a range still held by
@@ -23,11 +27,13 @@
 //   - Reads are ranged on every backend: Object.ReadAt and Object.Reader read
 //     any range without reading the whole object (a backend without native
 //     ranges stores objects in parts and reads only the parts it needs).
-//   - Every object carries its size and its checksum (Info.Sum): the SHA-256
-//     of the SHA-256s of its PartSize parts in order (see Checksum), computed
-//     as it is written, so a part rewritten through Hold is counted as it was
-//     committed. Open checks nothing by itself; Verify-style readers hash what
-//     they read and compare with the Sum a commit mark names.
+//   - Every object's checksum (Info.Sum) is the SHA-256 of the SHA-256s of
+//     its PartSize parts in order (see Checksum), computed as it is written,
+//     so a part rewritten through Hold is counted as it was committed. Commit
+//     always returns it; Stat, Open and List report it only where the backend
+//     keeps it (the file store does not), else "". Open checks nothing by
+//     itself; the keeper compares the Sum a store reports with the one its
+//     commit mark names, and verification hashes every entry.
 //   - List returns committed objects whose key begins with a prefix, sorted by
 //     key, and is consistent with Commit and Delete that returned before it
 //     began (each backend's Description says how).
@@ -165,7 +171,9 @@ type Copier interface {
 
 // CheckKey refuses a key that is empty, longer than MaxKeyLen, absolute, or
 // holds an empty, "." or ".." element, a backslash, a NUL, a control
-// character or a space: keys are made of checked plain names joined by "/".
+// character, a space, "*" or ">": keys are made of checked plain names
+// joined by "/". (A backend may refuse more, such as the file store an
+// element over 255 bytes or beginning with a dot, with ErrBadKey.)
 func CheckKey(key string) error {
 	bad := func(why string) error {
 		return fmt.Errorf("%w: %.200q %s", ErrBadKey, key, why)
