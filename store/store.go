@@ -213,6 +213,8 @@ func CopyObject(ctx context.Context, from Store, src string, to Store, dst strin
 		return Info{}, err
 	}
 	defer r.Close()
+	_, err = to.Stat(ctx, dst)
+	existed := err == nil
 	w, err := to.Create(ctx, dst)
 	if err != nil {
 		return Info{}, err
@@ -226,7 +228,12 @@ func CopyObject(ctx context.Context, from Store, src string, to Store, dst strin
 		return Info{}, err
 	}
 	if want := o.Info().Sum; want != "" && info.Sum != want {
-		to.Delete(ctx, dst)
+		if existed {
+			return Info{}, fmt.Errorf("copying %s to %s: the copy's checksum %s differs from the original's %s; it replaced what %s held, so do not use it", src, dst, info.Sum, want, dst)
+		}
+		if err := to.Delete(ctx, dst); err != nil {
+			return Info{}, fmt.Errorf("copying %s to %s: the copy's checksum %s differs from the original's %s, and removing the copy failed too (%v)", src, dst, info.Sum, want, err)
+		}
 		return Info{}, fmt.Errorf("copying %s to %s: the copy's checksum %s differs from the original's %s, so the copy was removed", src, dst, info.Sum, want)
 	}
 	return info, nil
