@@ -45,6 +45,7 @@ func TestShortRun(t *testing.T) {
 	if len(res.AsideRestore.Keeper) != 2 || len(res.AsideRestore.Nats) != 0 {
 		t.Errorf("aside + restore: %d keeper and %d nats samples, want 2 and 0", len(res.AsideRestore.Keeper), len(res.AsideRestore.Nats))
 	}
+	checkStoreRuns(t, res, []string{StoreNats, StoreS3})
 	if res.Data.Messages != 2048 || res.ArchiveSize <= 0 {
 		t.Errorf("data: %d messages and a %d-byte archive, want 2048 and some", res.Data.Messages, res.ArchiveSize)
 	}
@@ -60,7 +61,9 @@ func TestShortRun(t *testing.T) {
 	}
 	for _, want := range []string{BeginMarker, EndMarker, "| comparison | keeper | nats CLI |", "`snapshot-kept` vs `nats backup stream`",
 		"`restore-kept` into an absent kept data", "verifying the point whole before anything is set aside", "set aside + restore", "peak RSS", "small KV", "### Exact commands",
-		"2 cores", "nats CLI v0.5.0", "go test ./bench -run TestShortRun"} {
+		"2 cores", "nats CLI v0.5.0", "go test ./bench -run TestShortRun",
+		"### Store backends against the targets", "on a second nats-server (the vault)", "s3: versitygw over a directory", "≤ 1.3×",
+		"--store nats://127.0.0.1:VAULTPORT/keeper_points", "--store s3://keeper-points/bench", "### Store backends: costs"} {
 		if want == "2 cores" {
 			want = res.Machine.CPU
 		}
@@ -98,6 +101,46 @@ func TestShortRun(t *testing.T) {
 	}
 }
 
+// checkStoreRuns checks that each backend was measured in pairs with the file
+// backend, with the store server's CPU where it has one of its own.
+func checkStoreRuns(t *testing.T, res *Result, want []string) {
+	t.Helper()
+	if len(res.Stores) != len(want) {
+		t.Fatalf("%d store comparisons, want %v", len(res.Stores), want)
+	}
+	for i, s := range res.Stores {
+		if s.Store != want[i] || !strings.Contains(s.Command, "--store ") {
+			t.Errorf("store comparison %d: %q with command %q, want %s", i, s.Store, s.Command, want[i])
+		}
+		for name, p := range map[string]StorePairs{"snapshot": s.Snapshot, "restore": s.Restore, "aside + restore": s.AsideRestore} {
+			if len(p.File) != 2 || len(p.Store) != 2 {
+				t.Errorf("%s %s: %d file and %d store samples, want 2 and 2", s.Store, name, len(p.File), len(p.Store))
+			}
+			for _, x := range append(p.File, p.Store...) {
+				if x.Wall <= 0 || x.PeakRSS <= 0 || x.ClientCPU <= 0 {
+					t.Errorf("%s %s: a sample without wall time, peak RSS or keeper CPU: %+v", s.Store, name, x)
+				}
+			}
+		}
+		for _, x := range s.AsideRestore.Store {
+			if x.Verify <= 0 || x.Verify >= x.Wall {
+				t.Errorf("%s aside + restore: verification time %v not within the wall time %v", s.Store, x.Verify, x.Wall)
+			}
+		}
+	}
+}
+
+func TestParseStores(t *testing.T) {
+	if got, err := ParseStores(" file, nats,s3,bus "); err != nil || strings.Join(got, ",") != "file,nats,s3,bus" {
+		t.Errorf("ParseStores = %q, %v", got, err)
+	}
+	for _, in := range []string{"", "nats,s3", "file,ftp", "file,file"} {
+		if got, err := ParseStores(in); err == nil {
+			t.Errorf("ParseStores(%q) = %q, want an error", in, got)
+		}
+	}
+}
+
 func TestParseSize(t *testing.T) {
 	for in, want := range map[string]int64{"1GiB": 1 << 30, "512MiB": 512 << 20, "4MB": 4e6, "1000": 1000, "2g": 2 << 30, "1.5KiB": 1536, "3 MiB": 3 << 20} {
 		got, err := ParseSize(in)
@@ -118,6 +161,9 @@ func TestConfigBounds(t *testing.T) {
 		"huge message":    {MsgSize: 2 << 20},
 		"size under one":  {Size: 10, MsgSize: 1024},
 		"too many rounds": {Rounds: 1001},
+		"no file store":   {Stores: []string{StoreNats}},
+		"unknown store":   {Stores: []string{StoreFile, "tape"}},
+		"store twice":     {Stores: []string{StoreFile, StoreS3, StoreS3}},
 		"negative keys":   {KVKeys: -1},
 		"keeper env":      {KeeperEnv: []string{"NOEQUALS"}},
 	} {
@@ -126,7 +172,7 @@ func TestConfigBounds(t *testing.T) {
 		}
 	}
 	c, err := Config{Size: 4096, MsgSize: 1024}.withDefaults()
-	if err != nil || c.Subjects != 4 || c.Rounds != 5 || c.KVKeys != 10_000 {
+	if err != nil || c.Subjects != 4 || c.Rounds != 5 || c.KVKeys != 10_000 || strings.Join(c.Stores, ",") != "file,nats,s3" {
 		t.Errorf("defaults: %+v, %v", c, err)
 	}
 }

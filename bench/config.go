@@ -30,6 +30,7 @@ type Config struct {
 	Command     string   // the command line that started the run, recorded in the report
 	Perf        string   // when set, a directory where the first round of each operation is profiled with Linux perf
 	KeeperEnv   []string // extra KEY=VALUE settings of nats-keeper serve's environment only (such as GOMEMLIMIT=40MiB)
+	Stores      []string // store backends to measure, file among them (default DefaultStores: file, nats, s3)
 
 	Log *slog.Logger // what the run is doing; default discards
 }
@@ -65,6 +66,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SmallRounds == 0 {
 		c.SmallRounds = 20
 	}
+	if c.Stores == nil {
+		c.Stores = DefaultStores()
+	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -79,6 +83,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("subjects and KV keys must be at least 1 (and keys at most 10,000,000), so nothing was run")
 	case c.Rounds < 1 || c.Rounds > MaxRounds || c.SmallRounds < 1 || c.SmallRounds > MaxRounds:
 		return c, fmt.Errorf("rounds must be 1 to %d, so nothing was run", MaxRounds)
+	}
+	if err := checkStores(c.Stores); err != nil {
+		return c, err
 	}
 	for _, kv := range c.KeeperEnv {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.ContainsAny(k, " \t\n\x00") {

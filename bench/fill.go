@@ -64,7 +64,7 @@ func fill(ctx context.Context, nc *nats.Conn, cfg Config) (*filled, error) {
 		idx := i % int64(cfg.Subjects)
 		payload := make([]byte, cfg.MsgSize) // a fresh buffer: the publisher may keep it for a retry
 		randomBytes(rng, payload)
-		if _, err := js.PublishAsync(fmt.Sprintf("bench.data.g%d.i%d", idx/1000, idx%1000), payload); err != nil {
+		if _, err := js.PublishAsync(fmt.Sprintf("bench.data.g%d.i%d", idx/1000, idx%1000), payload, jetstream.WithStallWait(stallWait)); err != nil {
 			return nil, fmt.Errorf("publish message %d of %d: %w", i+1, f.Messages, err)
 		}
 		if i%100_000 == 0 {
@@ -100,6 +100,10 @@ func fill(ctx context.Context, nc *nats.Conn, cfg Config) (*filled, error) {
 	return f, nil
 }
 
+// stallWait is how long a publish waits for room among the pending ones (the
+// default 200 ms fails a fill on a machine busy with other work).
+const stallWait = time.Minute
+
 // randomBytes fills p from rng, 8 bytes at a time.
 func randomBytes(rng *rand.Rand, p []byte) {
 	for i := 0; i < len(p); i += 8 {
@@ -131,7 +135,7 @@ func makeKV(ctx context.Context, js jetstream.JetStream, bucket string, keys int
 	for i := range keys {
 		v := make([]byte, kvValueSize)
 		randomBytes(rng, v)
-		if _, err := js.PublishAsync(fmt.Sprintf("$KV.%s.key-%07d", bucket, i), v); err != nil {
+		if _, err := js.PublishAsync(fmt.Sprintf("$KV.%s.key-%07d", bucket, i), v, jetstream.WithStallWait(stallWait)); err != nil {
 			return fmt.Errorf("put key %d of bucket %s: %w", i, bucket, err)
 		}
 	}

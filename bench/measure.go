@@ -2,10 +2,10 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -22,12 +22,9 @@ func keeperRequest(mod, loc string, form int, fingerprint string) keeper.Request
 func (r *run) measure(ctx context.Context) error {
 	log, res := r.cfg.Log, r.res
 	big := []string{dataStream, kvStream}
-	snapReq := keeperRequest(module, local, 1, "bench")
-	restoreReq := snapReq
-	restoreReq.Why = "benchmark restore"
 	backup := func(stream string) string { return filepath.Join(r.work, "nats-backup", stream) }
 	res.Commands = []string{
-		strings.TrimSpace(strings.Join(r.cfg.KeeperEnv, " ") + ` nats-keeper serve --server nats://127.0.0.1:PORT --dir DIR --log-level debug`),
+		r.file().command,
 		fmt.Sprintf(`snapshot-kept: request %s {"module":%q,"local":%q,"form":1,"fingerprint":"bench","caller":"keeper-bench"} (verbs.Client.SnapshotKept)`, "mesh-broker.snapshot-kept", module, local),
 		fmt.Sprintf(`nats --server nats://127.0.0.1:PORT backup stream %s DIR/%s --no-progress`, dataStream, dataStream),
 		fmt.Sprintf(`nats --server nats://127.0.0.1:PORT backup stream %s DIR/%s --no-progress`, kvStream, kvStream),
@@ -40,12 +37,9 @@ func (r *run) measure(ctx context.Context) error {
 
 	for i := range r.cfg.Rounds {
 		log.Info("snapshot pair", "round", i+1, "of", r.cfg.Rounds)
-		k, rep, err := r.keeperOp(ctx, "keeper-snapshot", func(ctx context.Context) (*keeper.Reply, error) { return r.client.SnapshotKept(ctx, snapReq) })
+		k, err := r.snapshotOp(ctx, r.file(), "keeper-snapshot", i)
 		if err != nil {
-			return fmt.Errorf("snapshot-kept, round %d: %w", i+1, err)
-		}
-		if rep.Point != nil {
-			res.ArchiveSize = rep.Point.ArchiveSize
+			return err
 		}
 		n, err := r.natsOp(ctx, "nats-backup", big, func(s string) []string {
 			os.RemoveAll(backup(s))
@@ -59,15 +53,9 @@ func (r *run) measure(ctx context.Context) error {
 
 	for i := range r.cfg.Rounds {
 		log.Info("restore pair", "round", i+1, "of", r.cfg.Rounds)
-		if err := r.deleteStreams(ctx, big); err != nil {
-			return err
-		}
-		k, _, err := r.keeperOp(ctx, "keeper-restore", func(ctx context.Context) (*keeper.Reply, error) { return r.client.RestoreKept(ctx, restoreReq) })
+		k, err := r.restoreOp(ctx, r.file(), "keeper-restore", i)
 		if err != nil {
-			return fmt.Errorf("restore-kept into an absent kept data, round %d: %w", i+1, err)
-		}
-		if err := r.checkRestored(ctx); err != nil {
-			return fmt.Errorf("after restore-kept, round %d: %w", i+1, err)
+			return err
 		}
 		if err := r.deleteStreams(ctx, big); err != nil {
 			return err
@@ -86,27 +74,16 @@ func (r *run) measure(ctx context.Context) error {
 
 	for i := range r.cfg.Rounds {
 		log.Info("aside + restore", "round", i+1, "of", r.cfg.Rounds)
-		k, rep, err := r.keeperOp(ctx, "keeper-aside-restore", func(ctx context.Context) (*keeper.Reply, error) { return r.client.RestoreKept(ctx, restoreReq) })
+		k, err := r.asideOp(ctx, r.file(), "keeper-aside-restore", i)
 		if err != nil {
-			return fmt.Errorf("restore-kept with the kept data live, round %d: %w", i+1, err)
-		}
-		if rep.Aside == nil {
-			return fmt.Errorf("restore-kept with the kept data live, round %d, set nothing aside: %s", i+1, rep.Said)
-		}
-		if err := r.checkRestored(ctx); err != nil {
-			return fmt.Errorf("after aside + restore, round %d: %w", i+1, err)
-		}
-		discard := keeperRequest("", "", 0, "")
-		discard.From, discard.Why = rep.Aside.ID, "benchmark: the aside is not needed"
-		if _, err := r.client.DiscardAside(ctx, discard); err != nil {
-			return fmt.Errorf("discard-aside %s: %w", rep.Aside.ID, err)
+			return err
 		}
 		res.AsideRestore.Keeper = append(res.AsideRestore.Keeper, k)
 	}
 
 	smallReq := keeperRequest(smallModule, smallLocal, 1, "bench")
 	for i := range r.cfg.SmallRounds {
-		k, _, err := r.keeperOp(ctx, "keeper-small", func(ctx context.Context) (*keeper.Reply, error) { return r.client.SnapshotKept(ctx, smallReq) })
+		k, _, err := r.keeperOp(ctx, r.file(), "keeper-small", func(ctx context.Context) (*keeper.Reply, error) { return r.file().client.SnapshotKept(ctx, smallReq) })
 		if err != nil {
 			return fmt.Errorf("snapshot-kept of the small KV, round %d: %w", i+1, err)
 		}
@@ -119,50 +96,60 @@ func (r *run) measure(ctx context.Context) error {
 		}
 		res.SmallKV.Keeper, res.SmallKV.Nats = append(res.SmallKV.Keeper, k), append(res.SmallKV.Nats, n)
 	}
-	if peak, err := peakRSS(r.keeper.pid()); err == nil {
+	if peak, err := peakRSS(r.file().proc.pid()); err == nil {
 		res.KeeperRunPeak = max(res.KeeperRunPeak, peak)
 	}
 	return nil
 }
 
-// keeperOp times one verb through the running service, with the keeper's
-// CPU and peak RSS and the server's CPU meanwhile.
-func (r *run) keeperOp(ctx context.Context, name string, op func(context.Context) (*keeper.Reply, error)) (Sample, *keeper.Reply, error) {
-	kpid, spid := r.keeper.pid(), r.server.pid()
+// keeperOp times one verb through the running service k, with the keeper's
+// CPU and peak RSS, the server's CPU and the store server's CPU meanwhile.
+func (r *run) keeperOp(ctx context.Context, k *keeperSvc, name string, op func(context.Context) (*keeper.Reply, error)) (Sample, *keeper.Reply, error) {
+	kpid, pids := k.proc.pid(), []int{k.proc.pid(), r.server.pid()}
+	if k.side != nil {
+		pids = append(pids, k.side.pid())
+	}
 	settle()
 	if r.res.PeakExact {
 		if err := resetPeakRSS(kpid); err != nil {
 			return Sample{}, nil, err
 		}
 	}
-	kcpu0, err1 := procCPU(kpid)
-	scpu0, err2 := procCPU(spid)
-	logFrom := len(r.keeper.log.String())
-	rec := r.prof.start(name, r.cfg.Log, kpid, spid)
+	var before, after [3]cpuTime
+	errs := make([]error, 0, 6)
+	read := func(into *[3]cpuTime) {
+		for i, pid := range pids {
+			c, err := procCPU(pid)
+			into[i], errs = c, append(errs, err)
+		}
+	}
+	read(&before)
+	logFrom := len(k.proc.log.String())
+	rec := r.prof.start(name, r.cfg.Log, pids...)
 	start := time.Now()
 	rep, err := op(ctx)
 	wall := time.Since(start)
 	if perr := rec.stop(ctx); perr != nil {
 		r.cfg.Log.Warn("profiling failed", "err", perr)
 	}
-	kcpu1, err3 := procCPU(kpid)
-	scpu1, err4 := procCPU(spid)
+	read(&after)
 	if err != nil {
-		return Sample{}, nil, fmt.Errorf("%w; the keeper's log:\n%s", err, r.keeper.tail())
+		return Sample{}, nil, fmt.Errorf("%w; the keeper's log:\n%s", err, k.proc.tail())
 	}
-	for _, e := range []error{err1, err2, err3, err4} {
-		if e != nil {
-			return Sample{}, nil, e
-		}
+	if err := errors.Join(errs...); err != nil {
+		return Sample{}, nil, err
 	}
 	peak, err := peakRSS(kpid)
 	if err != nil {
 		return Sample{}, nil, err
 	}
-	r.res.KeeperRunPeak = max(r.res.KeeperRunPeak, peak)
-	kc, sc := kcpu1.sub(kcpu0), scpu1.sub(scpu0)
-	verify := verifyTook(r.keeper.log.String()[logFrom:])
-	return Sample{Wall: wall, ClientCPU: kc.all, ClientSys: kc.sys, PeakRSS: peak, ServerCPU: sc.all, ServerSys: sc.sys, Verify: verify}, rep, nil
+	if k == r.file() {
+		r.res.KeeperRunPeak = max(r.res.KeeperRunPeak, peak)
+	}
+	kc, sc, xc := after[0].sub(before[0]), after[1].sub(before[1]), after[2].sub(before[2])
+	verify := verifyTook(k.proc.log.String()[logFrom:])
+	return Sample{Wall: wall, ClientCPU: kc.all, ClientSys: kc.sys, PeakRSS: peak, ServerCPU: sc.all, ServerSys: sc.sys,
+		StoreCPU: xc.all, StoreSys: xc.sys, Verify: verify}, rep, nil
 }
 
 // natsOp runs the nats CLI once per stream, one after the other, and sums

@@ -211,12 +211,12 @@ func freePort() (int, error) {
 }
 
 // cleanEnv is the environment of the child processes: the caller's, without
-// NATS_ settings and with HOME in the run's directory, so no `nats` context of
-// the user is used or changed.
+// NATS_ and AWS_ settings and with HOME in the run's directory, so no `nats`
+// context or AWS profile of the user is used or changed.
 func cleanEnv(home string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "NATS_") || strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "XDG_CONFIG_HOME=") {
+		if strings.HasPrefix(kv, "NATS_") || strings.HasPrefix(kv, "AWS_") || strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "XDG_CONFIG_HOME=") {
 			continue
 		}
 		env = append(env, kv)

@@ -100,7 +100,11 @@ func (res *Result) Markdown() string {
 	fmt.Fprintf(&b, "Taken %s (%s in all) with `%s`.\n\n", res.Started.Format(time.RFC3339), res.Took.Round(time.Second), res.Config.Command)
 	fmt.Fprintf(&b, "- Machine: %d cores, %s memory, %s, Linux %s, %s, %s\n", m.Cores, mib(float64(m.Memory)), m.CPU, m.Kernel, m.OSArch, m.Go)
 	fmt.Fprintf(&b, "- Load average (1, 5, 15 min) at the start: %s; at the end: %s\n", res.LoadBefore, res.LoadAfter)
-	fmt.Fprintf(&b, "- Versions: %s; %s; nats CLI %s\n", res.Keeper, res.Server, res.NatsCLI)
+	fmt.Fprintf(&b, "- Versions: %s; %s; nats CLI %s", res.Keeper, res.Server, res.NatsCLI)
+	if res.VersityGW != "" {
+		fmt.Fprintf(&b, "; versitygw %s", res.VersityGW)
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "- Data: kept data `%s/%s` = stream `%s` with %d messages of %d random bytes on %d subjects (%s stored) + KV bucket `%s_%s` with %d keys (%s); durable consumer `%s` part-way (ack floor %d); filled in %s. bus.tar of the point: %s\n",
 		module, local, dataStream, d.Messages, c.MsgSize, d.Subjects, mib(float64(d.Bytes)), module, local, d.KVKeys, mib(float64(d.KVBytes)),
 		consumer, d.AckFloor, d.Took.Round(time.Second), mib(float64(res.ArchiveSize)))
@@ -158,12 +162,21 @@ func (res *Result) Markdown() string {
 		"Server CPU is the nats-server process's user+system time during the operation (from /proc), so \"server cores busy\" near 1 " +
 		"means the server's one working core was the limit.\n\n")
 
+	res.storeMarkdown(&b)
+
 	b.WriteString("### Exact commands\n\n```sh\n")
 	fmt.Fprintf(&b, "%s\n", res.Config.Command)
 	b.WriteString("# what it runs (PORT, DIR: the run's own; the keeper verbs are sent by the benchmark's verbs.Client over NATS)\n")
 	b.WriteString("nats-server -js -sd DIR/store -a 127.0.0.1 -p PORT -n bench\n")
 	for _, cmd := range res.Commands {
 		b.WriteString(cmd + "\n")
+	}
+	if len(res.StoreCommands) > 0 {
+		b.WriteString("# the store comparisons: the stores' servers and a keeper per backend, each with its own prefix and index, on the same bus\n")
+		for _, cmd := range res.StoreCommands {
+			b.WriteString(cmd + "\n")
+		}
+		b.WriteString("the same snapshot-kept and restore-kept requests, sent to <prefix>.snapshot-kept and <prefix>.restore-kept of each keeper\n")
 	}
 	b.WriteString("```\n")
 	return b.String()

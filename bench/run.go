@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/nats-keeper/nats-keeper/internal/tools"
-	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
 // Sample is the cost of one timed operation.
@@ -26,6 +24,8 @@ type Sample struct {
 	PeakRSS   int64         // of the keeper during the operation, or the largest nats CLI process
 	ServerCPU time.Duration // CPU the nats-server process used meanwhile
 	ServerSys time.Duration // the part of ServerCPU spent in the kernel
+	StoreCPU  time.Duration // CPU the store's own server used meanwhile (the vault's nats-server, versitygw; 0 for file and bus)
+	StoreSys  time.Duration // the part of StoreCPU spent in the kernel
 	Verify    time.Duration // the keeper's verification of the whole point before a restore, from its log (only with live data)
 }
 
@@ -44,15 +44,18 @@ type Result struct {
 	NatsCLI string
 	Data    filled
 
-	Snapshot     Pairs // snapshot-kept against nats backup stream (both streams)
-	Restore      Pairs // restore-kept into an absent kept data against nats backup restore stream
-	AsideRestore Pairs // restore-kept with the kept data live: Keeper only
-	SmallKV      Pairs // snapshot-kept round trip of the small KV against nats backup stream KV_small_kv
+	Snapshot     Pairs         // snapshot-kept against nats backup stream (both streams)
+	Restore      Pairs         // restore-kept into an absent kept data against nats backup restore stream
+	AsideRestore Pairs         // restore-kept with the kept data live: Keeper only
+	SmallKV      Pairs         // snapshot-kept round trip of the small KV against nats backup stream KV_small_kv
+	Stores       []StoreResult // each backend other than file against the file backend, in pairs
+	VersityGW    string        // version, when the s3 store was measured
 
 	ArchiveSize   int64 // bytes of the keeper's bus.tar
 	KeeperRunPeak int64 // VmHWM of the keeper over the whole run
 	PeakExact     bool  // per-operation keeper peaks (clear_refs worked)
 	Commands      []string
+	StoreCommands []string // what the store comparisons start: the store servers and their keepers
 	Started       time.Time
 	Took          time.Duration
 	LoadBefore    string // /proc/loadavg when the run began and ended: other work on the machine
@@ -61,17 +64,18 @@ type Result struct {
 
 // run holds what a benchmark run has started.
 type run struct {
-	cfg    Config
-	work   string
-	env    []string
-	nats   string // the nats CLI
-	url    string
-	server *proc
-	keeper *proc
-	nc     *nats.Conn
-	client *verbs.Client
-	res    *Result
-	prof   *profiler
+	cfg     Config
+	work    string
+	env     []string
+	nats    string // the nats CLI
+	url     string
+	server  *proc
+	vault   *proc        // the nats store's own nats-server, when measured
+	gw      *proc        // versitygw, when the s3 store is measured
+	keepers []*keeperSvc // the file backend's first, then one per other store
+	nc      *nats.Conn
+	res     *Result
+	prof    *profiler
 }
 
 // Run runs the whole benchmark and returns its figures. It removes everything
@@ -109,6 +113,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := r.measure(ctx); err != nil {
 		return nil, err
 	}
+	if err := r.measureStores(ctx); err != nil {
+		return nil, err
+	}
 	r.res.Took = time.Since(r.res.Started)
 	r.res.LoadAfter = loadAverage()
 	return r.res, nil
@@ -132,7 +139,7 @@ func (r *run) start(ctx context.Context) error {
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build nats-keeper: %w\n%s", err, out)
 	}
-	for _, d := range []string{"home", "store", "keeper", "nats-backup"} {
+	for _, d := range []string{"home", "store", "keeper", "nats-backup", "s3"} {
 		if err := os.MkdirAll(filepath.Join(r.work, d), 0o700); err != nil {
 			return err
 		}
@@ -157,26 +164,12 @@ func (r *run) start(ctx context.Context) error {
 	if r.nc, err = connectRetry(ctx, r.url, r.server); err != nil {
 		return err
 	}
-	r.keeper, err = startProc("nats-keeper serve", append(slices.Clone(r.env), r.cfg.KeeperEnv...), keeperBin, "serve", "--server", r.url,
-		"--dir", filepath.Join(r.work, "keeper"), "--log-level", "debug")
+	file, err := r.startKeeper(ctx, keeperBin, keeperSpec{store: StoreFile})
 	if err != nil {
 		return err
 	}
-	r.client = verbs.NewClient(r.nc, verbs.WithTimeout(time.Hour))
-	for deadline := time.Now().Add(time.Minute); ; {
-		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := r.client.ListKept(lctx, keeperRequest(module, local, 0, ""))
-		cancel()
-		if err == nil {
-			break
-		}
-		if !r.keeper.running() || time.Now().After(deadline) {
-			return fmt.Errorf("the keeper did not answer list-kept (%v); its log:\n%s", err, r.keeper.tail())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	r.res.PeakExact = resetPeakRSS(r.keeper.pid()) == nil
-	return nil
+	r.res.PeakExact = resetPeakRSS(file.proc.pid()) == nil
+	return r.startStores(ctx, keeperBin, serverBin)
 }
 
 func connectRetry(ctx context.Context, url string, server *proc) (*nats.Conn, error) {
@@ -200,26 +193,31 @@ func version(ctx context.Context, bin string, args ...string) string {
 	return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
 }
 
-// close stops the keeper and the server.
+// close stops the keepers, the store servers and the server.
 func (r *run) close() {
 	if r.nc != nil {
 		r.nc.Close()
 	}
-	if r.keeper != nil {
-		if peak, err := peakRSS(r.keeper.pid()); err == nil && r.res.KeeperRunPeak == 0 && !r.res.PeakExact {
+	for i, k := range r.keepers {
+		if peak, err := peakRSS(k.proc.pid()); i == 0 && err == nil && r.res.KeeperRunPeak == 0 && !r.res.PeakExact {
 			r.res.KeeperRunPeak = peak
 		}
-		if err := r.keeper.stop(time.Minute); err != nil {
-			r.cfg.Log.Warn("stopping the keeper", "err", err)
+		if err := k.proc.stop(time.Minute); err != nil {
+			r.cfg.Log.Warn("stopping the keeper", "store", k.store, "err", err)
 		}
 		// The keeper's own timings of each step: beside the profiles, or in
 		// the kept directory.
+		log := "keeper.log"
+		if k.store != StoreFile {
+			log = "keeper-" + k.store + ".log"
+		}
 		if r.cfg.Perf != "" {
-			_ = os.WriteFile(filepath.Join(r.cfg.Perf, "keeper.log"), []byte(r.keeper.log.String()), 0o644)
+			_ = os.WriteFile(filepath.Join(r.cfg.Perf, log), []byte(k.proc.log.String()), 0o644)
 		} else if r.cfg.Keep {
-			_ = os.WriteFile(filepath.Join(r.work, "keeper.log"), []byte(r.keeper.log.String()), 0o644)
+			_ = os.WriteFile(filepath.Join(r.work, log), []byte(k.proc.log.String()), 0o644)
 		}
 	}
+	r.stopSides()
 	if r.server != nil {
 		if err := r.server.stop(time.Minute); err != nil && !errors.Is(err, context.Canceled) {
 			r.cfg.Log.Debug("stopping nats-server", "err", err)

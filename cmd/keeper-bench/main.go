@@ -6,7 +6,9 @@
 // It installs the pinned nats-server and nats CLI through the Go module proxy
 // (cached), builds nats-keeper, starts both on 127.0.0.1 with their data in a
 // temporary directory, fills a kept data, and times the comparisons of
-// issue 6 in alternating pairs. See package bench.
+// issue 6 in alternating pairs; then the same verbs of a keeper on each other
+// store backend (-stores: a JetStream object store on a second nats-server,
+// versitygw for S3) in pairs with the file backend's. See package bench.
 package main
 
 import (
@@ -45,6 +47,7 @@ func run(args []string, stderr io.Writer) int {
 		cfg.KeeperEnv = append(cfg.KeeperEnv, v)
 		return nil
 	})
+	stores := fs.String("stores", strings.Join(bench.DefaultStores(), ","), "store backends to measure against the file backend: file (always), nats (an object store on a second nats-server), bus (an object store on the bus itself), s3 (versitygw)")
 	out := fs.String("out", "BENCHMARKS.md", "the report to write (between its keeper-bench markers when it has them); - for stdout")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -59,6 +62,10 @@ func run(args []string, stderr io.Writer) int {
 		return 2
 	}
 	cfg.Size = n
+	if cfg.Stores, err = bench.ParseStores(*stores); err != nil {
+		fmt.Fprintf(stderr, "-stores: %v\n", err)
+		return 2
+	}
 	cfg.Command = "go run ./cmd/keeper-bench " + strings.Join(args, " ")
 	cfg.Log = slog.New(slog.NewTextHandler(stderr, nil))
 
