@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -60,9 +61,22 @@ func (r *run) measure(ctx context.Context) error {
 		if err := r.deleteStreams(ctx, big); err != nil {
 			return err
 		}
-		n, err := r.natsOp(ctx, "nats-restore", big, func(s string) []string {
-			return []string{"backup", "restore", "stream", backup(s), "--no-progress"}
-		})
+		natsRestore := func() (Sample, error) {
+			return r.natsOp(ctx, "nats-restore", big, func(s string) []string {
+				return []string{"backup", "restore", "stream", backup(s), "--no-progress"}
+			})
+		}
+		n, err := natsRestore()
+		if err != nil && strings.Contains(err.Error(), "(10062)") {
+			// The server refused a restore into a stream it had just
+			// deleted ("expected sequence does not match store"), seen on a
+			// loaded machine: its removal had not finished on disk. Once
+			// more, after removing what the refused restore left.
+			log.Warn("the nats CLI's restore was refused by the server right after the streams were deleted; once more", "round", i+1, "err", err)
+			r.deleteStreamsIfThere(ctx, big)
+			time.Sleep(2 * time.Second)
+			n, err = natsRestore()
+		}
 		if err != nil {
 			return fmt.Errorf("nats backup restore stream, round %d: %w", i+1, err)
 		}
@@ -208,6 +222,17 @@ func (r *run) deleteStreams(ctx context.Context, streams []string) error {
 		}
 	}
 	return nil
+}
+
+// deleteStreamsIfThere removes those of the streams that exist.
+func (r *run) deleteStreamsIfThere(ctx context.Context, streams []string) {
+	js, err := jetstream.New(r.nc)
+	if err != nil {
+		return
+	}
+	for _, s := range streams {
+		_ = js.DeleteStream(ctx, s)
+	}
 }
 
 // checkRestored checks that the kept data is back whole: every message and
