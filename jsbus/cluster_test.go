@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,26 +20,7 @@ import (
 // startCluster starts a three-node JetStream cluster in this process.
 func startCluster(t *testing.T) []*server.Server {
 	t.Helper()
-	ports := make([]int, 3)
-	var routes []string
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i]))
-	}
-	var srvs []*server.Server
-	for i := range ports {
-		o := natstest.Options(t.TempDir())
-		o.ServerName = fmt.Sprintf("n%d", i+1)
-		o.Cluster = server.ClusterOpts{Name: "keeper", Host: "127.0.0.1", Port: ports[i]}
-		o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
-		srvs = append(srvs, natstest.Start(t, o))
-	}
-	return srvs
+	return natstest.Cluster(t, "keeper", 3)
 }
 
 // TestClusterSnapshotRestoreKeepsReplicas takes R3 streams' snapshots through

@@ -5,6 +5,8 @@ package natstest
 
 import (
 	"fmt"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,4 +73,48 @@ func Connect(t testing.TB, s *server.Server, opts ...nats.Option) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// ClusterOptions are the options of a cluster named name of one server per
+// directory in dirs, on free loopback ports, each routed to all.
+func ClusterOptions(name string, dirs []string) ([]*server.Options, error) {
+	ports := make([]int, len(dirs))
+	var routes []string
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i]))
+	}
+	var out []*server.Options
+	for i, dir := range dirs {
+		o := Options(dir)
+		o.ServerName = fmt.Sprintf("n%d", i+1)
+		o.Cluster = server.ClusterOpts{Name: name, Host: "127.0.0.1", Port: ports[i]}
+		o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// Cluster starts an n-server JetStream cluster named name in this process,
+// each store under t.TempDir(), stopped when the test ends.
+func Cluster(t testing.TB, name string, n int) []*server.Server {
+	t.Helper()
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
+	opts, err := ClusterOptions(name, dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var srvs []*server.Server
+	for _, o := range opts {
+		srvs = append(srvs, Start(t, o))
+	}
+	return srvs
 }

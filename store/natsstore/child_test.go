@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,27 +70,21 @@ func writeForever(args []string) int {
 // their client URLs on one line, and stops them when stdin closes (the
 // parent ended).
 func serveCluster(n int, dir string) int {
-	ports := make([]int, n)
-	var routes []string
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = filepath.Join(dir, fmt.Sprint(i))
+	}
+	opts := []*server.Options{natstest.Options(dirs[0])}
+	if n > 1 {
+		var err error
+		if opts, err = natstest.ClusterOptions("vault", dirs); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i]))
 	}
 	var srvs []*server.Server
 	var urls []string
-	for i := range ports {
-		o := natstest.Options(filepath.Join(dir, fmt.Sprint(i)))
-		o.ServerName = fmt.Sprintf("n%d", i+1)
-		if n > 1 {
-			o.Cluster = server.ClusterOpts{Name: "vault", Host: "127.0.0.1", Port: ports[i]}
-			o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
-		}
+	for _, o := range opts {
 		s, err := natstest.Run(o)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -3,12 +3,9 @@ package natsstore
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -46,25 +43,7 @@ func single(t *testing.T) jetstream.JetStream {
 // jsbus/cluster_test.go does) and connects to its first node.
 func cluster(t *testing.T) (jetstream.JetStream, []*server.Server) {
 	t.Helper()
-	ports := make([]int, 3)
-	var routes []string
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i]))
-	}
-	var srvs []*server.Server
-	for i := range ports {
-		o := natstest.Options(t.TempDir())
-		o.ServerName = fmt.Sprintf("n%d", i+1)
-		o.Cluster = server.ClusterOpts{Name: "vault", Host: "127.0.0.1", Port: ports[i]}
-		o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
-		srvs = append(srvs, natstest.Start(t, o))
-	}
+	srvs := natstest.Cluster(t, "vault", 3)
 	js, err := jetstream.New(natstest.Connect(t, srvs[0]))
 	if err != nil {
 		t.Fatal(err)
