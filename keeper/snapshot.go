@@ -66,6 +66,7 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	if err := k.checkRoom(ctx, storedBytes(live)); err != nil {
 		return fail(err)
 	}
+	k.hook("snapshot:room-checked") // for tests: the disk may fill from here on
 	rel := pointRel(r.Module, r.Local, r.Form, r.Fingerprint)
 	m, w, err := k.writeArchive(ctx, rel, streamNames(live),
 		Progress{Verb: VerbSnapshot, Module: r.Module, Local: r.Local, Step: "snapshot", BytesTotal: storedBytes(live)})
