@@ -55,12 +55,7 @@ func TestPruneOnRealProcesses(t *testing.T) {
 	}
 	cli := func(args ...string) (*keeper.Reply, string) {
 		t.Helper()
-		code, out, errText := runCLI(t, tmp, append(args, "--server", srv.url())...)
-		var rep keeper.Reply
-		if code != 0 || (slices.Contains(args, "--json") && json.Unmarshal([]byte(out), &rep) != nil) {
-			t.Fatalf("nats-keeper %s: exit %d\n%s\n%s", strings.Join(args, " "), code, out, errText)
-		}
-		return &rep, out
+		return mustCLI(t, tmp, srv.url(), args...)
 	}
 	points := func() []string { return pointsUnder(t, dir, module, local) }
 

@@ -42,6 +42,19 @@ func runCLI(t *testing.T, home string, args ...string) (int, string, string) {
 	return 0, "", ""
 }
 
+// mustCLI runs the nats-keeper binary with args against the server at url,
+// fails the test unless it exits 0, and returns its reply (when args hold
+// --json) and its stdout.
+func mustCLI(t *testing.T, home, url string, args ...string) (*keeper.Reply, string) {
+	t.Helper()
+	code, out, errText := runCLI(t, home, append(args, "--server", url)...)
+	var rep keeper.Reply
+	if code != 0 || (slices.Contains(args, "--json") && json.Unmarshal([]byte(out), &rep) != nil) {
+		t.Fatalf("nats-keeper %s: exit %d\n%s\n%s", strings.Join(args, " "), code, out, errText)
+	}
+	return &rep, out
+}
+
 // pointsUnder are the fingerprints of the form 1 points of module/local
 // under the keeper's dir that have their record, sorted.
 func pointsUnder(t *testing.T, dir, module, local string) []string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -132,4 +133,38 @@ func (h *hangEngine) PruneKept(ctx context.Context, r keeper.Request) (*keeper.R
 		return nil, err
 	}
 	return h.Keeper.PruneKept(ctx, r)
+}
+
+// clockEnv names a file that holds an RFC 3339 time: the keeper's clock
+// then reads that time, plus what has passed since the file was last
+// written. It exists only for the test that takes points at chosen dates
+// and prunes them by calendar rules; nothing else should set it.
+const clockEnv = "NATS_KEEPER_TEST_CLOCK"
+
+// clockHook returns the keeper's clock: nil (the real one) unless clockEnv
+// is set. A clock file that cannot be read gives the real time, and says so.
+func clockHook(log *slog.Logger) func() time.Time {
+	path := os.Getenv(clockEnv)
+	if path == "" {
+		return nil
+	}
+	log.Warn("clock test: the keeper's clock reads a file", "file", path)
+	return func() time.Time {
+		fi, err := os.Stat(path)
+		if err != nil {
+			log.Warn("clock test: the clock file cannot be read; the real time is used", "err", err)
+			return time.Now()
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			log.Warn("clock test: the clock file cannot be read; the real time is used", "err", err)
+			return time.Now()
+		}
+		at, err := time.Parse(time.RFC3339, strings.TrimSpace(string(data)))
+		if err != nil {
+			log.Warn("clock test: the clock file holds no RFC 3339 time; the real time is used", "err", err)
+			return time.Now()
+		}
+		return at.Add(max(time.Since(fi.ModTime()), 0))
+	}
 }
