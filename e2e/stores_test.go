@@ -76,7 +76,8 @@ func TestStoreS3(t *testing.T) {
 // snapshot-kept, verify-kept, list-kept, restore-kept of changed data; the
 // store holds the point and the aside (keys lists it) and the keeper's
 // directory nothing of them. Then the keeper is stopped, its directory
-// removed, and a keeper started again restores the point once more.
+// removed, and a keeper started again restores the point once more; a
+// second point is taken, and prune-kept removes the first from the store.
 func storeRoundTrip(t *testing.T, tmp string, bus *natsServer, args, env []string, keys func(*testing.T) []string) {
 	t.Helper()
 	const module, local = "vaulted", "ledger"
@@ -138,6 +139,27 @@ func storeRoundTrip(t *testing.T, tmp string, bus *natsServer, args, env []strin
 	waitKeepers(t, nc, 1, k)
 	restore("after a keeper started again without its directory restored it")
 	mustVerify(t, nc, "", req)
+
+	// prune-kept removes the older point from the store, and no aside.
+	mustCall(t, nc, "snapshot-kept", map[string]any{"module": module, "local": local, "form": 1, "fingerprint": "two", "caller": "e2e"})
+	asidesBefore := withPrefix(keys(t), "aside/")
+	pruned := mustCall(t, nc, "prune-kept", map[string]any{"module": module, "local": local, "policy": map[string]any{"keep-last": 1}, "caller": "e2e", "why": "e2e store prune"})
+	if !strings.Contains(pruned.Said, "1 point(s) kept, 1 removed.") {
+		t.Errorf("prune-kept keep-last 1 on the store: %s", pruned.Said)
+	}
+	got = keys(t)
+	if left := withPrefix(got, rel); len(left) > 0 {
+		t.Errorf("the pruned point f1-one left %v in the store", left)
+	}
+	if two := "points/" + module + "/" + local + "/f1-two/"; !slices.Contains(got, two+"point.json") || !slices.Contains(got, two+"bus.tar") {
+		t.Errorf("the kept point f1-two is not whole in the store: %v", got)
+	}
+	if after := withPrefix(got, "aside/"); !slices.Equal(after, asidesBefore) || len(after) != 4 {
+		t.Errorf("the asides in the store before the prune were %v, after it %v; want the two asides untouched", asidesBefore, after)
+	}
+	if got := pointFingerprints(mustCall(t, nc, "list-kept", map[string]any{"module": module})); !slices.Equal(got, []string{"two"}) {
+		t.Errorf("after the prune list-kept lists the points %v; want [two]", got)
+	}
 }
 
 // withPrefix are the keys that begin with prefix.
