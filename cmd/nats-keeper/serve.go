@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
-	"github.com/nats-keeper/nats-keeper/internal/natstest"
+	"github.com/nats-keeper/nats-keeper/internal/embedded"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/store"
@@ -284,10 +284,10 @@ func startEmbedded(store, listen string) (*server.Server, error) {
 		}
 		_ = l.Close()
 	}
-	opts := natstest.Options(store)
+	opts := embedded.Options(store)
 	opts.ServerName = "nats-keeper-embedded"
 	opts.Host, opts.Port = host, port
-	s, err := natstest.Run(opts)
+	s, err := embedded.Run(opts)
 	if err != nil {
 		return nil, errorf(keeper.ErrFailed, "the embedded nats-server did not start, so nothing is served: %v", err)
 	}
