@@ -50,8 +50,7 @@ type Setup struct {
 
 // Keeper is a keeper serving its verbs in this process.
 type Keeper struct {
-	Keeper *keeper.Keeper // the engine
-
+	Keeper  *keeper.Keeper // the engine
 	Service *verbs.Service // serving the engine's verbs
 
 	cancel context.CancelFunc
