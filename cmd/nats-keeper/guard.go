@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -90,14 +89,9 @@ standard error, and guard prints its outcome as JSON.`,
 	}
 	f := cmd.Flags()
 	addClientFlags(f, &o.Client, e)
-	f.IntVar(&o.Form, "form", 0, "the form (shape version) of the kept data now, before the command")
-	f.StringVar(&o.Before, "before", "", "fingerprint of the change the command makes")
-	f.StringVar(&o.CatchUp, "catch-up", "", "the tool that brings data at this form up to the next")
-	f.Var(&o.KeepFor, "keep-for", "protect the point from prune for this long after it is taken (30d, 2w, 12h)")
+	addPointFlags(cmd, &o.Form, &o.Before, &o.CatchUp, &o.KeepFor)
 	f.BoolVar(&o.NoRestoreOnSignal, "no-restore-on-signal", false,
 		"when the command fails after guard passed it a SIGINT or SIGTERM, do not restore the point")
-	_ = cmd.MarkFlagRequired("form")
-	_ = cmd.MarkFlagRequired("before")
 	return cmd
 }
 
@@ -138,15 +132,9 @@ func runGuard(ctx context.Context, o guardOptions) error {
 	if _, err := exec.LookPath(o.Command[0]); err != nil {
 		return jsonErr(o.Client, o.Out, errorf(keeper.ErrBadRequest, "the command %q cannot be run (%v), so no point was taken and nothing was done", o.Command[0], err))
 	}
-	if err := verbs.CheckPrefix(o.Client.Prefix); err != nil {
-		return jsonErr(o.Client, o.Out, errorf(keeper.ErrBadRequest, "--prefix: %w, so nothing was done", err))
-	}
-	if o.Client.Conn.Server == "" && o.Client.Conn.Context == "" {
-		o.Client.Conn.Server = clientDefaultURL
-	}
-	nc, err := connect(ctx, o.Client.Conn, "nats-keeper guard", slog.New(slog.NewTextHandler(o.Out.Err, &slog.HandlerOptions{Level: slog.LevelError})))
+	nc, err := connectClient(ctx, o.Client, o.Out, "nats-keeper guard")
 	if err != nil {
-		return jsonErr(o.Client, o.Out, fmt.Errorf("%w; is NATS running? `nats-keeper serve --embedded` starts one with the keeper", err))
+		return jsonErr(o.Client, o.Out, err)
 	}
 	defer nc.Close()
 	c := verbs.NewClient(nc, verbs.WithPrefix(o.Client.Prefix), verbs.WithTimeout(o.Client.Timeout))

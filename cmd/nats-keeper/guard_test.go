@@ -333,3 +333,31 @@ func TestGuardProcessPassesSIGTERM(t *testing.T) {
 		}
 	}
 }
+
+// Usage errors and a command that cannot be run exit 2, before any point is
+// taken.
+func TestGuardRefusesBeforeTakingAPoint(t *testing.T) {
+	b := newBed(t)
+	for _, c := range []struct {
+		args []string
+		say  string
+	}{
+		{[]string{"guard", "shop", "orders", "--form", "1", "--before", "v2", "true"}, "then -- and the command to run"},
+		{[]string{"guard", "shop", "--form", "1", "--before", "v2", "--", "true"}, "then -- and the command to run"},
+		{[]string{"guard", "shop", "orders", "--before", "v2", "--", "true"}, `"form" not set`},
+		{[]string{"guard", "shop", "orders", "--server", b.url, "--form", "1", "--before", "v2", "--", "no-such-command-here"},
+			"cannot be run"},
+	} {
+		code, _, errText := runArgs(t, c.args...)
+		if code != keeper.ExitUsage || !strings.Contains(errText, c.say) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errText, keeper.ExitUsage, c.say)
+		}
+	}
+	rep, err := verbs.NewClient(b.nc).ListKept(context.Background(), keeper.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Points) != 0 {
+		t.Fatalf("a refused guard took points: %+v", rep.Points)
+	}
+}
