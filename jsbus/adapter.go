@@ -205,10 +205,8 @@ func (a *Adapter) ServerVersion() string { return a.nc.ConnectedServerVersion() 
 func (a *Adapter) JetStream() jetstream.JetStream { return a.js }
 
 // validName reports whether s can be a stream, consumer or bucket name and a
-// single subject token.
-func validName(s string) bool {
-	return s != "" && len(s) <= 255 && !strings.ContainsAny(s, ". *>\t\r\n\x00/\\")
-}
+// single subject token: keeper.CheckStreamName, the one rule for such names.
+func validName(s string) bool { return keeper.CheckStreamName("name", s) == nil }
 
 func validPrefix(p string) bool {
 	if p == "" || len(p) > 255 {

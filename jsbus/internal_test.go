@@ -70,7 +70,7 @@ func (nopWriteCloser) Write(p []byte) (int, error) { return len(p), nil }
 func (nopWriteCloser) Close() error                { return nil }
 
 func TestNameChecks(t *testing.T) {
-	for _, s := range []string{"", "a.b", "a b", "a*", "a>", "a/b", strings.Repeat("x", 256)} {
+	for _, s := range []string{"", "a.b", "a b", "a*", "a>", "a/b", `a\b`, "a\x01b", "a\xffb", strings.Repeat("x", 256)} {
 		if validName(s) {
 			t.Errorf("validName(%q)", s)
 		}

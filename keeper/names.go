@@ -3,6 +3,8 @@ package keeper
 import (
 	"fmt"
 	"strings"
+
+	"github.com/nats-keeper/nats-keeper/busarchive"
 )
 
 // Bounds on what a request may carry.
@@ -51,6 +53,24 @@ func ValidName(what, s string) error {
 		}
 	}
 	return nil
+}
+
+// CheckStreamName says why name is not a stream or consumer name, or nil.
+// It is the one rule for such names everywhere in nats-keeper (plans,
+// positions, the JetStream adapter, the archive): busarchive.ValidStreamName,
+// non-empty, at most 255 bytes of UTF-8, free of ". * > / \ space" and
+// control characters. what names the value in the sentence ("stream",
+// "consumer"). The error wraps ErrBadRequest.
+func CheckStreamName(what, name string) error {
+	if busarchive.ValidStreamName(name) {
+		return nil
+	}
+	shown := name
+	if len(shown) > 64 {
+		shown = shown[:64] + "…"
+	}
+	return errorf(ErrBadRequest, "%s %q is not a stream or consumer name: one is 1 to %d bytes of UTF-8 without . * > / \\, spaces or control characters",
+		what, shown, busarchive.MaxStreamNameLen)
 }
 
 // plainRune: the characters a name may have so that it is safe as a path

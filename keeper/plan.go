@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 )
 
 func planKey(module, local string) string { return "plan." + module + "." + local }
@@ -25,7 +24,7 @@ func (k *Keeper) SetPlan(ctx context.Context, p Plan) error {
 		return errorf(ErrBadRequest, "a plan names 1 to 64 streams, not %d", len(p.Streams))
 	}
 	for _, s := range p.Streams {
-		if err := validStreamName(s); err != nil {
+		if err := CheckStreamName("stream", s); err != nil {
 			return err
 		}
 	}
@@ -33,11 +32,11 @@ func (k *Keeper) SetPlan(ctx context.Context, p Plan) error {
 		return errorf(ErrBadRequest, "a plan names at most 256 consumers, not %d", len(p.Consumers))
 	}
 	for _, c := range p.Consumers {
-		if err := validStreamName(c.Stream); err != nil {
+		if err := CheckStreamName("the stream of a plan's consumer", c.Stream); err != nil {
 			return err
 		}
-		if err := validStreamName(c.Consumer); err != nil {
-			return errorf(ErrBadRequest, "consumer %q of the plan is not a valid consumer name", c.Consumer)
+		if err := CheckStreamName("consumer", c.Consumer); err != nil {
+			return err
 		}
 	}
 	data, err := json.Marshal(p)
@@ -46,13 +45,6 @@ func (k *Keeper) SetPlan(ctx context.Context, p Plan) error {
 	}
 	if err := k.index.Put(ctx, planKey(p.Module, p.Local), data); err != nil {
 		return errorf(ErrFailed, "plan for %s/%s was not recorded: %v", p.Module, p.Local, err)
-	}
-	return nil
-}
-
-func validStreamName(s string) error {
-	if s == "" || len(s) > 255 || strings.ContainsAny(s, ". *>/\\\x00\t\r\n") {
-		return errorf(ErrBadRequest, "%q is not a valid stream name", s)
 	}
 	return nil
 }
@@ -72,7 +64,7 @@ func (k *Keeper) readPlan(ctx context.Context, module, local string) (*Plan, err
 		return nil, errorf(ErrFailed, "the recorded plan of %s/%s is not valid JSON: %v", module, local, err)
 	}
 	for _, s := range p.Streams {
-		if err := validStreamName(s); err != nil {
+		if err := CheckStreamName("stream", s); err != nil {
 			return nil, errorf(ErrFailed, "the recorded plan of %s/%s: %v", module, local, err)
 		}
 	}
