@@ -226,11 +226,8 @@ func busErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, s := range []error{keeper.ErrBadRequest, keeper.ErrNotFound, keeper.ErrBusy, keeper.ErrConflict,
-		keeper.ErrFailed, keeper.ErrNoBus, keeper.ErrNoStream} {
-		if errors.Is(err, s) {
-			return err
-		}
+	if keeper.KindOf(err) != nil || errors.Is(err, keeper.ErrNoStream) {
+		return err
 	}
 	for _, s := range []error{nats.ErrConnectionClosed, nats.ErrNoServers, nats.ErrConnectionDraining,
 		nats.ErrNoResponders, jetstream.ErrJetStreamNotEnabled, jetstream.ErrJetStreamNotEnabledForAccount,

@@ -21,7 +21,7 @@ func (k *Keeper) SetPlan(ctx context.Context, p Plan) error {
 		return err
 	}
 	if len(p.Streams) == 0 || len(p.Streams) > 64 {
-		return errorf(ErrBadRequest, "a plan names 1 to 64 streams, not %d", len(p.Streams))
+		return Errorf(ErrBadRequest, "a plan names 1 to 64 streams, not %d", len(p.Streams))
 	}
 	for _, s := range p.Streams {
 		if err := CheckStreamName("stream", s); err != nil {
@@ -29,7 +29,7 @@ func (k *Keeper) SetPlan(ctx context.Context, p Plan) error {
 		}
 	}
 	if len(p.Consumers) > 256 {
-		return errorf(ErrBadRequest, "a plan names at most 256 consumers, not %d", len(p.Consumers))
+		return Errorf(ErrBadRequest, "a plan names at most 256 consumers, not %d", len(p.Consumers))
 	}
 	for _, c := range p.Consumers {
 		if err := CheckStreamName("the stream of a plan's consumer", c.Stream); err != nil {
@@ -44,7 +44,7 @@ func (k *Keeper) SetPlan(ctx context.Context, p Plan) error {
 		return err
 	}
 	if err := k.index.Put(ctx, planKey(p.Module, p.Local), data); err != nil {
-		return errorf(ErrFailed, "plan for %s/%s was not recorded: %v", p.Module, p.Local, err)
+		return Errorf(ErrFailed, "plan for %s/%s was not recorded: %v", p.Module, p.Local, err)
 	}
 	return nil
 }
@@ -57,15 +57,15 @@ func (k *Keeper) readPlan(ctx context.Context, module, local string) (*Plan, err
 		return nil, err
 	}
 	if err != nil {
-		return nil, errorf(ErrFailed, "reading the plan of %s/%s: %v", module, local, err)
+		return nil, Errorf(ErrFailed, "reading the plan of %s/%s: %v", module, local, err)
 	}
 	var p Plan
 	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, errorf(ErrFailed, "the recorded plan of %s/%s is not valid JSON: %v", module, local, err)
+		return nil, Errorf(ErrFailed, "the recorded plan of %s/%s is not valid JSON: %v", module, local, err)
 	}
 	for _, s := range p.Streams {
 		if err := CheckStreamName("stream", s); err != nil {
-			return nil, errorf(ErrFailed, "the recorded plan of %s/%s: %v", module, local, err)
+			return nil, Errorf(ErrFailed, "the recorded plan of %s/%s: %v", module, local, err)
 		}
 	}
 	p.Module, p.Local = module, local
@@ -105,7 +105,7 @@ func (k *Keeper) liveStreams(ctx context.Context, module, local string) ([]Strea
 		case errors.Is(err, ErrNoStream):
 			continue
 		case err != nil:
-			return nil, names, errorf(ErrFailed, "looking up stream %s: %v", n, err)
+			return nil, names, Errorf(ErrFailed, "looking up stream %s: %v", n, err)
 		}
 		live = append(live, *si)
 	}

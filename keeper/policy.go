@@ -29,15 +29,15 @@ func (p Policy) Empty() bool { return p == Policy{} }
 // and a keep-within out of range. Its error wraps ErrBadRequest.
 func (p Policy) Check() error {
 	if p.Empty() {
-		return errorf(ErrBadRequest, "no policy: give at least one of keep-last, keep-within, keep-daily, keep-weekly, keep-monthly")
+		return Errorf(ErrBadRequest, "no policy: give at least one of keep-last, keep-within, keep-daily, keep-weekly, keep-monthly")
 	}
 	for _, c := range p.counts() {
 		if c.n < 0 || c.n > MaxKeepCount {
-			return errorf(ErrBadRequest, "%s %d is outside 0..%d", c.rule, c.n, MaxKeepCount)
+			return Errorf(ErrBadRequest, "%s %d is outside 0..%d", c.rule, c.n, MaxKeepCount)
 		}
 	}
 	if err := p.KeepWithin.check(); err != nil {
-		return errorf(ErrBadRequest, "keep-within: %w", err)
+		return Errorf(ErrBadRequest, "keep-within: %w", err)
 	}
 	return nil
 }

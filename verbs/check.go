@@ -27,15 +27,10 @@ const (
 // prune-kept.
 var Verbs = [...]string{VerbSnapshot, VerbRestore, VerbDiscard, VerbList, VerbVerify, VerbPrune}
 
-// refusal is a request refused before anything was done: its sentence, and
-// keeper.ErrBadRequest for errors.Is.
-type refusal struct{ said string }
-
-func (e *refusal) Error() string { return e.said }
-func (e *refusal) Unwrap() error { return keeper.ErrBadRequest }
-
+// badRequest is a request refused before anything was done: its sentence,
+// and keeper.ErrBadRequest for errors.Is.
 func badRequest(verb, format string, args ...any) error {
-	return &refusal{said: fmt.Sprintf("%s %s, %s", verb, fmt.Sprintf(format, args...), nothingDone)}
+	return keeper.Errorf(keeper.ErrBadRequest, "%s %s, %s", verb, fmt.Sprintf(format, args...), nothingDone)
 }
 
 // CheckRequest checks that r is a well-formed request for verb: the rules

@@ -22,18 +22,6 @@ const DefaultTimeout = 10 * time.Minute
 // MaxReply bounds the reply a Client accepts.
 const MaxReply = 8 << 20
 
-// Error is a failure reply from the keeper. errors.Is(err, keeper.ErrNotFound)
-// (and the other keeper sentinels) works through Unwrap.
-type Error struct {
-	Code int    // the wire code: 400, 404, 409, 500, 503
-	Said string // the keeper's sentence: what happened and what did not
-}
-
-func (e *Error) Error() string { return e.Said }
-
-// Unwrap returns the keeper sentinel for Code.
-func (e *Error) Unwrap() error { return keeper.KindOf(e.Code) }
-
 // Client sends requests to nats-keeper services. It is safe for concurrent use.
 //
 // A migration hook takes a restore point before it changes a module's data,
@@ -130,21 +118,20 @@ func (c *Client) Do(ctx context.Context, verb string, r keeper.Request) (*keeper
 	replies := replySubscription(c.nc)
 	done := c.denials.wait(func(key, said string) {
 		if strings.HasPrefix(key, "pub ") {
-			cancel(&deniedError{said: fmt.Sprintf("the NATS user may not publish to %s (the server said: %s), "+
+			cancel(keeper.Errorf(keeper.ErrDenied, "the NATS user may not publish to %s (the server said: %s), "+
 				"so the request never reached a keeper and nothing was done; use a user allowed to publish there "+
-				"(see Permissions in the README)", subject, said)})
+				"(see Permissions in the README)", subject, said))
 			return
 		}
-		cancel(&deniedError{said: fmt.Sprintf("the NATS user may not subscribe to %s, where the replies to its requests "+
+		cancel(keeper.Errorf(keeper.ErrDenied, "the NATS user may not subscribe to %s, where the replies to its requests "+
 			"come (the server said: %s), so the reply to %s cannot arrive; the keeper may still have done the verb, "+
-			"check with list-kept", replies, said, subject)})
+			"check with list-kept", replies, said, subject))
 	}, "pub "+subject, "sub "+replies)
 	defer done()
 	msg, err := c.nc.RequestWithContext(ctx, subject, body)
 	if err != nil {
-		var denied *deniedError
-		if errors.As(context.Cause(ctx), &denied) {
-			return nil, denied
+		if cause := context.Cause(ctx); errors.Is(cause, keeper.ErrDenied) {
+			return nil, cause
 		}
 		return nil, noReply(subject, err)
 	}
@@ -170,7 +157,7 @@ func decodeReply(subject string, msg *nats.Msg) (*keeper.Reply, error) {
 	if codeText := msg.Header.Get(micro.ErrorCodeHeader); codeText != "" {
 		code, err := strconv.Atoi(codeText)
 		if err != nil {
-			code = keeper.CodeFailed
+			code = CodeFailed
 		}
 		said := msg.Header.Get(micro.ErrorHeader)
 		var eb ErrorBody

@@ -90,8 +90,8 @@ func TestDecodeRequestRefused(t *testing.T) {
 		if !errors.Is(err, keeper.ErrBadRequest) {
 			t.Errorf("%s: error does not wrap ErrBadRequest: %v", c.name, err)
 		}
-		if keeper.Code(err) != 400 {
-			t.Errorf("%s: code %d, want 400", c.name, keeper.Code(err))
+		if Code(err) != 400 {
+			t.Errorf("%s: code %d, want 400", c.name, Code(err))
 		}
 		if !strings.HasSuffix(err.Error(), "so nothing was done") {
 			t.Errorf("%s: sentence does not end with what was not done: %q", c.name, err)

@@ -76,7 +76,7 @@ func FuzzDecodeReply(f *testing.F) {
 		}
 		var ve *Error
 		if code != "" {
-			if !errors.As(err, &ve) || ve.Said == "" || keeper.KindOf(ve.Code) == nil {
+			if !errors.As(err, &ve) || ve.Said == "" || keeper.KindOf(err) == nil {
 				t.Fatalf("failure reply became %v", err)
 			}
 		}

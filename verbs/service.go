@@ -327,17 +327,10 @@ func (s *Service) waitVerbs() error {
 			names = append(names, f.verb)
 		}
 	}
-	return &cutShort{said: fmt.Sprintf("%d verb(s) were still running %s after the stop began and were cut short (%s); "+
+	return keeper.Errorf(keeper.ErrFailed, "%d verb(s) were still running %s after the stop began and were cut short (%s); "+
 		"a restarted keeper finishes or undoes any restore they left half-way",
-		len(cut), s.stopTimeout, strings.Join(names, ", "))}
+		len(cut), s.stopTimeout, strings.Join(names, ", "))
 }
-
-// cutShort is Stop's error when verbs were cancelled: keeper.ErrFailed for
-// errors.Is, without the sentinel's word in the sentence.
-type cutShort struct{ said string }
-
-func (e *cutShort) Error() string { return e.said }
-func (e *cutShort) Unwrap() error { return keeper.ErrFailed }
 
 func (s *Service) inFlight() []*flight {
 	s.mu.Lock()
@@ -449,7 +442,7 @@ func (s *Service) run(verb string, req *request) {
 	}
 	reply, err := s.call(ctx, verb, r)
 	if err != nil {
-		log.Warn("verb failed", "code", keeper.Code(err), "error", err, "took", time.Since(start))
+		log.Warn("verb failed", "code", Code(err), "error", err, "took", time.Since(start))
 		s.fail(req, verb, err)
 		return
 	}
@@ -491,18 +484,11 @@ func (s *Service) call(ctx context.Context, verb string, r keeper.Request) (rep 
 	return nil, badRequest(verb, "is not a verb of nats-keeper")
 }
 
-// ErrorBody is the JSON body of a failure reply.
-type ErrorBody struct {
-	Error string `json:"error"`
-	Code  int    `json:"code"`
-}
-
 func (s *Service) fail(req *request, verb string, err error) {
-	code := keeper.Code(err)
-	said := err.Error()
-	body, _ := json.Marshal(ErrorBody{Error: said, Code: code})
-	if rerr := req.Error(code, said, body); rerr != nil {
-		s.log.Error("could not send the error reply", "verb", verb, "error", rerr, "said", said)
+	eb := bodyOf(err)
+	body, _ := json.Marshal(eb)
+	if rerr := req.Error(eb.Code, eb.Error, body); rerr != nil {
+		s.log.Error("could not send the error reply", "verb", verb, "error", rerr, "said", eb.Error)
 	}
 }
 

@@ -108,8 +108,8 @@ func TestServiceRepliesAndErrors(t *testing.T) {
 		if !errors.As(err, &ve) || ve.Code != tc.code || !errors.Is(err, tc.is) {
 			t.Errorf("%s: got %v (%#v), want code %d", tc.local, err, ve, tc.code)
 		}
-		if keeper.ExitCode(err) != keeper.ExitCode(tc.is) {
-			t.Errorf("%s: exit code %d", tc.local, keeper.ExitCode(err))
+		if Code(err) != tc.code {
+			t.Errorf("%s: code %d", tc.local, Code(err))
 		}
 	}
 
@@ -153,7 +153,7 @@ func TestClientNoService(t *testing.T) {
 	s := natstest.Start(t, nil)
 	nc := natstest.Connect(t, s)
 	_, err := NewClient(nc, WithPrefix("nobody-here")).ListKept(context.Background(), keeper.Request{})
-	if !errors.Is(err, keeper.ErrNoBus) || keeper.ExitCode(err) != keeper.ExitNoService {
+	if !errors.Is(err, keeper.ErrNoBus) || keeper.KindOf(err) != keeper.ErrNoBus || Code(err) != CodeNoBus {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -31,7 +31,7 @@ func callVerb(ctx context.Context, f clientFlags, out output, verb string, req k
 		return jsonErr(f, out, err)
 	}
 	if err := verbs.CheckPrefix(f.Prefix); err != nil {
-		return jsonErr(f, out, errorf(keeper.ErrBadRequest, "--prefix: %w, so nothing was done", err))
+		return jsonErr(f, out, keeper.Errorf(keeper.ErrBadRequest, "--prefix: %w, so nothing was done", err))
 	}
 	if f.Conn.Server == "" && f.Conn.Context == "" {
 		f.Conn.Server = clientDefaultURL
@@ -76,7 +76,7 @@ func callVerb(ctx context.Context, f clientFlags, out output, verb string, req k
 // verdict turns a reply that reports a failed check into an error (exit 1).
 func verdict(rep *keeper.Reply) error {
 	if rep.Report != nil && !rep.Report.OK {
-		return errorf(keeper.ErrFailed, "the restore point %s does not verify", rep.Report.Point)
+		return keeper.Errorf(keeper.ErrFailed, "the restore point %s does not verify", rep.Report.Point)
 	}
 	return nil
 }

@@ -53,10 +53,10 @@ func openStore(ctx context.Context, u, dir string, f storeFlags, log *slog.Logge
 		if name == "" {
 			name = "file://" + dir
 		}
-		if hasKind(err) { // such as the connection to a nats:// store's server
+		if keeper.KindOf(err) != nil { // such as the connection to a nats:// store's server
 			return nil, fmt.Errorf("the store %s could not be opened: %w", redact(name), err)
 		}
-		return nil, errorf(keeper.ErrNoBus, "the store %s could not be opened: %v", redact(name), err)
+		return nil, keeper.Errorf(keeper.ErrNoBus, "the store %s could not be opened: %v", redact(name), err)
 	}
 	if u == "" {
 		abs, err := filepath.Abs(dir)
