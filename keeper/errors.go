@@ -20,8 +20,9 @@ var (
 	// the verb was refused or stopped; it does not go away by waiting.
 	ErrConflict = errors.New("conflict")
 	// ErrBusy: another verb, on this keeper or another, holds the kept data
-	// or one of its streams; try again once it is done.
-	ErrBusy = errors.New("busy")
+	// or one of its streams; try again once it is done. It is a kind of
+	// conflict: errors.Is(err, ErrConflict) holds for it too.
+	ErrBusy = fmt.Errorf("busy, a kind of %w", ErrConflict)
 	// ErrFailed: the verb failed part-way; its sentence says what was and
 	// was not done.
 	ErrFailed = errors.New("failed")

@@ -39,9 +39,11 @@ const MaxReply = 8 << 20
 //		...  // rep.Aside.ID names the set-aside data; rep.CatchUp what to run next
 //	}
 //
-// Errors: a failure reply is an *Error; errors.Is(err, keeper.ErrBusy or
-// keeper.ErrConflict) means another verb holds the kept data (retry later),
-// keeper.ErrNotFound that the point or kept data does not exist,
+// Errors: a failure reply is an *Error. errors.Is(err, keeper.ErrBusy)
+// means another verb holds the kept data (try again later; the reply's body
+// says "busy": true); keeper.ErrConflict matches every 409, busy or not (a
+// conflict that is not busy, such as overlapping subjects, does not clear by
+// waiting); keeper.ErrNotFound that the point or kept data does not exist,
 // keeper.ErrBadRequest that the request was refused and nothing was done,
 // keeper.ErrDenied that the NATS server refused the connection's user the
 // verb's subject, at once, so nothing was done (the Client chains the
@@ -167,7 +169,7 @@ func decodeReply(subject string, msg *nats.Msg) (*keeper.Reply, error) {
 		if said == "" {
 			said = fmt.Sprintf("the keeper answered %s with code %d and no sentence", subject, code)
 		}
-		return nil, &Error{Code: code, Said: said}
+		return nil, &Error{Code: code, Said: said, Busy: code == CodeConflict && eb.Busy}
 	}
 	var rep keeper.Reply
 	if err := json.Unmarshal(msg.Data, &rep); err != nil {

@@ -1,6 +1,8 @@
 package verbs
 
 import (
+	"errors"
+
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -50,6 +52,9 @@ func kindOfCode(code int, busy bool) error {
 	case CodeNotFound:
 		return keeper.ErrNotFound
 	case CodeConflict:
+		if busy {
+			return keeper.ErrBusy
+		}
 		return keeper.ErrConflict
 	case CodeNoBus:
 		return keeper.ErrNoBus
@@ -64,11 +69,15 @@ func kindOfCode(code int, busy bool) error {
 type ErrorBody struct {
 	Error string `json:"error"` // the sentence, as in the Nats-Service-Error header
 	Code  int    `json:"code"`  // the wire code, as in the Nats-Service-Error-Code header
+	// Busy is set on a 409 when another verb holds the kept data
+	// (keeper.ErrBusy): trying again later may succeed. A 409 without it is
+	// a conflict that waiting does not clear.
+	Busy bool `json:"busy,omitempty"`
 }
 
 // bodyOf is the failure reply's body for err.
 func bodyOf(err error) ErrorBody {
-	return ErrorBody{Error: err.Error(), Code: Code(err)}
+	return ErrorBody{Error: err.Error(), Code: Code(err), Busy: errors.Is(err, keeper.ErrBusy)}
 }
 
 // Error is a failure reply from the keeper, as a Client returns it.
@@ -78,9 +87,10 @@ func bodyOf(err error) ErrorBody {
 type Error struct {
 	Code int    // the wire code: 400, 404, 409, 500, 503
 	Said string // the keeper's sentence: what happened and what did not
+	Busy bool   // a 409 because another verb holds the kept data (ErrorBody.Busy)
 }
 
 func (e *Error) Error() string { return e.Said }
 
 // Unwrap returns the keeper's sentinel for Code (and Busy).
-func (e *Error) Unwrap() error { return kindOfCode(e.Code, false) }
+func (e *Error) Unwrap() error { return kindOfCode(e.Code, e.Busy) }

@@ -96,7 +96,7 @@ func TestServiceRepliesAndErrors(t *testing.T) {
 		is    error
 	}{
 		{"missing", 404, keeper.ErrNotFound},
-		{"held", 409, keeper.ErrConflict},
+		{"held", 409, keeper.ErrBusy}, // errors.Is(err, keeper.ErrBusy) holds on the client too
 		{"broken", 500, keeper.ErrFailed},
 		{"silent", 500, keeper.ErrFailed},
 		{"panics", 500, keeper.ErrFailed},
@@ -108,8 +108,13 @@ func TestServiceRepliesAndErrors(t *testing.T) {
 		if !errors.As(err, &ve) || ve.Code != tc.code || !errors.Is(err, tc.is) {
 			t.Errorf("%s: got %v (%#v), want code %d", tc.local, err, ve, tc.code)
 		}
-		if Code(err) != tc.code {
-			t.Errorf("%s: code %d", tc.local, Code(err))
+		if keeper.KindOf(err) != tc.is {
+			t.Errorf("%s: kind %v, want %v", tc.local, keeper.KindOf(err), tc.is)
+		}
+		if busy := tc.is == keeper.ErrBusy; ve != nil && (ve.Busy != busy || errors.Is(err, keeper.ErrBusy) != busy ||
+			errors.Is(err, keeper.ErrConflict) != (tc.code == 409)) {
+			t.Errorf("%s: busy %v, errors.Is busy %v, conflict %v; want busy %v", tc.local, ve.Busy,
+				errors.Is(err, keeper.ErrBusy), errors.Is(err, keeper.ErrConflict), busy)
 		}
 	}
 
@@ -135,8 +140,18 @@ func TestServiceRepliesAndErrors(t *testing.T) {
 	if h := msg.Header.Get(micro.ErrorHeader); strings.Contains(h, "\n") || !strings.Contains(h, "disk is full") {
 		t.Fatalf("header %q", h)
 	}
-	if err := json.Unmarshal(msg.Data, &eb); err != nil || !strings.Contains(eb.Error, "full,\nso") {
+	if err := json.Unmarshal(msg.Data, &eb); err != nil || !strings.Contains(eb.Error, "full,\nso") || eb.Busy {
 		t.Fatalf("body %s: %v", msg.Data, err)
+	}
+	// A busy kept data says so in the body, beside its 409.
+	r.Local = "held"
+	msg, err = nc.Request(DefaultPrefix+"."+VerbSnapshot, mustJSON(t, r), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb = ErrorBody{}
+	if err := json.Unmarshal(msg.Data, &eb); err != nil || eb.Code != 409 || !eb.Busy || msg.Header.Get(micro.ErrorCodeHeader) != "409" {
+		t.Fatalf("busy body %s: %v", msg.Data, err)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -73,7 +74,7 @@ func report(err error, e env) int {
 
 // printJSONError writes a failure as the service's error body, for --json.
 func printJSONError(w io.Writer, err error) {
-	body := verbs.ErrorBody{Error: err.Error(), Code: verbs.Code(err)}
+	body := verbs.ErrorBody{Error: err.Error(), Code: verbs.Code(err), Busy: errors.Is(err, keeper.ErrBusy)}
 	var ve *verbs.Error
 	if errors.As(err, &ve) {
 		body.Code = ve.Code
