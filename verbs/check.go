@@ -23,9 +23,11 @@ const (
 	VerbPrune    = keeper.VerbPrune
 )
 
-// Verbs lists the verbs in the order the contract gives them, then
-// prune-kept.
-var Verbs = [...]string{VerbSnapshot, VerbRestore, VerbDiscard, VerbList, VerbVerify, VerbPrune}
+// Verbs lists the verbs a Service answers, one endpoint each, in the order
+// the contract gives them, then prune-kept. Each call returns a new slice.
+func Verbs() []string {
+	return []string{VerbSnapshot, VerbRestore, VerbDiscard, VerbList, VerbVerify, VerbPrune}
+}
 
 // badRequest is a request refused before anything was done: its sentence,
 // and keeper.ErrBadRequest for errors.Is.

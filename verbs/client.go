@@ -59,10 +59,12 @@ type Client struct {
 }
 
 // NewClient returns a Client using nc. It takes WithPrefix and WithTimeout.
-func NewClient(nc *nats.Conn, opts ...Option) *Client {
-	c := config{prefix: DefaultPrefix, timeout: DefaultTimeout}
+// It chains nc's error handler (see Client) to hear the server's permission
+// refusals.
+func NewClient(nc *nats.Conn, opts ...ClientOption) *Client {
+	c := clientConfig{prefix: DefaultPrefix, timeout: DefaultTimeout}
 	for _, o := range opts {
-		o(&c)
+		o.applyClient(&c)
 	}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout

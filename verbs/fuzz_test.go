@@ -20,7 +20,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"module":"a","local":"b","why":"w","aside-only":true}`, `{"from":"a.b.20260101T000000","why":"w"}`,
 		`{"module":"a","module":"b"}`, `{"Module":"a"}`, `[1]`, `{"form":1e3}`, `{"module":"a\u0000"}`, `{} {}`, ``,
 	} {
-		for _, v := range Verbs {
+		for _, v := range Verbs() {
 			f.Add(v, []byte(s))
 		}
 	}

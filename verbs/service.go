@@ -57,12 +57,14 @@ const cutWait = 10 * time.Second
 
 const description = "keeps restore points of modules' JetStream data and restores them"
 
-// Option configures Serve or NewClient; each ignores what is not its own.
-type Option func(*config)
+// ServeOption configures Serve.
+type ServeOption interface{ applyServe(*serveConfig) }
 
-type config struct {
+// ClientOption configures NewClient.
+type ClientOption interface{ applyClient(*clientConfig) }
+
+type serveConfig struct {
 	prefix      string
-	timeout     time.Duration
 	version     string
 	logger      *slog.Logger
 	maxInFlight int
@@ -70,37 +72,66 @@ type config struct {
 	stopTimeout time.Duration
 }
 
-// WithPrefix sets the subject prefix (default "mesh-broker"), for Serve and
-// NewClient.
-func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+type clientConfig struct {
+	prefix  string
+	timeout time.Duration
+}
+
+type serveOption func(*serveConfig)
+
+func (o serveOption) applyServe(c *serveConfig) { o(c) }
+
+type clientOption func(*clientConfig)
+
+func (o clientOption) applyClient(c *clientConfig) { o(c) }
+
+// PrefixOption is WithPrefix's option, the one that both Serve and
+// NewClient take: a service and its clients must agree on the prefix.
+type PrefixOption string
+
+func (p PrefixOption) applyServe(c *serveConfig)   { c.prefix = string(p) }
+func (p PrefixOption) applyClient(c *clientConfig) { c.prefix = string(p) }
+
+// WithPrefix sets the subject prefix of the verbs (default DefaultPrefix,
+// "mesh-broker"), for Serve and NewClient alike.
+func WithPrefix(p string) PrefixOption { return PrefixOption(p) }
 
 // WithTimeout sets how long a Client waits for each reply (default
-// DefaultTimeout). A deadline on the context, if earlier, wins.
-func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+// DefaultTimeout; 0 or less: the default). A deadline on the context, if
+// earlier, wins.
+func WithTimeout(d time.Duration) ClientOption {
+	return clientOption(func(c *clientConfig) { c.timeout = d })
+}
 
 // WithVersion sets the version the service announces. A version that is not
 // SemVer is announced as 0.0.0-dev, with the given text in the metadata.
-func WithVersion(v string) Option { return func(c *config) { c.version = v } }
+func WithVersion(v string) ServeOption { return serveOption(func(c *serveConfig) { c.version = v }) }
 
-// WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+// WithLogger sets the service's logger (default slog.Default()).
+func WithLogger(l *slog.Logger) ServeOption { return serveOption(func(c *serveConfig) { c.logger = l }) }
 
-// WithMaxInFlight bounds the verbs run at once (default 16). A request that
-// arrives when the bound is reached waits for a verb to finish.
-func WithMaxInFlight(n int) Option { return func(c *config) { c.maxInFlight = n } }
+// WithMaxInFlight bounds the verbs run at once (default DefaultMaxInFlight;
+// less than 1: 1). A request that arrives when the bound is reached waits
+// for a verb to finish.
+func WithMaxInFlight(n int) ServeOption {
+	return serveOption(func(c *serveConfig) { c.maxInFlight = n })
+}
 
 // WithStopTimeout sets how long Stop lets the verbs in flight finish before it
 // cancels their context (default DefaultStopTimeout; 0 or less: the default).
-func WithStopTimeout(d time.Duration) Option { return func(c *config) { c.stopTimeout = d } }
+func WithStopTimeout(d time.Duration) ServeOption {
+	return serveOption(func(c *serveConfig) { c.stopTimeout = d })
+}
 
-// WithMetadata adds metadata to what `nats micro info` shows.
-func WithMetadata(k, v string) Option {
-	return func(c *config) {
+// WithMetadata adds one key and value to the metadata `nats micro info`
+// shows. The key "prefix" is the service's own and cannot be replaced.
+func WithMetadata(k, v string) ServeOption {
+	return serveOption(func(c *serveConfig) {
 		if c.metadata == nil {
 			c.metadata = map[string]string{}
 		}
 		c.metadata[k] = v
-	}
+	})
 }
 
 // Service is a running nats-keeper service.
@@ -150,31 +181,21 @@ func SemVer(v string) string {
 	return "0.0.0-dev"
 }
 
-// Serve starts the nats-keeper service on nc for k: one endpoint per verb on
-// <prefix>.<verb> in the queue group nats-keeper, and the micro discovery
-// protocol, so that `nats micro ls/info/stats/ping` see it. Each verb runs in
-// its own goroutine, at most WithMaxInFlight at once, under a context that
-// carries ctx's values but is not cancelled with it: Stop cancels it only
-// after WithStopTimeout. When ctx is done the service stops, as Stop does.
-func Serve(ctx context.Context, nc *nats.Conn, k *keeper.Keeper, opts ...Option) (*Service, error) {
-	if k == nil {
-		return nil, errors.New("verbs.Serve needs a keeper, so no service was started")
+// Serve starts the nats-keeper service on nc for e (a *keeper.Keeper, or
+// any Engine): one endpoint per verb on <prefix>.<verb> in the queue group
+// nats-keeper, and the micro discovery protocol, so that `nats micro
+// ls/info/stats/ping` see it. Each verb runs in its own goroutine, at most
+// WithMaxInFlight at once, under a context that carries ctx's values but is
+// not cancelled with it: Stop cancels it only after WithStopTimeout. When
+// ctx is done the service stops, as Stop does. An error means nothing is
+// served.
+func Serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...ServeOption) (*Service, error) {
+	if k, ok := e.(*keeper.Keeper); e == nil || (ok && k == nil) {
+		return nil, errors.New("verbs.Serve needs an engine, such as a *keeper.Keeper, so no service was started")
 	}
-	return serve(ctx, nc, k, opts...)
-}
-
-// ServeEngine is Serve for any Engine, such as a keeper wrapped for a test.
-func ServeEngine(ctx context.Context, nc *nats.Conn, e Engine, opts ...Option) (*Service, error) {
-	if e == nil {
-		return nil, errors.New("verbs.ServeEngine needs an engine, so no service was started")
-	}
-	return serve(ctx, nc, e, opts...)
-}
-
-func serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...Option) (*Service, error) {
-	c := config{prefix: DefaultPrefix, maxInFlight: DefaultMaxInFlight, stopTimeout: DefaultStopTimeout}
+	c := serveConfig{prefix: DefaultPrefix, maxInFlight: DefaultMaxInFlight, stopTimeout: DefaultStopTimeout}
 	for _, o := range opts {
-		o(&c)
+		o.applyServe(&c)
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
@@ -191,10 +212,11 @@ func serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...Option) (*Servi
 	if nc == nil || nc.IsClosed() {
 		return nil, fmt.Errorf("%w: the connection to NATS is closed, so no service was started", keeper.ErrNoBus)
 	}
-	md := map[string]string{"prefix": c.prefix}
+	md := map[string]string{}
 	for k, v := range c.metadata {
 		md[k] = v
 	}
+	md["prefix"] = c.prefix
 	ver := SemVer(c.version)
 	if c.version != "" && ver != strings.TrimPrefix(c.version, "v") {
 		md["build"] = c.version
@@ -212,7 +234,7 @@ func serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...Option) (*Servi
 		started:     time.Now().UTC(),
 		flights:     map[*flight]struct{}{},
 	}
-	for _, verb := range Verbs {
+	for _, verb := range Verbs() {
 		s.endpoints = append(s.endpoints, &endpoint{verb: verb, subject: c.prefix + "." + verb})
 	}
 	unsubscribe := func() {

@@ -41,11 +41,11 @@ func (f *fakeEngine) VerifyKept(ctx context.Context, r keeper.Request) (*keeper.
 	return f.fn(ctx, VerbVerify, r)
 }
 
-func startFake(t *testing.T, fn func(context.Context, string, keeper.Request) (*keeper.Reply, error), opts ...Option) (*nats.Conn, *Service) {
+func startFake(t *testing.T, fn func(context.Context, string, keeper.Request) (*keeper.Reply, error), opts ...ServeOption) (*nats.Conn, *Service) {
 	t.Helper()
 	s := natstest.Start(t, nil)
 	nc := natstest.Connect(t, s)
-	svc, err := serve(context.Background(), nc, &fakeEngine{fn: fn}, opts...)
+	svc, err := Serve(context.Background(), nc, &fakeEngine{fn: fn}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,11 +176,11 @@ func TestClientNoService(t *testing.T) {
 func TestServiceInfo(t *testing.T) {
 	nc, svc := startFake(t, nil, WithPrefix("ops.keeper"), WithVersion("v1.2.3"))
 	info := svc.Info()
-	if info.Name != ServiceName || info.Version != "1.2.3" || len(info.Endpoints) != len(Verbs) {
+	if info.Name != ServiceName || info.Version != "1.2.3" || len(info.Endpoints) != len(Verbs()) {
 		t.Fatalf("info %+v", info)
 	}
 	for i, ep := range info.Endpoints {
-		if ep.Subject != "ops.keeper."+Verbs[i] || ep.QueueGroup != QueueGroup {
+		if ep.Subject != "ops.keeper."+Verbs()[i] || ep.QueueGroup != QueueGroup {
 			t.Errorf("endpoint %+v", ep)
 		}
 	}
@@ -318,7 +318,7 @@ func TestServiceStopsWithContext(t *testing.T) {
 	s := natstest.Start(t, nil)
 	nc := natstest.Connect(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
-	svc, err := serve(ctx, nc, &fakeEngine{})
+	svc, err := Serve(ctx, nc, &fakeEngine{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +395,7 @@ func TestServiceStatsCoverTheWholeVerb(t *testing.T) {
 
 	check := func(how string, st *micro.Stats) {
 		t.Helper()
-		if st.Name != ServiceName || st.ID != svc.Info().ID || st.Type != micro.StatsResponseType || len(st.Endpoints) != len(Verbs) {
+		if st.Name != ServiceName || st.ID != svc.Info().ID || st.Type != micro.StatsResponseType || len(st.Endpoints) != len(Verbs()) {
 			t.Fatalf("%s: stats %+v", how, st)
 		}
 		for _, ep := range st.Endpoints {
@@ -452,7 +452,7 @@ func TestServiceStatsCoverTheWholeVerb(t *testing.T) {
 		Info  micro.Info  `json:"info"`
 		Stats micro.Stats `json:"stats"`
 	}
-	if out := cli("micro", "info", ServiceName, "--json"); json.Unmarshal(out, &info) != nil || len(info.Info.Endpoints) != len(Verbs) {
+	if out := cli("micro", "info", ServiceName, "--json"); json.Unmarshal(out, &info) != nil || len(info.Info.Endpoints) != len(Verbs()) {
 		t.Fatalf("nats micro info --json printed %s", out)
 	}
 	check("nats micro info (this instance's stats)", &info.Stats)

@@ -434,7 +434,7 @@ func TestProgressLineClearedBeforeTheReply(t *testing.T) {
 	nc := natstest.Connect(t, s)
 	term := &signalBuffer{when: "snapshot-kept snapshot:", seen: make(chan struct{})}
 	seen := term.seen
-	svc, err := verbs.ServeEngine(context.Background(), nc, engineFunc(func(ctx context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
+	svc, err := verbs.Serve(context.Background(), nc, engineFunc(func(ctx context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
 		b, _ := json.Marshal(keeper.Progress{Verb: verb, Module: r.Module, Local: r.Local, Step: "snapshot", Stream: "billing_ledger",
 			StreamsTotal: 1, Bytes: 5 << 20})
 		if err := nc.Publish(verbs.ProgressSubject(verbs.DefaultPrefix, r.Module, r.Local), b); err != nil {

@@ -200,7 +200,7 @@ type keeperSetup struct {
 
 // startKeeper builds the jsbus adapter and the keeper on nc and the store,
 // brings the index up to date with the store, and serves the verbs.
-func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.Logger, opts ...verbs.Option) (*verbs.Service, error) {
+func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.Logger, opts ...verbs.ServeOption) (*verbs.Service, error) {
 	st, prefix, bucket := ks.Store, ks.Prefix, ks.Bucket
 	if prefix == "" {
 		prefix = verbs.DefaultPrefix
@@ -233,9 +233,9 @@ func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.L
 		return nil, fmt.Errorf("could not bring the index %s up to date with the store %s, so nothing is served: %w", bucket, where, err)
 	}
 	log.Info("index rebuilt from the store", "store", where, "written", written, "removed", removed)
-	opts = append([]verbs.Option{verbs.WithPrefix(prefix), verbs.WithVersion(buildVersion()),
+	opts = append([]verbs.ServeOption{verbs.WithPrefix(prefix), verbs.WithVersion(buildVersion()),
 		verbs.WithLogger(log), verbs.WithMetadata("store", where)}, opts...)
-	svc, err := verbs.ServeEngine(ctx, nc, hangHook(k, log), opts...)
+	svc, err := verbs.Serve(ctx, nc, hangHook(k, log), opts...)
 	if err != nil {
 		return nil, err
 	}
