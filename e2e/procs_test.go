@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -347,7 +346,3 @@ func mustCall(t *testing.T, nc *nats.Conn, verb string, req any) reply {
 	return r
 }
 
-// isNoReply is true when nothing answered (no responders or a timeout).
-func isNoReply(err error) bool {
-	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
-}

@@ -105,8 +105,14 @@ var (
 )
 
 // Acts records what the keeper did. Record returns only once the act is
-// durably stored (acknowledged by the bus); a hand act that cannot be recorded
-// stops the verb before it removes anything.
+// durably stored (acknowledged by the bus).
+//
+// Two verbs record an act before they remove anything: discard-aside (its
+// hand act, outcome "intent") and prune-kept (one "intent" act per point it
+// removes); if that act cannot be recorded, nothing is removed. The other
+// verbs record their act when they end ("done", "failed", "planned"); what
+// a restore writes before it removes live data is its journal in the index,
+// not an act.
 type Acts interface {
 	Record(ctx context.Context, a Act) error
 }
@@ -120,7 +126,7 @@ type Act struct {
 	Why     string          `json:"why,omitempty"`
 	Hand    bool            `json:"hand,omitempty"` // a person asked for it
 	What    string          `json:"what"`           // one sentence
-	Outcome string          `json:"outcome"`        // "done", "failed", "planned", "intent"
+	Outcome string          `json:"outcome"`        // "done", "failed", "planned" (a dry run), "intent" (before a removal), "rolled back" (an interrupted restore undone by recovery)
 	Time    time.Time       `json:"time"`
 	Detail  json.RawMessage `json:"detail,omitempty"`
 }

@@ -48,7 +48,6 @@ type Reply struct {
 	// Pruned is prune-kept's: every point it looked at, kept or removed,
 	// with the rules that kept it.
 	Pruned []PruneDecision `json:"pruned,omitempty"`
-	Extra  json.RawMessage `json:"extra,omitempty"`
 }
 
 // KeptTotal is what one kept data has kept: its points and asides and
@@ -174,11 +173,11 @@ type RestorePlan struct {
 	AsideOnly    bool       `json:"aside-only,omitempty"`
 }
 
-// VerifyReport is verify-kept's readable report.
+// VerifyReport is verify-kept's report of a point that verifies: what was
+// checked. A point that does not verify is no report but a failure (an
+// error of ErrFailed, a *DamagedError, whose sentence lists every problem).
 type VerifyReport struct {
-	Point    string      `json:"point"`
-	OK       bool        `json:"ok"`
-	Streams  []StreamSum `json:"streams"`
-	Bytes    int64       `json:"bytes"`
-	Problems []string    `json:"problems,omitempty"`
+	Point   string      `json:"point"`   // the point's directory
+	Streams []StreamSum `json:"streams"` // each stream as its manifest has it
+	Bytes   int64       `json:"bytes"`   // the archive's bytes, every one of them read and checked
 }

@@ -32,7 +32,7 @@ func (k *Keeper) VerifyKept(ctx context.Context, r Request) (*Reply, error) {
 		return nil, Errorf(ErrDamaged, "restore point %s: point.json names streams %v but its archive holds %v",
 			pointName(p), want, got)
 	}
-	vr := &VerifyReport{Point: k.abs(rel), OK: true, Streams: streamSums(m), Bytes: m.Bytes()}
+	vr := &VerifyReport{Point: k.abs(rel), Streams: streamSums(m), Bytes: m.Bytes()}
 	if rep != nil {
 		for i, s := range rep.Streams {
 			if i < len(vr.Streams) && vr.Streams[i].Name == s.Name {

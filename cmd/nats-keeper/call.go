@@ -62,23 +62,10 @@ func callVerb(ctx context.Context, f clientFlags, out output, verb string, req k
 			return err
 		}
 		_, err = fmt.Fprintf(out.Out, "%s\n", b)
-		if err != nil {
-			return err
-		}
-		return verdict(rep)
-	}
-	if err := human(out.Out, rep); err != nil {
 		return err
 	}
-	return verdict(rep)
-}
-
-// verdict turns a reply that reports a failed check into an error (exit 1).
-func verdict(rep *keeper.Reply) error {
-	if rep.Report != nil && !rep.Report.OK {
-		return keeper.Errorf(keeper.ErrFailed, "the restore point %s does not verify", rep.Report.Point)
-	}
-	return nil
+	// A point that does not verify is a failure reply, never a report.
+	return human(out.Out, rep)
 }
 
 func jsonErr(f clientFlags, out output, err error) error {
