@@ -196,6 +196,11 @@ func (a *Adapter) ensureActs(ctx context.Context) error {
 	return nil
 }
 
+// OwnStreams are the streams the adapter keeps for the keeper: its index
+// bucket's (KV_<bucket>) and its acts stream. They are what
+// keeper.Config.OwnStreams wants, so that no plan names them.
+func (a *Adapter) OwnStreams() []string { return []string{"KV_" + a.cfg.bucket, a.cfg.acts} }
+
 // ServerVersion is the version of the server the connection is on.
 func (a *Adapter) ServerVersion() string { return a.nc.ConnectedServerVersion() }
 

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +48,11 @@ type Config struct {
 	// list-kept and WarnWaiting: it waits for a person. 0 means
 	// DefaultAsideWarnAfter.
 	AsideWarnAfter time.Duration
+	// OwnStreams are more streams of the keeper's own that no plan may name,
+	// beside KV_kept, KEEPER_ACTS and KEEPER_ACTS_<prefix>, which none ever
+	// may: the stream of an index bucket with another name (KV_<bucket>),
+	// say.
+	OwnStreams []string
 }
 
 // DefaultAsideWarnAfter is how old an aside is when it is flagged.
@@ -70,6 +76,7 @@ type Keeper struct {
 	parallel int
 	// asideWarnAfter: asides older than this wait for a person
 	asideWarnAfter time.Duration
+	own            []string // Config.OwnStreams
 	// files is held shared by every verb that changes the store and
 	// exclusively by Rebuild, so a rebuild never races a discard.
 	files sync.RWMutex
@@ -110,6 +117,7 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 	if k.parallel <= 0 {
 		k.parallel = DefaultRestoreParallel
 	}
+	k.own = slices.Clone(cfg.OwnStreams)
 	k.asideWarnAfter = cfg.AsideWarnAfter
 	if k.asideWarnAfter <= 0 {
 		k.asideWarnAfter = DefaultAsideWarnAfter

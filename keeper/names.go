@@ -99,6 +99,16 @@ const (
 	VerbList     = "list-kept"
 	VerbVerify   = "verify-kept"
 	VerbPrune    = "prune-kept"
+	// The plan verbs: record, show and remove the plan of one kept data.
+	VerbSetPlan    = "set-plan"
+	VerbShowPlan   = "show-plan"
+	VerbRemovePlan = "remove-plan"
+)
+
+// Bounds on a plan.
+const (
+	MaxPlanStreams   = 64
+	MaxPlanConsumers = 256
 )
 
 // CheckRequest checks a request for one verb before anything is done: every
@@ -155,6 +165,9 @@ func checkRequest(verb string, r Request) error {
 	if verb != VerbPrune && r.Policy != nil {
 		return Errorf(ErrBadRequest, "%s takes no policy; only prune-kept does", verb)
 	}
+	if verb != VerbSetPlan && (r.Streams != nil || r.Consumers != nil) {
+		return Errorf(ErrBadRequest, "%s takes no streams or consumers; only set-plan does", verb)
+	}
 	needPoint := func() error {
 		if err := ValidName("module", r.Module); err != nil {
 			return err
@@ -198,6 +211,20 @@ func checkRequest(verb string, r Request) error {
 			return checkFromShape(r.From)
 		}
 		return ValidName("fingerprint", r.Fingerprint)
+	case VerbSetPlan, VerbShowPlan, VerbRemovePlan:
+		if r.From != "" || r.Form != 0 || r.Fingerprint != "" || r.CatchUp != "" {
+			return Errorf(ErrBadRequest, "%s takes module, local, caller and why (and set-plan streams and consumers), not from, form, fingerprint or catch-up", verb)
+		}
+		if err := ValidName("module", r.Module); err != nil {
+			return err
+		}
+		if err := ValidName("local", r.Local); err != nil {
+			return err
+		}
+		if verb == VerbSetPlan {
+			return checkPlanShape(r.Streams, r.Consumers)
+		}
+		return nil
 	case VerbDiscard:
 		if r.Why == "" {
 			return Errorf(ErrBadRequest, "why is required for discard-aside")

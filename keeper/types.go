@@ -24,6 +24,12 @@ type Request struct {
 	// Policy, for prune-kept, is the policy to apply; without it the
 	// recorded policy (policy.<module>.<local>, else policy.default) is.
 	Policy *Policy `json:"policy,omitempty"`
+	// Streams and Consumers, for set-plan, are the plan of module/local:
+	// the streams its kept data is made of (1 to MaxPlanStreams), and the
+	// durable consumers, on any stream, that belong to it whatever their
+	// names say (at most MaxPlanConsumers).
+	Streams   []string       `json:"streams,omitempty"`
+	Consumers []PlanConsumer `json:"consumers,omitempty"`
 }
 
 // Reply is a verb's success reply. Said is always set.
@@ -48,6 +54,8 @@ type Reply struct {
 	// Pruned is prune-kept's: every point it looked at, kept or removed,
 	// with the rules that kept it.
 	Pruned []PruneDecision `json:"pruned,omitempty"`
+	// KeptPlan is the plan that set-plan recorded, or that show-plan found.
+	KeptPlan *Plan `json:"kept-plan,omitempty"`
 }
 
 // KeptTotal is what one kept data has kept: its points and asides and
@@ -100,7 +108,18 @@ func (m Move) String() string {
 }
 
 // Plan is an explicit list of the streams that make up one kept data,
-// recorded as plan.<module>.<local>; it wins over the naming rule.
+// recorded as plan.<module>.<local> in the index; it wins over the naming
+// rule. Its JSON, as recorded and as set-plan and show-plan carry it:
+//
+//	{"module": "billing", "local": "ledger",
+//	 "streams": ["LEDGER_EVENTS", "KV_billing_ledger"],
+//	 "consumers": [{"stream": "ORDERS", "consumer": "ledger-feed"}]}
+//
+// Module and Local repeat the key's names; Streams are 1 to
+// MaxPlanStreams stream names (CheckStreamName), each once; Consumers
+// (optional, at most MaxPlanConsumers) name durable consumers by stream and
+// name. A plan may not name the keeper's own streams or a stream of another
+// kept data (SetPlan).
 type Plan struct {
 	Module  string   `json:"module"`
 	Local   string   `json:"local"`

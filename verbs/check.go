@@ -21,12 +21,18 @@ const (
 	VerbList     = keeper.VerbList
 	VerbVerify   = keeper.VerbVerify
 	VerbPrune    = keeper.VerbPrune
+	// The plan verbs.
+	VerbSetPlan    = keeper.VerbSetPlan
+	VerbShowPlan   = keeper.VerbShowPlan
+	VerbRemovePlan = keeper.VerbRemovePlan
 )
 
 // Verbs lists the verbs a Service answers, one endpoint each, in the order
-// the contract gives them, then prune-kept. Each call returns a new slice.
+// the contract gives them, then prune-kept and the plan verbs. Each call
+// returns a new slice.
 func Verbs() []string {
-	return []string{VerbSnapshot, VerbRestore, VerbDiscard, VerbList, VerbVerify, VerbPrune}
+	return []string{VerbSnapshot, VerbRestore, VerbDiscard, VerbList, VerbVerify, VerbPrune,
+		VerbSetPlan, VerbShowPlan, VerbRemovePlan}
 }
 
 // badRequest is a request refused before anything was done: its sentence,

@@ -103,6 +103,25 @@ func (c *Client) PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply
 	return c.Do(ctx, VerbPrune, r)
 }
 
+// SetPlan records the plan of r.Module's kept data r.Local: r.Streams, the
+// streams it is made of, and r.Consumers, the consumers that belong to it.
+// The reply's KeptPlan is the plan recorded.
+func (c *Client) SetPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return c.Do(ctx, VerbSetPlan, r)
+}
+
+// ShowPlan returns the recorded plan of r.Module's kept data r.Local in the
+// reply's KeptPlan; an error wrapping keeper.ErrNotFound when there is none.
+func (c *Client) ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return c.Do(ctx, VerbShowPlan, r)
+}
+
+// RemovePlan removes the plan of r.Module's kept data r.Local, so that the
+// naming rule applies again.
+func (c *Client) RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return c.Do(ctx, VerbRemovePlan, r)
+}
+
 // VerifyKept re-checks one point's archive against its manifest.
 func (c *Client) VerifyKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
 	return c.Do(ctx, VerbVerify, r)

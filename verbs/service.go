@@ -33,9 +33,11 @@ const QueueGroup = "nats-keeper"
 // DefaultMaxInFlight bounds the verbs one Service runs at once.
 const DefaultMaxInFlight = 16
 
-// Engine is what the service needs of the keeper: its verbs. *keeper.Keeper
-// is one. Each method must be safe for concurrent use and must refuse a second
-// verb on the same kept data with an error wrapping keeper.ErrBusy.
+// Engine is what the service needs of the keeper: its verbs, one method
+// each, as *keeper.Keeper has them (see there for what each does). Each
+// method must be safe for concurrent use, must refuse a second verb on the
+// same kept data with an error wrapping keeper.ErrBusy, and must give every
+// error its kind (keeper.Errorf), which Code maps to the wire.
 type Engine interface {
 	SnapshotKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
 	RestoreKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
@@ -43,6 +45,9 @@ type Engine interface {
 	ListKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
 	VerifyKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
 	PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
+	SetPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
+	ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
+	RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
 }
 
 var _ Engine = (*keeper.Keeper)(nil)
@@ -502,6 +507,12 @@ func (s *Service) call(ctx context.Context, verb string, r keeper.Request) (rep 
 		return s.engine.VerifyKept(ctx, r)
 	case VerbPrune:
 		return s.engine.PruneKept(ctx, r)
+	case VerbSetPlan:
+		return s.engine.SetPlan(ctx, r)
+	case VerbShowPlan:
+		return s.engine.ShowPlan(ctx, r)
+	case VerbRemovePlan:
+		return s.engine.RemovePlan(ctx, r)
 	}
 	return nil, badRequest(verb, "is not a verb of nats-keeper")
 }

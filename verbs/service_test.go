@@ -507,3 +507,15 @@ func TestServiceStopCutsAStuckVerbShort(t *testing.T) {
 func (f *fakeEngine) PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
 	return f.fn(ctx, VerbPrune, r)
 }
+
+func (f *fakeEngine) SetPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f.fn(ctx, VerbSetPlan, r)
+}
+
+func (f *fakeEngine) ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f.fn(ctx, VerbShowPlan, r)
+}
+
+func (f *fakeEngine) RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f.fn(ctx, VerbRemovePlan, r)
+}

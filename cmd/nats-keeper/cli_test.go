@@ -485,3 +485,12 @@ func (f engineFunc) VerifyKept(ctx context.Context, r keeper.Request) (*keeper.R
 func (f engineFunc) PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
 	return f(ctx, verbs.VerbPrune, r)
 }
+func (f engineFunc) SetPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f(ctx, verbs.VerbSetPlan, r)
+}
+func (f engineFunc) ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f(ctx, verbs.VerbShowPlan, r)
+}
+func (f engineFunc) RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f(ctx, verbs.VerbRemovePlan, r)
+}

@@ -217,7 +217,8 @@ func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.L
 		return nil, fmt.Errorf("could not open the keeper's state on the bus, so nothing is served: %w", err)
 	}
 	k, err := keeper.New(ctx, keeper.Config{Store: st, Bus: a, Index: a, Acts: a, Logger: log, Version: buildVersion(),
-		StepHook: crashHook(log), RestoreParallel: ks.RestoreParallel, AsideWarnAfter: ks.AsideWarnAfter})
+		StepHook: crashHook(log), RestoreParallel: ks.RestoreParallel, AsideWarnAfter: ks.AsideWarnAfter,
+		OwnStreams: a.OwnStreams()})
 	if err != nil {
 		return nil, fmt.Errorf("could not open the keeper's store %s, so nothing is served: %w", where, err)
 	}
