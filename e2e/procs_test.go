@@ -345,4 +345,3 @@ func mustCall(t *testing.T, nc *nats.Conn, verb string, req any) reply {
 	}
 	return r
 }
-

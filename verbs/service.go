@@ -113,7 +113,9 @@ func WithTimeout(d time.Duration) ClientOption {
 func WithVersion(v string) ServeOption { return serveOption(func(c *serveConfig) { c.version = v }) }
 
 // WithLogger sets the service's logger (default slog.Default()).
-func WithLogger(l *slog.Logger) ServeOption { return serveOption(func(c *serveConfig) { c.logger = l }) }
+func WithLogger(l *slog.Logger) ServeOption {
+	return serveOption(func(c *serveConfig) { c.logger = l })
+}
 
 // WithMaxInFlight bounds the verbs run at once (default DefaultMaxInFlight;
 // less than 1: 1). A request that arrives when the bound is reached waits
