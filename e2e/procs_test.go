@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,6 +18,8 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
 	"github.com/nats-keeper/nats-keeper/verbs"
+
+	"github.com/nats-keeper/nats-keeper/internal/tools"
 )
 
 // keeperBin is the nats-keeper binary TestMain builds once for every test.
@@ -35,9 +36,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	goBin, err := exec.LookPath("go")
+	goBin, err := tools.GoCommand()
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
 	}
 	keeperBin = filepath.Join(dir, "nats-keeper")
 	cmd := exec.Command(goBin, "build", "-o", keeperBin, "../cmd/nats-keeper")
