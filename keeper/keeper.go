@@ -6,6 +6,20 @@
 // through Acts, and keeps points and asides in a store.Store (a directory, a
 // JetStream object store, S3); it never imports nats.go. What the store holds
 // is the truth; the index can be rebuilt from it (Rebuild).
+//
+// A Keeper (New, from a Config) has one method per verb, each taking a
+// Request and giving a Reply: SnapshotKept, RestoreKept, DiscardAside,
+// ListKept, VerifyKept, PruneKept, and the plan verbs SetPlan, ShowPlan and
+// RemovePlan. Package verbs serves them on the bus and sends them from Go;
+// CheckRequest is the rule every request is checked by, ValidName the rule
+// for plain names, CheckStreamName the one rule for stream and consumer
+// names.
+//
+// Every error a verb returns is a sentence that says what happened and what
+// did not, and carries one kind for errors.Is: ErrBadRequest, ErrNotFound,
+// ErrBusy (a kind of ErrConflict), ErrConflict, ErrFailed, ErrNoBus or
+// ErrDenied. KindOf says which; Errorf makes such a sentence. The wire codes
+// and exit codes are mapped from the kind outside this package.
 package keeper
 
 import (
@@ -26,10 +40,10 @@ import (
 
 // Config configures a Keeper.
 type Config struct {
-	Store   store.Store // where points and asides live
-	Bus     Bus
-	Index   Index
-	Acts    Acts
+	Store   store.Store      // where points and asides live
+	Bus     Bus              // the bus the kept data lives on
+	Index   Index            // the index (the kept bucket)
+	Acts    Acts             // where acts are recorded
 	Logger  *slog.Logger     // nil means slog.Default()
 	Version string           // the keeper's version, recorded in archives
 	Now     func() time.Time // nil means time.Now

@@ -15,11 +15,11 @@ const MaxKeepCount = 100_000
 // forget does. The rules combine with OR: a point stays when any rule keeps
 // it. Decide says exactly what each rule means.
 type Policy struct {
-	KeepLast    int      `json:"keep-last,omitempty"`
-	KeepWithin  Duration `json:"keep-within,omitempty"`
-	KeepDaily   int      `json:"keep-daily,omitempty"`
-	KeepWeekly  int      `json:"keep-weekly,omitempty"`
-	KeepMonthly int      `json:"keep-monthly,omitempty"`
+	KeepLast    int      `json:"keep-last,omitempty"`    // the N newest points
+	KeepWithin  Duration `json:"keep-within,omitempty"`  // every point taken at most this before the newest
+	KeepDaily   int      `json:"keep-daily,omitempty"`   // the newest point of each of the last N days that hold one (UTC)
+	KeepWeekly  int      `json:"keep-weekly,omitempty"`  // … of each of the last N ISO weeks that hold one
+	KeepMonthly int      `json:"keep-monthly,omitempty"` // … of each of the last N months that hold one
 }
 
 // Empty reports a policy with no rule at all, which prune refuses.
@@ -73,8 +73,8 @@ func (p Policy) String() string {
 
 // PruneDecision is what prune does with one point, and why.
 type PruneDecision struct {
-	Point   Point    `json:"point"`
-	Keep    bool     `json:"keep"`
+	Point   Point    `json:"point"`   // the point decided on
+	Keep    bool     `json:"keep"`    // true: it stays; false: it is (or, in a dry run, would be) removed
 	Reasons []string `json:"reasons"` // what keeps it; for a removed point, "no rule keeps it"
 }
 

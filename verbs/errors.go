@@ -90,6 +90,7 @@ type Error struct {
 	Busy bool   // a 409 because another verb holds the kept data (ErrorBody.Busy)
 }
 
+// Error is the keeper's sentence.
 func (e *Error) Error() string { return e.Said }
 
 // Unwrap returns the keeper's sentinel for Code (and Busy).

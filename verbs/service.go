@@ -39,15 +39,15 @@ const DefaultMaxInFlight = 16
 // same kept data with an error wrapping keeper.ErrBusy, and must give every
 // error its kind (keeper.Errorf), which Code maps to the wire.
 type Engine interface {
-	SnapshotKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
-	RestoreKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
-	DiscardAside(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
-	ListKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
-	VerifyKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
-	PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
-	SetPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
-	ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
-	RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
+	SnapshotKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) // snapshot-kept: take a restore point
+	RestoreKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)  // restore-kept: restore it, setting the live data aside
+	DiscardAside(ctx context.Context, r keeper.Request) (*keeper.Reply, error) // discard-aside: remove one aside, on a person's call
+	ListKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)     // list-kept: the points and asides
+	VerifyKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)   // verify-kept: re-check a point's archive
+	PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)    // prune-kept: apply a retention policy
+	SetPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)      // set-plan: record a kept data's streams
+	ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)     // show-plan: the recorded plan
+	RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)   // remove-plan: back to the naming rule
 }
 
 var _ Engine = (*keeper.Keeper)(nil)
