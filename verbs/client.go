@@ -27,12 +27,22 @@ const MaxReply = 8 << 20
 type Error struct {
 	Code int    // the wire code: 400, 404, 409, 500, 503
 	Said string // the keeper's sentence: what happened and what did not
+	// RetryAfter, when not 0, is how long the keeper asked the caller to
+	// wait before trying again (its Retry-After header): it refused a heavy
+	// verb because it runs as many as it may.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Said }
 
-// Unwrap returns the keeper sentinel for Code.
-func (e *Error) Unwrap() error { return keeper.KindOf(e.Code) }
+// Unwrap returns the keeper sentinel for Code, and keeper.ErrBusy too when
+// the keeper asked to retry later.
+func (e *Error) Unwrap() []error {
+	if e.RetryAfter > 0 {
+		return []error{keeper.KindOf(e.Code), keeper.ErrBusy}
+	}
+	return []error{keeper.KindOf(e.Code)}
+}
 
 // Client sends requests to nats-keeper services. It is safe for concurrent use.
 //
@@ -180,7 +190,11 @@ func decodeReply(subject string, msg *nats.Msg) (*keeper.Reply, error) {
 		if said == "" {
 			said = fmt.Sprintf("the keeper answered %s with code %d and no sentence", subject, code)
 		}
-		return nil, &Error{Code: code, Said: said}
+		e := &Error{Code: code, Said: said}
+		if secs, err := strconv.Atoi(msg.Header.Get(RetryAfterHeader)); err == nil && secs > 0 && secs <= 24*3600 {
+			e.RetryAfter = time.Duration(secs) * time.Second
+		}
+		return nil, e
 	}
 	var rep keeper.Reply
 	if err := json.Unmarshal(msg.Data, &rep); err != nil {
