@@ -49,7 +49,9 @@ func WithObserver(fn func(verb string, code int, took time.Duration)) Option {
 // WithStatsData sets a function whose value, for each endpoint (by verb),
 // joins in_flight in the endpoint's `data` of $SRV.STATS, as micro's
 // Config.StatsHandler does. It must be quick and safe for concurrent use.
-func WithStatsData(fn func(verb string) map[string]any) Option { return func(c *config) { c.statsData = fn } }
+func WithStatsData(fn func(verb string) map[string]any) Option {
+	return func(c *config) { c.statsData = fn }
+}
 
 // heavyVerb reports whether a request to verb is heavy: it reads or writes a
 // whole archive. A restore-kept dry run only plans; a body that does not

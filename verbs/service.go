@@ -221,7 +221,7 @@ func serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...Option) (*Servi
 		slots: make(chan struct{}, c.maxInFlight),
 		heavy: make(chan struct{}, c.maxHeavy), verbTimeout: c.verbTimeout,
 		observe: c.observe, statsData: c.statsData,
-		base:  base, cancel: cancel,
+		base: base, cancel: cancel,
 		done:        make(chan struct{}),
 		stopTimeout: c.stopTimeout,
 		id:          strings.TrimPrefix(nats.NewInbox(), nats.InboxPrefix), // a NUID, as micro's ids are
