@@ -62,7 +62,9 @@ func (e *Error) Unwrap() []error {
 //	}
 //
 // Errors: a failure reply is an *Error; errors.Is(err, keeper.ErrBusy or
-// keeper.ErrConflict) means another verb holds the kept data (retry later),
+// keeper.ErrConflict) means another verb holds the kept data, or (a 503 with
+// Error.RetryAfter set) the keeper runs as many heavy verbs as it may: retry
+// later,
 // keeper.ErrNotFound that the point or kept data does not exist,
 // keeper.ErrBadRequest that the request was refused and nothing was done,
 // keeper.ErrDenied that the NATS server refused the connection's user the

@@ -139,20 +139,20 @@ func (m *Metrics) Answered(verb string, code int, took time.Duration) {
 
 // Snapshotted is keeper.Observer's.
 func (m *Metrics) Snapshotted(module, local string, bytes int64, at time.Time) {
-	m.snapBytes.Add(float64(bytes))
-	m.mu.Lock()
-	m.snapped += uint64(bytes)
-	m.lastSnap[kept{module, local}] = at
-	m.stale = true
-	m.mu.Unlock()
+	m.moved(m.snapBytes, &m.snapped, m.lastSnap, module, local, bytes, at)
 }
 
 // Restored is keeper.Observer's.
 func (m *Metrics) Restored(module, local string, bytes int64, at time.Time) {
-	m.restBytes.Add(float64(bytes))
+	m.moved(m.restBytes, &m.restored, m.lastRest, module, local, bytes, at)
+}
+
+// moved counts bytes snapshotted or restored, and when, for module/local.
+func (m *Metrics) moved(c prometheus.Counter, total *uint64, last map[kept]time.Time, module, local string, bytes int64, at time.Time) {
+	c.Add(float64(bytes))
 	m.mu.Lock()
-	m.restored += uint64(bytes)
-	m.lastRest[kept{module, local}] = at
+	*total += uint64(bytes)
+	last[kept{module, local}] = at
 	m.stale = true
 	m.mu.Unlock()
 }

@@ -19,26 +19,12 @@ import (
 	"syscall"
 )
 
-// ErrNotPrivate is wrapped by every refusal: the directory is a symlink, not
-// a directory, not the keeper user's, or open to group or other.
-var ErrNotPrivate = errors.New("the keeper's directory is not private")
-
-// Refusal is why a directory is not private (What) and how to make it so
-// (Fix). It wraps ErrNotPrivate.
-type Refusal struct{ What, Fix string }
-
-func (e *Refusal) Error() string { return e.What + "; " + e.Fix }
-func (e *Refusal) Unwrap() error { return ErrNotPrivate }
-
 // Dir is a directory that Open found private.
 type Dir struct {
 	path     string
 	dev, ino uint64
 	uid      int
 }
-
-// Path is the directory, absolute, its parents' symlinks resolved.
-func (d *Dir) Path() string { return d.path }
 
 // Open resolves dir once: its parent's symlinks are resolved, the directory
 // itself must not be one. What is missing of the path is made, each

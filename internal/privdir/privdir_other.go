@@ -3,21 +3,11 @@
 package privdir
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 )
-
-// ErrNotPrivate is wrapped by every refusal.
-var ErrNotPrivate = errors.New("the keeper's directory is not private")
-
-// Refusal is why a directory cannot be used (What) and what to do (Fix).
-type Refusal struct{ What, Fix string }
-
-func (e *Refusal) Error() string { return e.What + "; " + e.Fix }
-func (e *Refusal) Unwrap() error { return ErrNotPrivate }
 
 // Dir is a directory that Open found usable. Off Unix, owners and modes are
 // not checked: only that it is a directory, not a symlink, and still the
@@ -26,9 +16,6 @@ type Dir struct {
 	path string
 	fi   fs.FileInfo
 }
-
-// Path is the directory, absolute.
-func (d *Dir) Path() string { return d.path }
 
 // Open resolves dir once, making it 0700 if it is missing.
 func Open(flag, dir string) (*Dir, error) {
