@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -96,6 +97,23 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.Option) (*
 		log = slog.Default()
 	}
 	where := s.Store.Describe().URL
+	// Listen first, so a taken address fails before anything is done; the
+	// health check answers 503 until the keeper is made.
+	m := metrics.New(log)
+	var made atomic.Pointer[keeper.Keeper]
+	var msrv *metrics.Server
+	if s.MetricsListen != "" {
+		var err error
+		if msrv, err = m.Listen(s.MetricsListen, health(nc, &made)); err != nil {
+			return nil, fmt.Errorf("%w, so nothing is served; pick another address with --metrics-listen", err)
+		}
+	}
+	ok := false
+	defer func() {
+		if !ok && msrv != nil {
+			_ = msrv.Close()
+		}
+	}()
 	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log))
 	if err != nil {
 		if s.BusError != nil {
@@ -103,7 +121,6 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.Option) (*
 		}
 		return nil, fmt.Errorf("could not open the keeper's state on the bus, so nothing is served: %w", err)
 	}
-	m := metrics.New(log)
 	k, err := keeper.New(ctx, keeper.Config{Store: s.Store, Bus: a, Index: a, Acts: a, Logger: log, Version: s.Version,
 		StepHook: s.StepHook, Now: s.Now, RestoreParallel: s.RestoreParallel, AsideWarnAfter: s.AsideWarnAfter,
 		Observer: m})
@@ -123,6 +140,7 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.Option) (*
 	}
 	log.Info("index rebuilt from the store", "store", where, "written", written, "removed", removed)
 	m.Watch(k)
+	made.Store(k)
 	var engine verbs.Engine = k
 	if s.Engine != nil {
 		engine = s.Engine(k)
@@ -130,23 +148,15 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.Option) (*
 	if s.Dir != nil {
 		engine = &dirGuard{Engine: engine, dir: s.Dir}
 	}
-	var msrv *metrics.Server
-	if s.MetricsListen != "" {
-		if msrv, err = m.Listen(s.MetricsListen, health(nc, k)); err != nil {
-			return nil, fmt.Errorf("%w, so nothing is served; pick another address with --metrics-listen", err)
-		}
-	}
 	opts = append([]verbs.Option{verbs.WithPrefix(prefix), verbs.WithVersion(s.Version),
 		verbs.WithLogger(log), verbs.WithMetadata("store", where),
 		verbs.WithMaxHeavy(s.MaxHeavy), verbs.WithVerbTimeout(s.VerbTimeout),
 		verbs.WithObserver(m.Answered), verbs.WithStatsData(m.StatsData)}, opts...)
 	svc, err := verbs.ServeEngine(ctx, nc, engine, opts...)
 	if err != nil {
-		if msrv != nil {
-			_ = msrv.Close()
-		}
 		return nil, err
 	}
+	ok = true
 	loopCtx, cancel := context.WithCancel(ctx)
 	ik := &Keeper{Keeper: k, Service: svc, Metrics: m, metricsSrv: msrv, cancel: cancel}
 	ik.loops.Go(func() { recoverLoop(loopCtx, k, log) })
@@ -179,10 +189,14 @@ func (k *Keeper) MetricsAddr() string {
 
 // health is /healthz's check: the connection to the bus is up, the index
 // answers and the store is reachable.
-func health(nc *nats.Conn, k *keeper.Keeper) func(context.Context) error {
+func health(nc *nats.Conn, made *atomic.Pointer[keeper.Keeper]) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if !nc.IsConnected() {
 			return fmt.Errorf("the keeper is not connected to the bus (its connection is %s)", nc.Status())
+		}
+		k := made.Load()
+		if k == nil {
+			return errors.New("the keeper is starting: it opens its state and its store, and finishes interrupted restores")
 		}
 		return k.Health(ctx)
 	}

@@ -266,27 +266,29 @@ func TestHealthzFollowsTheBus(t *testing.T) {
 	}
 	embedded.Shutdown(b.srv)
 	b.srv = nil
-	code, body := waitHealth(t, b, http.StatusServiceUnavailable)
-	if !strings.Contains(body, "not connected to the bus") {
-		t.Errorf("/healthz %d without the bus says %q", code, body)
-	}
+	// Until the client notices the server is gone, the index's silence is
+	// the reason; then the lost connection is.
+	waitHealth(t, b, http.StatusServiceUnavailable, "unhealthy: the keeper is not connected to the bus")
 	b.startServer()
-	if code, body := waitHealth(t, b, http.StatusOK); !strings.Contains(body, "ok") {
-		t.Errorf("/healthz %d with the bus back says %q", code, body)
-	}
+	waitHealth(t, b, http.StatusOK, "ok: connected to the bus, the index answers and the store is reachable")
 }
 
-// waitHealth asks /healthz until it answers code, for at most two minutes.
-func waitHealth(t *testing.T, b *bed, code int) (int, string) {
+// waitHealth asks /healthz until it answers code with a body that begins
+// with said, for at most two minutes; every 503 on the way must give a
+// reason.
+func waitHealth(t *testing.T, b *bed, code int, said string) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		got, body := b.get("/healthz")
-		if got == code {
-			return got, body
+		if got == code && strings.HasPrefix(body, said) {
+			return
+		}
+		if got == http.StatusServiceUnavailable && !strings.HasPrefix(body, "unhealthy: ") {
+			t.Fatalf("/healthz 503 without a reason: %q", body)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/healthz still answers %d (%s), want %d", got, body, code)
+			t.Fatalf("/healthz still answers %d (%q), want %d %q", got, body, code, said)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -426,5 +428,45 @@ func TestVerbTimeoutCancelsAndLeavesTheDataWhole(t *testing.T) {
 	rep, err := b.client.ListKept(ctx, keeper.Request{Module: "billing", Local: "ledger"})
 	if err != nil || len(rep.Asides) != 1 {
 		t.Fatalf("the live data was not set aside: %v, %+v", err, rep)
+	}
+}
+
+// A metrics address that is taken fails the start at once, before anything
+// is done (exit 4 in serve), with a sentence that names the flag.
+func TestMetricsAddressTaken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	o := embedded.Options(t.TempDir())
+	srv, err := embedded.Run(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer embedded.Shutdown(srv)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	st, err := filestore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	_, err = inproc.Start(context.Background(), nc, inproc.Setup{Store: st, MetricsListen: l.Addr().String(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if !errors.Is(err, keeper.ErrConflict) || !strings.HasPrefix(err.Error(), "cannot listen on "+l.Addr().String()) ||
+		!strings.Contains(err.Error(), "so nothing is served; pick another address with --metrics-listen") {
+		t.Fatalf("a taken metrics address: %v", err)
+	}
+	// Nothing was done: the keeper's index bucket was not made.
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.KeyValue(context.Background(), inproc.DefaultBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Errorf("the index bucket after a refused start: %v", err)
 	}
 }

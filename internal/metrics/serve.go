@@ -36,6 +36,13 @@ func (m *Metrics) Handler(health func(context.Context) error) http.Handler {
 	return mux
 }
 
+// listenError is a failure to listen: keeper.ErrConflict for errors.Is (the
+// address is taken, or not this host's).
+type listenError struct{ said string }
+
+func (e *listenError) Error() string { return e.said }
+func (e *listenError) Unwrap() error { return keeper.ErrConflict }
+
 // Server is the metrics and health listener.
 type Server struct {
 	srv  *http.Server
@@ -48,7 +55,7 @@ type Server struct {
 func (m *Metrics) Listen(addr string, health func(context.Context) error) (*Server, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: cannot listen on %s for metrics (%v)", keeper.ErrConflict, addr, err)
+		return nil, &listenError{said: fmt.Sprintf("cannot listen on %s for metrics (%v)", addr, err)}
 	}
 	s := &Server{addr: l.Addr(), done: make(chan struct{}), srv: &http.Server{
 		Handler:           m.Handler(health),
