@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
 )
 
 // serve refuses a --dir that is a symlink, open to group or other, or owned
