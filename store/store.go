@@ -23,7 +23,9 @@
 //     order; WriteAt may rewrite only bytes inside a range still held by
 //     Hold, which is how an archive patches a tar header it wrote before the
 //     entry's size was known. A backend that uploads in parts keeps the held
-//     part and uploads it last.
+//     part and uploads it last; the file store, which can rewrite its file in
+//     place, keeps no part (three 1 MiB buffers in all) and hashes a held
+//     part again, read back from the file, when the hold ends.
 //   - Reads are ranged on every backend: Object.ReadAt and Object.Reader read
 //     any range without reading the whole object (a backend without native
 //     ranges stores objects in parts and reads only the parts it needs).
