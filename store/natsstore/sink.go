@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -46,11 +45,7 @@ func (k *sink) Part(ctx context.Context, n int, data []byte, sum [32]byte) error
 		Metadata: map[string]string{mdKey: k.key, mdUpload: k.upload},
 	}
 	err := k.s.retryWithin(ctx, "put "+name, k.s.partTimeout(), func(ctx context.Context) error {
-		info, err := k.s.putObject(ctx, meta, data, nil)
-		if err == nil && (info.Digest != digestOf(sum) || info.Size != uint64(len(data))) {
-			return fmt.Errorf("the bucket recorded %d bytes with digest %s for %s, not the %d bytes with SHA-256 %x that were sent",
-				info.Size, info.Digest, name, len(data), sum)
-		}
+		_, err := k.s.putObject(ctx, meta, data, &sum, nil)
 		return err
 	})
 	if err != nil {
@@ -85,27 +80,15 @@ func (k *sink) Complete(ctx context.Context, count int, size int64, sum string) 
 	if err != nil {
 		return store.Info{}, err
 	}
-	old, err := k.s.obs.GetInfo(ctx, k.key)
-	if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-		return store.Info{}, fmt.Errorf("could not read what %s holds now, so its head was not written: %w", k.key, busErr(err))
-	}
 	meta := jetstream.ObjectMeta{
 		Name:    k.key,
 		Headers: nats.Header{headHeader: []string{headVersion}},
 		Metadata: map[string]string{mdSize: strconv.FormatInt(size, 10), mdSum: sum, mdUpload: k.upload,
 			mdParts: strconv.Itoa(count)},
 	}
-	err = k.s.retryWithin(ctx, "put the head of "+k.key, k.s.partTimeout(), func(ctx context.Context) error {
-		_, err := k.s.putObject(ctx, meta, body, &k.headTried)
-		return err
-	})
-	if err != nil && k.headTried && k.landed(ctx) {
-		k.s.log.Warn("the put of a head failed but the head is there", "key", k.key, "err", err)
-		err = nil
-	}
+	old, err := k.s.putHead(ctx, meta, body, k.upload, &k.headTried)
 	if err != nil {
-		return store.Info{}, fmt.Errorf("could not put the head of %s into bucket %s (if it lands late the object is "+
-			"whole; if not, Sweep removes its parts): %w", k.key, k.s.bucket, busErr(err))
+		return store.Info{}, err
 	}
 	k.committed = true
 	info, err := k.s.Stat(ctx, k.key)
@@ -114,7 +97,7 @@ func (k *sink) Complete(ctx context.Context, count int, size int64, sum string) 
 		info = store.Info{Key: k.key, Size: size, Sum: sum, Modified: time.Now().UTC()}
 	}
 	if old != nil && isHead(old) && old.Metadata[mdUpload] != k.upload {
-		k.s.removeParts(ctx, k.key, old)
+		k.s.releaseParts(ctx, k.key, old)
 	}
 	return info, nil
 }
@@ -137,15 +120,6 @@ func (k *sink) Abort(ctx context.Context) {
 			k.s.log.Warn("could not remove a part of an aborted upload; Sweep will", "key", k.key, "part", n, "err", err)
 		}
 	}
-}
-
-// landed reports whether the key's head is this upload's (a put whose
-// acknowledgement was lost).
-func (k *sink) landed(ctx context.Context) bool {
-	ctx, cancel := k.s.cleanupCtx(ctx)
-	defer cancel()
-	info, err := k.s.obs.GetInfo(ctx, k.key)
-	return err == nil && isHead(info) && info.Metadata[mdUpload] == k.upload
 }
 
 // Create begins a new object at key: its parts are put as they fill (one at
