@@ -79,8 +79,8 @@ func (s *Store) Describe() store.Description {
 		Ranges: "ReadAt and Reader fetch only the parts that cover the range, one object-store get each; the object store " +
 			"has no ranged reads, so a get streams its part from the start and up to 8 MiB is read to reach an offset. " +
 			"A part read to its end is checked against the SHA-256 its head records; a range that ends inside a part " +
-			"leaves that part unchecked. ReadAt keeps the last part it read (one part in memory at most), so nearby " +
-			"small reads cost one get.",
+			"leaves that part unchecked. ReadAt keeps the last part it read (one part in memory at most, until a Reader " +
+			"is begun), so nearby small reads cost one get.",
 		Listing: "List reads the last meta message of every object in the bucket's stream through an ordered consumer " +
 			"made when List begins, on the stream leader, so it sees every Commit and Delete that returned before it " +
 			"(each acknowledged by the stream's quorum); part objects are left out. Direct gets are off on the bucket, " +

@@ -172,7 +172,18 @@ func (o *object) Reader(ctx context.Context, off, n int64) (io.ReadCloser, error
 	if off < 0 || n < 0 || off+n > o.info.Size {
 		return nil, fmt.Errorf("reading %d bytes at %d of %s: the range is not inside its %d bytes", n, off, o.info.Key, o.info.Size)
 	}
+	o.dropCache()
 	return o.reader(ctx, off, n)
+}
+
+// dropCache lets the part ReadAt kept go: a Reader means the small reads
+// (an archive's headers, when it is opened) are over for now, and a restore
+// keeps its archive open while it streams, sets aside and restores, so the
+// part would take its 8 MiB all that time. A later ReadAt gets it again.
+func (o *object) dropCache() {
+	o.mu.Lock()
+	o.buf, o.cached = nil, 0
+	o.mu.Unlock()
 }
 
 func (o *object) reader(ctx context.Context, off, n int64) (io.ReadCloser, error) {
