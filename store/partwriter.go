@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"hash"
+	"slices"
 	"unsafe"
 )
 
@@ -24,7 +25,11 @@ import (
 // part is complete (or at Commit). A held range may span two parts (n at most
 // PartSize); a longer one, or one that begins in a part already handed over,
 // is refused. So a writer keeps at most three parts in memory (filling,
-// storing, held), four while a hold spans two.
+// storing, held), four while a hold spans two. A sink that is a PartReader
+// has no part held: each is stored when it fills, the writer keeps a copy of
+// the held bytes alone, and Release (or Commit) reads back each stored part
+// that WriteAt changed, patches it and stores it again; so two parts in
+// memory (filling, storing), whatever the hold.
 //
 // Any failure (the sink's, a cancelled ctx, a WriteAt outside the held range,
 // a refused Hold, a Write after Commit) makes the writer refuse everything
@@ -35,7 +40,9 @@ func NewPartWriter(ctx context.Context, key string, sink PartSink) Writer {
 }
 
 func newPartWriter(ctx context.Context, key string, sink PartSink, partSize int) *partWriter {
-	return &partWriter{ctx: ctx, key: key, sink: sink, partSize: partSize, curHash: sha256.New()}
+	w := &partWriter{ctx: ctx, key: key, sink: sink, partSize: partSize, curHash: sha256.New()}
+	w.reader, _ = sink.(PartReader)
+	return w
 }
 
 type partWriter struct {
@@ -55,6 +62,10 @@ type partWriter struct {
 	holdOff, holdEnd int64
 	held             []part // complete parts the hold keeps, in order
 
+	reader   PartReader // the sink, when it reads parts back: then no part is held
+	heldCopy []byte     // with reader: the held bytes as they stand (those written), from holdOff
+	dirty    []int      // with reader: parts stored before WriteAt changed them
+
 	fly       *flight  // the part in sink.Part, or nil
 	free      [][]byte // buffers to fill again
 	allocated int      // buffers made (the tests bound it)
@@ -72,6 +83,7 @@ type part struct {
 	data   []byte
 	sum    [32]byte
 	hashed bool // sum is data's SHA-256
+	again  bool // stored before, read back and patched: this replaces it
 }
 
 type flight struct {
@@ -91,6 +103,9 @@ func (w *partWriter) Write(p []byte) (int, error) {
 			w.curHashed = true
 		}
 		k := copy(w.cur[len(w.cur):w.partSize], p)
+		if w.heldCopy != nil {
+			w.capture(p[:k], w.size)
+		}
 		if w.curHashed {
 			w.curHash.Write(p[:k])
 		}
@@ -123,6 +138,19 @@ func (w *partWriter) WriteAt(p []byte, off int64) (int, error) {
 		return 0, w.fail(fmt.Errorf("writing %d..%d into %s, beyond the %d bytes written, so the object can no longer be committed", off, end, w.key, w.size))
 	}
 	ps := int64(w.partSize)
+	if w.reader != nil {
+		copy(w.heldCopy[off-w.holdOff:], p)
+		for n := int(off/ps) + 1; n <= int((end-1)/ps)+1; n++ {
+			start := int64(n-1) * ps
+			if buf := w.patch(n); buf != nil {
+				lo, hi := max(off, start), min(end, start+ps)
+				copy(buf[lo-start:], p[lo-off:hi-off])
+			} else if !slices.Contains(w.dirty, n) {
+				w.dirty = append(w.dirty, n)
+			}
+		}
+		return len(p), nil
+	}
 	for done := 0; done < len(p); {
 		at := off + int64(done)
 		buf := w.patch(int(at/ps) + 1)
@@ -177,7 +205,48 @@ func (w *partWriter) Hold(off, n int64) {
 		w.fail(fmt.Errorf("holding %d bytes at %d of %s: the bytes before %d were already handed over, so the object can no longer be committed", n, off, w.key, curStart))
 	default:
 		w.holding, w.holdOff, w.holdEnd = true, off, off+n
+		if w.reader != nil {
+			w.heldCopy, w.dirty = make([]byte, n), nil
+			if off < w.size {
+				w.capture(w.cur[off-curStart:], off)
+			}
+		}
 	}
+}
+
+// capture copies what of b, the bytes at off, falls in the held range into
+// heldCopy.
+func (w *partWriter) capture(b []byte, off int64) {
+	lo, hi := max(off, w.holdOff), min(off+int64(len(b)), w.holdEnd)
+	if lo < hi {
+		copy(w.heldCopy[lo-w.holdOff:], b[lo-off:hi-off])
+	}
+}
+
+// restore stores again, patched, each part stored before WriteAt changed it
+// while the hold lasted (with a PartReader): it is read back into a free
+// buffer, once the part in flight was stored, and handed over as any part.
+func (w *partWriter) restore() error {
+	dirty, held, hoff := w.dirty, w.heldCopy, w.holdOff
+	w.dirty, w.heldCopy = nil, nil
+	ps := int64(w.partSize)
+	for _, n := range dirty {
+		if err := w.wait(); err != nil {
+			return err
+		}
+		start := int64(n-1) * ps
+		buf := w.buffer()[:min(ps, w.size-start)]
+		if err := w.reader.ReadPart(w.ctx, n, buf); err != nil {
+			w.free = append(w.free, buf[:0])
+			return w.fail(fmt.Errorf("reading part %d of %s back to patch it: %w, so the object was not committed", n, w.key, err))
+		}
+		lo, hi := max(start, hoff), min(start+int64(len(buf)), hoff+int64(len(held)))
+		copy(buf[lo-start:], held[lo-hoff:hi-hoff])
+		if err := w.ship(part{n: n, data: buf, again: true}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (w *partWriter) Release() {
@@ -186,6 +255,10 @@ func (w *partWriter) Release() {
 	}
 	w.holding = false
 	if w.usable() != nil {
+		return
+	}
+	if w.reader != nil {
+		w.restore()
 		return
 	}
 	held := w.held
@@ -203,6 +276,9 @@ func (w *partWriter) Commit(ctx context.Context) (Info, error) {
 			w.Abort()
 		}
 		return Info{}, err
+	}
+	if w.holding && w.reader != nil {
+		w.restore()
 	}
 	w.holding = false
 	held := w.held
@@ -272,12 +348,12 @@ func (w *partWriter) fail(err error) error {
 	return w.err
 }
 
-// complete takes a part just filled: kept if the hold overlaps it, stored
-// otherwise.
+// complete takes a part just filled: kept if the hold overlaps it (unless
+// the sink reads parts back), stored otherwise.
 func (w *partWriter) complete(p part) error {
 	ps := int64(w.partSize)
 	start := int64(p.n-1) * ps
-	if w.holding && w.holdOff < start+ps && w.holdEnd > start && w.holdEnd > w.holdOff {
+	if w.reader == nil && w.holding && w.holdOff < start+ps && w.holdEnd > start && w.holdEnd > w.holdOff {
 		w.held = append(w.held, p)
 		return nil
 	}
@@ -320,7 +396,9 @@ func (w *partWriter) wait() error {
 		w.sums = append(w.sums, [32]byte{})
 	}
 	w.sums[f.n-1] = f.sum
-	w.kept++
+	if !f.again {
+		w.kept++
+	}
 	if !w.aborted {
 		w.free = append(w.free, f.data[:0])
 	}
