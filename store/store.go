@@ -23,9 +23,11 @@
 //     order; WriteAt may rewrite only bytes inside a range still held by
 //     Hold, which is how an archive patches a tar header it wrote before the
 //     entry's size was known. A backend that uploads in parts keeps the held
-//     part and uploads it last; the file store, which can rewrite its file in
-//     place, keeps no part (three 1 MiB buffers in all) and hashes a held
-//     part again, read back from the file, when the hold ends.
+//     part and uploads it last (S3), or, where it can read a stored part back
+//     (a JetStream object store, store.PartReader), stores it at once and
+//     again, read back and patched, when the hold ends; the file store, which
+//     can rewrite its file in place, keeps no part (three 1 MiB buffers in
+//     all) and hashes a held part again, read back from the file.
 //   - Reads are ranged on every backend: Object.ReadAt and Object.Reader read
 //     any range without reading the whole object (a backend without native
 //     ranges stores objects in parts and reads only the parts it needs).
