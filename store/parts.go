@@ -9,9 +9,7 @@ import "context"
 type PartSink interface {
 	// Part stores part n (1-based) of the object. data is PartSize bytes,
 	// or fewer for the last part; sum is its SHA-256. Parts may come in any
-	// order (a held part comes last) and each n comes once, except to a
-	// PartReader, which may be given a part again (read back and patched):
-	// the second replaces the first. The sink must not
+	// order (a held part comes last) and each n comes once. The sink must not
 	// keep data after it returns: the writer reuses the buffer (a sink over
 	// net/http must stop a request body from being read once Part returned).
 	Part(ctx context.Context, n int, data []byte, sum [32]byte) error
@@ -25,14 +23,18 @@ type PartSink interface {
 	Abort(ctx context.Context)
 }
 
-// PartReader is a PartSink that can read a part it stored back, as stored
-// (a JetStream object store can; S3 reads no part of an upload in progress).
-// NewPartWriter then keeps no part back for a hold: it stores the part with
-// the held bytes at once, keeps a copy of the held bytes alone, and when the
-// hold ends reads back each stored part that WriteAt changed, patches it and
-// stores it again.
+// PartReader is a PartSink that can keep a part where it can read it back
+// (a JetStream object store's part objects; an S3 object of its own, since
+// S3 reads no part of an upload in progress). NewPartWriter then keeps no
+// part back for a hold: it hands a part the hold overlaps to KeepPart when it
+// fills, keeps a copy of the held bytes alone, and when the hold ends reads
+// the part back, patches it and hands it to Part.
 type PartReader interface {
-	// ReadPart reads part n, as Part stored it, into into, which is as long
-	// as that part.
+	// KeepPart keeps part n (data, whose SHA-256 is sum) so that ReadPart
+	// can read it back. Part(n) follows, once, with the final bytes; the
+	// sink's methods are never called at the same time.
+	KeepPart(ctx context.Context, n int, data []byte, sum [32]byte) error
+	// ReadPart reads part n, as KeepPart kept it, into into, which is as
+	// long as that part.
 	ReadPart(ctx context.Context, n int, into []byte) error
 }

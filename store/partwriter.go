@@ -26,10 +26,10 @@ import (
 // PartSize); a longer one, or one that begins in a part already handed over,
 // is refused. So a writer keeps at most three parts in memory (filling,
 // storing, held), four while a hold spans two. A sink that is a PartReader
-// has no part held: each is stored when it fills, the writer keeps a copy of
-// the held bytes alone, and Release (or Commit) reads back each stored part
-// that WriteAt changed, patches it and stores it again; so two parts in
-// memory (filling, storing), whatever the hold.
+// has no part held: a part the hold overlaps is handed to its KeepPart when
+// it fills, the writer keeps a copy of the held bytes alone, and Release (or
+// Commit) reads each such part back, patches it and hands it to Part; so two
+// parts in memory (filling, storing), whatever the hold.
 //
 // Any failure (the sink's, a cancelled ctx, a WriteAt outside the held range,
 // a refused Hold, a Write after Commit) makes the writer refuse everything
@@ -64,7 +64,7 @@ type partWriter struct {
 
 	reader   PartReader // the sink, when it reads parts back: then no part is held
 	heldCopy []byte     // with reader: the held bytes as they stand (those written), from holdOff
-	dirty    []int      // with reader: parts stored before WriteAt changed them
+	keptBack []int      // with reader: parts the hold overlaps, handed to KeepPart
 
 	fly       *flight  // the part in sink.Part, or nil
 	free      [][]byte // buffers to fill again
@@ -83,7 +83,7 @@ type part struct {
 	data   []byte
 	sum    [32]byte
 	hashed bool // sum is data's SHA-256
-	again  bool // stored before, read back and patched: this replaces it
+	keep   bool // for KeepPart: read back, patched and handed to Part at Release
 }
 
 type flight struct {
@@ -138,15 +138,15 @@ func (w *partWriter) WriteAt(p []byte, off int64) (int, error) {
 		return 0, w.fail(fmt.Errorf("writing %d..%d into %s, beyond the %d bytes written, so the object can no longer be committed", off, end, w.key, w.size))
 	}
 	ps := int64(w.partSize)
-	if w.reader != nil {
+	if w.reader != nil { // a part handed over is patched when it is read back
 		copy(w.heldCopy[off-w.holdOff:], p)
 		for n := int(off/ps) + 1; n <= int((end-1)/ps)+1; n++ {
 			start := int64(n-1) * ps
 			if buf := w.patch(n); buf != nil {
 				lo, hi := max(off, start), min(end, start+ps)
 				copy(buf[lo-start:], p[lo-off:hi-off])
-			} else if !slices.Contains(w.dirty, n) {
-				w.dirty = append(w.dirty, n)
+			} else if !slices.Contains(w.keptBack, n) {
+				return 0, w.fail(fmt.Errorf("writing at %d into %s: part %d holding it was neither kept nor in memory (a bug in the part writer), so the object can no longer be committed", off, w.key, n))
 			}
 		}
 		return len(p), nil
@@ -206,7 +206,7 @@ func (w *partWriter) Hold(off, n int64) {
 	default:
 		w.holding, w.holdOff, w.holdEnd = true, off, off+n
 		if w.reader != nil {
-			w.heldCopy, w.dirty = make([]byte, n), nil
+			w.heldCopy, w.keptBack = make([]byte, n), nil
 			if off < w.size {
 				w.capture(w.cur[off-curStart:], off)
 			}
@@ -223,14 +223,14 @@ func (w *partWriter) capture(b []byte, off int64) {
 	}
 }
 
-// restore stores again, patched, each part stored before WriteAt changed it
-// while the hold lasted (with a PartReader): it is read back into a free
-// buffer, once the part in flight was stored, and handed over as any part.
+// restore reads back each part handed to KeepPart while the hold lasted
+// (with a PartReader), into a free buffer once the part in flight was
+// stored, patches it and hands it to Part as any part.
 func (w *partWriter) restore() error {
-	dirty, held, hoff := w.dirty, w.heldCopy, w.holdOff
-	w.dirty, w.heldCopy = nil, nil
+	kept, held, hoff := w.keptBack, w.heldCopy, w.holdOff
+	w.keptBack, w.heldCopy = nil, nil
 	ps := int64(w.partSize)
-	for _, n := range dirty {
+	for _, n := range kept {
 		if err := w.wait(); err != nil {
 			return err
 		}
@@ -242,7 +242,7 @@ func (w *partWriter) restore() error {
 		}
 		lo, hi := max(start, hoff), min(start+int64(len(buf)), hoff+int64(len(held)))
 		copy(buf[lo-start:], held[lo-hoff:hi-hoff])
-		if err := w.ship(part{n: n, data: buf, again: true}); err != nil {
+		if err := w.ship(part{n: n, data: buf}); err != nil {
 			return err
 		}
 	}
@@ -348,12 +348,17 @@ func (w *partWriter) fail(err error) error {
 	return w.err
 }
 
-// complete takes a part just filled: kept if the hold overlaps it (unless
-// the sink reads parts back), stored otherwise.
+// complete takes a part just filled: kept if the hold overlaps it (or, when
+// the sink reads parts back, handed to its KeepPart), stored otherwise.
 func (w *partWriter) complete(p part) error {
 	ps := int64(w.partSize)
 	start := int64(p.n-1) * ps
-	if w.reader == nil && w.holding && w.holdOff < start+ps && w.holdEnd > start && w.holdEnd > w.holdOff {
+	if w.holding && w.holdOff < start+ps && w.holdEnd > start && w.holdEnd > w.holdOff {
+		if w.reader != nil {
+			p.keep = true
+			w.keptBack = append(w.keptBack, p.n)
+			return w.ship(p)
+		}
 		w.held = append(w.held, p)
 		return nil
 	}
@@ -376,6 +381,10 @@ func (w *partWriter) ship(p part) error {
 		if !f.hashed {
 			f.sum = sha256.Sum256(f.data)
 		}
+		if f.keep {
+			f.done <- sink.(PartReader).KeepPart(ctx, f.n, f.data, f.sum)
+			return
+		}
 		f.done <- sink.Part(ctx, f.n, f.data, f.sum)
 	}()
 	return nil
@@ -392,11 +401,11 @@ func (w *partWriter) wait() error {
 	if err != nil {
 		return w.fail(fmt.Errorf("storing part %d of %s: %w, so the object was not committed", f.n, w.key, err))
 	}
-	for len(w.sums) < f.n {
-		w.sums = append(w.sums, [32]byte{})
-	}
-	w.sums[f.n-1] = f.sum
-	if !f.again {
+	if !f.keep { // a kept part counts when Part has it
+		for len(w.sums) < f.n {
+			w.sums = append(w.sums, [32]byte{})
+		}
+		w.sums[f.n-1] = f.sum
 		w.kept++
 	}
 	if !w.aborted {

@@ -31,7 +31,6 @@ type memSink struct {
 	aborts    int
 
 	busy         atomic.Int32
-	again        bool          // a part may come twice (a readSink's)
 	failPart     int           // Part of this number fails
 	failComplete bool          // Complete fails
 	gate         chan struct{} // when set, Part waits for it
@@ -60,7 +59,7 @@ func (s *memSink) Part(ctx context.Context, n int, data []byte, sum [32]byte) er
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, dup := s.parts[n]; dup && !s.again {
+	if _, dup := s.parts[n]; dup {
 		s.t.Errorf("part %d came twice", n)
 	}
 	if sha256.Sum256(data) != sum {
@@ -109,24 +108,38 @@ func (s *memSink) Abort(ctx context.Context) {
 	s.aborts++
 }
 
-// readSink is a memSink that reads its parts back (a PartReader), so the
-// writer stores a held part at once and again, patched, at Release.
+// readSink is a memSink that keeps parts where it reads them back (a
+// PartReader), so the writer hands a held part to KeepPart at once and to
+// Part, read back and patched, at Release.
 type readSink struct {
 	*memSink
+	kept      map[int][]byte
 	readBacks int
 }
 
 func newReadSink(t *testing.T, partSize int) *readSink {
-	s := newMemSink(t, partSize)
-	s.again = true
-	return &readSink{memSink: s}
+	return &readSink{memSink: newMemSink(t, partSize), kept: map[int][]byte{}}
+}
+
+func (s *readSink) KeepPart(ctx context.Context, n int, data []byte, sum [32]byte) error {
+	defer s.enter()()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.kept[n]; dup {
+		s.t.Errorf("part %d was kept twice", n)
+	}
+	if sha256.Sum256(data) != sum {
+		s.t.Errorf("part %d was kept with a sum that is not its SHA-256", n)
+	}
+	s.kept[n] = bytes.Clone(data)
+	return nil
 }
 
 func (s *readSink) ReadPart(ctx context.Context, n int, into []byte) error {
 	defer s.enter()()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.parts[n]
+	p, ok := s.kept[n]
 	if !ok || len(p) != len(into) {
 		s.t.Errorf("part %d (%d bytes) was read back into %d bytes", n, len(p), len(into))
 		return errSink
@@ -563,9 +576,10 @@ func FuzzPartWriter(f *testing.F) {
 	})
 }
 
-// With a sink that reads parts back, a held part is stored when it fills and
-// again, read back and patched, at Release: two part buffers at most, and
-// the committed bytes and sum have the patch wherever it falls.
+// With a sink that reads parts back, a held part is kept (KeepPart) when it
+// fills and handed to Part, read back and patched, at Release: two part
+// buffers at most, and the committed bytes and sum have the patch wherever
+// it falls.
 func TestPartWriterReadsHeldPartsBack(t *testing.T) {
 	const ps = 4096
 	for _, c := range []struct {

@@ -60,6 +60,12 @@ func (k *sink) Part(ctx context.Context, n int, data []byte, sum [32]byte) error
 
 var _ store.PartReader = (*sink)(nil)
 
+// KeepPart puts a part a hold overlaps as any part: a part object can be
+// read back, and the Part that follows with its final bytes replaces it.
+func (k *sink) KeepPart(ctx context.Context, n int, data []byte, sum [32]byte) error {
+	return k.Part(ctx, n, data, sum)
+}
+
 // ReadPart reads part n back as it was stored, for the part writer to patch
 // a held header into it and put it again (so no part waits in memory for
 // the end of a hold). The object store's client checks the part's digest,
