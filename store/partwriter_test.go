@@ -272,40 +272,62 @@ func TestPartWriterPatchAtEdges(t *testing.T) {
 		off, n    int64
 		total     int
 		allocated int
+		readBacks int
 	}{
-		{"start of the object", 0, 512, 3 * ps, 3},
-		{"start of a part", ps, 512, 3 * ps, 3},
-		{"end of a part", ps - 512, 512, 3 * ps, 3},
-		{"last byte of the object", 3*ps - 1, 1, 3 * ps, 3},
-		{"last bytes of a short last part", 2*ps + 88, 12, 2*ps + 100, 3},
-		{"across two parts", ps - 256, 512, 4 * ps, 4},
-		{"a whole part's length across two", ps / 2, ps, 4 * ps, 4},
-		{"exactly one part", ps, ps, 4 * ps, 3},
+		{"start of the object", 0, 512, 3 * ps, 3, 1},
+		{"start of a part", ps, 512, 3 * ps, 3, 1},
+		{"end of a part", ps - 512, 512, 3 * ps, 3, 1},
+		{"last byte of the object", 3*ps - 1, 1, 3 * ps, 3, 1},
+		{"last bytes of a short last part", 2*ps + 88, 12, 2*ps + 100, 3, 0},
+		{"across two parts", ps - 256, 512, 4 * ps, 4, 2},
+		{"a whole part's length across two", ps / 2, ps, 4 * ps, 4, 2},
+		{"exactly one part", ps, ps, 4 * ps, 3, 1},
+		{"in the part still filling", ps + 10, 512, ps + 1000, 3, 0},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			sink := newMemSink(t, ps)
-			w := newPartWriter(context.Background(), "k", sink, ps)
-			model := randomBytes(uint64(c.off), c.total)
-			w.Write(model[:c.off])
-			w.Hold(c.off, c.n) // before the held bytes are written, as an archive does
-			w.Write(model[c.off:])
-			patch := randomBytes(99, int(c.n))
-			if _, err := w.WriteAt(patch, c.off); err != nil {
-				t.Fatal(err)
-			}
-			copy(model[c.off:], patch)
-			w.Release()
-			info, err := w.Commit(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(sink.bytes(), model) || info.Sum != sumOf(model, ps) {
-				t.Error("the committed bytes or their sum miss the patch")
-			}
-			if w.allocated > c.allocated {
-				t.Errorf("%d part buffers were made, want at most %d", w.allocated, c.allocated)
-			}
-		})
+		// With a sink that reads parts back (a PartReader) a held part goes
+		// to KeepPart when it fills and to Part, read back and patched, at
+		// Release: two part buffers at most.
+		for _, reads := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, reads back %v", c.name, reads), func(t *testing.T) {
+				testPatchAt(t, c.off, c.n, c.total, map[bool]int{false: c.allocated, true: 2}[reads], reads, c.readBacks)
+			})
+		}
+	}
+}
+
+// testPatchAt writes total bytes with n of them at off held and patched,
+// through a memSink or (reads) a readSink, and checks what was committed.
+func testPatchAt(t *testing.T, off, n int64, total, allocated int, reads bool, readBacks int) {
+	const ps = 4096
+	sink := newMemSink(t, ps)
+	var rs *readSink
+	w := newPartWriter(context.Background(), "k", sink, ps)
+	if reads {
+		rs = newReadSink(t, ps)
+		sink, w = rs.memSink, newPartWriter(context.Background(), "k", rs, ps)
+	}
+	model := randomBytes(uint64(off), total)
+	w.Write(model[:off])
+	w.Hold(off, n) // before the held bytes are written, as an archive does
+	w.Write(model[off:])
+	patch := randomBytes(99, int(n))
+	if _, err := w.WriteAt(patch, off); err != nil {
+		t.Fatal(err)
+	}
+	copy(model[off:], patch)
+	w.Release()
+	info, err := w.Commit(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(sink.bytes(), model) || info.Sum != sumOf(model, ps) {
+		t.Error("the committed bytes or their sum miss the patch")
+	}
+	if w.allocated > allocated {
+		t.Errorf("%d part buffers were made, want at most %d", w.allocated, allocated)
+	}
+	if rs != nil && rs.readBacks != readBacks {
+		t.Errorf("%d parts were read back, want %d", rs.readBacks, readBacks)
 	}
 }
 
@@ -574,54 +596,4 @@ func FuzzPartWriter(f *testing.F) {
 			t.Fatalf("%d part buffers (reading parts back: %v), over %d", w.allocated, reads, bound)
 		}
 	})
-}
-
-// With a sink that reads parts back, a held part is kept (KeepPart) when it
-// fills and handed to Part, read back and patched, at Release: two part
-// buffers at most, and the committed bytes and sum have the patch wherever
-// it falls.
-func TestPartWriterReadsHeldPartsBack(t *testing.T) {
-	const ps = 4096
-	for _, c := range []struct {
-		name      string
-		off, n    int64
-		total     int
-		readBacks int
-	}{
-		{"start of the object", 0, 512, 3 * ps, 1},
-		{"start of a part", ps, 512, 3 * ps, 1},
-		{"end of a part", ps - 512, 512, 3 * ps, 1},
-		{"last bytes of a short last part", 2*ps + 88, 12, 2*ps + 100, 0},
-		{"across two parts", ps - 256, 512, 4 * ps, 2},
-		{"a whole part's length across two", ps / 2, ps, 4 * ps, 2},
-		{"in the part still filling", ps + 10, 512, ps + 1000, 0},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			sink := newReadSink(t, ps)
-			w := newPartWriter(context.Background(), "k", sink, ps)
-			model := randomBytes(uint64(c.off), c.total)
-			w.Write(model[:c.off])
-			w.Hold(c.off, c.n)
-			w.Write(model[c.off:])
-			patch := randomBytes(99, int(c.n))
-			if _, err := w.WriteAt(patch, c.off); err != nil {
-				t.Fatal(err)
-			}
-			copy(model[c.off:], patch)
-			w.Release()
-			info, err := w.Commit(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(sink.bytes(), model) || info.Sum != sumOf(model, ps) {
-				t.Error("the committed bytes or their sum miss the patch")
-			}
-			if sink.readBacks != c.readBacks {
-				t.Errorf("%d parts were read back, want %d", sink.readBacks, c.readBacks)
-			}
-			if w.allocated > 2 {
-				t.Errorf("%d part buffers were made, want at most 2", w.allocated)
-			}
-		})
-	}
 }

@@ -39,9 +39,9 @@ type job struct {
 }
 
 type writer struct {
+	store.WriteGuard
 	ctx context.Context
 	k   *fileSink
-	key string
 
 	size   int64  // bytes written
 	cur    []byte // the buffer filling; its first byte is at size-len(cur)
@@ -49,13 +49,6 @@ type writer struct {
 	free   chan []byte
 	done   chan struct{} // closed when the goroutine ended
 	closed bool          // jobs is closed
-
-	holding          bool
-	holdOff, holdEnd int64
-
-	err       error // the caller's side: the first failure
-	committed bool
-	aborted   bool
 
 	mu    sync.Mutex
 	bgErr error // the goroutine's first failure
@@ -70,7 +63,7 @@ type writer struct {
 }
 
 func newWriter(ctx context.Context, key string, k *fileSink) *writer {
-	w := &writer{ctx: ctx, k: k, key: key, jobs: make(chan job, bufCount+2), free: make(chan []byte, bufCount),
+	w := &writer{WriteGuard: store.WriteGuard{Key: key}, ctx: ctx, k: k, jobs: make(chan job, bufCount+2), free: make(chan []byte, bufCount),
 		done: make(chan struct{}), sums: map[int][32]byte{}, deferred: map[int]bool{}, h: sha256.New()}
 	for range bufCount - 1 {
 		w.free <- alignedBuffer()
@@ -184,7 +177,7 @@ func (w *writer) rehash() error {
 }
 
 func (w *writer) Write(p []byte) (int, error) {
-	if err := w.usable(); err != nil {
+	if err := w.Usable(); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -204,10 +197,10 @@ func (w *writer) Write(p []byte) (int, error) {
 // handOver gives the buffer filling to the goroutine and takes a free one.
 func (w *writer) handOver() error {
 	if err := w.ctx.Err(); err != nil {
-		return w.fail(fmt.Errorf("writing %s: %w, so the object was not committed", w.key, err))
+		return w.Fail(fmt.Errorf("writing %s: %w, so the object was not committed", w.Key, err))
 	}
 	if err := w.failed(); err != nil {
-		return w.fail(fmt.Errorf("writing %s: %w, so the object was not committed", w.key, err))
+		return w.Fail(fmt.Errorf("writing %s: %w, so the object was not committed", w.Key, err))
 	}
 	w.jobs <- job{buf: w.cur, off: w.size - int64(len(w.cur)), pooled: true}
 	w.cur = <-w.free
@@ -215,21 +208,16 @@ func (w *writer) handOver() error {
 }
 
 func (w *writer) WriteAt(p []byte, off int64) (int, error) {
-	if err := w.usable(); err != nil {
+	if err := w.Usable(); err != nil {
 		return 0, err
 	}
 	if len(p) == 0 {
 		return 0, nil
 	}
-	end := off + int64(len(p))
-	switch {
-	case !w.holding:
-		return 0, w.fail(fmt.Errorf("writing %d bytes at %d into %s, with no range held: only held bytes can be rewritten, so the object can no longer be committed", len(p), off, w.key))
-	case off < w.holdOff || end > w.holdEnd:
-		return 0, w.fail(fmt.Errorf("writing %d..%d into %s, outside the held %d..%d, so the object can no longer be committed", off, end, w.key, w.holdOff, w.holdEnd))
-	case end > w.size:
-		return 0, w.fail(fmt.Errorf("writing %d..%d into %s, beyond the %d bytes written, so the object can no longer be committed", off, end, w.key, w.size))
+	if err := w.CheckWriteAt(len(p), off, w.size); err != nil {
+		return 0, err
 	}
+	end := off + int64(len(p))
 	curOff := w.size - int64(len(w.cur))
 	if end > curOff { // the part still in the buffer
 		from := max(off, curOff)
@@ -242,42 +230,35 @@ func (w *writer) WriteAt(p []byte, off int64) (int, error) {
 }
 
 func (w *writer) Hold(off, n int64) {
-	if w.usable() != nil {
+	if w.Usable() != nil {
 		return
 	}
-	switch {
-	case w.holding:
-		w.fail(fmt.Errorf("holding %d bytes at %d of %s while %d..%d is still held: at most one range is held at a time, so the object can no longer be committed", n, off, w.key, w.holdOff, w.holdEnd))
-	case off < 0 || n < 0:
-		w.fail(fmt.Errorf("holding %d bytes at %d of %s: a negative offset or length, so the object can no longer be committed", n, off, w.key))
-	case n > store.PartSize:
-		w.fail(fmt.Errorf("holding %d bytes at %d of %s: a held range may take at most %d bytes, so the object can no longer be committed", n, off, w.key, store.PartSize))
-	default:
-		w.holding, w.holdOff, w.holdEnd = true, off, off+n
-		if n > 0 {
-			w.jobs <- job{hold: true, from: int(off / store.PartSize), to: int((off + n - 1) / store.PartSize)}
-		}
+	if w.CheckHold(off, n, 0, store.PartSize) != nil {
+		return
+	}
+	if n > 0 {
+		w.jobs <- job{hold: true, from: int(off / store.PartSize), to: int((off + n - 1) / store.PartSize)}
 	}
 }
 
 func (w *writer) Release() {
-	if !w.holding {
+	if !w.Holding {
 		return
 	}
-	w.holding = false
-	if w.usable() == nil {
+	w.Holding = false
+	if w.Usable() == nil {
 		w.jobs <- job{release: true}
 	}
 }
 
 func (w *writer) Commit(ctx context.Context) (store.Info, error) {
-	if err := w.usable(); err != nil {
-		if !w.committed {
+	if err := w.Usable(); err != nil {
+		if !w.Committed {
 			w.Abort()
 		}
 		return store.Info{}, err
 	}
-	w.holding = false
+	w.Holding = false
 	if len(w.cur) > 0 {
 		w.jobs <- job{buf: w.cur, off: w.size - int64(len(w.cur)), pooled: true}
 		w.cur = nil
@@ -286,9 +267,9 @@ func (w *writer) Commit(ctx context.Context) (store.Info, error) {
 	w.stop()
 	for _, err := range []error{ctx.Err(), w.ctx.Err(), w.failed()} {
 		if err != nil {
-			w.fail(fmt.Errorf("committing %s: %w, so the object was not committed", w.key, err))
+			w.Fail(fmt.Errorf("committing %s: %w, so the object was not committed", w.Key, err))
 			w.Abort()
-			return store.Info{}, w.err
+			return store.Info{}, w.Err
 		}
 	}
 	count := int((w.size + store.PartSize - 1) / store.PartSize)
@@ -299,20 +280,20 @@ func (w *writer) Commit(ctx context.Context) (store.Info, error) {
 	for n := range sums {
 		s, ok := w.sums[n]
 		if !ok {
-			w.fail(fmt.Errorf("committing %s: part %d of %d was never hashed (a bug in the file writer), so the object was not committed", w.key, n+1, count))
+			w.Fail(fmt.Errorf("committing %s: part %d of %d was never hashed (a bug in the file writer), so the object was not committed", w.Key, n+1, count))
 			w.Abort()
-			return store.Info{}, w.err
+			return store.Info{}, w.Err
 		}
 		sums[n] = s
 	}
 	sum := store.CombineSums(sums)
 	info, err := w.k.Complete(ctx, w.size)
 	if err != nil {
-		w.fail(fmt.Errorf("committing %s: %w, so the object was not committed", w.key, err))
+		w.Fail(fmt.Errorf("committing %s: %w, so the object was not committed", w.Key, err))
 		w.Abort()
-		return store.Info{}, w.err
+		return store.Info{}, w.Err
 	}
-	w.committed = true
+	w.Committed = true
 	info.Sum = sum
 	return info, nil
 }
@@ -328,31 +309,10 @@ func (w *writer) stop() {
 }
 
 func (w *writer) Abort() {
-	if w.committed || w.aborted {
+	if w.Committed || w.Aborted {
 		return
 	}
-	w.aborted = true
+	w.Aborted = true
 	w.stop()
 	w.k.Abort(context.WithoutCancel(w.ctx))
-}
-
-// usable is nil while the writer takes bytes, or why it does not.
-func (w *writer) usable() error {
-	switch {
-	case w.err != nil:
-		return w.err
-	case w.committed:
-		return fmt.Errorf("%s was already committed, so nothing more was written", w.key)
-	case w.aborted:
-		return fmt.Errorf("%s was aborted, so nothing was written", w.key)
-	}
-	return nil
-}
-
-// fail records the writer's first failure and returns it.
-func (w *writer) fail(err error) error {
-	if w.err == nil {
-		w.err = err
-	}
-	return w.err
 }
