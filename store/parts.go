@@ -22,3 +22,19 @@ type PartSink interface {
 	// can (Sweep removes the rest).
 	Abort(ctx context.Context)
 }
+
+// PartReader is a PartSink that can keep a part where it can read it back
+// (a JetStream object store's part objects; an S3 object of its own, since
+// S3 reads no part of an upload in progress). NewPartWriter then keeps no
+// part back for a hold: it hands a part the hold overlaps to KeepPart when it
+// fills, keeps a copy of the held bytes alone, and when the hold ends reads
+// the part back, patches it and hands it to Part.
+type PartReader interface {
+	// KeepPart keeps part n (data, whose SHA-256 is sum) so that ReadPart
+	// can read it back. Part(n) follows, once, with the final bytes; the
+	// sink's methods are never called at the same time.
+	KeepPart(ctx context.Context, n int, data []byte, sum [32]byte) error
+	// ReadPart reads part n, as KeepPart kept it, into into, which is as
+	// long as that part.
+	ReadPart(ctx context.Context, n int, into []byte) error
+}

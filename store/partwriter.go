@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"hash"
+	"slices"
 	"unsafe"
 )
 
@@ -24,7 +25,11 @@ import (
 // part is complete (or at Commit). A held range may span two parts (n at most
 // PartSize); a longer one, or one that begins in a part already handed over,
 // is refused. So a writer keeps at most three parts in memory (filling,
-// storing, held), four while a hold spans two.
+// storing, held), four while a hold spans two. A sink that is a PartReader
+// has no part held: a part the hold overlaps is handed to its KeepPart when
+// it fills, the writer keeps a copy of the held bytes alone, and Release (or
+// Commit) reads each such part back, patches it and hands it to Part; so two
+// parts in memory (filling, storing), whatever the hold.
 //
 // Any failure (the sink's, a cancelled ctx, a WriteAt outside the held range,
 // a refused Hold, a Write after Commit) makes the writer refuse everything
@@ -35,12 +40,14 @@ func NewPartWriter(ctx context.Context, key string, sink PartSink) Writer {
 }
 
 func newPartWriter(ctx context.Context, key string, sink PartSink, partSize int) *partWriter {
-	return &partWriter{ctx: ctx, key: key, sink: sink, partSize: partSize, curHash: sha256.New()}
+	w := &partWriter{WriteGuard: WriteGuard{Key: key}, ctx: ctx, sink: sink, partSize: partSize, curHash: sha256.New()}
+	w.reader, _ = sink.(PartReader)
+	return w
 }
 
 type partWriter struct {
+	WriteGuard
 	ctx      context.Context
-	key      string
 	sink     PartSink
 	partSize int
 
@@ -51,17 +58,16 @@ type partWriter struct {
 	sums      [][32]byte
 	kept      int // parts handed to the sink and stored
 
-	holding          bool
-	holdOff, holdEnd int64
-	held             []part // complete parts the hold keeps, in order
+	held []part // complete parts the hold keeps, in order
+
+	reader   PartReader // the sink, when it reads parts back: then no part is held
+	heldCopy []byte     // with reader: the held bytes as they stand (those written), from holdOff
+	keptBack []int      // with reader: parts the hold overlaps, handed to KeepPart
 
 	fly       *flight  // the part in sink.Part, or nil
 	free      [][]byte // buffers to fill again
 	allocated int      // buffers made (the tests bound it)
 
-	err       error
-	committed bool
-	aborted   bool
 }
 
 // part is a part ready for the sink. Its sum is hashed as it fills, in the
@@ -72,6 +78,7 @@ type part struct {
 	data   []byte
 	sum    [32]byte
 	hashed bool // sum is data's SHA-256
+	keep   bool // for KeepPart: read back, patched and handed to Part at Release
 }
 
 type flight struct {
@@ -80,7 +87,7 @@ type flight struct {
 }
 
 func (w *partWriter) Write(p []byte) (int, error) {
-	if err := w.usable(); err != nil {
+	if err := w.Usable(); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -91,6 +98,9 @@ func (w *partWriter) Write(p []byte) (int, error) {
 			w.curHashed = true
 		}
 		k := copy(w.cur[len(w.cur):w.partSize], p)
+		if w.heldCopy != nil {
+			w.capture(p[:k], w.size)
+		}
 		if w.curHashed {
 			w.curHash.Write(p[:k])
 		}
@@ -107,27 +117,35 @@ func (w *partWriter) Write(p []byte) (int, error) {
 }
 
 func (w *partWriter) WriteAt(p []byte, off int64) (int, error) {
-	if err := w.usable(); err != nil {
+	if err := w.Usable(); err != nil {
 		return 0, err
 	}
 	if len(p) == 0 {
 		return 0, nil
 	}
-	end := off + int64(len(p))
-	switch {
-	case !w.holding:
-		return 0, w.fail(fmt.Errorf("writing %d bytes at %d into %s, with no range held: only held bytes can be rewritten, so the object can no longer be committed", len(p), off, w.key))
-	case off < w.holdOff || end > w.holdEnd:
-		return 0, w.fail(fmt.Errorf("writing %d..%d into %s, outside the held %d..%d, so the object can no longer be committed", off, end, w.key, w.holdOff, w.holdEnd))
-	case end > w.size:
-		return 0, w.fail(fmt.Errorf("writing %d..%d into %s, beyond the %d bytes written, so the object can no longer be committed", off, end, w.key, w.size))
+	if err := w.CheckWriteAt(len(p), off, w.size); err != nil {
+		return 0, err
 	}
+	end := off + int64(len(p))
 	ps := int64(w.partSize)
+	if w.reader != nil { // a part handed over is patched when it is read back
+		copy(w.heldCopy[off-w.HoldOff:], p)
+		for n := int(off/ps) + 1; n <= int((end-1)/ps)+1; n++ {
+			start := int64(n-1) * ps
+			if buf := w.patch(n); buf != nil {
+				lo, hi := max(off, start), min(end, start+ps)
+				copy(buf[lo-start:], p[lo-off:hi-off])
+			} else if !slices.Contains(w.keptBack, n) {
+				return 0, w.Fail(fmt.Errorf("writing at %d into %s: part %d holding it was neither kept nor in memory (a bug in the part writer), so the object can no longer be committed", off, w.Key, n))
+			}
+		}
+		return len(p), nil
+	}
 	for done := 0; done < len(p); {
 		at := off + int64(done)
 		buf := w.patch(int(at/ps) + 1)
 		if buf == nil {
-			return done, w.fail(fmt.Errorf("writing at %d into %s: the part holding it is no longer in memory (a bug in the part writer), so the object can no longer be committed", at, w.key))
+			return done, w.Fail(fmt.Errorf("writing at %d into %s: the part holding it is no longer in memory (a bug in the part writer), so the object can no longer be committed", at, w.Key))
 		}
 		done += copy(buf[at%ps:], p[done:])
 	}
@@ -161,31 +179,67 @@ func (w *partWriter) takeCur(n int) part {
 }
 
 func (w *partWriter) Hold(off, n int64) {
-	if w.usable() != nil {
+	if w.Usable() != nil {
 		return
 	}
 	ps := int64(w.partSize)
 	curStart := w.size - w.size%ps
-	switch {
-	case w.holding:
-		w.fail(fmt.Errorf("holding %d bytes at %d of %s while %d..%d is still held: at most one range is held at a time, so the object can no longer be committed", n, off, w.key, w.holdOff, w.holdEnd))
-	case off < 0 || n < 0:
-		w.fail(fmt.Errorf("holding %d bytes at %d of %s: a negative offset or length, so the object can no longer be committed", n, off, w.key))
-	case n > ps:
-		w.fail(fmt.Errorf("holding %d bytes at %d of %s: a held range may take at most %d bytes (two parts), so the object can no longer be committed", n, off, w.key, ps))
-	case off < curStart:
-		w.fail(fmt.Errorf("holding %d bytes at %d of %s: the bytes before %d were already handed over, so the object can no longer be committed", n, off, w.key, curStart))
-	default:
-		w.holding, w.holdOff, w.holdEnd = true, off, off+n
+	if w.CheckHold(off, n, curStart, ps) != nil {
+		return
+	}
+	if w.reader != nil {
+		w.heldCopy, w.keptBack = make([]byte, n), nil
+		if off < w.size {
+			w.capture(w.cur[off-curStart:], off)
+		}
 	}
 }
 
+// capture copies what of b, the bytes at off, falls in the held range into
+// heldCopy.
+func (w *partWriter) capture(b []byte, off int64) {
+	lo, hi := max(off, w.HoldOff), min(off+int64(len(b)), w.HoldEnd)
+	if lo < hi {
+		copy(w.heldCopy[lo-w.HoldOff:], b[lo-off:hi-off])
+	}
+}
+
+// restore reads back each part handed to KeepPart while the hold lasted
+// (with a PartReader), into a free buffer once the part in flight was
+// stored, patches it and hands it to Part as any part.
+func (w *partWriter) restore() error {
+	kept, held, hoff := w.keptBack, w.heldCopy, w.HoldOff
+	w.keptBack, w.heldCopy = nil, nil
+	ps := int64(w.partSize)
+	for _, n := range kept {
+		if err := w.wait(); err != nil {
+			return err
+		}
+		start := int64(n-1) * ps
+		buf := w.buffer()[:min(ps, w.size-start)]
+		if err := w.reader.ReadPart(w.ctx, n, buf); err != nil {
+			w.free = append(w.free, buf[:0])
+			return w.Fail(fmt.Errorf("reading part %d of %s back to patch it: %w, so the object was not committed", n, w.Key, err))
+		}
+		lo, hi := max(start, hoff), min(start+int64(len(buf)), hoff+int64(len(held)))
+		copy(buf[lo-start:], held[lo-hoff:hi-hoff])
+		if err := w.ship(part{n: n, data: buf}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (w *partWriter) Release() {
-	if !w.holding {
+	if !w.Holding {
 		return
 	}
-	w.holding = false
-	if w.usable() != nil {
+	w.Holding = false
+	if w.Usable() != nil {
+		return
+	}
+	if w.reader != nil {
+		w.restore()
 		return
 	}
 	held := w.held
@@ -198,13 +252,16 @@ func (w *partWriter) Release() {
 }
 
 func (w *partWriter) Commit(ctx context.Context) (Info, error) {
-	if err := w.usable(); err != nil {
-		if !w.committed {
+	if err := w.Usable(); err != nil {
+		if !w.Committed {
 			w.Abort()
 		}
 		return Info{}, err
 	}
-	w.holding = false
+	if w.Holding && w.reader != nil {
+		w.restore()
+	}
+	w.Holding = false
 	held := w.held
 	w.held = nil
 	for _, h := range held {
@@ -215,69 +272,53 @@ func (w *partWriter) Commit(ctx context.Context) (Info, error) {
 	}
 	w.wait()
 	if err := ctx.Err(); err != nil {
-		w.fail(fmt.Errorf("committing %s: %w, so the object was not committed", w.key, err))
+		w.Fail(fmt.Errorf("committing %s: %w, so the object was not committed", w.Key, err))
 	}
 	count := int((w.size + int64(w.partSize) - 1) / int64(w.partSize))
-	if w.err == nil && w.kept != count {
-		w.fail(fmt.Errorf("committing %s: %d of its %d parts were stored (a bug in the part writer), so the object was not committed", w.key, w.kept, count))
+	if w.Err == nil && w.kept != count {
+		w.Fail(fmt.Errorf("committing %s: %d of its %d parts were stored (a bug in the part writer), so the object was not committed", w.Key, w.kept, count))
 	}
-	if w.err != nil {
+	if w.Err != nil {
 		w.Abort()
-		return Info{}, w.err
+		return Info{}, w.Err
 	}
 	sum := CombineSums(w.sums[:count])
 	info, err := w.sink.Complete(ctx, count, w.size, sum)
 	if err != nil {
-		w.fail(fmt.Errorf("committing %s: %w, so the object was not committed", w.key, err))
+		w.Fail(fmt.Errorf("committing %s: %w, so the object was not committed", w.Key, err))
 		w.Abort()
-		return Info{}, w.err
+		return Info{}, w.Err
 	}
-	w.committed = true
+	w.Committed = true
 	w.free = nil
 	if info.Key == "" {
-		info.Key = w.key
+		info.Key = w.Key
 	}
 	info.Size, info.Sum = w.size, sum
 	return info, nil
 }
 
 func (w *partWriter) Abort() {
-	if w.committed || w.aborted {
+	if w.Committed || w.Aborted {
 		return
 	}
-	w.aborted = true
+	w.Aborted = true
 	w.wait()
 	w.sink.Abort(context.WithoutCancel(w.ctx))
 	w.cur, w.held, w.free = nil, nil, nil
 }
 
-// usable is nil while the writer takes bytes, or why it does not.
-func (w *partWriter) usable() error {
-	switch {
-	case w.err != nil:
-		return w.err
-	case w.committed:
-		return fmt.Errorf("%s was already committed, so nothing more was written", w.key)
-	case w.aborted:
-		return fmt.Errorf("%s was aborted, so nothing was written", w.key)
-	}
-	return nil
-}
-
-// fail records the writer's first failure and returns it.
-func (w *partWriter) fail(err error) error {
-	if w.err == nil {
-		w.err = err
-	}
-	return w.err
-}
-
-// complete takes a part just filled: kept if the hold overlaps it, stored
-// otherwise.
+// complete takes a part just filled: kept if the hold overlaps it (or, when
+// the sink reads parts back, handed to its KeepPart), stored otherwise.
 func (w *partWriter) complete(p part) error {
 	ps := int64(w.partSize)
 	start := int64(p.n-1) * ps
-	if w.holding && w.holdOff < start+ps && w.holdEnd > start && w.holdEnd > w.holdOff {
+	if w.Holding && w.HoldOff < start+ps && w.HoldEnd > start && w.HoldEnd > w.HoldOff {
+		if w.reader != nil {
+			p.keep = true
+			w.keptBack = append(w.keptBack, p.n)
+			return w.ship(p)
+		}
 		w.held = append(w.held, p)
 		return nil
 	}
@@ -291,7 +332,7 @@ func (w *partWriter) ship(p part) error {
 		return err
 	}
 	if err := w.ctx.Err(); err != nil {
-		return w.fail(fmt.Errorf("writing %s: %w, so the object was not committed", w.key, err))
+		return w.Fail(fmt.Errorf("writing %s: %w, so the object was not committed", w.Key, err))
 	}
 	f := &flight{part: p, done: make(chan error, 1)}
 	w.fly = f
@@ -299,6 +340,10 @@ func (w *partWriter) ship(p part) error {
 	go func() {
 		if !f.hashed {
 			f.sum = sha256.Sum256(f.data)
+		}
+		if f.keep {
+			f.done <- sink.(PartReader).KeepPart(ctx, f.n, f.data, f.sum)
+			return
 		}
 		f.done <- sink.Part(ctx, f.n, f.data, f.sum)
 	}()
@@ -309,22 +354,24 @@ func (w *partWriter) ship(p part) error {
 func (w *partWriter) wait() error {
 	f := w.fly
 	if f == nil {
-		return w.err
+		return w.Err
 	}
 	w.fly = nil
 	err := <-f.done
 	if err != nil {
-		return w.fail(fmt.Errorf("storing part %d of %s: %w, so the object was not committed", f.n, w.key, err))
+		return w.Fail(fmt.Errorf("storing part %d of %s: %w, so the object was not committed", f.n, w.Key, err))
 	}
-	for len(w.sums) < f.n {
-		w.sums = append(w.sums, [32]byte{})
+	if !f.keep { // a kept part counts when Part has it
+		for len(w.sums) < f.n {
+			w.sums = append(w.sums, [32]byte{})
+		}
+		w.sums[f.n-1] = f.sum
+		w.kept++
 	}
-	w.sums[f.n-1] = f.sum
-	w.kept++
-	if !w.aborted {
+	if !w.Aborted {
 		w.free = append(w.free, f.data[:0])
 	}
-	return w.err
+	return w.Err
 }
 
 // buffer is an empty buffer of partSize bytes, reused where one is free. Its

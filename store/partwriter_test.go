@@ -108,6 +108,47 @@ func (s *memSink) Abort(ctx context.Context) {
 	s.aborts++
 }
 
+// readSink is a memSink that keeps parts where it reads them back (a
+// PartReader), so the writer hands a held part to KeepPart at once and to
+// Part, read back and patched, at Release.
+type readSink struct {
+	*memSink
+	kept      map[int][]byte
+	readBacks int
+}
+
+func newReadSink(t *testing.T, partSize int) *readSink {
+	return &readSink{memSink: newMemSink(t, partSize), kept: map[int][]byte{}}
+}
+
+func (s *readSink) KeepPart(ctx context.Context, n int, data []byte, sum [32]byte) error {
+	defer s.enter()()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.kept[n]; dup {
+		s.t.Errorf("part %d was kept twice", n)
+	}
+	if sha256.Sum256(data) != sum {
+		s.t.Errorf("part %d was kept with a sum that is not its SHA-256", n)
+	}
+	s.kept[n] = bytes.Clone(data)
+	return nil
+}
+
+func (s *readSink) ReadPart(ctx context.Context, n int, into []byte) error {
+	defer s.enter()()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.kept[n]
+	if !ok || len(p) != len(into) {
+		s.t.Errorf("part %d (%d bytes) was read back into %d bytes", n, len(p), len(into))
+		return errSink
+	}
+	copy(into, p)
+	s.readBacks++
+	return nil
+}
+
 func (s *memSink) bytes() []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -231,40 +272,62 @@ func TestPartWriterPatchAtEdges(t *testing.T) {
 		off, n    int64
 		total     int
 		allocated int
+		readBacks int
 	}{
-		{"start of the object", 0, 512, 3 * ps, 3},
-		{"start of a part", ps, 512, 3 * ps, 3},
-		{"end of a part", ps - 512, 512, 3 * ps, 3},
-		{"last byte of the object", 3*ps - 1, 1, 3 * ps, 3},
-		{"last bytes of a short last part", 2*ps + 88, 12, 2*ps + 100, 3},
-		{"across two parts", ps - 256, 512, 4 * ps, 4},
-		{"a whole part's length across two", ps / 2, ps, 4 * ps, 4},
-		{"exactly one part", ps, ps, 4 * ps, 3},
+		{"start of the object", 0, 512, 3 * ps, 3, 1},
+		{"start of a part", ps, 512, 3 * ps, 3, 1},
+		{"end of a part", ps - 512, 512, 3 * ps, 3, 1},
+		{"last byte of the object", 3*ps - 1, 1, 3 * ps, 3, 1},
+		{"last bytes of a short last part", 2*ps + 88, 12, 2*ps + 100, 3, 0},
+		{"across two parts", ps - 256, 512, 4 * ps, 4, 2},
+		{"a whole part's length across two", ps / 2, ps, 4 * ps, 4, 2},
+		{"exactly one part", ps, ps, 4 * ps, 3, 1},
+		{"in the part still filling", ps + 10, 512, ps + 1000, 3, 0},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			sink := newMemSink(t, ps)
-			w := newPartWriter(context.Background(), "k", sink, ps)
-			model := randomBytes(uint64(c.off), c.total)
-			w.Write(model[:c.off])
-			w.Hold(c.off, c.n) // before the held bytes are written, as an archive does
-			w.Write(model[c.off:])
-			patch := randomBytes(99, int(c.n))
-			if _, err := w.WriteAt(patch, c.off); err != nil {
-				t.Fatal(err)
-			}
-			copy(model[c.off:], patch)
-			w.Release()
-			info, err := w.Commit(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(sink.bytes(), model) || info.Sum != sumOf(model, ps) {
-				t.Error("the committed bytes or their sum miss the patch")
-			}
-			if w.allocated > c.allocated {
-				t.Errorf("%d part buffers were made, want at most %d", w.allocated, c.allocated)
-			}
-		})
+		// With a sink that reads parts back (a PartReader) a held part goes
+		// to KeepPart when it fills and to Part, read back and patched, at
+		// Release: two part buffers at most.
+		for _, reads := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, reads back %v", c.name, reads), func(t *testing.T) {
+				testPatchAt(t, c.off, c.n, c.total, map[bool]int{false: c.allocated, true: 2}[reads], reads, c.readBacks)
+			})
+		}
+	}
+}
+
+// testPatchAt writes total bytes with n of them at off held and patched,
+// through a memSink or (reads) a readSink, and checks what was committed.
+func testPatchAt(t *testing.T, off, n int64, total, allocated int, reads bool, readBacks int) {
+	const ps = 4096
+	sink := newMemSink(t, ps)
+	var rs *readSink
+	w := newPartWriter(context.Background(), "k", sink, ps)
+	if reads {
+		rs = newReadSink(t, ps)
+		sink, w = rs.memSink, newPartWriter(context.Background(), "k", rs, ps)
+	}
+	model := randomBytes(uint64(off), total)
+	w.Write(model[:off])
+	w.Hold(off, n) // before the held bytes are written, as an archive does
+	w.Write(model[off:])
+	patch := randomBytes(99, int(n))
+	if _, err := w.WriteAt(patch, off); err != nil {
+		t.Fatal(err)
+	}
+	copy(model[off:], patch)
+	w.Release()
+	info, err := w.Commit(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(sink.bytes(), model) || info.Sum != sumOf(model, ps) {
+		t.Error("the committed bytes or their sum miss the patch")
+	}
+	if w.allocated > allocated {
+		t.Errorf("%d part buffers were made, want at most %d", w.allocated, allocated)
+	}
+	if rs != nil && rs.readBacks != readBacks {
+		t.Errorf("%d parts were read back, want %d", rs.readBacks, readBacks)
 	}
 }
 
@@ -457,8 +520,15 @@ func FuzzPartWriter(f *testing.F) {
 		if len(ops) > 3000 {
 			ops = ops[:3000] // a thousand operations say all there is to say about 64-byte parts
 		}
+		reads := len(ops)%2 == 1 // half the runs with a sink that reads parts back
 		sink := newMemSink(t, ps)
-		w := newPartWriter(context.Background(), "k", sink, ps)
+		var w *partWriter
+		if reads {
+			rs := newReadSink(t, ps)
+			sink, w = rs.memSink, newPartWriter(context.Background(), "k", rs, ps)
+		} else {
+			w = newPartWriter(context.Background(), "k", sink, ps)
+		}
 		var model []byte
 		var holding bool
 		var hoff, hend int64
@@ -522,8 +592,8 @@ func FuzzPartWriter(f *testing.F) {
 		if !bytes.Equal(sink.bytes(), model) || info.Sum != sumOf(model, ps) || info.Size != int64(len(model)) {
 			t.Fatal("the committed object differs from the model")
 		}
-		if w.allocated > 4 {
-			t.Fatalf("%d part buffers", w.allocated)
+		if bound := map[bool]int{false: 4, true: 2}[reads]; w.allocated > bound {
+			t.Fatalf("%d part buffers (reading parts back: %v), over %d", w.allocated, reads, bound)
 		}
 	})
 }

@@ -22,8 +22,14 @@
 //     Writer holds at most a few parts (PartSize) of it. Bytes are written in
 //     order; WriteAt may rewrite only bytes inside a range still held by
 //     Hold, which is how an archive patches a tar header it wrote before the
-//     entry's size was known. A backend that uploads in parts keeps the held
-//     part and uploads it last.
+//     entry's size was known. No backend keeps a part in memory for a hold:
+//     the ones that upload in parts keep the part where they can read it
+//     back (store.PartReader: a part object of the object store, an object
+//     of its own under S3's .keeper-held/) and upload it, read back and
+//     patched, when the hold ends; the file store rewrites its file in place
+//     (three 1 MiB buffers in all) and hashes a held part again, read back
+//     from the file. A sink that is not a PartReader has its held part kept
+//     by NewPartWriter and uploaded last.
 //   - Reads are ranged on every backend: Object.ReadAt and Object.Reader read
 //     any range without reading the whole object (a backend without native
 //     ranges stores objects in parts and reads only the parts it needs).

@@ -104,9 +104,13 @@ func openStore(ctx context.Context, u, dir string, c StoreConfig) (store.Store, 
 	return nil, fmt.Errorf("the scheme %q is not one the keeper knows: use file:///path, nats://host:port/bucket or s3://bucket/prefix", scheme)
 }
 
-// connStore is a nats:// store with the connection it owns.
+var _ store.Copier = (*connStore)(nil)
+
+// connStore is a nats:// store with the connection it owns. It embeds the
+// store's own type, not store.Store, so its optional interfaces (Copy, a
+// copy that shares parts) still show.
 type connStore struct {
-	store.Store
+	*natsstore.Store
 	nc *nats.Conn
 }
 

@@ -38,3 +38,9 @@ func directLen(p []byte, off int64) int {
 	}
 	return len(p) &^ (directAlign - 1)
 }
+
+// dropCache tells the kernel the n bytes of f at off will not be read again
+// soon (a held part read back for its hash), so their pages may go.
+func dropCache(f *os.File, off, n int64) {
+	unix.Fadvise(int(f.Fd()), off, n, unix.FADV_DONTNEED)
+}

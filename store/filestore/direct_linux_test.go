@@ -13,7 +13,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
-// Whole parts go straight to the disk (none of their pages is left in the
+// Whole blocks go straight to the disk (none of their pages is left in the
 // page cache); the unaligned tail and a misaligned buffer go through the
 // page cache; the file holds every byte.
 func TestPartsGoStraightToTheDisk(t *testing.T) {
@@ -29,7 +29,7 @@ func TestPartsGoStraightToTheDisk(t *testing.T) {
 	if k.direct == nil {
 		t.Skip("this file system refuses O_DIRECT, so there is no direct path to test here")
 	}
-	w := store.NewPartWriter(t.Context(), "points/x/bus.tar", k)
+	w := newWriter(t.Context(), "points/x/bus.tar", k)
 	data := make([]byte, 2*store.PartSize+5000)
 	rand.NewChaCha8([32]byte{1}).Read(data)
 	w.Write(data)
@@ -83,7 +83,7 @@ func TestMisalignedPartIsWrittenThroughThePageCache(t *testing.T) {
 	for i := range odd {
 		odd[i] = byte(i)
 	}
-	if err := k.Part(t.Context(), 1, odd, [32]byte{}); err != nil {
+	if err := k.writeAt(odd, 0); err != nil {
 		t.Fatal(err)
 	}
 	got := make([]byte, len(odd))

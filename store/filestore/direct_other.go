@@ -8,3 +8,7 @@ import "os"
 func openDirect(dir int, name string, fd int) *os.File { return nil }
 
 func directLen(p []byte, off int64) int { return 0 }
+
+func dropCache(f *os.File, off, n int64) {}
+
+const directAlign = 4096

@@ -7,7 +7,8 @@
 // Directories are 0700 and files 0600. A symlink is never followed: every
 // element of a key is opened with O_NOFOLLOW relative to its directory. An
 // object is written to a temporary file .<name>.tmp<random> in its
-// directory (with O_DIRECT where the file system allows), fsynced, renamed
+// directory (with O_DIRECT where the file system allows, by a writer of the
+// store's own that holds no part in memory: see writer.go), fsynced, renamed
 // over its name, and the directory fsynced. Dot files, and directories whose
 // name ends in .partial, are never listed. The store does not record
 // checksums: Stat, List and Open leave Info.Sum empty.

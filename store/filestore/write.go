@@ -18,7 +18,7 @@ import (
 const attempts = 5
 
 // Create begins the object at key: a temporary file in its directory that
-// store.NewPartWriter writes part by part, each at its offset.
+// the file store's own writer (writer.go) fills.
 func (s *Store) Create(ctx context.Context, key string) (store.Writer, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("creating %s: %w, so nothing was written", key, err)
@@ -27,7 +27,7 @@ func (s *Store) Create(ctx context.Context, key string) (store.Writer, error) {
 	for range attempts {
 		var k *fileSink
 		if k, err = s.newSink(key); err == nil {
-			return store.NewPartWriter(ctx, key, k), nil
+			return newWriter(ctx, key, k), nil
 		}
 		if !errors.Is(err, unix.ENOENT) {
 			break
@@ -59,8 +59,8 @@ func tempName(base string) string {
 	return fmt.Sprintf(".%s.tmp%016x", base[:min(len(base), 200)], rand.Uint64())
 }
 
-// fileSink writes one object's parts into its temporary file. The part
-// writer never calls it from two goroutines at once.
+// fileSink is one object's temporary file. Its writer never calls it from
+// two goroutines at once.
 type fileSink struct {
 	s               *Store
 	key, base, tmp  string
@@ -68,13 +68,6 @@ type fileSink struct {
 	f               *os.File // the temporary file
 	direct          *os.File // the same file opened with O_DIRECT, or nil
 	renamed, closed bool
-}
-
-func (k *fileSink) Part(ctx context.Context, n int, data []byte, sum [32]byte) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return k.writeAt(data, int64(n-1)*store.PartSize)
 }
 
 // writeAt writes p at off: its whole aligned blocks straight to the disk
@@ -103,9 +96,9 @@ func (k *fileSink) writeAt(p []byte, off int64) error {
 	return nil
 }
 
-// Complete fsyncs the temporary file, renames it over the object's name and
-// fsyncs the directory.
-func (k *fileSink) Complete(ctx context.Context, count int, size int64, sum string) (store.Info, error) {
+// Complete fsyncs the temporary file, which must hold size bytes, renames it
+// over the object's name and fsyncs the directory.
+func (k *fileSink) Complete(ctx context.Context, size int64) (store.Info, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Info{}, err
 	}

@@ -111,26 +111,9 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("could not delete %s from bucket %s: %w", key, s.bucket, busErr(err))
 	}
 	if isHead(info) {
-		s.removeParts(ctx, key, info)
+		s.releaseParts(ctx, key, info)
 	}
 	return nil
-}
-
-// removeParts removes the parts of the head info, which is no longer under
-// key, logging what it could not remove.
-func (s *Store) removeParts(ctx context.Context, key string, info *jetstream.ObjectInfo) {
-	_, _, upload, count, err := headSummary(info)
-	if err != nil {
-		s.log.Warn("the parts of a replaced or deleted head are left for Sweep", "key", key, "err", err)
-		return
-	}
-	ctx, cancel := s.cleanupCtx(ctx)
-	defer cancel()
-	for n := 1; n <= count; n++ {
-		if err := s.remove(ctx, partName(upload, n)); err != nil {
-			s.log.Warn("could not remove a part of a replaced or deleted object; Sweep will", "key", key, "part", n, "err", err)
-		}
-	}
 }
 
 // remove removes the object called name, if there is one, with no

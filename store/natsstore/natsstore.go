@@ -8,7 +8,8 @@
 // hidden name (/parts/<upload>/<n>, which no key can be), and Commit writes
 // the object's head under its key last: a small JSON list of the parts and
 // their SHA-256s, marked with the Nats-Keeper-Head header and carrying the
-// object's size and sum in its metadata. Parts go one at a time, at most
+// object's size and sum in its metadata. Copy writes a second head naming the
+// same parts; a head's parts are removed with the last head that names them. Parts go one at a time, at most
 // 2 MiB of chunks unacknowledged, and a read fetches only the parts it
 // needs.
 //
@@ -72,13 +73,14 @@ func (s *Store) Describe() store.Description {
 		Publish: fmt.Sprintf("Each 8 MiB part is its own object in the object-store bucket %s (R%d) under a hidden name; "+
 			"Commit writes the object's head (its parts and their SHA-256s) under the key last, and the head's meta message, "+
 			"one rollup message, is the commit: the object is visible whole or not at all. Committing over a key replaces "+
-			"that message, so a reader sees the old head or the new one, and then removes the old parts: an object opened "+
-			"before a replace or a delete fails, naming the missing part, once they are gone.", s.bucket, s.replicas),
+			"that message, so a reader sees the old head or the new one, and then removes the old parts unless another head "+
+			"names them (Copy writes a head that shares its source's parts): an object opened before a replace or a delete "+
+			"fails, naming the missing part, once they are gone.", s.bucket, s.replicas),
 		Ranges: "ReadAt and Reader fetch only the parts that cover the range, one object-store get each; the object store " +
 			"has no ranged reads, so a get streams its part from the start and up to 8 MiB is read to reach an offset. " +
 			"A part read to its end is checked against the SHA-256 its head records; a range that ends inside a part " +
-			"leaves that part unchecked. ReadAt keeps the last part it read (one part in memory at most), so nearby " +
-			"small reads cost one get.",
+			"leaves that part unchecked. ReadAt keeps the last part it read (one part in memory at most, until a Reader " +
+			"is begun), so nearby small reads cost one get.",
 		Listing: "List reads the last meta message of every object in the bucket's stream through an ordered consumer " +
 			"made when List begins, on the stream leader, so it sees every Commit and Delete that returned before it " +
 			"(each acknowledged by the stream's quorum); part objects are left out. Direct gets are off on the bucket, " +

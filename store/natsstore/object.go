@@ -2,10 +2,8 @@ package natsstore
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -115,8 +113,8 @@ func (o *object) load(i int) error {
 	if _, err := io.ReadFull(r, o.buf); err != nil {
 		return o.partErr(i, "could not be read", err)
 	}
-	if sha256.Sum256(o.buf) != pt.sum {
-		return o.partErr(i, "is damaged: its bytes do not have the SHA-256 its head records", nil)
+	if err := o.checkEnd(i, r); err != nil {
+		return err
 	}
 	o.cached = i + 1
 	return nil
@@ -144,6 +142,23 @@ func (o *object) getPart(ctx context.Context, i int) (jetstream.ObjectResult, er
 	return r, nil
 }
 
+// checkEnd reads the end of part i's get, r, once all its bytes were read:
+// the object store's client checks its digest there (getPart made sure it is
+// the SHA-256 the head records), so the part's bytes are hashed once.
+func (o *object) checkEnd(i int, r io.Reader) error {
+	var one [1]byte
+	n, err := r.Read(one[:])
+	switch {
+	case n > 0:
+		return o.partErr(i, "is damaged: it holds more bytes than its head records", nil)
+	case errors.Is(err, jetstream.ErrDigestMismatch):
+		return o.partErr(i, "is damaged: its bytes do not have the SHA-256 its head records", nil)
+	case err != io.EOF:
+		return o.partErr(i, "could not be read to its end", err)
+	}
+	return nil
+}
+
 func (o *object) partErr(i int, what string, err error) error {
 	msg := fmt.Sprintf("part %d of %d of %s (%s in bucket %s) %s", i+1, len(o.parts), o.info.Key, o.parts[i].name, o.s.bucket, what)
 	if err != nil {
@@ -157,7 +172,18 @@ func (o *object) Reader(ctx context.Context, off, n int64) (io.ReadCloser, error
 	if off < 0 || n < 0 || off+n > o.info.Size {
 		return nil, fmt.Errorf("reading %d bytes at %d of %s: the range is not inside its %d bytes", n, off, o.info.Key, o.info.Size)
 	}
+	o.dropCache()
 	return o.reader(ctx, off, n)
+}
+
+// dropCache lets the part ReadAt kept go: a Reader means the small reads
+// (an archive's headers, when it is opened) are over for now, and a restore
+// keeps its archive open while it streams, sets aside and restores, so the
+// part would take its 8 MiB all that time. A later ReadAt gets it again.
+func (o *object) dropCache() {
+	o.mu.Lock()
+	o.buf, o.cached = nil, 0
+	o.mu.Unlock()
 }
 
 func (o *object) reader(ctx context.Context, off, n int64) (io.ReadCloser, error) {
@@ -165,8 +191,8 @@ func (o *object) reader(ctx context.Context, off, n int64) (io.ReadCloser, error
 }
 
 // rangeReader reads a range part by part. Each part's get begins at the
-// part's start; the bytes before the range are hashed too, so a part read
-// to its end is checked even when the range began inside it.
+// part's start; the bytes before the range are read too, so a part read to
+// its end is checked (by checkEnd) even when the range began inside it.
 type rangeReader struct {
 	o        *object
 	ctx      context.Context
@@ -176,7 +202,6 @@ type rangeReader struct {
 	cancel  context.CancelFunc
 	i       int
 	partEnd int64
-	h       hash.Hash
 }
 
 func (r *rangeReader) Read(p []byte) (int, error) {
@@ -191,15 +216,15 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 	}
 	p = p[:min(int64(len(p)), r.end-r.off, r.partEnd-r.off)]
 	n, err := io.ReadFull(r.cur, p)
-	r.h.Write(p[:n])
 	r.off += int64(n)
 	if err != nil {
 		return n, r.o.partErr(r.i, "could not be read", err)
 	}
 	if r.off == r.partEnd {
+		err := r.o.checkEnd(r.i, r.cur)
 		r.closePart()
-		if [32]byte(r.h.Sum(nil)) != r.o.parts[r.i].sum {
-			return n, r.o.partErr(r.i, "is damaged: its bytes do not have the SHA-256 its head records", nil)
+		if err != nil {
+			return n, err
 		}
 	}
 	return n, nil
@@ -214,8 +239,8 @@ func (r *rangeReader) next() error {
 		cancel()
 		return err
 	}
-	r.cur, r.cancel, r.i, r.partEnd, r.h = cur, cancel, i, start+r.o.parts[i].size, sha256.New()
-	if _, err := io.CopyN(r.h, cur, r.off-start); err != nil {
+	r.cur, r.cancel, r.i, r.partEnd = cur, cancel, i, start+r.o.parts[i].size
+	if _, err := io.CopyN(io.Discard, cur, r.off-start); err != nil {
 		r.closePart()
 		return r.o.partErr(i, "could not be read", err)
 	}

@@ -31,11 +31,13 @@ const (
 // lost in a leader change stalls it until the deadline, and it publishes the
 // meta before the chunks are acknowledged. Here the Store's publisher keeps
 // at most maxPending chunks in flight, each acknowledged within the
-// timeout, and the meta follows only once every chunk is stored (metaSent,
+// timeout, and the meta follows only once every chunk is stored (its
+// digest is sum, the SHA-256 of data the caller already made, or made here
+// when sum is nil; metaSent,
 // if not nil, is set then: from there on the object may land even if the put
 // fails). A put the object store replaces (same name) has its chunks purged
 // afterwards.
-func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data []byte, metaSent *bool) (*jetstream.ObjectInfo, error) {
+func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data []byte, sum *[32]byte, metaSent *bool) (*jetstream.ObjectInfo, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	old, err := s.obs.GetInfo(rctx, meta.Name, jetstream.GetObjectInfoShowDeleted())
 	cancel()
@@ -72,9 +74,13 @@ func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data [
 	if err := waitAcks(ctx, sent, &waited); err != nil {
 		return fail(err)
 	}
+	if sum == nil {
+		d := sha256.Sum256(data)
+		sum = &d
+	}
 	meta.Opts = &jetstream.ObjectMetaOptions{ChunkSize: chunkSize}
 	info := &jetstream.ObjectInfo{ObjectMeta: meta, Bucket: s.bucket, NUID: nuid, Size: uint64(len(data)),
-		Chunks: uint32(len(sent)), Digest: digestOf(sha256.Sum256(data))}
+		Chunks: uint32(len(sent)), Digest: digestOf(*sum)}
 	mm := nats.NewMsg(metaSubject(s.bucket, meta.Name))
 	mm.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 	if mm.Data, err = json.Marshal(info); err != nil {

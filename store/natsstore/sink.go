@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"sync"
 	"time"
@@ -46,11 +46,7 @@ func (k *sink) Part(ctx context.Context, n int, data []byte, sum [32]byte) error
 		Metadata: map[string]string{mdKey: k.key, mdUpload: k.upload},
 	}
 	err := k.s.retryWithin(ctx, "put "+name, k.s.partTimeout(), func(ctx context.Context) error {
-		info, err := k.s.putObject(ctx, meta, data, nil)
-		if err == nil && (info.Digest != digestOf(sum) || info.Size != uint64(len(data))) {
-			return fmt.Errorf("the bucket recorded %d bytes with digest %s for %s, not the %d bytes with SHA-256 %x that were sent",
-				info.Size, info.Digest, name, len(data), sum)
-		}
+		_, err := k.s.putObject(ctx, meta, data, &sum, nil)
 		return err
 	})
 	if err != nil {
@@ -59,6 +55,54 @@ func (k *sink) Part(ctx context.Context, n int, data []byte, sum [32]byte) error
 	k.mu.Lock()
 	k.sums[n] = sum
 	k.mu.Unlock()
+	return nil
+}
+
+var _ store.PartReader = (*sink)(nil)
+
+// KeepPart puts a part a hold overlaps as any part: a part object can be
+// read back, and the Part that follows with its final bytes replaces it.
+func (k *sink) KeepPart(ctx context.Context, n int, data []byte, sum [32]byte) error {
+	return k.Part(ctx, n, data, sum)
+}
+
+// ReadPart reads part n back as it was stored, for the part writer to patch
+// a held header into it and put it again (so no part waits in memory for
+// the end of a hold). The object store's client checks the part's digest,
+// which must be the SHA-256 Part was given.
+func (k *sink) ReadPart(ctx context.Context, n int, into []byte) error {
+	name := partName(k.upload, n)
+	k.mu.Lock()
+	sum, ok := k.sums[n]
+	k.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("part %d of %s was never stored, so it cannot be read back", n, k.key)
+	}
+	err := k.s.retryWithin(ctx, "read back "+name, k.s.partTimeout(), func(ctx context.Context) error {
+		r, err := k.s.obs.Get(ctx, name)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		info, err := r.Info()
+		if err == nil && (int64(info.Size) != int64(len(into)) || info.Digest != digestOf(sum)) {
+			return fmt.Errorf("it holds %d bytes with digest %s, not the %d bytes with SHA-256 %x that were put", info.Size, info.Digest, len(into), sum)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := io.ReadFull(r, into); err != nil {
+			return err
+		}
+		var one [1]byte
+		if m, err := r.Read(one[:]); m > 0 || err != io.EOF {
+			return fmt.Errorf("it does not end where it should, or its digest does not match (%v)", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("could not read part %d of %s back from bucket %s as %s: %w", n, k.key, k.s.bucket, name, busErr(err))
+	}
 	return nil
 }
 
@@ -85,27 +129,15 @@ func (k *sink) Complete(ctx context.Context, count int, size int64, sum string) 
 	if err != nil {
 		return store.Info{}, err
 	}
-	old, err := k.s.obs.GetInfo(ctx, k.key)
-	if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-		return store.Info{}, fmt.Errorf("could not read what %s holds now, so its head was not written: %w", k.key, busErr(err))
-	}
 	meta := jetstream.ObjectMeta{
 		Name:    k.key,
 		Headers: nats.Header{headHeader: []string{headVersion}},
 		Metadata: map[string]string{mdSize: strconv.FormatInt(size, 10), mdSum: sum, mdUpload: k.upload,
 			mdParts: strconv.Itoa(count)},
 	}
-	err = k.s.retryWithin(ctx, "put the head of "+k.key, k.s.partTimeout(), func(ctx context.Context) error {
-		_, err := k.s.putObject(ctx, meta, body, &k.headTried)
-		return err
-	})
-	if err != nil && k.headTried && k.landed(ctx) {
-		k.s.log.Warn("the put of a head failed but the head is there", "key", k.key, "err", err)
-		err = nil
-	}
+	old, err := k.s.putHead(ctx, meta, body, k.upload, &k.headTried)
 	if err != nil {
-		return store.Info{}, fmt.Errorf("could not put the head of %s into bucket %s (if it lands late the object is "+
-			"whole; if not, Sweep removes its parts): %w", k.key, k.s.bucket, busErr(err))
+		return store.Info{}, err
 	}
 	k.committed = true
 	info, err := k.s.Stat(ctx, k.key)
@@ -114,7 +146,7 @@ func (k *sink) Complete(ctx context.Context, count int, size int64, sum string) 
 		info = store.Info{Key: k.key, Size: size, Sum: sum, Modified: time.Now().UTC()}
 	}
 	if old != nil && isHead(old) && old.Metadata[mdUpload] != k.upload {
-		k.s.removeParts(ctx, k.key, old)
+		k.s.releaseParts(ctx, k.key, old)
 	}
 	return info, nil
 }
@@ -137,15 +169,6 @@ func (k *sink) Abort(ctx context.Context) {
 			k.s.log.Warn("could not remove a part of an aborted upload; Sweep will", "key", k.key, "part", n, "err", err)
 		}
 	}
-}
-
-// landed reports whether the key's head is this upload's (a put whose
-// acknowledgement was lost).
-func (k *sink) landed(ctx context.Context) bool {
-	ctx, cancel := k.s.cleanupCtx(ctx)
-	defer cancel()
-	info, err := k.s.obs.GetInfo(ctx, k.key)
-	return err == nil && isHead(info) && info.Metadata[mdUpload] == k.upload
 }
 
 // Create begins a new object at key: its parts are put as they fill (one at

@@ -352,4 +352,12 @@ func TestReadAtKeepsAPart(t *testing.T) {
 	if n := o.(*object).gets.Load(); n != 3 {
 		t.Fatalf("%d headers read across 3 parts took %d gets", o.Size()/(512*1000)+1, n)
 	}
+	r, err := o.Reader(ctx, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if o.(*object).buf != nil {
+		t.Error("the part ReadAt kept is still in memory after a Reader was begun")
+	}
 }

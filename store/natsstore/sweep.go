@@ -10,8 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Sweep removes, when older than age, the parts of uploads whose key holds
-// no head of theirs (aborted, failed or replaced uploads), and the chunks no
+// Sweep removes, when older than age, the parts of uploads that no head
+// names (aborted, failed or replaced uploads; a Copy's head names the parts
+// of its source's), and the chunks no
 // meta names (a put cut off before its meta was written). A write that is
 // still going on is younger than age, as long as age exceeds the longest
 // write.
@@ -24,8 +25,8 @@ func (s *Store) Sweep(ctx context.Context, age time.Duration) error {
 		return fmt.Errorf("%w, so nothing was swept", err)
 	}
 	cutoff := time.Now().Add(-age)
-	heads := map[string]string{} // key → upload of its head
-	nuids := map[string]bool{}   // chunks some meta names
+	named := namedBy(infos)    // uploads some head names
+	nuids := map[string]bool{} // chunks some meta names
 	type upload struct {
 		key    string
 		names  []string
@@ -34,9 +35,6 @@ func (s *Store) Sweep(ctx context.Context, age time.Duration) error {
 	uploads := map[string]*upload{}
 	for _, info := range infos {
 		nuids[info.NUID] = true
-		if isHead(info) {
-			heads[info.Name] = info.Metadata[mdUpload]
-		}
 		id, _, ok := partOf(info.Name)
 		if !ok {
 			continue
@@ -53,7 +51,7 @@ func (s *Store) Sweep(ctx context.Context, age time.Duration) error {
 	}
 	var failed []string
 	for id, u := range uploads {
-		if heads[u.key] == id || u.newest.After(cutoff) || s.headIs(ctx, u.key, id) {
+		if named[id] || u.newest.After(cutoff) || s.headIs(ctx, u.key, id) {
 			continue
 		}
 		s.log.Info("sweeping the parts of an upload that never committed or was replaced", "key", u.key, "upload", id, "parts", len(u.names))

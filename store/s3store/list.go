@@ -36,7 +36,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Info, error) {
 		}
 		for _, o := range page.Contents {
 			key, ok := strings.CutPrefix(aws.ToString(o.Key), root)
-			if !ok || store.CheckKey(key) != nil {
+			if !ok || store.CheckKey(key) != nil || strings.HasPrefix(key, heldDir+"/") {
 				s.log.Debug("an S3 object under the store's prefix is not a store key; not listed", "key", aws.ToString(o.Key))
 				continue
 			}
@@ -60,8 +60,8 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 }
 
 // Sweep aborts the multipart uploads under the store's prefix that began
-// more than age ago: writes that never committed. Completed objects are
-// never touched.
+// more than age ago (writes that never committed), and removes the parts
+// such writes kept under heldDir. Completed objects are never touched.
 func (s *Store) Sweep(ctx context.Context, age time.Duration) error {
 	root := ""
 	if s.prefix != "" {
@@ -92,7 +92,7 @@ func (s *Store) Sweep(ctx context.Context, age time.Duration) error {
 	if aborted > 0 {
 		s.log.Info("aborted unfinished S3 uploads", "store", s.url, "count", aborted, "older_than", age)
 	}
-	return nil
+	return s.sweepHeld(ctx, root, before)
 }
 
 // Copy makes dst a copy of src on the server: one CopyObject up to 5 GiB,

@@ -196,7 +196,10 @@ func (s *Store) Describe() store.Description {
 		Publish: "An object of at most 8 MiB is one PutObject; a larger one is a multipart upload of 8 MiB parts, " +
 			"each checked by the server against its SHA-256, made visible whole by CompleteMultipartUpload. " +
 			"Either is atomic: readers see the old object or the new one. An upload never completed stays invisible " +
-			"until Sweep aborts it (a bucket lifecycle rule that aborts incomplete uploads does the same).",
+			"until Sweep aborts it (a bucket lifecycle rule that aborts incomplete uploads does the same). The part that " +
+			"holds a held range (an archive's stream header, patched at the stream's end) is first put as an object " +
+			"of its own under " + heldDir + "/, read back and patched when the hold ends, then uploaded as its part and " +
+			"removed; List never shows " + heldDir + "/, and Sweep removes what a crash left there.",
 		Ranges: "Native: every read is a ranged GET pinned to the object's ETag (If-Match), so an object replaced " +
 			"while open fails the read instead of mixing; ReadAt keeps the last 1 MiB block it fetched.",
 		Listing: "ListObjectsV2, which shows completed objects only. AWS S3 has strong read-after-write " +

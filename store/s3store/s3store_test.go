@@ -316,4 +316,54 @@ func TestHeldHeader(t *testing.T) {
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("the object reads back wrong: %v", err)
 	}
+	if n := heldObjects(t, s); n != 0 {
+		t.Errorf("%d kept parts are left under %s after Commit", n, heldDir)
+	}
+}
+
+// heldObjects counts the objects under heldDir.
+func heldObjects(t *testing.T, s *Store) int {
+	t.Helper()
+	out, err := s.c.ListObjectsV2(t.Context(), &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), Prefix: aws.String(s.full(heldDir) + "/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(out.Contents)
+}
+
+// The part a hold overlaps is kept as an object under heldDir while the hold
+// lasts, never listed; Abort removes it, and Sweep removes one a crash left.
+func TestHeldPartKeptAside(t *testing.T) {
+	s := startServer(t).open(t)
+	for _, crash := range []bool{false, true} {
+		w, err := s.Create(t.Context(), "points/held/bus.tar")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Hold(0, 512)
+		w.Write(random(t, store.PartSize+100))
+		w.Write(random(t, store.PartSize)) // part 1 is kept once part 2 began storing
+		if n := heldObjects(t, s); n != 1 {
+			t.Fatalf("%d kept parts during the hold, want 1", n)
+		}
+		if infos, err := s.List(t.Context(), ""); err != nil || len(infos) != 0 {
+			t.Errorf("List during the hold: %v, %v; want nothing", infos, err)
+		}
+		if !crash {
+			w.Abort()
+			if n := heldObjects(t, s); n != 0 {
+				t.Errorf("%d kept parts after Abort, want 0", n)
+			}
+			continue
+		}
+		// A crash: the writer is never ended.
+		time.Sleep(1100 * time.Millisecond)
+		if err := s.Sweep(t.Context(), time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if n := heldObjects(t, s); n != 0 {
+			t.Errorf("%d kept parts after Sweep(1s), want 0", n)
+		}
+		w.Abort()
+	}
 }

@@ -47,6 +47,8 @@ type sink struct {
 	small    []byte   // the only part, when shorter than store.PartSize
 	smallSum [32]byte // its SHA-256, as the writer hashed it
 	hasSmall bool
+	heldID   string           // names this writer's kept parts under heldDir
+	held     map[int]heldPart // parts kept for ReadPart, until Part has them
 }
 
 func b64(sum []byte) string { return base64.StdEncoding.EncodeToString(sum) }
@@ -81,7 +83,11 @@ func (k *sink) Part(ctx context.Context, n int, data []byte, sum [32]byte) error
 	}
 	k.mu.Lock()
 	k.parts = append(k.parts, types.CompletedPart{PartNumber: aws.Int32(int32(n)), ETag: out.ETag, ChecksumSHA256: aws.String(b64(sum[:]))})
+	_, kept := k.held[n]
 	k.mu.Unlock()
+	if kept {
+		k.dropHeld(ctx, n)
+	}
 	return nil
 }
 
@@ -108,6 +114,7 @@ func (k *sink) upload(ctx context.Context) (string, error) {
 // CompleteMultipartUpload of every part, whose composite checksum the server
 // reports and Complete compares with sum.
 func (k *sink) Complete(ctx context.Context, count int, size int64, sum string) (store.Info, error) {
+	k.dropHeld(ctx) // none are left once every Part came
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.uploadID == "" {
@@ -160,16 +167,18 @@ func (k *sink) Complete(ctx context.Context, count int, size int64, sum string) 
 	return k.s.written(ctx, k.key, size, sum)
 }
 
-// Abort aborts the multipart upload, if one began.
+// Abort aborts the multipart upload, if one began, and removes the parts
+// kept for a hold.
 func (k *sink) Abort(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	defer cancel()
+	k.dropHeld(ctx)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.small = nil
 	if k.uploadID == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
-	defer cancel()
 	_, err := k.s.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
 		Bucket:   aws.String(k.s.bucket),
 		Key:      aws.String(k.full),
