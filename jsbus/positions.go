@@ -68,6 +68,11 @@ type consumerListResponse struct {
 // cluster some requests go unanswered (a consumer being deleted, a group
 // without a leader), and one request must not take a whole verb's time.
 func (a *Adapter) request(ctx context.Context, subject string, body any, out any) error {
+	return a.retry(ctx, subject, func(ctx context.Context) error { return a.requestOnce(ctx, subject, body, out) })
+}
+
+// requestOnce is one try of request.
+func (a *Adapter) requestOnce(ctx context.Context, subject string, body any, out any) error {
 	req, err := json.Marshal(body)
 	if err != nil {
 		return err

@@ -44,25 +44,20 @@ func (a *Adapter) snapshotInto(ctx context.Context, stream string, data, meta io
 			err = fmt.Errorf("closing the snapshot failed: %w", cerr)
 		}
 	}()
-	inbox := a.nc.NewInbox()
-	sub, err := a.nc.SubscribeSync(inbox)
+	var (
+		sub  *nats.Subscription
+		resp api.JSApiStreamSnapshotResponse
+	)
+	// A try whose answer was lost may have started a snapshot all the same:
+	// each try has an inbox of its own, so chunks of two never mix.
+	err = a.retry(ctx, "start the snapshot of "+stream, func(ctx context.Context) (err error) {
+		sub, err = a.startSnapshot(ctx, stream, &resp)
+		return err
+	})
 	if err != nil {
-		return busErr(fmt.Errorf("subscribe for the snapshot's chunks: %w", err))
+		return err
 	}
 	defer sub.Unsubscribe()
-	// Far above what the window lets the server send unacknowledged.
-	if err := sub.SetPendingLimits(4*snapshotWindow/snapshotChunk+16, 4*snapshotWindow); err != nil {
-		return err
-	}
-
-	req := api.JSApiStreamSnapshotRequest{DeliverSubject: inbox, ChunkSize: snapshotChunk, WindowSize: snapshotWindow}
-	var resp api.JSApiStreamSnapshotResponse
-	rctx, cancel := context.WithTimeout(ctx, a.cfg.timeout)
-	err = a.request(rctx, "$JS.API.STREAM.SNAPSHOT."+stream, req, &resp)
-	cancel()
-	if err != nil {
-		return err
-	}
 
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
@@ -91,6 +86,27 @@ func (a *Adapter) snapshotInto(ctx context.Context, stream string, data, meta io
 	}
 	_, err = meta.Write(mj)
 	return err
+}
+
+// startSnapshot subscribes to a new inbox and asks the server to send the
+// stream's snapshot there: one try.
+func (a *Adapter) startSnapshot(ctx context.Context, stream string, resp *api.JSApiStreamSnapshotResponse) (*nats.Subscription, error) {
+	inbox := a.nc.NewInbox()
+	sub, err := a.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, busErr(fmt.Errorf("subscribe for the snapshot's chunks: %w", err))
+	}
+	// Far above what the window lets the server send unacknowledged.
+	if err := sub.SetPendingLimits(4*snapshotWindow/snapshotChunk+16, 4*snapshotWindow); err != nil {
+		sub.Unsubscribe()
+		return nil, err
+	}
+	req := api.JSApiStreamSnapshotRequest{DeliverSubject: inbox, ChunkSize: snapshotChunk, WindowSize: snapshotWindow}
+	if err := a.requestOnce(ctx, "$JS.API.STREAM.SNAPSHOT."+stream, req, resp); err != nil {
+		sub.Unsubscribe()
+		return nil, err
+	}
+	return sub, nil
 }
 
 // snapshotStatus is the error the server's last, empty message carries: its
