@@ -94,3 +94,8 @@ func (a *Adapter) raiseReplicas(ctx context.Context, stream string) error {
 	}
 	return busErr(fmt.Errorf("jsbus: raise the replicas of %s from %d to %d: %w", stream, had, want, err))
 }
+
+// Clustered reports whether the server the connection is on is in a
+// cluster (its INFO names one): a server that is not refuses a stream with
+// more than one replica.
+func (a *Adapter) Clustered() bool { return a.nc.ConnectedClusterName() != "" }

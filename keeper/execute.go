@@ -153,7 +153,7 @@ func (x *run) restore(ctx context.Context) error {
 	if len(left) == 0 {
 		return nil
 	}
-	begun, err := x.k.restoreArchive(ctx, x.arch, left, x.parallel,
+	begun, err := x.k.restoreArchive(ctx, x.arch, left, x.parallel, j.Overrides,
 		Progress{Verb: VerbRestore, Module: j.Module, Local: j.Local, Step: "restore",
 			StreamsDone: len(j.Restored), StreamsTotal: len(j.Restore)}, func(s string) {
 			j.Restored = append(j.Restored, s)

@@ -2,6 +2,7 @@ package verbs
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -25,6 +26,8 @@ func TestDecodeRequestGood(t *testing.T) {
 		{VerbDiscard, `{"from":"billing.ledger.20260101T000000","why":"checked, not needed"}`,
 			keeper.Request{From: "billing.ledger.20260101T000000", Why: "checked, not needed"}},
 		{VerbList, `{}`, keeper.Request{}},
+		{VerbRestore, `{"module":"billing","local":"ledger","form":1,"fingerprint":"x","why":"w","replicas":1,"placement-cluster":"east","placement-tags":["az:1","ssd"]}`,
+			keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "x", Why: "w", Replicas: 1, PlacementCluster: "east", PlacementTags: []string{"az:1", "ssd"}}},
 		{VerbList, `{"module":"billing"}`, keeper.Request{Module: "billing"}},
 		{VerbVerify, `{"module":"billing","local":"ledger","form":0,"fingerprint":"x"}`,
 			keeper.Request{Module: "billing", Local: "ledger", Fingerprint: "x"}},
@@ -35,7 +38,7 @@ func TestDecodeRequestGood(t *testing.T) {
 			t.Errorf("%s %s: %v", c.verb, c.body, err)
 			continue
 		}
-		if got != c.want {
+		if !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s %s: got %+v, want %+v", c.verb, c.body, got, c.want)
 		}
 	}
@@ -73,6 +76,14 @@ func TestDecodeRequestRefused(t *testing.T) {
 		{"snapshot dry-run", VerbSnapshot, `{"module":"a","local":"b","fingerprint":"f","dry-run":true}`},
 		{"restore without why", VerbRestore, `{"module":"a","local":"b","fingerprint":"f"}`},
 		{"discard without why", VerbDiscard, `{"from":"a.b.20260101T000000"}`},
+		{"replicas on snapshot", VerbSnapshot, `{"module":"a","local":"b","fingerprint":"f","replicas":1}`},
+		{"replicas 6", VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","replicas":6}`},
+		{"negative replicas", VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","replicas":-1}`},
+		{"replicas with aside-only", VerbRestore, `{"module":"a","local":"b","why":"w","aside-only":true,"replicas":1}`},
+		{"tag with a space", VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","placement-tags":["a b"]}`},
+		{"empty tag", VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","placement-tags":[""]}`},
+		{"cluster with a newline", VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","placement-cluster":"a\nb"}`},
+		{"too many tags", VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","placement-tags":["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]}`},
 		{"discard traversal", VerbDiscard, `{"from":"../../etc","why":"w"}`},
 		{"discard slash", VerbDiscard, `{"from":"a/b","why":"w"}`},
 		{"discard dry-run", VerbDiscard, `{"from":"a.b.20260101T000000","why":"w","dry-run":true}`},

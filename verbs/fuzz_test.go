@@ -3,6 +3,7 @@ package verbs
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -30,7 +31,7 @@ func FuzzDecodeRequest(f *testing.F) {
 			if !errors.Is(err, keeper.ErrBadRequest) || !strings.HasSuffix(err.Error(), nothingDone) {
 				t.Fatalf("refusal is not a 400 sentence: %v", err)
 			}
-			if r != (keeper.Request{}) {
+			if !reflect.DeepEqual(r, keeper.Request{}) {
 				t.Fatalf("refused request still returned %+v", r)
 			}
 			return
@@ -43,7 +44,7 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatal(err)
 		}
 		r2, err := DecodeRequest(verb, again)
-		if err != nil || r2 != r {
+		if err != nil || !reflect.DeepEqual(r2, r) {
 			t.Fatalf("round trip of %s: %+v, %v", again, r2, err)
 		}
 		for _, name := range []string{r.Module, r.Local, r.Fingerprint} {
