@@ -178,6 +178,10 @@ func (k *Keeper) keepStoreID(ctx context.Context, id *storeID) error {
 		return nil
 	}
 	if _, err := k.putJSON(ctx, storeFile, id); err != nil {
+		// Two keepers writing the id the index took at once is no failure.
+		if now, rerr := k.readStoreID(ctx); rerr == nil && now != nil && now.ID == id.ID {
+			return nil
+		}
 		return errorf(ErrFailed, "writing the store's %s: %v, so nothing was started", storeFile, err)
 	}
 	return nil
@@ -234,6 +238,14 @@ func (k *Keeper) makeStoreID(ctx context.Context) (*storeID, error) {
 	rand.Read(b[:])
 	s := &storeID{ID: hex.EncodeToString(b[:]), Created: k.now().UTC()}
 	if _, err := k.putJSON(ctx, storeFile, s); err != nil {
+		// Another keeper starting on the same new store at the same time
+		// may have written its id over this one (a store without
+		// create-if-absent, as S3): take what the store holds now; the
+		// index's record then decides between the two (claimStore).
+		if now, rerr := k.readStoreID(ctx); rerr == nil && now != nil {
+			k.log.Info("another keeper wrote the new store's id at the same time; taking the store's", "id", now.ID)
+			return now, nil
+		}
 		return nil, errorf(ErrFailed, "writing the store's %s: %v, so nothing was started", storeFile, err)
 	}
 	return s, nil
