@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
@@ -30,15 +32,9 @@ func callVerb(ctx context.Context, f clientFlags, out output, verb string, req k
 	if err := verbs.CheckRequest(verb, req); err != nil {
 		return jsonErr(f, out, err)
 	}
-	if err := verbs.CheckPrefix(f.Prefix); err != nil {
-		return jsonErr(f, out, errorf(keeper.ErrBadRequest, "--prefix: %w, so nothing was done", err))
-	}
-	if f.Conn.Server == "" && f.Conn.Context == "" {
-		f.Conn.Server = clientDefaultURL
-	}
-	nc, err := connect(ctx, f.Conn, "nats-keeper "+verb, slog.New(slog.NewTextHandler(out.Err, &slog.HandlerOptions{Level: slog.LevelError})))
+	nc, err := connectClient(ctx, f, out, "nats-keeper "+verb)
 	if err != nil {
-		return jsonErr(f, out, fmt.Errorf("%w; is NATS running? `nats-keeper serve --embedded` starts one with the keeper", err))
+		return jsonErr(f, out, err)
 	}
 	defer nc.Close()
 	c := verbs.NewClient(nc, verbs.WithPrefix(f.Prefix), verbs.WithTimeout(f.Timeout))
@@ -71,6 +67,23 @@ func callVerb(ctx context.Context, f clientFlags, out output, verb string, req k
 		return err
 	}
 	return verdict(rep)
+}
+
+// connectClient checks --prefix and connects a client command to the bus
+// (nats://127.0.0.1:4222 when no server or context is given), logging the
+// connection's errors to out.Err.
+func connectClient(ctx context.Context, f clientFlags, out output, name string) (*nats.Conn, error) {
+	if err := verbs.CheckPrefix(f.Prefix); err != nil {
+		return nil, errorf(keeper.ErrBadRequest, "--prefix: %w, so nothing was done", err)
+	}
+	if f.Conn.Server == "" && f.Conn.Context == "" {
+		f.Conn.Server = clientDefaultURL
+	}
+	nc, err := connect(ctx, f.Conn, name, slog.New(slog.NewTextHandler(out.Err, &slog.HandlerOptions{Level: slog.LevelError})))
+	if err != nil {
+		return nil, fmt.Errorf("%w; is NATS running? `nats-keeper serve --embedded` starts one with the keeper", err)
+	}
+	return nc, nil
 }
 
 // verdict turns a reply that reports a failed check into an error (exit 1).

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/nats-keeper/nats-keeper/internal/natstest"
+	"github.com/nats-keeper/nats-keeper/internal/embedded"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/verbs"
@@ -66,7 +66,7 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 	}()
 
 	say("Starting an embedded nats-server with JetStream and a keeper, in %s", tmp)
-	s, err := natstest.Run(natstest.Options(filepath.Join(tmp, "nats")))
+	s, err := embedded.Run(embedded.Options(filepath.Join(tmp, "nats")))
 	if err != nil {
 		return errorf(keeper.ErrFailed, "%v, so the demo did not start", err)
 	}

@@ -58,7 +58,8 @@ func run(ctx context.Context, args []string, e env) int {
 }
 
 // report prints err and maps it to the documented exit code, through
-// keeper.ExitCode only.
+// keeper.ExitCode only, except for guard, which exits with the code of the
+// command it ran.
 func report(err error, e env) int {
 	if err == nil {
 		return keeper.ExitOK
@@ -69,6 +70,10 @@ func report(err error, e env) int {
 		return keeper.ExitCode(fmt.Errorf("%w: %w", keeper.ErrBadRequest, err))
 	}
 	fmt.Fprintf(e.Err, "nats-keeper: %v\n", ran.err)
+	var own *guardExit // guard passes on the code of the command it ran
+	if errors.As(ran.err, &own) {
+		return own.code
+	}
 	return keeper.ExitCode(ran.err)
 }
 

@@ -16,8 +16,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
-	"github.com/nats-keeper/nats-keeper/internal/natstest"
-	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/internal/embedded"
+	"github.com/nats-keeper/nats-keeper/internal/inproc"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/store"
 	"github.com/nats-keeper/nats-keeper/verbs"
@@ -198,52 +198,25 @@ type keeperSetup struct {
 	PruneEvery      time.Duration // apply the recorded retention policies this often; 0: never
 }
 
-// startKeeper builds the jsbus adapter and the keeper on nc and the store,
-// brings the index up to date with the store, and serves the verbs.
+// startKeeper starts the keeper on nc and the store through inproc.Start,
+// with this binary's version and test hooks; it runs until ctx ends or the
+// service is stopped. A failure to open the keeper's state on the bus that
+// names no kind of its own wraps keeper.ErrNoBus (exit 5).
 func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.Logger, opts ...verbs.Option) (*verbs.Service, error) {
-	st, prefix, bucket := ks.Store, ks.Prefix, ks.Bucket
-	if prefix == "" {
-		prefix = verbs.DefaultPrefix
-	}
-	if bucket == "" {
-		bucket = "kept"
-	}
-	where := st.Describe().URL
-	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log))
-	if err != nil {
-		if !hasKind(err) {
-			err = errorf(keeper.ErrNoBus, "%w", err)
-		}
-		return nil, fmt.Errorf("could not open the keeper's state on the bus, so nothing is served: %w", err)
-	}
-	k, err := keeper.New(ctx, keeper.Config{Store: st, Bus: a, Index: a, Acts: a, Logger: log, Version: buildVersion(),
-		StepHook: crashHook(log), Now: clockHook(log), RestoreParallel: ks.RestoreParallel, AsideWarnAfter: ks.AsideWarnAfter})
-	if err != nil {
-		return nil, fmt.Errorf("could not open the keeper's store %s, so nothing is served: %w", where, err)
-	}
-	recovered, err := k.Recover(ctx)
-	for _, said := range recovered {
-		log.Warn("recovered an interrupted restore", "said", said)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("could not finish the restores a stopped keeper left in %s, so nothing is served: %w", where, err)
-	}
-	written, removed, err := k.Rebuild(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("could not bring the index %s up to date with the store %s, so nothing is served: %w", bucket, where, err)
-	}
-	log.Info("index rebuilt from the store", "store", where, "written", written, "removed", removed)
-	opts = append([]verbs.Option{verbs.WithPrefix(prefix), verbs.WithVersion(buildVersion()),
-		verbs.WithLogger(log), verbs.WithMetadata("store", where)}, opts...)
-	svc, err := verbs.ServeEngine(ctx, nc, hangHook(k, log), opts...)
+	k, err := inproc.Start(ctx, nc, inproc.Setup{Store: ks.Store, Prefix: ks.Prefix, Bucket: ks.Bucket,
+		RestoreParallel: ks.RestoreParallel, AsideWarnAfter: ks.AsideWarnAfter, PruneEvery: ks.PruneEvery,
+		Version: buildVersion(), Logger: log, StepHook: crashHook(log), Now: clockHook(log),
+		Engine: func(k *keeper.Keeper) verbs.Engine { return hangHook(k, log) },
+		BusError: func(err error) error {
+			if hasKind(err) {
+				return err
+			}
+			return errorf(keeper.ErrNoBus, "%w", err)
+		}}, opts...)
 	if err != nil {
 		return nil, err
 	}
-	go recoverLoop(ctx, k, log)
-	if ks.PruneEvery > 0 {
-		go pruneLoop(ctx, k, ks.PruneEvery, log)
-	}
-	return svc, nil
+	return k.Service, nil
 }
 
 // waitStop waits for ctx to end (a signal), or for the connection to close
@@ -284,60 +257,12 @@ func startEmbedded(store, listen string) (*server.Server, error) {
 		}
 		_ = l.Close()
 	}
-	opts := natstest.Options(store)
+	opts := embedded.Options(store)
 	opts.ServerName = "nats-keeper-embedded"
 	opts.Host, opts.Port = host, port
-	s, err := natstest.Run(opts)
+	s, err := embedded.Run(opts)
 	if err != nil {
 		return nil, errorf(keeper.ErrFailed, "the embedded nats-server did not start, so nothing is served: %v", err)
 	}
 	return s, nil
-}
-
-// recoverEvery is how often a serving keeper looks for restores that stopped
-// half-way (the bus went away mid-restore) and finishes or undoes them.
-const recoverEvery = 15 * time.Second
-
-// pruneLoop applies the recorded retention policies every period.
-func pruneLoop(ctx context.Context, k *keeper.Keeper, every time.Duration, log *slog.Logger) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			rep, err := k.PruneRecorded(ctx)
-			switch {
-			case err != nil:
-				log.Error("the scheduled prune failed", "err", err)
-			case rep != nil:
-				log.Info("the scheduled prune ran", "said", rep.Said)
-			}
-		}
-	}
-}
-
-func recoverLoop(ctx context.Context, k *keeper.Keeper, log *slog.Logger) {
-	t := time.NewTicker(recoverEvery)
-	defer t.Stop()
-	daily := time.NewTicker(24 * time.Hour)
-	defer daily.Stop()
-	k.WarnWaiting(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-daily.C:
-			k.WarnWaiting(ctx)
-		case <-t.C:
-			said, err := k.Recover(ctx)
-			for _, s := range said {
-				log.Warn("recovered an interrupted restore", "said", s)
-			}
-			if err != nil {
-				log.Error("recovering interrupted restores", "err", err)
-			}
-		}
-	}
 }

@@ -31,15 +31,22 @@ func newSnapshotCmd(e env) *cobra.Command {
 			return ran(runSnapshot(cmd.Context(), *o))
 		},
 	}
+	addClientFlags(cmd.Flags(), &o.Client, e)
+	addPointFlags(cmd, &o.Form, &o.Before, &o.CatchUp, &o.KeepFor)
+	return cmd
+}
+
+// addPointFlags adds the flags that name the restore point a command takes
+// (snapshot-kept, guard): --form and --before, required, --catch-up and
+// --keep-for.
+func addPointFlags(cmd *cobra.Command, form *int, before, catchUp *string, keepFor *keeper.Duration) {
 	f := cmd.Flags()
-	addClientFlags(f, &o.Client, e)
-	f.IntVar(&o.Form, "form", 0, "the form (shape version) of the kept data now")
-	f.StringVar(&o.Before, "before", "", "fingerprint of the change the point protects against")
-	f.StringVar(&o.CatchUp, "catch-up", "", "the tool that brings data at this form up to the next")
-	f.Var(&o.KeepFor, "keep-for", "protect the point from prune for this long after it is taken (30d, 2w, 12h)")
+	f.IntVar(form, "form", 0, "the form (shape version) of the kept data now")
+	f.StringVar(before, "before", "", "fingerprint of the change the point protects against")
+	f.StringVar(catchUp, "catch-up", "", "the tool that brings data at this form up to the next")
+	f.Var(keepFor, "keep-for", "protect the point from prune for this long after it is taken (30d, 2w, 12h)")
 	_ = cmd.MarkFlagRequired("form")
 	_ = cmd.MarkFlagRequired("before")
-	return cmd
 }
 
 func runSnapshot(ctx context.Context, o snapshotOptions) error {

@@ -2,22 +2,13 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"net/url"
-	"path/filepath"
-	"strings"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/pflag"
 
-	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/internal/inproc"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/store"
-	"github.com/nats-keeper/nats-keeper/store/filestore"
-	"github.com/nats-keeper/nats-keeper/store/natsstore"
-	"github.com/nats-keeper/nats-keeper/store/s3store"
 )
 
 // storeFlags say where points and asides live, and how to reach it.
@@ -42,97 +33,15 @@ func addStoreFlags(fs *pflag.FlagSet, f *storeFlags) {
 	fs.BoolVar(&f.S3PathStyle, "s3-path-style", false, "address an s3:// bucket by path (endpoint/bucket) rather than by host name")
 }
 
-// openStore opens the store that u names: "" is the directory dir
-// (file://), file:///path, nats://host:port/<bucket> (a JetStream object
-// store, on this bus or another), or s3://<bucket>/<prefix>. A store that
-// cannot be opened or reached fails with a sentence, wrapping
+// openStore opens the store that u names, as inproc.OpenStore does: "" is
+// the directory dir (file://), file:///path, nats://host:port/<bucket> or
+// s3://<bucket>/<prefix>. A failure that names no kind of its own wraps
 // keeper.ErrNoBus (exit 5).
 func openStore(ctx context.Context, u, dir string, f storeFlags, log *slog.Logger) (store.Store, error) {
-	fail := func(err error) (store.Store, error) {
-		name := u
-		if name == "" {
-			name = "file://" + dir
-		}
-		if hasKind(err) { // such as the connection to a nats:// store's server
-			return nil, fmt.Errorf("the store %s could not be opened: %w", redact(name), err)
-		}
-		return nil, errorf(keeper.ErrNoBus, "the store %s could not be opened: %v", redact(name), err)
+	st, err := inproc.OpenStore(ctx, u, dir, inproc.StoreConfig{Conn: f.Conn.options("nats-keeper store", log),
+		Replicas: f.Replicas, S3Endpoint: f.S3Endpoint, S3Region: f.S3Region, S3PathStyle: f.S3PathStyle, Logger: log})
+	if err != nil && !hasKind(err) { // a kind of its own: such as the connection to a nats:// store's server
+		return nil, errorf(keeper.ErrNoBus, "%w", err)
 	}
-	if u == "" {
-		abs, err := filepath.Abs(dir)
-		if err != nil {
-			return fail(err)
-		}
-		u = "file://" + abs
-	}
-	scheme, _, ok := strings.Cut(u, "://")
-	if !ok {
-		return fail(fmt.Errorf("%q is not a URL: use file:///path, nats://host:port/bucket or s3://bucket/prefix", redact(u)))
-	}
-	switch scheme {
-	case "file":
-		p, err := url.Parse(u)
-		if err != nil || p.Host != "" || p.Path == "" {
-			return fail(fmt.Errorf("%q is not file:///absolute/path", redact(u)))
-		}
-		s, err := filestore.Open(p.Path)
-		if err != nil {
-			return fail(err)
-		}
-		return s, nil
-	case "nats", "tls":
-		servers, bucket, err := natsstore.ParseURL(u)
-		if err != nil {
-			return fail(err)
-		}
-		c := f.Conn
-		c.Server = servers
-		nc, err := jsbus.Connect(c.options("nats-keeper store", log))
-		if err != nil {
-			return fail(err)
-		}
-		js, err := jetstream.New(nc)
-		if err != nil {
-			nc.Close()
-			return fail(err)
-		}
-		s, err := natsstore.Open(ctx, js, bucket, natsstore.Options{Replicas: f.Replicas, Logger: log})
-		if err != nil {
-			nc.Close()
-			return fail(err)
-		}
-		return &connStore{Store: s, nc: nc}, nil
-	case "s3":
-		bucket, prefix, err := s3store.ParseURL(u)
-		if err != nil {
-			return fail(err)
-		}
-		s, err := s3store.Open(ctx, s3store.Config{Bucket: bucket, Prefix: prefix, Endpoint: f.S3Endpoint,
-			Region: f.S3Region, PathStyle: f.S3PathStyle, Logger: log})
-		if err != nil {
-			return fail(err)
-		}
-		return s, nil
-	}
-	return fail(fmt.Errorf("the scheme %q is not one the keeper knows: use file:///path, nats://host:port/bucket or s3://bucket/prefix", scheme))
-}
-
-// connStore is a nats:// store with the connection it owns.
-type connStore struct {
-	store.Store
-	nc *nats.Conn
-}
-
-func (s *connStore) Close() error {
-	err := s.Store.Close()
-	s.nc.Close()
-	return err
-}
-
-// redact drops a password from a URL for sentences.
-func redact(u string) string {
-	if p, err := url.Parse(u); err == nil && p.User != nil {
-		return p.Redacted()
-	}
-	return u
+	return st, err
 }

@@ -1,47 +1,25 @@
-// Package natstest starts embedded nats-servers with JetStream for tests, and
-// for the demo: always on 127.0.0.1, a random port, the store in a directory the
-// caller owns.
+// Package natstest starts embedded nats-servers with JetStream for tests:
+// always on 127.0.0.1, a random port, the store under t.TempDir(), stopped when
+// the test ends. The servers themselves are internal/embedded's, which the
+// binary uses without linking this package (and testing).
 package natstest
 
 import (
-	"fmt"
-	"net"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/nats-keeper/nats-keeper/internal/embedded"
 )
 
-// Options returns server options for one JetStream server storing under dir.
-func Options(dir string) *server.Options {
-	return &server.Options{
-		ServerName: "keeper-test",
-		Host:       "127.0.0.1",
-		Port:       -1,
-		JetStream:  true,
-		StoreDir:   dir,
-		NoLog:      true,
-		NoSigs:     true,
-	}
-}
+// Options returns server options for one JetStream server storing under
+// dir: embedded.Options.
+func Options(dir string) *server.Options { return embedded.Options(dir) }
 
-// Run starts a server with opts and waits until it accepts connections.
-func Run(opts *server.Options) (*server.Server, error) {
-	s, err := server.NewServer(opts)
-	if err != nil {
-		return nil, fmt.Errorf("start embedded nats-server: %w", err)
-	}
-	go s.Start()
-	// A minute: on a loaded machine a server of a cluster took over 10 s
-	// (TestLargeObjectR3's child process, in CI).
-	if !s.ReadyForConnections(time.Minute) {
-		s.Shutdown()
-		return nil, fmt.Errorf("embedded nats-server did not become ready in a minute")
-	}
-	return s, nil
-}
+// Run starts a server with opts and waits until it accepts connections:
+// embedded.Run.
+func Run(opts *server.Options) (*server.Server, error) { return embedded.Run(opts) }
 
 // Start starts a JetStream server under t.TempDir() and stops it when the test
 // ends. Pass a non-nil opts to change the defaults (its StoreDir is kept when set).
@@ -76,28 +54,9 @@ func Connect(t testing.TB, s *server.Server, opts ...nats.Option) *nats.Conn {
 }
 
 // ClusterOptions are the options of a cluster named name of one server per
-// directory in dirs, on free loopback ports, each routed to all.
+// directory in dirs: embedded.ClusterOptions.
 func ClusterOptions(name string, dirs []string) ([]*server.Options, error) {
-	ports := make([]int, len(dirs))
-	var routes []string
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i]))
-	}
-	var out []*server.Options
-	for i, dir := range dirs {
-		o := Options(dir)
-		o.ServerName = fmt.Sprintf("n%d", i+1)
-		o.Cluster = server.ClusterOpts{Name: name, Host: "127.0.0.1", Port: ports[i]}
-		o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
-		out = append(out, o)
-	}
-	return out, nil
+	return embedded.ClusterOptions(name, dirs)
 }
 
 // Cluster starts an n-server JetStream cluster named name in this process,

@@ -1,0 +1,179 @@
+// Package inproc runs a keeper in this process: it opens the keeper's store
+// from a URL, opens the keeper's state on the bus, finishes the restores a
+// stopped keeper left, rebuilds the index, and serves the verbs. It is the one
+// way to do so, used by `nats-keeper serve`, `nats-keeper demo` and the
+// keepertest harness.
+package inproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/store"
+	"github.com/nats-keeper/nats-keeper/verbs"
+)
+
+// DefaultBucket is the KV bucket of the keeper's index when Setup names none.
+const DefaultBucket = "kept"
+
+// RecoverEvery is how often a serving keeper looks for restores that stopped
+// half-way (the bus went away mid-restore) and finishes or undoes them.
+const RecoverEvery = 15 * time.Second
+
+// Setup is what Start builds a keeper from; zero fields take the defaults.
+type Setup struct {
+	Store           store.Store   // required; the caller closes it after Stop
+	Prefix          string        // of the verbs; "" is verbs.DefaultPrefix
+	Bucket          string        // of the index; "" is DefaultBucket
+	RestoreParallel int           // streams one restore restores at once; 0 is keeper.DefaultRestoreParallel
+	AsideWarnAfter  time.Duration // asides older than this are flagged; 0 is keeper.DefaultAsideWarnAfter
+	PruneEvery      time.Duration // apply the recorded retention policies this often; 0: never
+	Version         string        // the keeper's version, recorded in archives and announced by the service
+	Logger          *slog.Logger  // nil: slog.Default()
+	// StepHook, when set, is called at each restore step (crash tests).
+	StepHook func(step string)
+	// Now, when set, is the keeper's clock (tests of dates); nil is the
+	// real one.
+	Now func() time.Time
+	// Engine, when set, wraps the keeper before it is served (fault tests);
+	// nil serves the keeper itself.
+	Engine func(*keeper.Keeper) verbs.Engine
+	// BusError, when set, marks the error of opening the keeper's state on
+	// the bus (the caller's exit codes); nil leaves it as jsbus returned it.
+	BusError func(error) error
+}
+
+// Keeper is a keeper serving its verbs in this process.
+type Keeper struct {
+	Keeper  *keeper.Keeper // the engine
+	Service *verbs.Service // serving the engine's verbs
+
+	cancel context.CancelFunc
+	loops  sync.WaitGroup
+}
+
+// Start builds the jsbus adapter and the keeper on nc and s.Store, finishes
+// or undoes the restores a stopped keeper left, brings the index up to date
+// with the store, and serves the verbs with opts (after the setup's prefix,
+// version, logger and the store's URL as metadata). Until ctx ends or Stop is
+// called it also looks for interrupted restores every RecoverEvery and, with
+// PruneEvery, applies the recorded retention policies. Each failure is a
+// sentence ending "so nothing is served".
+func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.Option) (*Keeper, error) {
+	if s.Store == nil {
+		return nil, errors.New("inproc.Start needs a store, so nothing is served")
+	}
+	prefix, bucket, log := s.Prefix, s.Bucket, s.Logger
+	if prefix == "" {
+		prefix = verbs.DefaultPrefix
+	}
+	if bucket == "" {
+		bucket = DefaultBucket
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	where := s.Store.Describe().URL
+	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log))
+	if err != nil {
+		if s.BusError != nil {
+			err = s.BusError(err)
+		}
+		return nil, fmt.Errorf("could not open the keeper's state on the bus, so nothing is served: %w", err)
+	}
+	k, err := keeper.New(ctx, keeper.Config{Store: s.Store, Bus: a, Index: a, Acts: a, Logger: log, Version: s.Version,
+		StepHook: s.StepHook, Now: s.Now, RestoreParallel: s.RestoreParallel, AsideWarnAfter: s.AsideWarnAfter})
+	if err != nil {
+		return nil, fmt.Errorf("could not open the keeper's store %s, so nothing is served: %w", where, err)
+	}
+	recovered, err := k.Recover(ctx)
+	for _, said := range recovered {
+		log.Warn("recovered an interrupted restore", "said", said)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("could not finish the restores a stopped keeper left in %s, so nothing is served: %w", where, err)
+	}
+	written, removed, err := k.Rebuild(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("could not bring the index %s up to date with the store %s, so nothing is served: %w", bucket, where, err)
+	}
+	log.Info("index rebuilt from the store", "store", where, "written", written, "removed", removed)
+	var engine verbs.Engine = k
+	if s.Engine != nil {
+		engine = s.Engine(k)
+	}
+	opts = append([]verbs.Option{verbs.WithPrefix(prefix), verbs.WithVersion(s.Version),
+		verbs.WithLogger(log), verbs.WithMetadata("store", where)}, opts...)
+	svc, err := verbs.ServeEngine(ctx, nc, engine, opts...)
+	if err != nil {
+		return nil, err
+	}
+	loopCtx, cancel := context.WithCancel(ctx)
+	ik := &Keeper{Keeper: k, Service: svc, cancel: cancel}
+	ik.loops.Go(func() { recoverLoop(loopCtx, k, log) })
+	if s.PruneEvery > 0 {
+		ik.loops.Go(func() { pruneLoop(loopCtx, k, s.PruneEvery, log) })
+	}
+	return ik, nil
+}
+
+// Stop stops the service, as verbs.Service.Stop does, then ends the
+// background loops and waits for them. It returns the service's Stop error.
+func (k *Keeper) Stop() error {
+	err := k.Service.Stop()
+	k.cancel()
+	k.loops.Wait()
+	return err
+}
+
+// pruneLoop applies the recorded retention policies every period.
+func pruneLoop(ctx context.Context, k *keeper.Keeper, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			rep, err := k.PruneRecorded(ctx)
+			switch {
+			case err != nil:
+				log.Error("the scheduled prune failed", "err", err)
+			case rep != nil:
+				log.Info("the scheduled prune ran", "said", rep.Said)
+			}
+		}
+	}
+}
+
+func recoverLoop(ctx context.Context, k *keeper.Keeper, log *slog.Logger) {
+	t := time.NewTicker(RecoverEvery)
+	defer t.Stop()
+	daily := time.NewTicker(24 * time.Hour)
+	defer daily.Stop()
+	k.WarnWaiting(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-daily.C:
+			k.WarnWaiting(ctx)
+		case <-t.C:
+			said, err := k.Recover(ctx)
+			for _, s := range said {
+				log.Warn("recovered an interrupted restore", "said", s)
+			}
+			if err != nil {
+				log.Error("recovering interrupted restores", "err", err)
+			}
+		}
+	}
+}

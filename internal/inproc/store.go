@@ -1,0 +1,125 @@
+package inproc
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/store"
+	"github.com/nats-keeper/nats-keeper/store/filestore"
+	"github.com/nats-keeper/nats-keeper/store/natsstore"
+	"github.com/nats-keeper/nats-keeper/store/s3store"
+)
+
+// StoreConfig says how to reach a store that OpenStore opens.
+type StoreConfig struct {
+	// Conn, for a nats:// store: its credentials, context and TLS. Its URL
+	// is replaced by the store URL's servers.
+	Conn jsbus.ConnOptions
+	// Replicas of a nats:// store's bucket when it is made; 0: 3 on a
+	// cluster of 3 or more servers, else 1.
+	Replicas    int
+	S3Endpoint  string // of an S3-compatible store; "": AWS
+	S3Region    string // "": from the AWS environment, else us-east-1
+	S3PathStyle bool   // address the bucket by path rather than by host name
+	Logger      *slog.Logger
+}
+
+// OpenStore opens the store that u names: "" is the directory dir
+// (file://), file:///path, nats://host:port/<bucket> (a JetStream object
+// store, on this bus or another, made if missing) or s3://<bucket>/<prefix>.
+// A store that cannot be opened or reached fails with a sentence naming it,
+// its password left out.
+func OpenStore(ctx context.Context, u, dir string, c StoreConfig) (store.Store, error) {
+	name := u
+	if name == "" {
+		name = "file://" + dir
+	}
+	s, err := openStore(ctx, u, dir, c)
+	if err != nil {
+		return nil, fmt.Errorf("the store %s could not be opened: %w", Redact(name), err)
+	}
+	return s, nil
+}
+
+func openStore(ctx context.Context, u, dir string, c StoreConfig) (store.Store, error) {
+	if u == "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, err
+		}
+		u = "file://" + abs
+	}
+	scheme, _, ok := strings.Cut(u, "://")
+	if !ok {
+		return nil, fmt.Errorf("%q is not a URL: use file:///path, nats://host:port/bucket or s3://bucket/prefix", Redact(u))
+	}
+	switch scheme {
+	case "file":
+		p, err := url.Parse(u)
+		if err != nil || p.Host != "" || p.Path == "" {
+			return nil, fmt.Errorf("%q is not file:///absolute/path", Redact(u))
+		}
+		return filestore.Open(p.Path)
+	case "nats", "tls":
+		servers, bucket, err := natsstore.ParseURL(u)
+		if err != nil {
+			return nil, err
+		}
+		co := c.Conn
+		co.URL = servers
+		if co.Logger == nil {
+			co.Logger = c.Logger
+		}
+		nc, err := jsbus.Connect(co)
+		if err != nil {
+			return nil, err
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		s, err := natsstore.Open(ctx, js, bucket, natsstore.Options{Replicas: c.Replicas, Logger: c.Logger})
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		return &connStore{Store: s, nc: nc}, nil
+	case "s3":
+		bucket, prefix, err := s3store.ParseURL(u)
+		if err != nil {
+			return nil, err
+		}
+		return s3store.Open(ctx, s3store.Config{Bucket: bucket, Prefix: prefix, Endpoint: c.S3Endpoint,
+			Region: c.S3Region, PathStyle: c.S3PathStyle, Logger: c.Logger})
+	}
+	return nil, fmt.Errorf("the scheme %q is not one the keeper knows: use file:///path, nats://host:port/bucket or s3://bucket/prefix", scheme)
+}
+
+// connStore is a nats:// store with the connection it owns.
+type connStore struct {
+	store.Store
+	nc *nats.Conn
+}
+
+func (s *connStore) Close() error {
+	err := s.Store.Close()
+	s.nc.Close()
+	return err
+}
+
+// Redact drops a password from a URL, for sentences.
+func Redact(u string) string {
+	if p, err := url.Parse(u); err == nil && p.User != nil {
+		return p.Redacted()
+	}
+	return u
+}
