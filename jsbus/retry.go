@@ -47,7 +47,10 @@ func transient(err error) bool {
 		return false
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse),
 		errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrConnectionReconnecting),
-		errors.Is(err, nats.ErrNoStreamResponse):
+		errors.Is(err, nats.ErrNoStreamResponse),
+		// A request that timed out on its own (nats.go's timeout, not the
+		// caller's deadline, which ends the retries).
+		errors.Is(err, context.DeadlineExceeded):
 		return true
 	}
 	var api *jetstream.APIError

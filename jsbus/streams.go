@@ -133,6 +133,9 @@ func (a *Adapter) Snapshot(ctx context.Context, stream string, data, meta io.Wri
 	if err != nil {
 		if cause := context.Cause(sctx); cause != nil && ctx.Err() == nil && (errors.Is(cause, errStalled) || errors.Is(cause, errDisconnected)) {
 			err = cause
+			if errors.Is(cause, errDisconnected) {
+				err = fmt.Errorf("%w: %w", cause, keeper.ErrNoBus) // a snapshot begun again may pass
+			}
 		}
 		if isCode(err, codeStreamNotFound) {
 			return noStream(stream, err)
@@ -323,6 +326,9 @@ func (a *Adapter) Restore(ctx context.Context, stream string, data, meta io.Read
 	if err != nil {
 		if isCode(err, codeStreamExistRestore) || isCode(err, codeStreamNameExist) {
 			return fmt.Errorf("jsbus: stream %s already exists, so it was not restored over: %w: %w", stream, keeper.ErrConflict, err)
+		}
+		if transient(err) || errors.Is(err, errDisconnected) {
+			err = fmt.Errorf("%w: %w", err, keeper.ErrNoBus) // a restore begun again may pass
 		}
 		return busErr(fmt.Errorf("jsbus: restore of stream %s failed; a part of it may be on the bus: %w", stream, err))
 	}
