@@ -177,7 +177,7 @@ func TestClusterServerDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := sample.NamesOf(module, local)
-	fillStream(t, js, module+"."+local+".bulk", 8<<20)
+	fillStream(t, js, module+"."+local+".bulk", 4<<20)
 	keepers := []*keeperProc{
 		startKeeperArgs(t, c.urls(), filepath.Join(tmp, "k1"), tmp, store, s3.env()...),
 		startKeeperArgs(t, c.urls(), filepath.Join(tmp, "k2"), tmp, store, s3.env()...),
@@ -218,6 +218,7 @@ func TestClusterServerDies(t *testing.T) {
 			}
 			live := dumpState(t, cjs, module, local)
 			var r reply
+			began := time.Now()
 			if phase == "before a snapshot" {
 				c.kill(t, victim)
 				r = callRiding(nc, "", verb, req)
@@ -238,6 +239,10 @@ func TestClusterServerDies(t *testing.T) {
 				t.Logf("%s, round %d (server %d killed): %s", phase, round, victim+1, r)
 			}
 			waitNoJournal(t, cjs, module, local)
+			took := time.Since(began)
+			c.revive(t, victim, watched...)
+			t.Logf("%s, round %d: server %d killed, %s answered %d in %s; the cluster whole again after %s", phase, round, victim+1, verb, r.Code,
+				took.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 			got := dumpState(t, cjs, module, local)
 			want := live
 			if verb == "restore-kept" && r.Code == 200 {
@@ -246,7 +251,6 @@ func TestClusterServerDies(t *testing.T) {
 			if d := want.diff(got); d != "" && (verb != "restore-kept" || point.diff(got) != "") {
 				t.Errorf("%s, round %d (server %d killed): the kept data is not whole: %s\n%s", phase, round, victim+1, r, d)
 			}
-			c.revive(t, victim, watched...)
 		}
 		t.Logf("%s: %d of 10 verbs succeeded while a server was down", phase, succeeded)
 		if succeeded < 9 {

@@ -95,6 +95,17 @@ func (k *Keeper) claimStore(ctx context.Context) error {
 		// Another keeper made this same new store's id first: take its.
 		return k.keepStoreID(ctx, &storeID{ID: rec.ID, Created: rec.Since})
 	}
+	if local == nil && rec.URL == here {
+		// Another keeper starting on this same new store at the same time
+		// claimed the index between this one's two reads: its store.json
+		// is there now, or soon.
+		for try := 0; try < 20 && local == nil; try++ {
+			time.Sleep(250 * time.Millisecond)
+			if local, err = k.readStoreID(ctx); err != nil {
+				return err
+			}
+		}
+	}
 	if local == nil {
 		if moved, err := k.takeOverIndex(ctx, rec); moved || err != nil {
 			return err
