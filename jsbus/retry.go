@@ -14,11 +14,13 @@ import (
 // The bounds of retrying a JetStream request that failed for a reason that
 // passes, such as a leader election after a server died.
 const (
-	// DefaultAttemptTimeout bounds one attempt of a request. A stream or
-	// the meta group elects a new leader in a few seconds; a request sent
-	// to the old one never gets an answer, so waiting the whole verb's
-	// deadline on it would leave no time for the next attempt.
-	DefaultAttemptTimeout = 10 * time.Second
+	// DefaultAttemptTimeout bounds the first try of a request; each try
+	// after it may take twice as long as the one before, up to the
+	// adapter's request timeout. A stream or the meta group elects a new
+	// leader in a few seconds; a request sent to the old one never gets an
+	// answer, so waiting long on it would leave the verb waiting for
+	// nothing, and a server slow to answer still gets the time it needs.
+	DefaultAttemptTimeout = 3 * time.Second
 	retryFirstPause       = 100 * time.Millisecond
 	retryMaxPause         = 2 * time.Second
 	// retryMaxAttempts bounds the loop when the context has no deadline.
@@ -72,11 +74,12 @@ func transient(err error) bool {
 
 // retry runs fn until it succeeds, fails for a reason that does not pass,
 // or ctx ends, with a pause that doubles from 100 ms to 2 s between tries.
-// Each try gets its own deadline (the adapter's attempt timeout, or what is
-// left of ctx), so that a request lost with a dead leader leaves time to
-// try again. fn must be safe to run again after a try whose answer was
-// lost; what is not (a create, an update by revision) checks its own
-// effect (see Create and Update). The error of the last try is returned,
+// Each try gets its own deadline (the adapter's attempt timeout, doubled
+// each try up to its request timeout, or what is left of ctx), so that a
+// request lost with a dead leader leaves time to try again. fn must be
+// safe to run again after a try whose answer was lost; what is not (a
+// create, an update by revision) checks its own effect (see Create and
+// Update). The error of the last try is returned,
 // with how many were made when there was more than one.
 func (a *Adapter) retry(ctx context.Context, what string, fn func(ctx context.Context) error) error {
 	return a.retryWhen(ctx, what, transient, true, fn)
@@ -94,9 +97,10 @@ func unheard(err error) bool {
 // retryWhen is retry with its own test of which errors pass; a try that
 // ran out of its own time is tried again only when lostToo is set.
 func (a *Adapter) retryWhen(ctx context.Context, what string, passes func(error) bool, lostToo bool, fn func(ctx context.Context) error) error {
-	pause := retryFirstPause
+	pause, tryLimit := retryFirstPause, min(a.cfg.attempt, a.cfg.timeout)
 	for attempt := 1; ; attempt++ {
-		limit := a.cfg.attempt
+		limit := tryLimit
+		tryLimit = min(2*tryLimit, a.cfg.timeout)
 		if !lostToo { // a try is cut short only so that it can be made again
 			limit = a.cfg.timeout
 		}
