@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
-	"github.com/nats-keeper/nats-keeper/internal/natstest"
+	"github.com/nats-keeper/nats-keeper/internal/jstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 )
 
@@ -280,12 +280,7 @@ func compareViews(t testing.TB, was, now *fxView) {
 // startBus starts an embedded server and connects to it.
 func startBus(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	s := natstest.Start(t, nil)
-	nc := natstest.Connect(t, s)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, nc, js := jstest.Start(t, nil)
 	return nc, js
 }
 

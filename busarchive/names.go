@@ -25,9 +25,16 @@ const (
 )
 
 // ValidStreamName reports whether name is acceptable as a JetStream stream
-// name and as one path component of the layout: non-empty, at most
-// MaxStreamNameLen bytes of valid UTF-8, and free of ". * > / \ space",
-// NUL and other control characters.
+// or consumer name: non-empty, at most MaxStreamNameLen bytes of valid
+// UTF-8, and free of ". * > / \ space", NUL and every other control
+// character. Such a name is one subject token, one path component of the
+// archive's layout and one file name.
+//
+// This is the one rule for stream and consumer names in nats-keeper: the
+// keeper (keeper.CheckStreamName, for plans and requests), the JetStream
+// adapter and the archive all apply it. It lives here, at the bottom of the
+// package graph, because the keeper imports busarchive and busarchive can
+// import nothing of the keeper.
 func ValidStreamName(name string) bool {
 	if name == "" || len(name) > MaxStreamNameLen || !utf8.ValidString(name) {
 		return false

@@ -86,12 +86,8 @@ func TestBigData(t *testing.T) {
 	// The order of removal and restore, from a dry run.
 	dry := mustCall(t, e.nc, "restore-kept", e.req(map[string]any{"form": 1, "fingerprint": "before", "why": "plan", "dry-run": true}))
 	plan, _ := dry.Body["plan"].(map[string]any)
-	for _, s := range asStrings(plan["remove"]) {
-		e.order.remove = append(e.order.remove, s)
-	}
-	for _, s := range asStrings(plan["restore"]) {
-		e.order.restore = append(e.order.restore, s)
-	}
+	e.order.remove = append(e.order.remove, asStrings(plan["remove"])...)
+	e.order.restore = append(e.order.restore, asStrings(plan["restore"])...)
 	if len(e.order.remove) != 3 || len(e.order.restore) != 3 {
 		t.Fatalf("the dry run plans to remove %v and restore %v; want the 3 streams of the kept data each", e.order.remove, e.order.restore)
 	}

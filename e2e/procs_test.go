@@ -3,13 +3,11 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +18,8 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
 	"github.com/nats-keeper/nats-keeper/verbs"
+
+	"github.com/nats-keeper/nats-keeper/internal/tools"
 )
 
 // keeperBin is the nats-keeper binary TestMain builds once for every test.
@@ -36,9 +36,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	goBin, err := exec.LookPath("go")
+	goBin, err := tools.GoCommand()
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
 	}
 	keeperBin = filepath.Join(dir, "nats-keeper")
 	cmd := exec.Command(goBin, "build", "-o", keeperBin, "../cmd/nats-keeper")
@@ -346,9 +347,4 @@ func mustCall(t *testing.T, nc *nats.Conn, verb string, req any) reply {
 		t.Fatalf("%s %s: %s", verb, body, r)
 	}
 	return r
-}
-
-// isNoReply is true when nothing answered (no responders or a timeout).
-func isNoReply(err error) bool {
-	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }

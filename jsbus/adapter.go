@@ -1,5 +1,9 @@
 // Package jsbus is the keeper's JetStream adapter: it implements keeper.Bus
-// with jsm.go's server snapshots and restores and nats.go's JetStream API,
+// on nats.go's JetStream API, with its own clients of the server's snapshot
+// and restore protocols (snapshot.go, restore.go: the same protocols as
+// jsm.go's SnapshotToBuffer and RestoreSnapshotFromBuffer, which it does not
+// call, with bounded memory and a retried first restore chunk; jsm.go lends
+// only its API types and, for Connect, its `nats` context loader),
 // keeper.Index on the `kept` KV bucket, and keeper.Acts on the KEEPER_ACTS
 // stream. It assumes nothing about the number of servers: snapshots are
 // answered by the stream's leader and restores keep the replicas and placement
@@ -14,7 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/jsm.go"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -52,7 +55,6 @@ const (
 type Adapter struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
-	mgr     *jsm.Manager
 	kv      jetstream.KeyValue
 	cfg     options
 	log     *slog.Logger
@@ -93,9 +95,9 @@ func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
-// WithTimeout bounds each JetStream API request and each restore chunk's
-// acknowledgement (default 30s).
-func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+// withTimeout bounds each JetStream API request and each restore chunk's
+// acknowledgement (default DefaultTimeout); tests shorten it.
+func withTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // WithStallTimeout abandons a snapshot when the server sends nothing for d
 // (default 60s).
@@ -140,11 +142,7 @@ func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jsbus: open JetStream: %w", err)
 	}
-	mgr, err := jsm.New(nc, jsm.WithTimeout(o.timeout))
-	if err != nil {
-		return nil, fmt.Errorf("jsbus: open the JetStream manager: %w", err)
-	}
-	a := &Adapter{nc: nc, js: js, mgr: mgr, cfg: o, log: o.log, actsSub: o.prefix + ".acts"}
+	a := &Adapter{nc: nc, js: js, cfg: o, log: o.log, actsSub: o.prefix + ".acts"}
 	if a.kv, err = a.ensureBucket(ctx); err != nil {
 		return nil, err
 	}
@@ -221,17 +219,17 @@ func (a *Adapter) ensureActs(ctx context.Context) error {
 	return nil
 }
 
+// OwnStreams are the streams the adapter keeps for the keeper: its index
+// bucket's (KV_<bucket>) and its acts stream. They are what
+// keeper.Config.OwnStreams wants, so that no plan names them.
+func (a *Adapter) OwnStreams() []string { return []string{"KV_" + a.cfg.bucket, a.cfg.acts} }
+
 // ServerVersion is the version of the server the connection is on.
 func (a *Adapter) ServerVersion() string { return a.nc.ConnectedServerVersion() }
 
-// JetStream is the adapter's JetStream handle, for tools and tests.
-func (a *Adapter) JetStream() jetstream.JetStream { return a.js }
-
 // validName reports whether s can be a stream, consumer or bucket name and a
-// single subject token.
-func validName(s string) bool {
-	return s != "" && len(s) <= 255 && !strings.ContainsAny(s, ". *>\t\r\n\x00/\\")
-}
+// single subject token: keeper.CheckStreamName, the one rule for such names.
+func validName(s string) bool { return keeper.CheckStreamName("name", s) == nil }
 
 func validPrefix(p string) bool {
 	if p == "" || len(p) > 255 {
@@ -251,11 +249,8 @@ func busErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, s := range []error{keeper.ErrBadRequest, keeper.ErrNotFound, keeper.ErrBusy, keeper.ErrConflict,
-		keeper.ErrFailed, keeper.ErrNoBus, keeper.ErrNoStream} {
-		if errors.Is(err, s) {
-			return err
-		}
+	if keeper.KindOf(err) != nil || errors.Is(err, keeper.ErrNoStream) {
+		return err
 	}
 	for _, s := range []error{nats.ErrConnectionClosed, nats.ErrNoServers, nats.ErrConnectionDraining,
 		nats.ErrNoResponders, jetstream.ErrJetStreamNotEnabled, jetstream.ErrJetStreamNotEnabledForAccount,

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/internal/natstest"
+	"github.com/nats-keeper/nats-keeper/internal/jstest"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 )
 
@@ -33,12 +33,7 @@ func testCtx(t *testing.T) context.Context {
 
 func newBus(t *testing.T, opts ...jsbus.Option) *bus {
 	t.Helper()
-	s := natstest.Start(t, nil)
-	nc := natstest.Connect(t, s)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, nc, js := jstest.Start(t, nil)
 	a, err := jsbus.New(testCtx(t), nc, append([]jsbus.Option{jsbus.WithLogger(quiet())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -70,7 +70,7 @@ func (nopWriteCloser) Write(p []byte) (int, error) { return len(p), nil }
 func (nopWriteCloser) Close() error                { return nil }
 
 func TestNameChecks(t *testing.T) {
-	for _, s := range []string{"", "a.b", "a b", "a*", "a>", "a/b", strings.Repeat("x", 256)} {
+	for _, s := range []string{"", "a.b", "a b", "a*", "a>", "a/b", `a\b`, "a\x01b", "a\xffb", strings.Repeat("x", 256)} {
 		if validName(s) {
 			t.Errorf("validName(%q)", s)
 		}
@@ -82,5 +82,30 @@ func TestNameChecks(t *testing.T) {
 	}
 	if !validPrefix("mesh-broker") || !validPrefix("a.b") || !validName("KEEPER_ACTS") {
 		t.Fatal("good names refused")
+	}
+}
+
+// readChunk keeps the bytes a reader returns together with io.EOF, without
+// fullReader in front of it: every byte of the archive is sent.
+func TestReadChunkKeepsDataGivenWithEOF(t *testing.T) {
+	want := bytes.Repeat([]byte("0123456789"), 1000)
+	r := iotest.DataErrReader(iotest.HalfReader(bytes.NewReader(want)))
+	chunk := make([]byte, 4096)
+	var got []byte
+	for i := 0; ; i++ {
+		if i > 1000 {
+			t.Fatal("readChunk did not reach the end")
+		}
+		n, err := readChunk(t.Context(), r, chunk, int64(len(got)))
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, chunk[:n]...)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes, want %d", len(got), len(want))
 	}
 }

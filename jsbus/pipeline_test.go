@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/nats-keeper/nats-keeper/internal/jstest"
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/jsbus"
@@ -22,12 +23,7 @@ func smallPayloadBus(t *testing.T) *bus {
 	t.Helper()
 	opts := natstest.Options(t.TempDir())
 	opts.MaxPayload = 16 << 10
-	s := natstest.Start(t, opts)
-	nc := natstest.Connect(t, s)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, nc, js := jstest.Start(t, opts)
 	a, err := jsbus.New(testCtx(t), nc, jsbus.WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)

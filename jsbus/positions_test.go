@@ -43,7 +43,7 @@ func nextDelivered(t *testing.T, b *bus, stream, name string) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for m := range batch.Messages() {
+	if m, ok := <-batch.Messages(); ok { // Fetch(1): one message at most
 		md, err := m.Metadata()
 		if err != nil {
 			t.Fatal(err)

@@ -198,13 +198,18 @@ func replyError(m *nats.Msg) error {
 // chunk, an error included, in the order it took them.
 const restoreWindow = 4
 
-// readChunk fills chunk from data; io.EOF means no byte is left.
+// readChunk reads the next chunk from data; io.EOF means no byte is left.
+// Bytes a reader returns together with io.EOF are a chunk like any other:
+// the io.EOF comes again on the next read.
 func readChunk(ctx context.Context, data io.Reader, chunk []byte, sent int64) (int, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return 0, fmt.Errorf("stopped after %d bytes: %w", sent, err)
 		}
 		n, err := data.Read(chunk)
+		if n > 0 && errors.Is(err, io.EOF) {
+			return n, nil
+		}
 		if errors.Is(err, io.EOF) {
 			return 0, io.EOF
 		}

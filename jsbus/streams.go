@@ -394,8 +394,9 @@ func (a *Adapter) awaitConsumers(ctx context.Context, stream string, want int) e
 	}
 }
 
-// fullReader fills every read whole until the end, and never returns data
-// together with io.EOF (jsm's restore would drop such data).
+// fullReader fills every read whole until the end, so that restore chunks
+// are as large as the connection allows, and never returns data together
+// with io.EOF (readChunk keeps such data too, whatever the reader).
 type fullReader struct {
 	r    io.Reader
 	done bool

@@ -367,10 +367,11 @@ var ErrDamaged = errors.New("archive is damaged")
 
 // DamagedError lists every problem found in one archive.
 type DamagedError struct {
-	Path     string
-	Problems []string
+	Path     string   // the point or aside whose archive failed
+	Problems []string // every problem found, one sentence each
 }
 
+// Error names the archive and its first five problems.
 func (e *DamagedError) Error() string {
 	s := fmt.Sprintf("%s failed verification with %d problem(s)", e.Path, len(e.Problems))
 	for i, p := range e.Problems {
@@ -383,4 +384,5 @@ func (e *DamagedError) Error() string {
 	return s
 }
 
+// Unwrap makes a DamagedError both ErrDamaged and ErrFailed for errors.Is.
 func (e *DamagedError) Unwrap() []error { return []error{ErrDamaged, ErrFailed} }

@@ -112,7 +112,7 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 			return nil, fmt.Errorf("looking up stream %s after setting it aside: %w", s.Name, err)
 		}
 		if si.LastSeq != s.State.LastSeq {
-			return nil, errorf(ErrConflict, "stream %s took new messages while it was being set aside (last sequence %d, now %d); "+
+			return nil, Errorf(ErrConflict, "stream %s took new messages while it was being set aside (last sequence %d, now %d); "+
 				"stop the module's writers and try again", s.Name, s.State.LastSeq, si.LastSeq)
 		}
 	}

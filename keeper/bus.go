@@ -14,13 +14,13 @@ var ErrNoStream = errors.New("no such stream")
 
 // StreamInfo is what the keeper needs to know of one live stream.
 type StreamInfo struct {
-	Name      string   `json:"name"`
-	Subjects  []string `json:"subjects,omitempty"`
-	Messages  uint64   `json:"messages"`
-	Bytes     uint64   `json:"bytes"`
-	FirstSeq  uint64   `json:"first_seq"`
-	LastSeq   uint64   `json:"last_seq"`
-	Consumers int      `json:"consumers"`
+	Name      string   `json:"name"`               // the stream
+	Subjects  []string `json:"subjects,omitempty"` // the subjects it takes (the overlap check reads them)
+	Messages  uint64   `json:"messages"`           // messages it holds
+	Bytes     uint64   `json:"bytes"`              // bytes it holds
+	FirstSeq  uint64   `json:"first_seq"`          // its first sequence
+	LastSeq   uint64   `json:"last_seq"`           // its last sequence
+	Consumers int      `json:"consumers"`          // how many consumers it has
 }
 
 // Bus is the keeper's view of a JetStream system. Implementations must be safe
@@ -111,36 +111,43 @@ var (
 )
 
 // Acts records what the keeper did. Record returns only once the act is
-// durably stored (acknowledged by the bus); a hand act that cannot be recorded
-// stops the verb before it removes anything.
+// durably stored (acknowledged by the bus).
+//
+// Two verbs record an act before they remove anything: discard-aside (its
+// hand act, outcome "intent") and prune-kept (one "intent" act per point it
+// removes); if that act cannot be recorded, nothing is removed. The other
+// verbs record their act when they end ("done", "failed", "planned"); what
+// a restore writes before it removes live data is its journal in the index,
+// not an act.
 type Acts interface {
+	// Record stores a durably, or returns why it could not.
 	Record(ctx context.Context, a Act) error
 }
 
 // Act is one record of what the keeper did.
 type Act struct {
-	Verb    string          `json:"verb"`
-	Module  string          `json:"module,omitempty"`
-	Local   string          `json:"local,omitempty"`
-	Caller  string          `json:"caller,omitempty"`
-	Why     string          `json:"why,omitempty"`
-	Hand    bool            `json:"hand,omitempty"` // a person asked for it
-	What    string          `json:"what"`           // one sentence
-	Outcome string          `json:"outcome"`        // "done", "failed", "planned", "intent"
-	Time    time.Time       `json:"time"`
-	Detail  json.RawMessage `json:"detail,omitempty"`
+	Verb    string          `json:"verb"`             // the verb that did it
+	Module  string          `json:"module,omitempty"` // the module, when the act is of one kept data
+	Local   string          `json:"local,omitempty"`  // the kept data
+	Caller  string          `json:"caller,omitempty"` // who asked
+	Why     string          `json:"why,omitempty"`    // why
+	Hand    bool            `json:"hand,omitempty"`   // a person asked for it
+	What    string          `json:"what"`             // one sentence
+	Outcome string          `json:"outcome"`          // "done", "failed", "planned" (a dry run), "intent" (before a removal), "rolled back" (an interrupted restore undone by recovery)
+	Time    time.Time       `json:"time"`             // when (UTC), set by the keeper
+	Detail  json.RawMessage `json:"detail,omitempty"` // more, as JSON, where the verb has it
 }
 
 // Progress is reported while a long verb runs.
 type Progress struct {
-	Verb         string `json:"verb"`
-	Module       string `json:"module"`
-	Local        string `json:"local"`
-	Step         string `json:"step"`   // "snapshot", "aside", "restore", "verify"
-	Stream       string `json:"stream"` // the stream in progress
-	StreamsDone  int    `json:"streams_done"`
-	StreamsTotal int    `json:"streams_total"`
-	Bytes        int64  `json:"bytes"` // archive bytes written or read so far in this step
+	Verb         string `json:"verb"`          // the verb in progress
+	Module       string `json:"module"`        // its module
+	Local        string `json:"local"`         // its kept data
+	Step         string `json:"step"`          // "snapshot", "aside", "restore", "verify"
+	Stream       string `json:"stream"`        // the stream in progress
+	StreamsDone  int    `json:"streams_done"`  // streams finished in this step
+	StreamsTotal int    `json:"streams_total"` // streams in this step
+	Bytes        int64  `json:"bytes"`         // archive bytes written or read so far in this step
 	// BytesTotal is what Bytes will reach when the step ends (0: not known).
 	// For a snapshot it is the live streams' stored bytes, an estimate of the
 	// archive; for a restore or a verification the archive's own sizes.

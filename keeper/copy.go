@@ -70,7 +70,7 @@ func CopyStores(ctx context.Context, from, to store.Store, module, local string,
 		}
 	}
 	if len(rep.Failed) > 0 {
-		return rep, errorf(ErrFailed, "%d of %d point(s) and aside(s) were not copied: %s", len(rep.Failed),
+		return rep, Errorf(ErrFailed, "%d of %d point(s) and aside(s) were not copied: %s", len(rep.Failed),
 			len(rep.Failed)+len(rep.Copied)+len(rep.Skipped), strings.Join(rep.Failed, "; "))
 	}
 	return rep, nil

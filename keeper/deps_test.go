@@ -3,11 +3,11 @@ package keeper_test
 import (
 	"context"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-keeper/nats-keeper/internal/tools"
 )
 
 // The keeper's core talks to the bus only through its interfaces (Bus,
@@ -15,9 +15,9 @@ import (
 // built into it, whatever it imports. server/archive, the snapshot's entry
 // format, is a leaf package of the server module that imports neither.
 func TestKeeperImportsNoNATSClientOrServer(t *testing.T) {
-	goBin, err := exec.LookPath("go")
+	goBin, err := tools.GoCommand()
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()

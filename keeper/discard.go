@@ -27,14 +27,14 @@ func (k *Keeper) DiscardAside(ctx context.Context, r Request) (*Reply, error) {
 
 	rel := asideRel(id)
 	if k.hasJournal(ctx, id) {
-		return nil, errorf(ErrConflict, "set-aside copy %s belongs to a restore that has not finished; a keeper start finishes it, so nothing was removed", id)
+		return nil, Errorf(ErrConflict, "set-aside copy %s belongs to a restore that has not finished; a keeper start finishes it, so nothing was removed", id)
 	}
 	if k.restoringFrom(ctx, rel) {
-		return nil, errorf(ErrConflict, "set-aside copy %s is being put back by a restore that has not finished; the keeper finishes it first, so nothing was removed", id)
+		return nil, Errorf(ErrConflict, "set-aside copy %s is being put back by a restore that has not finished; the keeper finishes it first, so nothing was removed", id)
 	}
 	var a Aside
 	if err := k.getJSON(ctx, recordKey(rel), &a); errors.Is(err, store.ErrNotFound) {
-		return nil, errorf(ErrNotFound, "there is no set-aside copy %s, so nothing was removed", id)
+		return nil, Errorf(ErrNotFound, "there is no set-aside copy %s, so nothing was removed", id)
 	} else if err != nil {
 		k.log.Warn("aside.json unreadable; discarding by id", "id", id, "err", err)
 	}
@@ -42,12 +42,12 @@ func (k *Keeper) DiscardAside(ctx context.Context, r Request) (*Reply, error) {
 	act := Act{Verb: VerbDiscard, Module: module, Local: local, Caller: r.Caller, Why: r.Why, Hand: true,
 		What: fmt.Sprintf("discard set-aside copy %s in %s", id, k.abs(rel)), Outcome: "intent"}
 	if err := k.record(ctx, act); err != nil {
-		return nil, errorf(ErrFailed, "the hand act to discard %s could not be recorded (%v), so nothing was removed", id, err)
+		return nil, Errorf(ErrFailed, "the hand act to discard %s could not be recorded (%v), so nothing was removed", id, err)
 	}
 	// The record goes first, so that a crash mid-removal leaves only
 	// leftovers, which the next start sweeps, never a half-deleted aside.
 	if err := k.removePrefix(ctx, rel); err != nil {
-		return nil, errorf(ErrFailed, "set-aside copy %s was only partly removed (%v); what is left is no aside any more and goes at the next start", id, err)
+		return nil, Errorf(ErrFailed, "set-aside copy %s was only partly removed (%v); what is left is no aside any more and goes at the next start", id, err)
 	}
 	said := fmt.Sprintf("Discarded set-aside copy %s (%s) on %s's call: %s.", id, HumanBytes(a.ArchiveSize), who(r.Caller), r.Why)
 	if err := k.index.Delete(ctx, asideKey(id)); err != nil {

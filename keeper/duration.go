@@ -34,9 +34,9 @@ var durationUnits = [...]struct {
 func ParseDuration(s string) (Duration, error) {
 	switch {
 	case s == "":
-		return 0, errorf(ErrBadRequest, "a duration is empty; write it as 30d, 2w, 12h, 90m or 1d12h")
+		return 0, Errorf(ErrBadRequest, "a duration is empty; write it as 30d, 2w, 12h, 90m or 1d12h")
 	case len(s) > maxDurationLen:
-		return 0, errorf(ErrBadRequest, "a duration is %d bytes long, over the limit of %d", len(s), maxDurationLen)
+		return 0, Errorf(ErrBadRequest, "a duration is %d bytes long, over the limit of %d", len(s), maxDurationLen)
 	case s == "0":
 		return 0, nil
 	}
@@ -48,10 +48,10 @@ func ParseDuration(s string) (Duration, error) {
 			i++
 		}
 		if i == 0 {
-			return 0, errorf(ErrBadRequest, "duration %q: %q does not start with a number; write it as 30d, 2w, 12h, 90m or 1d12h", s, rest)
+			return 0, Errorf(ErrBadRequest, "duration %q: %q does not start with a number; write it as 30d, 2w, 12h, 90m or 1d12h", s, rest)
 		}
 		if i == len(rest) {
-			return 0, errorf(ErrBadRequest, "duration %q: %s has no unit; the units are w, d, h, m and s", s, rest)
+			return 0, Errorf(ErrBadRequest, "duration %q: %s has no unit; the units are w, d, h, m and s", s, rest)
 		}
 		u := strings.IndexFunc(rest[i:], func(r rune) bool { return r >= '0' && r <= '9' })
 		if u < 0 {
@@ -61,16 +61,16 @@ func ParseDuration(s string) (Duration, error) {
 		k := unitIndex(unit)
 		switch {
 		case k < 0 && calendarUnit(unit):
-			return 0, errorf(ErrBadRequest, "duration %q: %q (months or years) is refused, their length varies; say 30d or 52w", s, unit)
+			return 0, Errorf(ErrBadRequest, "duration %q: %q (months or years) is refused, their length varies; say 30d or 52w", s, unit)
 		case k < 0:
-			return 0, errorf(ErrBadRequest, "duration %q: unknown unit %q; the units are w (7d), d (24h), h, m and s", s, unit)
+			return 0, Errorf(ErrBadRequest, "duration %q: unknown unit %q; the units are w (7d), d (24h), h, m and s", s, unit)
 		case k < next:
-			return 0, errorf(ErrBadRequest, "duration %q: each unit once, largest first (w, d, h, m, s), as in 1d12h", s)
+			return 0, Errorf(ErrBadRequest, "duration %q: each unit once, largest first (w, d, h, m, s), as in 1d12h", s)
 		}
 		n, err := strconv.ParseInt(rest[:i], 10, 64)
 		size := durationUnits[k].size
 		if err != nil || n > int64(MaxDuration)/int64(size) || total+time.Duration(n)*size > time.Duration(MaxDuration) {
-			return 0, errorf(ErrBadRequest, "duration %q is over the limit of %s (a hundred years)", s, MaxDuration)
+			return 0, Errorf(ErrBadRequest, "duration %q is over the limit of %s (a hundred years)", s, MaxDuration)
 		}
 		total += time.Duration(n) * size
 		rest, next = rest[i+u:], k+1
@@ -126,7 +126,7 @@ func (d Duration) String() string {
 // check: whole seconds, from 0 to MaxDuration.
 func (d Duration) check() error {
 	if d < 0 || d > MaxDuration || time.Duration(d)%time.Second != 0 {
-		return errorf(ErrBadRequest, "duration %s is not whole seconds from 0 to %s", time.Duration(d), MaxDuration)
+		return Errorf(ErrBadRequest, "duration %s is not whole seconds from 0 to %s", time.Duration(d), MaxDuration)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/internal/jstest"
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/jsbus"
@@ -41,12 +42,7 @@ type envOption func(*keeper.Config)
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
 	ctx := t.Context()
-	s := natstest.Start(t, nil)
-	nc := natstest.Connect(t, s)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, nc, js := jstest.Start(t, nil)
 	ad, err := jsbus.New(ctx, nc)
 	if err != nil {
 		t.Fatal(err)

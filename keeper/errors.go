@@ -5,102 +5,53 @@ import (
 	"fmt"
 )
 
-// Sentinel errors. Every error a verb returns wraps exactly one of these; Code
-// and ExitCode map them to the wire and to the CLI in this one place.
+// The kinds of error. Every error a verb returns carries exactly one of
+// these, for errors.Is; KindOf says which. The wire codes (package verbs)
+// and the CLI's exit codes (cmd/nats-keeper) are mapped from the kind, each
+// in that one place, outside the domain.
 var (
+	// ErrBadRequest: the request was refused as it stands, and nothing was
+	// done.
 	ErrBadRequest = errors.New("bad request")
-	ErrNotFound   = errors.New("not found")
-	ErrBusy       = errors.New("busy")
-	ErrConflict   = errors.New("conflict")
-	ErrFailed     = errors.New("failed")
-	ErrNoBus      = errors.New("no bus reachable")
+	// ErrNotFound: the point, aside, plan or kept data does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the bus or the store is not as the verb needs it (a
+	// stream in the way, subjects that overlap, another store's index), so
+	// the verb was refused or stopped; it does not go away by waiting.
+	ErrConflict = errors.New("conflict")
+	// ErrBusy: another verb, on this keeper or another, holds the kept data
+	// or one of its streams; try again once it is done. It is a kind of
+	// conflict: errors.Is(err, ErrConflict) holds for it too.
+	ErrBusy = fmt.Errorf("busy, a kind of %w", ErrConflict)
+	// ErrFailed: the verb failed part-way; its sentence says what was and
+	// was not done.
+	ErrFailed = errors.New("failed")
+	// ErrNoBus: no bus (or no keeper) could be reached, or the keeper is
+	// stopping.
+	ErrNoBus = errors.New("no bus reachable")
 	// ErrDenied: the NATS server refused the caller's user the subject of the
 	// request, so it never reached a keeper.
 	ErrDenied = errors.New("denied by the server's permissions")
 )
 
-// Wire codes (Nats-Service-Error-Code).
-const (
-	CodeBadRequest = 400
-	CodeNotFound   = 404
-	CodeConflict   = 409
-	CodeFailed     = 500
-	CodeNoBus      = 503
-	CodeDenied     = 403 // never sent by a keeper: the server refused the request first
-)
-
-// CLI exit codes.
-const (
-	ExitOK        = 0
-	ExitFailed    = 1
-	ExitUsage     = 2
-	ExitNotFound  = 3
-	ExitBusy      = 4
-	ExitNoService = 5
-	ExitDenied    = 6
-)
-
-// Code is the wire code for err.
-func Code(err error) int {
-	switch {
-	case err == nil:
-		return 200
-	case errors.Is(err, ErrBadRequest):
-		return CodeBadRequest
-	case errors.Is(err, ErrNotFound):
-		return CodeNotFound
-	case errors.Is(err, ErrBusy), errors.Is(err, ErrConflict):
-		return CodeConflict
-	case errors.Is(err, ErrNoBus):
-		return CodeNoBus
-	case errors.Is(err, ErrDenied):
-		return CodeDenied
-	default:
-		return CodeFailed
+// KindOf is the kind err carries: ErrBadRequest, ErrNotFound, ErrBusy,
+// ErrConflict, ErrFailed, ErrNoBus or ErrDenied, whichever errors.Is finds
+// first in that order (so a busy error is ErrBusy, not ErrConflict). It is
+// nil for a nil error and for an error that carries no kind.
+func KindOf(err error) error {
+	if err == nil {
+		return nil
 	}
+	for _, kind := range [...]error{ErrBadRequest, ErrNotFound, ErrBusy, ErrConflict, ErrFailed, ErrNoBus, ErrDenied} {
+		if errors.Is(err, kind) {
+			return kind
+		}
+	}
+	return nil
 }
 
-// KindOf is the sentinel for a wire code, so a client can rebuild an error
-// that errors.Is recognises.
-func KindOf(code int) error {
-	switch code {
-	case CodeBadRequest:
-		return ErrBadRequest
-	case CodeNotFound:
-		return ErrNotFound
-	case CodeConflict:
-		return ErrConflict
-	case CodeNoBus:
-		return ErrNoBus
-	case CodeDenied:
-		return ErrDenied
-	default:
-		return ErrFailed
-	}
-}
-
-// ExitCode is the documented CLI exit code for err.
-func ExitCode(err error) int {
-	switch {
-	case err == nil:
-		return ExitOK
-	case errors.Is(err, ErrBadRequest):
-		return ExitUsage
-	case errors.Is(err, ErrNotFound):
-		return ExitNotFound
-	case errors.Is(err, ErrBusy), errors.Is(err, ErrConflict):
-		return ExitBusy
-	case errors.Is(err, ErrNoBus):
-		return ExitNoService
-	case errors.Is(err, ErrDenied):
-		return ExitDenied
-	default:
-		return ExitFailed
-	}
-}
-
-// kindError is a sentence that maps to a sentinel without the sentinel's
-// words in its text.
+// kindError is a sentence of one kind, without the kind's words in its
+// text: the one kinded error type of nats-keeper.
 type kindError struct {
 	kind error
 	err  error
@@ -109,17 +60,18 @@ type kindError struct {
 func (e *kindError) Error() string   { return e.err.Error() }
 func (e *kindError) Unwrap() []error { return []error{e.err, e.kind} }
 
-// errorf formats a sentence (with %w allowed) that errors.Is matches to kind.
-func errorf(kind error, format string, args ...any) error {
+// Errorf formats a sentence, as fmt.Errorf does (%w allowed), that
+// errors.Is matches to kind (one of the kinds above) as well as to what it
+// wraps. The kind's own words are not added to the sentence.
+func Errorf(kind error, format string, args ...any) error {
 	return &kindError{kind: kind, err: fmt.Errorf(format, args...)}
 }
 
-// withKind marks err as kind unless it already carries a sentinel.
+// withKind marks err as kind unless it already carries a kind (KindOf is not
+// nil). A nil err stays nil.
 func withKind(kind, err error) error {
-	for _, s := range []error{ErrBadRequest, ErrNotFound, ErrBusy, ErrConflict, ErrFailed, ErrNoBus, ErrDenied} {
-		if errors.Is(err, s) {
-			return err
-		}
+	if err == nil || KindOf(err) != nil {
+		return err
 	}
 	return &kindError{kind: kind, err: err}
 }

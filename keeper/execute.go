@@ -257,10 +257,10 @@ func (k *Keeper) removeCovered(ctx context.Context, asides []*Aside, stream stri
 	}
 	held, ok := newestHolding(asides, stream)
 	if !ok {
-		return errorf(ErrConflict, "stream %s is on the bus but in no set-aside copy, so it was not removed", stream)
+		return Errorf(ErrConflict, "stream %s is on the bus but in no set-aside copy, so it was not removed", stream)
 	}
 	if !sameState(held, si) {
-		return errorf(ErrConflict, "stream %s changed after it was set aside (last sequence %d, now %d; %d message(s), now %d), so it was not removed",
+		return Errorf(ErrConflict, "stream %s changed after it was set aside (last sequence %d, now %d; %d message(s), now %d), so it was not removed",
 			stream, held.LastSeq, si.LastSeq, held.Messages, si.Messages)
 	}
 	k.hook("remove:" + stream)

@@ -89,7 +89,7 @@ func (k *Keeper) claimStore(ctx context.Context) error {
 	}
 	var rec storeRecord
 	if err := json.Unmarshal(data, &rec); err != nil || rec.ID == "" {
-		return errorf(ErrFailed, "the index's store record is not readable (%v), so this keeper cannot tell whether the index is its own; nothing was started", err)
+		return Errorf(ErrFailed, "the index's store record is not readable (%v), so this keeper cannot tell whether the index is its own; nothing was started", err)
 	}
 	if fresh && rec.URL == here {
 		// Another keeper made this same new store's id first: take its.
@@ -163,7 +163,7 @@ func (k *Keeper) takeOverIndex(ctx context.Context, rec storeRecord) (bool, erro
 	}
 	var now storeRecord
 	if json.Unmarshal(data, &now) != nil || now.ID != rec.ID {
-		return false, errorf(ErrConflict, "the index's store record changed while this keeper read it, so nothing was started; start it again")
+		return false, Errorf(ErrConflict, "the index's store record changed while this keeper read it, so nothing was started; start it again")
 	}
 	id, err := k.makeStoreID(ctx)
 	if err != nil {
@@ -193,7 +193,7 @@ func (k *Keeper) keepStoreID(ctx context.Context, id *storeID) error {
 		if now, rerr := k.readStoreID(ctx); rerr == nil && now != nil && now.ID == id.ID {
 			return nil
 		}
-		return errorf(ErrFailed, "writing the store's %s: %v, so nothing was started", storeFile, err)
+		return Errorf(ErrFailed, "writing the store's %s: %v, so nothing was started", storeFile, err)
 	}
 	return nil
 }
@@ -238,7 +238,7 @@ func (k *Keeper) readStoreID(ctx context.Context) (*storeID, error) {
 		return nil, nil
 	}
 	if err != nil || s.ID == "" {
-		return nil, errorf(ErrFailed, "the store's %s is not readable (%v), so nothing was started", storeFile, err)
+		return nil, Errorf(ErrFailed, "the store's %s is not readable (%v), so nothing was started", storeFile, err)
 	}
 	return &s, nil
 }
@@ -257,7 +257,7 @@ func (k *Keeper) makeStoreID(ctx context.Context) (*storeID, error) {
 			k.log.Info("another keeper wrote the new store's id at the same time; taking the store's", "id", now.ID)
 			return now, nil
 		}
-		return nil, errorf(ErrFailed, "writing the store's %s: %v, so nothing was started", storeFile, err)
+		return nil, Errorf(ErrFailed, "writing the store's %s: %v, so nothing was started", storeFile, err)
 	}
 	return s, nil
 }

@@ -154,7 +154,7 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 		return "", fmt.Errorf("reading the restore journal of %s/%s: %w; nothing was changed", j.Module, j.Local, err)
 	}
 	if now == nil || now.Aside != j.Aside {
-		return "", errorf(ErrBusy, "the restore of %s/%s moved on meanwhile", j.Module, j.Local)
+		return "", Errorf(ErrBusy, "the restore of %s/%s moved on meanwhile", j.Module, j.Local)
 	}
 	*j = *now
 	var a Aside
@@ -280,13 +280,13 @@ func (k *Keeper) recoverIntoAbsent(ctx context.Context, j *journal) (string, err
 	// Read it again under the lock: it may have moved on, or ended.
 	data, err := k.index.Get(ctx, journalKey(j.Module, j.Local))
 	if errors.Is(err, ErrNotFound) {
-		return "", errorf(ErrBusy, "the restore of %s/%s finished meanwhile", j.Module, j.Local)
+		return "", Errorf(ErrBusy, "the restore of %s/%s finished meanwhile", j.Module, j.Local)
 	}
 	if err != nil {
 		return "", fmt.Errorf("reading the restore journal of %s/%s: %w; nothing was changed", j.Module, j.Local, err)
 	}
 	if err := json.Unmarshal(data, j); err != nil || j.Aside != "" {
-		return "", errorf(ErrBusy, "the restore journal of %s/%s changed meanwhile", j.Module, j.Local)
+		return "", Errorf(ErrBusy, "the restore journal of %s/%s changed meanwhile", j.Module, j.Local)
 	}
 	k.log.Warn("taking up an interrupted restore into absent kept data", "module", j.Module, "local", j.Local, "point", j.Point, "restored", j.Restored)
 	if _, err := k.loadSource(ctx, j.Point); err != nil {
@@ -329,13 +329,13 @@ func (k *Keeper) unfinished(ctx context.Context, verb, module, local string) err
 	j, err := k.readJournal(ctx, module, local)
 	switch {
 	case err != nil:
-		return errorf(ErrConflict, "%s refused: %s/%s has a restore journal that cannot be read (%v), so nothing was done", verb, module, local, err)
+		return Errorf(ErrConflict, "%s refused: %s/%s has a restore journal that cannot be read (%v), so nothing was done", verb, module, local, err)
 	case j == nil:
 		return nil
 	case j.Aside == "":
-		return errorf(ErrConflict, "%s refused: %s/%s has an unfinished restore into absent kept data that the keeper will finish or undo, so nothing was done",
+		return Errorf(ErrConflict, "%s refused: %s/%s has an unfinished restore into absent kept data that the keeper will finish or undo, so nothing was done",
 			verb, module, local)
 	}
-	return errorf(ErrConflict, "%s refused: %s/%s has an unfinished restore (aside %s) that the keeper will finish or undo, so nothing was done",
+	return Errorf(ErrConflict, "%s refused: %s/%s has an unfinished restore (aside %s) that the keeper will finish or undo, so nothing was done",
 		verb, module, local, j.Aside)
 }

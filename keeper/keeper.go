@@ -6,6 +6,20 @@
 // through Acts, and keeps points and asides in a store.Store (a directory, a
 // JetStream object store, S3); it never imports nats.go. What the store holds
 // is the truth; the index can be rebuilt from it (Rebuild).
+//
+// A Keeper (New, from a Config) has one method per verb, each taking a
+// Request and giving a Reply: SnapshotKept, RestoreKept, DiscardAside,
+// ListKept, VerifyKept, PruneKept, and the plan verbs SetPlan, ShowPlan and
+// RemovePlan. Package verbs serves them on the bus and sends them from Go;
+// CheckRequest is the rule every request is checked by, ValidName the rule
+// for plain names, CheckStreamName the one rule for stream and consumer
+// names.
+//
+// Every error a verb returns is a sentence that says what happened and what
+// did not, and carries one kind for errors.Is: ErrBadRequest, ErrNotFound,
+// ErrBusy (a kind of ErrConflict), ErrConflict, ErrFailed, ErrNoBus or
+// ErrDenied. KindOf says which; Errorf makes such a sentence. The wire codes
+// and exit codes are mapped from the kind outside this package.
 package keeper
 
 import (
@@ -16,6 +30,7 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -25,10 +40,10 @@ import (
 
 // Config configures a Keeper.
 type Config struct {
-	Store   store.Store // where points and asides live
-	Bus     Bus
-	Index   Index
-	Acts    Acts
+	Store   store.Store      // where points and asides live
+	Bus     Bus              // the bus the kept data lives on
+	Index   Index            // the index (the kept bucket)
+	Acts    Acts             // where acts are recorded
 	Logger  *slog.Logger     // nil means slog.Default()
 	Version string           // the keeper's version, recorded in archives
 	Now     func() time.Time // nil means time.Now
@@ -47,6 +62,11 @@ type Config struct {
 	// list-kept and WarnWaiting: it waits for a person. 0 means
 	// DefaultAsideWarnAfter.
 	AsideWarnAfter time.Duration
+	// OwnStreams are more streams of the keeper's own that no plan may name,
+	// beside KV_kept, KEEPER_ACTS and KEEPER_ACTS_<prefix>, which none ever
+	// may: the stream of an index bucket with another name (KV_<bucket>),
+	// say.
+	OwnStreams []string
 }
 
 // DefaultAsideWarnAfter is how old an aside is when it is flagged.
@@ -70,6 +90,7 @@ type Keeper struct {
 	parallel int
 	// asideWarnAfter: asides older than this wait for a person
 	asideWarnAfter time.Duration
+	own            []string // Config.OwnStreams
 	// files is held shared by every verb that changes the store and
 	// exclusively by Rebuild, so a rebuild never races a discard.
 	files sync.RWMutex
@@ -110,6 +131,7 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 	if k.parallel <= 0 {
 		k.parallel = DefaultRestoreParallel
 	}
+	k.own = slices.Clone(cfg.OwnStreams)
 	k.asideWarnAfter = cfg.AsideWarnAfter
 	if k.asideWarnAfter <= 0 {
 		k.asideWarnAfter = DefaultAsideWarnAfter

@@ -143,7 +143,7 @@ func HumanAge(d time.Duration) string {
 func (k *Keeper) listIndex(ctx context.Context, prefix string, each func([]byte) error) error {
 	keys, err := k.index.Keys(ctx, prefix)
 	if err != nil {
-		return errorf(ErrFailed, "listing the index: %w", err)
+		return Errorf(ErrFailed, "listing the index: %w", err)
 	}
 	for _, key := range keys {
 		data, err := k.index.Get(ctx, key)

@@ -30,7 +30,7 @@ func (k *Keeper) locatePoint(ctx context.Context, r Request) (*Point, string, er
 		return nil, "", err
 	}
 	if r.Module != "" && (p.Module != r.Module || p.Local != r.Local) {
-		return nil, "", errorf(ErrBadRequest, "the %s in %s is of %s/%s, not of %s/%s", sourceName(p), k.abs(rel), p.Module, p.Local, r.Module, r.Local)
+		return nil, "", Errorf(ErrBadRequest, "the %s in %s is of %s/%s, not of %s/%s", sourceName(p), k.abs(rel), p.Module, p.Local, r.Module, r.Local)
 	}
 	if err := k.checkPlace(rel, p); err != nil {
 		return nil, "", err
@@ -60,24 +60,24 @@ func (k *Keeper) readSource(ctx context.Context, rel string) (*Point, error) {
 	if err := k.getJSON(ctx, recordKey(rel), v); err != nil {
 		switch {
 		case errors.Is(err, store.ErrNotFound) && isAsideRel(rel):
-			return nil, errorf(ErrNotFound, "there is no set-aside copy %s", k.abs(rel))
+			return nil, Errorf(ErrNotFound, "there is no set-aside copy %s", k.abs(rel))
 		case errors.Is(err, store.ErrNotFound):
-			return nil, errorf(ErrNotFound, "there is no restore point %s", k.abs(rel))
+			return nil, Errorf(ErrNotFound, "there is no restore point %s", k.abs(rel))
 		case errors.Is(err, store.ErrBadKey):
 			return nil, withKind(ErrBadRequest, err)
 		case errors.Is(err, store.ErrUnavailable):
-			return nil, errorf(ErrFailed, "reading %s: %w", k.abs(recordKey(rel)), err)
+			return nil, Errorf(ErrFailed, "reading %s: %w", k.abs(recordKey(rel)), err)
 		}
-		return nil, errorf(ErrDamaged, "%s: %v", k.abs(rel), err)
+		return nil, Errorf(ErrDamaged, "%s: %v", k.abs(rel), err)
 	}
 	if !isAsideRel(rel) {
 		return &p, nil
 	}
 	if asideRel(a.ID) != rel {
-		return nil, errorf(ErrDamaged, "the set-aside copy in %s says it is %s", k.abs(rel), a.ID)
+		return nil, Errorf(ErrDamaged, "the set-aside copy in %s says it is %s", k.abs(rel), a.ID)
 	}
 	if k.hasJournal(ctx, a.ID) {
-		return nil, errorf(ErrConflict, "set-aside copy %s belongs to a restore that has not finished; the keeper finishes it first", a.ID)
+		return nil, Errorf(ErrConflict, "set-aside copy %s belongs to a restore that has not finished; the keeper finishes it first", a.ID)
 	}
 	return asidePoint(&a), nil
 }
@@ -88,7 +88,7 @@ func (k *Keeper) checkPlace(rel string, p *Point) error {
 		return nil // readSource checked the id
 	}
 	if want := pointRel(p.Module, p.Local, p.Form, p.Fingerprint); want != rel {
-		return errorf(ErrDamaged, "the restore point in %s says it is %s, which belongs in %s", k.abs(rel), pointName(p), k.abs(want))
+		return Errorf(ErrDamaged, "the restore point in %s says it is %s, which belongs in %s", k.abs(rel), pointName(p), k.abs(want))
 	}
 	return nil
 }
@@ -116,7 +116,7 @@ func (k *Keeper) relFrom(from string) (string, error) {
 		}
 		clean := path.Clean(from)
 		if root == "" || !strings.HasPrefix(clean, root) {
-			return "", errorf(ErrBadRequest, "from %.200q is not inside the keeper's store %s", from, d.URL)
+			return "", Errorf(ErrBadRequest, "from %.200q is not inside the keeper's store %s", from, d.URL)
 		}
 		rel = strings.TrimPrefix(clean, root)
 	}
@@ -128,7 +128,7 @@ func (k *Keeper) relFrom(from string) (string, error) {
 		return rel, nil
 	}
 	if len(parts) != 4 || parts[0] != pointsDir {
-		return "", errorf(ErrBadRequest, "from %.200q is not a restore point (points/<module>/<local>/f<form>-<fingerprint>) or a set-aside copy (aside/<id>)", from)
+		return "", Errorf(ErrBadRequest, "from %.200q is not a restore point (points/<module>/<local>/f<form>-<fingerprint>) or a set-aside copy (aside/<id>)", from)
 	}
 	for i, what := range []string{"module", "local", "point directory"} {
 		if err := ValidName(what+" in from", parts[i+1]); err != nil {
@@ -136,7 +136,7 @@ func (k *Keeper) relFrom(from string) (string, error) {
 		}
 	}
 	if !strings.HasPrefix(parts[3], "f") || !strings.Contains(parts[3], "-") {
-		return "", errorf(ErrBadRequest, "from %.200q does not end in f<form>-<fingerprint>", from)
+		return "", Errorf(ErrBadRequest, "from %.200q does not end in f<form>-<fingerprint>", from)
 	}
 	return rel, nil
 }

@@ -29,7 +29,7 @@ func (l *locks) take(module, local, verb, caller string, now time.Time) (release
 		if who == "" {
 			who = "an unnamed caller"
 		}
-		return nil, errorf(ErrBusy, "%s is held by %s for %s since %s", key, who, h.Verb,
+		return nil, Errorf(ErrBusy, "%s is held by %s for %s since %s", key, who, h.Verb,
 			h.Since.UTC().Format(time.RFC3339))
 	}
 	if l.held == nil {

@@ -3,6 +3,8 @@ package keeper
 import (
 	"fmt"
 	"strings"
+
+	"github.com/nats-keeper/nats-keeper/busarchive"
 )
 
 // Bounds on what a request may carry.
@@ -21,7 +23,7 @@ const (
 // checkKept checks that the names made of module and local fit (MaxKeptLen).
 func checkKept(module, local string) error {
 	if n := len(module) + len(local); n > MaxKeptLen {
-		return errorf(ErrBadRequest, "module and local are %d bytes together, over the limit of %d, so that every name made of them "+
+		return Errorf(ErrBadRequest, "module and local are %d bytes together, over the limit of %d, so that every name made of them "+
 			"(the aside id, its directory, the stream OBJ_<module>_<local>) fits the file system's and the server's 255 bytes", n, MaxKeptLen)
 	}
 	return nil
@@ -35,22 +37,40 @@ func checkKept(module, local string) error {
 func ValidName(what, s string) error {
 	switch {
 	case s == "":
-		return errorf(ErrBadRequest, "%s is empty", what)
+		return Errorf(ErrBadRequest, "%s is empty", what)
 	case len(s) > MaxNameLen:
-		return errorf(ErrBadRequest, "%s is %d bytes long, over the limit of %d", what, len(s), MaxNameLen)
+		return Errorf(ErrBadRequest, "%s is %d bytes long, over the limit of %d", what, len(s), MaxNameLen)
 	case s == "." || s == "..":
-		return errorf(ErrBadRequest, "%s may not be %q", what, s)
+		return Errorf(ErrBadRequest, "%s may not be %q", what, s)
 	}
 	for _, r := range s {
 		if strings.ContainsRune("/\\ *>.", r) || r < 0x20 || r == 0x7f {
-			return errorf(ErrBadRequest, "%s %q holds %q, which a plain name may not", what, s, r)
+			return Errorf(ErrBadRequest, "%s %q holds %q, which a plain name may not", what, s, r)
 		}
 		if !plainRune(r) {
-			return errorf(ErrBadRequest, "%s %q holds %q; a plain name is made of the letters a-z and A-Z, digits, and - _ =, "+
+			return Errorf(ErrBadRequest, "%s %q holds %q; a plain name is made of the letters a-z and A-Z, digits, and - _ =, "+
 				"which every path, KV key and subject can hold", what, s, r)
 		}
 	}
 	return nil
+}
+
+// CheckStreamName says why name is not a stream or consumer name, or nil.
+// It is the one rule for such names everywhere in nats-keeper (plans,
+// positions, the JetStream adapter, the archive): busarchive.ValidStreamName,
+// non-empty, at most 255 bytes of UTF-8, free of ". * > / \ space" and
+// control characters. what names the value in the sentence ("stream",
+// "consumer"). The error wraps ErrBadRequest.
+func CheckStreamName(what, name string) error {
+	if busarchive.ValidStreamName(name) {
+		return nil
+	}
+	shown := name
+	if len(shown) > 64 {
+		shown = shown[:64] + "…"
+	}
+	return Errorf(ErrBadRequest, "%s %q is not a stream or consumer name: one is 1 to %d bytes of UTF-8 without . * > / \\, spaces or control characters",
+		what, shown, busarchive.MaxStreamNameLen)
 }
 
 // plainRune: the characters a name may have so that it is safe as a path
@@ -61,11 +81,11 @@ func plainRune(r rune) bool {
 
 func checkText(what, s string) error {
 	if len(s) > MaxTextLen {
-		return errorf(ErrBadRequest, "%s is %d bytes long, over the limit of %d", what, len(s), MaxTextLen)
+		return Errorf(ErrBadRequest, "%s is %d bytes long, over the limit of %d", what, len(s), MaxTextLen)
 	}
 	for _, r := range s {
 		if r == 0 {
-			return errorf(ErrBadRequest, "%s holds a NUL byte", what)
+			return Errorf(ErrBadRequest, "%s holds a NUL byte", what)
 		}
 	}
 	return nil
@@ -79,6 +99,16 @@ const (
 	VerbList     = "list-kept"
 	VerbVerify   = "verify-kept"
 	VerbPrune    = "prune-kept"
+	// The plan verbs: record, show and remove the plan of one kept data.
+	VerbSetPlan    = "set-plan"
+	VerbShowPlan   = "show-plan"
+	VerbRemovePlan = "remove-plan"
+)
+
+// Bounds on a plan.
+const (
+	MaxPlanStreams   = 64
+	MaxPlanConsumers = 256
 )
 
 // CheckRequest checks a request for one verb before anything is done: every
@@ -110,10 +140,10 @@ func checkRequest(verb string, r Request) error {
 		return err
 	}
 	if len(r.From) > MaxPathLen {
-		return errorf(ErrBadRequest, "from is %d bytes long, over the limit of %d", len(r.From), MaxPathLen)
+		return Errorf(ErrBadRequest, "from is %d bytes long, over the limit of %d", len(r.From), MaxPathLen)
 	}
 	if r.Form < 0 || r.Form > MaxForm {
-		return errorf(ErrBadRequest, "form %d is outside 0..%d", r.Form, MaxForm)
+		return Errorf(ErrBadRequest, "form %d is outside 0..%d", r.Form, MaxForm)
 	}
 	if r.CatchUp != "" {
 		if err := ValidName("catch-up", r.CatchUp); err != nil {
@@ -121,22 +151,25 @@ func checkRequest(verb string, r Request) error {
 		}
 	}
 	if verb != VerbRestore && r.AsideOnly {
-		return errorf(ErrBadRequest, "%s takes no aside-only; only restore-kept does", verb)
+		return Errorf(ErrBadRequest, "%s takes no aside-only; only restore-kept does", verb)
 	}
 	if verb != VerbRestore && verb != VerbPrune && r.DryRun {
-		return errorf(ErrBadRequest, "%s takes no dry-run; only restore-kept and prune-kept do", verb)
+		return Errorf(ErrBadRequest, "%s takes no dry-run; only restore-kept and prune-kept do", verb)
 	}
 	if verb != VerbSnapshot && r.KeepFor != 0 {
-		return errorf(ErrBadRequest, "%s takes no keep-for; only snapshot-kept does", verb)
+		return Errorf(ErrBadRequest, "%s takes no keep-for; only snapshot-kept does", verb)
 	}
 	if r.KeepFor < 0 {
-		return errorf(ErrBadRequest, "keep-for %s is negative", r.KeepFor)
+		return Errorf(ErrBadRequest, "keep-for %s is negative", r.KeepFor)
 	}
 	if err := checkOverrides(verb, r); err != nil {
 		return err
 	}
 	if verb != VerbPrune && r.Policy != nil {
-		return errorf(ErrBadRequest, "%s takes no policy; only prune-kept does", verb)
+		return Errorf(ErrBadRequest, "%s takes no policy; only prune-kept does", verb)
+	}
+	if verb != VerbSetPlan && (r.Streams != nil || r.Consumers != nil) {
+		return Errorf(ErrBadRequest, "%s takes no streams or consumers; only set-plan does", verb)
 	}
 	needPoint := func() error {
 		if err := ValidName("module", r.Module); err != nil {
@@ -150,7 +183,7 @@ func checkRequest(verb string, r Request) error {
 	switch verb {
 	case VerbSnapshot:
 		if r.From != "" {
-			return errorf(ErrBadRequest, "snapshot-kept takes no from")
+			return Errorf(ErrBadRequest, "snapshot-kept takes no from")
 		}
 		return needPoint()
 	case VerbVerify:
@@ -166,14 +199,14 @@ func checkRequest(verb string, r Request) error {
 			return err
 		}
 		if r.Why == "" {
-			return errorf(ErrBadRequest, "why is required for restore-kept")
+			return Errorf(ErrBadRequest, "why is required for restore-kept")
 		}
 		if r.AsideOnly {
 			// A migration hook flips AsideOnly on the request it took its
 			// point with: form, fingerprint and catch-up are then simply
 			// not used. A from names what to restore, which contradicts it.
 			if r.From != "" {
-				return errorf(ErrBadRequest, "aside-only restores nothing, so it takes no from")
+				return Errorf(ErrBadRequest, "aside-only restores nothing, so it takes no from")
 			}
 			return nil
 		}
@@ -181,9 +214,23 @@ func checkRequest(verb string, r Request) error {
 			return checkFromShape(r.From)
 		}
 		return ValidName("fingerprint", r.Fingerprint)
+	case VerbSetPlan, VerbShowPlan, VerbRemovePlan:
+		if r.From != "" || r.Form != 0 || r.Fingerprint != "" || r.CatchUp != "" {
+			return Errorf(ErrBadRequest, "%s takes module, local, caller and why (and set-plan streams and consumers), not from, form, fingerprint or catch-up", verb)
+		}
+		if err := ValidName("module", r.Module); err != nil {
+			return err
+		}
+		if err := ValidName("local", r.Local); err != nil {
+			return err
+		}
+		if verb == VerbSetPlan {
+			return checkPlanShape(r.Streams, r.Consumers)
+		}
+		return nil
 	case VerbDiscard:
 		if r.Why == "" {
-			return errorf(ErrBadRequest, "why is required for discard-aside")
+			return Errorf(ErrBadRequest, "why is required for discard-aside")
 		}
 		_, _, err := ParseAsideID(r.From)
 		return err
@@ -193,7 +240,7 @@ func checkRequest(verb string, r Request) error {
 				return err
 			}
 			if r.Policy.Empty() {
-				return errorf(ErrBadRequest, "the policy keeps nothing by any rule; give keep-last, keep-within, keep-daily, keep-weekly or keep-monthly")
+				return Errorf(ErrBadRequest, "the policy keeps nothing by any rule; give keep-last, keep-within, keep-daily, keep-weekly or keep-monthly")
 			}
 		}
 		fallthrough
@@ -205,19 +252,19 @@ func checkRequest(verb string, r Request) error {
 		}
 		if r.Local != "" {
 			if r.Module == "" {
-				return errorf(ErrBadRequest, "local needs a module")
+				return Errorf(ErrBadRequest, "local needs a module")
 			}
 			return ValidName("local", r.Local)
 		}
 		return nil
 	default:
-		return errorf(ErrBadRequest, "unknown verb %q", verb)
+		return Errorf(ErrBadRequest, "unknown verb %q", verb)
 	}
 }
 
 func checkFromShape(from string) error {
 	if strings.ContainsRune(from, 0) {
-		return errorf(ErrBadRequest, "from holds a NUL byte")
+		return Errorf(ErrBadRequest, "from holds a NUL byte")
 	}
 	return nil
 }
@@ -226,11 +273,11 @@ func checkFromShape(from string) error {
 // and returns its module and local.
 func ParseAsideID(id string) (module, local string, err error) {
 	if id == "" {
-		return "", "", errorf(ErrBadRequest, "the aside id is empty")
+		return "", "", Errorf(ErrBadRequest, "the aside id is empty")
 	}
 	parts := strings.Split(id, ".")
 	if len(parts) != 3 {
-		return "", "", errorf(ErrBadRequest, "aside id %.200q is not <module>.<local>.<time>", id)
+		return "", "", Errorf(ErrBadRequest, "aside id %.200q is not <module>.<local>.<time>", id)
 	}
 	for i, what := range []string{"module of the aside id", "local of the aside id", "time of the aside id"} {
 		if err := ValidName(what, parts[i]); err != nil {
@@ -258,13 +305,13 @@ func checkOverrides(verb string, r Request) error {
 		return nil
 	}
 	if verb != VerbRestore {
-		return errorf(ErrBadRequest, "%s takes no replicas, placement-cluster or placement-tags; only restore-kept does", verb)
+		return Errorf(ErrBadRequest, "%s takes no replicas, placement-cluster or placement-tags; only restore-kept does", verb)
 	}
 	if r.AsideOnly {
-		return errorf(ErrBadRequest, "aside-only restores no stream, so it takes no replicas, placement-cluster or placement-tags")
+		return Errorf(ErrBadRequest, "aside-only restores no stream, so it takes no replicas, placement-cluster or placement-tags")
 	}
 	if r.Replicas < 0 || r.Replicas > MaxReplicas {
-		return errorf(ErrBadRequest, "replicas %d is outside 1..%d", r.Replicas, MaxReplicas)
+		return Errorf(ErrBadRequest, "replicas %d is outside 1..%d", r.Replicas, MaxReplicas)
 	}
 	if r.PlacementCluster != "" {
 		if err := checkTag("placement-cluster", r.PlacementCluster); err != nil {
@@ -272,7 +319,7 @@ func checkOverrides(verb string, r Request) error {
 		}
 	}
 	if len(r.PlacementTags) > MaxTags {
-		return errorf(ErrBadRequest, "placement-tags holds %d tags, over the limit of %d", len(r.PlacementTags), MaxTags)
+		return Errorf(ErrBadRequest, "placement-tags holds %d tags, over the limit of %d", len(r.PlacementTags), MaxTags)
 	}
 	for _, tag := range r.PlacementTags {
 		if err := checkTag("placement tag", tag); err != nil {
@@ -286,11 +333,11 @@ func checkOverrides(verb string, r Request) error {
 // printable ASCII with no space (tags are often key:value, as az:us-east-1).
 func checkTag(what, s string) error {
 	if s == "" || len(s) > MaxTagLen {
-		return errorf(ErrBadRequest, "%s %.20q is %d bytes long; it must be 1 to %d", what, s, len(s), MaxTagLen)
+		return Errorf(ErrBadRequest, "%s %.20q is %d bytes long; it must be 1 to %d", what, s, len(s), MaxTagLen)
 	}
 	for _, r := range s {
 		if r <= ' ' || r > '~' {
-			return errorf(ErrBadRequest, "%s %q holds %q; it may hold printable ASCII other than a space", what, s, r)
+			return Errorf(ErrBadRequest, "%s %q holds %q; it may hold printable ASCII other than a space", what, s, r)
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-keeper/nats-keeper/busarchive"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -100,6 +101,28 @@ func TestValidNameRefusesWhatKVKeysCannotHold(t *testing.T) {
 	for _, s := range []string{"billing", "ledger-v2", "f3_x", "a=b", "9f2c1a7e"} {
 		if err := keeper.ValidName("module", s); err != nil {
 			t.Errorf("ValidName(%q) = %v, want nil", s, err)
+		}
+	}
+}
+
+// CheckStreamName is busarchive's rule with a sentence: it accepts what
+// that rule accepts, and its refusal is a bad request naming the value.
+func TestCheckStreamNameIsTheOneRule(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{
+		{"KV_billing_ledger", true}, {"ORDERS", true}, {"ünïcode", true},
+		{"", false}, {"a.b", false}, {"a b", false}, {"a*", false}, {"a>", false},
+		{"a/b", false}, {`a\b`, false}, {"a\x01b", false}, {"a\xffb", false},
+		{strings.Repeat("x", 256), false},
+	} {
+		err := keeper.CheckStreamName("stream", c.name)
+		if (err == nil) != c.ok || busarchive.ValidStreamName(c.name) != c.ok {
+			t.Errorf("CheckStreamName(%q) = %v, busarchive %v; want ok %v", c.name, err, busarchive.ValidStreamName(c.name), c.ok)
+		}
+		if err != nil && (!errors.Is(err, keeper.ErrBadRequest) || !strings.Contains(err.Error(), "stream")) {
+			t.Errorf("CheckStreamName(%q): %v, want a bad request naming the stream", c.name, err)
 		}
 	}
 }

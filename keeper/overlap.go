@@ -33,7 +33,7 @@ func subjectsCollide(a, b string) bool {
 func (k *Keeper) checkOverlaps(ctx context.Context, pl *restorePlan) error {
 	all, err := k.bus.Streams(ctx)
 	if err != nil {
-		return errorf(ErrFailed, "listing the streams on the bus to check subject overlaps: %v", err)
+		return Errorf(ErrFailed, "listing the streams on the bus to check subject overlaps: %v", err)
 	}
 	for _, ms := range pl.manifest.Streams {
 		if !contains(pl.Restore, ms.Name) {
@@ -46,7 +46,7 @@ func (k *Keeper) checkOverlaps(ctx context.Context, pl *restorePlan) error {
 			for _, sa := range ms.Config.Subjects {
 				for _, sb := range other.Subjects {
 					if subjectsCollide(sa, sb) {
-						return errorf(ErrConflict, "stream %s of %s takes subject %s, which overlaps subject %s of stream %s on the bus; "+
+						return Errorf(ErrConflict, "stream %s of %s takes subject %s, which overlaps subject %s of stream %s on the bus; "+
 							"the server would refuse to restore it", ms.Name, sourceName(pl.point), sa, sb, other.Name)
 					}
 				}

@@ -64,7 +64,7 @@ func (k *Keeper) checkReplicasFit(a *openedArchive, streams []string, ov *Overri
 			}
 		}
 		if want > 1 {
-			return errorf(ErrBadRequest, "stream %s would be restored with %d replicas, and the server the keeper is connected to is not clustered, so it would refuse it; restore with replicas 1 (nats-keeper restore-kept --replicas 1)", s, want)
+			return Errorf(ErrBadRequest, "stream %s would be restored with %d replicas, and the server the keeper is connected to is not clustered, so it would refuse it; restore with replicas 1 (nats-keeper restore-kept --replicas 1)", s, want)
 		}
 	}
 	return nil

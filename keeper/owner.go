@@ -18,8 +18,8 @@ const (
 
 // PlanConsumer names one durable consumer a plan declares its kept data's own.
 type PlanConsumer struct {
-	Stream   string `json:"stream"`
-	Consumer string `json:"consumer"`
+	Stream   string `json:"stream"`   // the stream the consumer is on
+	Consumer string `json:"consumer"` // the durable consumer's name
 }
 
 // owners decides which module, and which kept data, a durable consumer
@@ -42,7 +42,7 @@ func (k *Keeper) owners(ctx context.Context) (*owners, error) {
 	o := &owners{known: map[string]bool{}, planned: map[string][2]string{}}
 	streams, err := k.bus.Streams(ctx)
 	if err != nil {
-		return nil, errorf(ErrFailed, "listing the streams on the bus: %v", err)
+		return nil, Errorf(ErrFailed, "listing the streams on the bus: %v", err)
 	}
 	for _, s := range streams {
 		name := s.Name
@@ -58,7 +58,7 @@ func (k *Keeper) owners(ctx context.Context) (*owners, error) {
 	for _, prefix := range []string{"point.", "aside.", "plan."} {
 		keys, err := k.index.Keys(ctx, prefix)
 		if err != nil {
-			return nil, errorf(ErrFailed, "listing the index: %v", err)
+			return nil, Errorf(ErrFailed, "listing the index: %v", err)
 		}
 		for _, key := range keys {
 			parts := strings.Split(key, ".")

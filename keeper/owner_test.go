@@ -121,11 +121,11 @@ func TestPlanConsumersBelongToTheirKeptData(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := e.k.SetPlan(e.ctx, keeper.Plan{Module: module, Local: local, Streams: e.names.Streams(),
+	if _, err := e.k.SetPlan(e.ctx, keeper.Request{Module: module, Local: local, Streams: e.names.Streams(),
 		Consumers: []keeper.PlanConsumer{{Stream: sample.SharedStream, Consumer: "odd-name"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.k.SetPlan(e.ctx, keeper.Plan{Module: module, Local: "elsewhere", Streams: []string{"billing_elsewhere"},
+	if _, err := e.k.SetPlan(e.ctx, keeper.Request{Module: module, Local: "elsewhere", Streams: []string{"billing_elsewhere"},
 		Consumers: []keeper.PlanConsumer{{Stream: sample.SharedStream, Consumer: "billing_listed_elsewhere"}}}); err != nil {
 		t.Fatal(err)
 	}

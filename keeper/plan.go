@@ -4,55 +4,220 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 )
 
 func planKey(module, local string) string { return "plan." + module + "." + local }
 
-// SetPlan records the plan of one kept data: the explicit list of its
-// streams, which wins over the naming rule.
-func (k *Keeper) SetPlan(ctx context.Context, p Plan) error {
-	if err := ValidName("module", p.Module); err != nil {
-		return err
+// checkPlanShape checks a plan's lists before anything is read: their
+// lengths, every name by the one stream-name rule, no stream twice.
+func checkPlanShape(streams []string, consumers []PlanConsumer) error {
+	if len(streams) == 0 || len(streams) > MaxPlanStreams {
+		return Errorf(ErrBadRequest, "a plan names 1 to %d streams, not %d", MaxPlanStreams, len(streams))
 	}
-	if err := ValidName("local", p.Local); err != nil {
-		return err
-	}
-	if err := checkKept(p.Module, p.Local); err != nil {
-		return err
-	}
-	if len(p.Streams) == 0 || len(p.Streams) > 64 {
-		return errorf(ErrBadRequest, "a plan names 1 to 64 streams, not %d", len(p.Streams))
-	}
-	for _, s := range p.Streams {
-		if err := validStreamName(s); err != nil {
+	for i, s := range streams {
+		if err := CheckStreamName("stream", s); err != nil {
 			return err
 		}
+		if slices.Contains(streams[:i], s) {
+			return Errorf(ErrBadRequest, "the plan names stream %s twice", s)
+		}
 	}
-	if len(p.Consumers) > 256 {
-		return errorf(ErrBadRequest, "a plan names at most 256 consumers, not %d", len(p.Consumers))
+	if len(consumers) > MaxPlanConsumers {
+		return Errorf(ErrBadRequest, "a plan names at most %d consumers, not %d", MaxPlanConsumers, len(consumers))
 	}
-	for _, c := range p.Consumers {
-		if err := validStreamName(c.Stream); err != nil {
+	for _, c := range consumers {
+		if err := CheckStreamName("the stream of a plan's consumer", c.Stream); err != nil {
 			return err
 		}
-		if err := validStreamName(c.Consumer); err != nil {
-			return errorf(ErrBadRequest, "consumer %q of the plan is not a valid consumer name", c.Consumer)
+		if err := CheckStreamName("consumer", c.Consumer); err != nil {
+			return err
 		}
-	}
-	data, err := json.Marshal(p)
-	if err != nil {
-		return err
-	}
-	if err := k.index.Put(ctx, planKey(p.Module, p.Local), data); err != nil {
-		return errorf(ErrFailed, "plan for %s/%s was not recorded: %v", p.Module, p.Local, err)
 	}
 	return nil
 }
 
-func validStreamName(s string) error {
-	if s == "" || len(s) > 255 || strings.ContainsAny(s, ". *>/\\\x00\t\r\n") {
-		return errorf(ErrBadRequest, "%q is not a valid stream name", s)
+// SetPlan records the plan of r.Module's kept data r.Local (set-plan): the
+// streams it is made of, r.Streams, and the consumers that belong to it,
+// r.Consumers. The plan replaces any recorded before, and wins over the
+// naming rule from the next verb on. It takes the kept data's lease, as the
+// verbs that change it do, and is refused (409) while another verb holds it
+// or a restore of it is unfinished.
+//
+// A plan is refused (400), and nothing recorded, when it names one of the
+// keeper's own streams (its index bucket's stream, KV_kept, the acts
+// streams KEEPER_ACTS and KEEPER_ACTS_<prefix>, Config.OwnStreams), or a
+// stream of another kept data the keeper knows: one another plan lists,
+// one a restore point or aside of another kept data holds, or one the
+// naming rule gives to another kept data that has points, asides or a plan.
+func (k *Keeper) SetPlan(ctx context.Context, r Request) (*Reply, error) {
+	if err := CheckRequest(VerbSetPlan, r); err != nil {
+		return nil, err
+	}
+	ctx, release, err := k.lock(ctx, VerbSetPlan, r, r.Streams...)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if err := k.unfinished(ctx, VerbSetPlan, r.Module, r.Local); err != nil {
+		return nil, err
+	}
+	refused := func(err error) (*Reply, error) {
+		return nil, fmt.Errorf("%s refused: %w, so no plan was recorded", VerbSetPlan, err)
+	}
+	for _, s := range r.Streams {
+		if k.ownStream(s) {
+			return refused(Errorf(ErrBadRequest, "the plan of %s/%s names %s, a stream of the keeper's own (its index or its acts)", r.Module, r.Local, s))
+		}
+	}
+	if err := k.checkUnclaimed(ctx, r.Module, r.Local, r.Streams); err != nil {
+		return refused(err)
+	}
+	p := Plan{Module: r.Module, Local: r.Local, Streams: r.Streams, Consumers: r.Consumers}
+	data, err := json.Marshal(p)
+	if err != nil {
+		return refused(Errorf(ErrFailed, "the plan could not be encoded: %v", err))
+	}
+	if err := k.index.Put(ctx, planKey(p.Module, p.Local), data); err != nil {
+		return nil, fmt.Errorf("%s of %s/%s failed: recording %s in the index: %w, so no plan was recorded",
+			VerbSetPlan, r.Module, r.Local, planKey(r.Module, r.Local), withKind(ErrNoBus, err))
+	}
+	said := fmt.Sprintf("Recorded the plan of %s/%s as %s: %d stream(s) (%s) and %d consumer(s); it wins over the naming rule from the next verb on.",
+		r.Module, r.Local, planKey(r.Module, r.Local), len(p.Streams), strings.Join(p.Streams, ", "), len(p.Consumers))
+	k.record(ctx, Act{Verb: VerbSetPlan, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why, Hand: true,
+		What: said, Outcome: "done"})
+	return &Reply{Said: said, KeptPlan: &p}, nil
+}
+
+// ShowPlan is the recorded plan of r.Module's kept data r.Local
+// (show-plan), or an error wrapping ErrNotFound when none is recorded: the
+// kept data is then whatever the naming rule finds.
+func (k *Keeper) ShowPlan(ctx context.Context, r Request) (*Reply, error) {
+	if err := CheckRequest(VerbShowPlan, r); err != nil {
+		return nil, err
+	}
+	p, err := k.readPlan(ctx, r.Module, r.Local)
+	if errors.Is(err, ErrNotFound) {
+		return nil, Errorf(ErrNotFound, "no plan is recorded for %s/%s (%s); its kept data is whichever of %s exist",
+			r.Module, r.Local, planKey(r.Module, r.Local), strings.Join(namingRule(r.Module, r.Local), ", "))
+	}
+	if err != nil {
+		return nil, err
+	}
+	said := fmt.Sprintf("The plan of %s/%s (%s): %d stream(s) (%s) and %d consumer(s).",
+		r.Module, r.Local, planKey(r.Module, r.Local), len(p.Streams), strings.Join(p.Streams, ", "), len(p.Consumers))
+	return &Reply{Said: said, KeptPlan: p}, nil
+}
+
+// RemovePlan removes the plan of r.Module's kept data r.Local
+// (remove-plan), so that the naming rule applies again; removing a plan
+// that is not recorded is not an error. It takes the kept data's lease and
+// is refused (409) while a restore of it is unfinished. Restore points
+// taken under the plan keep their streams.
+func (k *Keeper) RemovePlan(ctx context.Context, r Request) (*Reply, error) {
+	if err := CheckRequest(VerbRemovePlan, r); err != nil {
+		return nil, err
+	}
+	ctx, release, err := k.lock(ctx, VerbRemovePlan, r)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if err := k.unfinished(ctx, VerbRemovePlan, r.Module, r.Local); err != nil {
+		return nil, err
+	}
+	_, err = k.index.Get(ctx, planKey(r.Module, r.Local))
+	was := err == nil
+	if err := k.index.Delete(ctx, planKey(r.Module, r.Local)); err != nil {
+		return nil, fmt.Errorf("%s of %s/%s failed: removing %s from the index: %w, so the plan stays",
+			VerbRemovePlan, r.Module, r.Local, planKey(r.Module, r.Local), withKind(ErrNoBus, err))
+	}
+	said := fmt.Sprintf("No plan was recorded for %s/%s; nothing was removed.", r.Module, r.Local)
+	if was {
+		said = fmt.Sprintf("Removed the plan of %s/%s (%s); its kept data is again whichever of %s exist.",
+			r.Module, r.Local, planKey(r.Module, r.Local), strings.Join(namingRule(r.Module, r.Local), ", "))
+		k.record(ctx, Act{Verb: VerbRemovePlan, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why, Hand: true,
+			What: said, Outcome: "done"})
+	}
+	return &Reply{Said: said}, nil
+}
+
+// ownStream reports whether name is one of the keeper's own streams: the
+// default index bucket's and acts streams, any keeper's acts stream
+// (KEEPER_ACTS_<prefix>), and Config.OwnStreams.
+func (k *Keeper) ownStream(name string) bool {
+	return name == "KV_kept" || name == "KEEPER_ACTS" || strings.HasPrefix(name, "KEEPER_ACTS_") || slices.Contains(k.own, name)
+}
+
+// checkUnclaimed refuses streams that belong to another kept data the
+// keeper knows (see SetPlan).
+func (k *Keeper) checkUnclaimed(ctx context.Context, module, local string, streams []string) error {
+	self := [2]string{module, local}
+	known := map[[2]string]bool{} // kept data with points, asides or a plan
+	planned := map[[2]string]bool{}
+	claim := func(kd [2]string, s, by string) error {
+		if kd == self || !slices.Contains(streams, s) {
+			return nil
+		}
+		return Errorf(ErrBadRequest, "the plan of %s/%s names %s, a stream of another kept data, %s/%s (%s); a stream belongs to one kept data",
+			module, local, s, kd[0], kd[1], by)
+	}
+	for _, prefix := range [...]string{"plan.", "point.", "aside."} {
+		keys, err := k.index.Keys(ctx, prefix)
+		if err != nil {
+			return Errorf(ErrFailed, "listing the index to check the plan's streams: %v", err)
+		}
+		for _, key := range keys {
+			parts := strings.Split(key, ".")
+			if len(parts) < 3 {
+				continue
+			}
+			kd := [2]string{parts[1], parts[2]}
+			known[kd] = true
+			if kd == self {
+				continue
+			}
+			data, err := k.index.Get(ctx, key)
+			if errors.Is(err, ErrNotFound) {
+				continue // removed meanwhile
+			}
+			if err != nil {
+				return Errorf(ErrFailed, "reading %s to check the plan's streams: %v", key, err)
+			}
+			var rec struct {
+				Streams json.RawMessage `json:"streams"`
+			}
+			if json.Unmarshal(data, &rec) != nil {
+				continue // not readable: it names nothing
+			}
+			var names []string
+			if prefix == "plan." {
+				planned[kd] = true
+				_ = json.Unmarshal(rec.Streams, &names)
+			} else {
+				var sums []StreamSum
+				_ = json.Unmarshal(rec.Streams, &sums)
+				names = streamSumNames(sums)
+			}
+			by := map[string]string{"plan.": "its plan lists it", "point.": "its restore point " + key + " holds it", "aside.": "its set-aside copy " + key + " holds it"}[prefix]
+			for _, s := range names {
+				if err := claim(kd, s, by); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for kd := range known {
+		if planned[kd] {
+			continue // its plan, checked above, wins over the naming rule
+		}
+		for _, s := range namingRule(kd[0], kd[1]) {
+			if err := claim(kd, s, "by the naming rule"); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -65,15 +230,15 @@ func (k *Keeper) readPlan(ctx context.Context, module, local string) (*Plan, err
 		return nil, err
 	}
 	if err != nil {
-		return nil, errorf(ErrFailed, "reading the plan of %s/%s: %v", module, local, err)
+		return nil, Errorf(ErrFailed, "reading the plan of %s/%s: %v", module, local, err)
 	}
 	var p Plan
 	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, errorf(ErrFailed, "the recorded plan of %s/%s is not valid JSON: %v", module, local, err)
+		return nil, Errorf(ErrFailed, "the recorded plan of %s/%s is not valid JSON: %v", module, local, err)
 	}
 	for _, s := range p.Streams {
-		if err := validStreamName(s); err != nil {
-			return nil, errorf(ErrFailed, "the recorded plan of %s/%s: %v", module, local, err)
+		if err := CheckStreamName("stream", s); err != nil {
+			return nil, Errorf(ErrFailed, "the recorded plan of %s/%s: %v", module, local, err)
 		}
 	}
 	p.Module, p.Local = module, local
@@ -113,7 +278,7 @@ func (k *Keeper) liveStreams(ctx context.Context, module, local string) ([]Strea
 		case errors.Is(err, ErrNoStream):
 			continue
 		case err != nil:
-			return nil, names, errorf(ErrFailed, "looking up stream %s: %v", n, err)
+			return nil, names, Errorf(ErrFailed, "looking up stream %s: %v", n, err)
 		}
 		live = append(live, *si)
 	}

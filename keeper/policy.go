@@ -15,11 +15,11 @@ const MaxKeepCount = 100_000
 // forget does. The rules combine with OR: a point stays when any rule keeps
 // it. Decide says exactly what each rule means.
 type Policy struct {
-	KeepLast    int      `json:"keep-last,omitempty"`
-	KeepWithin  Duration `json:"keep-within,omitempty"`
-	KeepDaily   int      `json:"keep-daily,omitempty"`
-	KeepWeekly  int      `json:"keep-weekly,omitempty"`
-	KeepMonthly int      `json:"keep-monthly,omitempty"`
+	KeepLast    int      `json:"keep-last,omitempty"`    // the N newest points
+	KeepWithin  Duration `json:"keep-within,omitempty"`  // every point taken at most this before the newest
+	KeepDaily   int      `json:"keep-daily,omitempty"`   // the newest point of each of the last N days that hold one (UTC)
+	KeepWeekly  int      `json:"keep-weekly,omitempty"`  // … of each of the last N ISO weeks that hold one
+	KeepMonthly int      `json:"keep-monthly,omitempty"` // … of each of the last N months that hold one
 }
 
 // Empty reports a policy with no rule at all, which prune refuses.
@@ -29,15 +29,15 @@ func (p Policy) Empty() bool { return p == Policy{} }
 // and a keep-within out of range. Its error wraps ErrBadRequest.
 func (p Policy) Check() error {
 	if p.Empty() {
-		return errorf(ErrBadRequest, "no policy: give at least one of keep-last, keep-within, keep-daily, keep-weekly, keep-monthly")
+		return Errorf(ErrBadRequest, "no policy: give at least one of keep-last, keep-within, keep-daily, keep-weekly, keep-monthly")
 	}
 	for _, c := range p.counts() {
 		if c.n < 0 || c.n > MaxKeepCount {
-			return errorf(ErrBadRequest, "%s %d is outside 0..%d", c.rule, c.n, MaxKeepCount)
+			return Errorf(ErrBadRequest, "%s %d is outside 0..%d", c.rule, c.n, MaxKeepCount)
 		}
 	}
 	if err := p.KeepWithin.check(); err != nil {
-		return errorf(ErrBadRequest, "keep-within: %w", err)
+		return Errorf(ErrBadRequest, "keep-within: %w", err)
 	}
 	return nil
 }
@@ -73,8 +73,8 @@ func (p Policy) String() string {
 
 // PruneDecision is what prune does with one point, and why.
 type PruneDecision struct {
-	Point   Point    `json:"point"`
-	Keep    bool     `json:"keep"`
+	Point   Point    `json:"point"`   // the point decided on
+	Keep    bool     `json:"keep"`    // true: it stays; false: it is (or, in a dry run, would be) removed
 	Reasons []string `json:"reasons"` // what keeps it; for a removed point, "no rule keeps it"
 }
 

@@ -22,7 +22,7 @@ func (k *Keeper) SetPolicy(ctx context.Context, module, local string, p Policy) 
 		return err
 	}
 	if p.Empty() {
-		return errorf(ErrBadRequest, "the policy keeps nothing by any rule, so it was not recorded")
+		return Errorf(ErrBadRequest, "the policy keeps nothing by any rule, so it was not recorded")
 	}
 	key, err := PolicyKey(module, local)
 	if err != nil {
@@ -51,7 +51,7 @@ func (k *Keeper) PolicyOf(ctx context.Context, module, local string) (*Policy, s
 		}
 		var p Policy
 		if err := json.Unmarshal(data, &p); err != nil || p.Check() != nil || p.Empty() {
-			return nil, key, errorf(ErrFailed, "the recorded policy %s is not readable (%v), so nothing was pruned by it", key, err)
+			return nil, key, Errorf(ErrFailed, "the recorded policy %s is not readable (%v), so nothing was pruned by it", key, err)
 		}
 		return &p, key, nil
 	}
@@ -65,7 +65,7 @@ func PolicyKey(module, local string) (string, error) {
 	case module == "" && local == "":
 		return policyDefault, nil
 	case module == "" || local == "":
-		return "", errorf(ErrBadRequest, "a policy is recorded for a module and a kept data, or as the default for all; not for %q/%q", module, local)
+		return "", Errorf(ErrBadRequest, "a policy is recorded for a module and a kept data, or as the default for all; not for %q/%q", module, local)
 	}
 	for _, n := range [...]struct{ what, s string }{{"module", module}, {"local", local}} {
 		if err := ValidName(n.what, n.s); err != nil {
@@ -160,7 +160,7 @@ func (k *Keeper) keptWithPoints(ctx context.Context, module, local string) ([][2
 	}
 	keys, err := k.index.Keys(ctx, prefix)
 	if err != nil {
-		return nil, errorf(ErrFailed, "listing the index: %w", err)
+		return nil, Errorf(ErrFailed, "listing the index: %w", err)
 	}
 	seen := map[[2]string]bool{}
 	var out [][2]string
@@ -211,12 +211,12 @@ func (k *Keeper) pruneOne(ctx context.Context, r Request, module, local string, 
 		act := Act{Verb: VerbPrune, Module: module, Local: local, Caller: r.Caller, Why: r.Why, Hand: hand,
 			What: fmt.Sprintf("remove restore point %s (%s) by policy %s: %s", pointName(&d.Point), HumanBytes(d.Point.ArchiveSize), p, d), Outcome: "intent"}
 		if err := k.record(ctx, act); err != nil {
-			return ds, removed, errorf(ErrFailed, "prune-kept of %s/%s: the act to remove %s could not be recorded (%v), so it and the points after it were not removed; %d were",
+			return ds, removed, Errorf(ErrFailed, "prune-kept of %s/%s: the act to remove %s could not be recorded (%v), so it and the points after it were not removed; %d were",
 				module, local, pointName(&d.Point), err, removed)
 		}
 		rel := pointRel(d.Point.Module, d.Point.Local, d.Point.Form, d.Point.Fingerprint)
 		if err := k.removePrefix(ctx, rel); err != nil {
-			return ds, removed, errorf(ErrFailed, "prune-kept of %s/%s: removing %s failed (%v); its record went first, so it is no point any more, and what is left goes at a keeper's start",
+			return ds, removed, Errorf(ErrFailed, "prune-kept of %s/%s: removing %s failed (%v); its record went first, so it is no point any more, and what is left goes at a keeper's start",
 				module, local, pointName(&d.Point), err)
 		}
 		if err := k.index.Delete(ctx, pointKey(d.Point.Module, d.Point.Local, d.Point.Form, d.Point.Fingerprint)); err != nil {

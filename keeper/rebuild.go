@@ -35,14 +35,14 @@ func (k *Keeper) Rebuild(ctx context.Context) (written, removed int, err error) 
 	for _, prefix := range []string{"point.", "aside."} {
 		keys, err := k.index.Keys(ctx, prefix)
 		if err != nil {
-			return written, removed, errorf(ErrFailed, "listing the index: %w", err)
+			return written, removed, Errorf(ErrFailed, "listing the index: %w", err)
 		}
 		for _, key := range keys {
 			if _, ok := want[key]; ok {
 				continue
 			}
 			if err := k.index.Delete(ctx, key); err != nil {
-				return written, removed, errorf(ErrFailed, "removing stale index record %s: %w", key, err)
+				return written, removed, Errorf(ErrFailed, "removing stale index record %s: %w", key, err)
 			}
 			removed++
 		}
@@ -53,7 +53,7 @@ func (k *Keeper) Rebuild(ctx context.Context) (written, removed int, err error) 
 			continue
 		}
 		if err := k.index.Put(ctx, key, data); err != nil {
-			return written, removed, errorf(ErrFailed, "writing index record %s: %w", key, err)
+			return written, removed, Errorf(ErrFailed, "writing index record %s: %w", key, err)
 		}
 		written++
 	}

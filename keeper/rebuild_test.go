@@ -52,14 +52,14 @@ func TestRebuildIndexFromFiles(t *testing.T) {
 // TestPlanWinsOverNamingRule: a recorded plan names the kept data's streams.
 func TestPlanWinsOverNamingRule(t *testing.T) {
 	e := newEnv(t)
-	if err := e.k.SetPlan(e.ctx, keeper.Plan{Module: module, Local: local, Streams: []string{e.names.Stream}}); err != nil {
+	if _, err := e.k.SetPlan(e.ctx, keeper.Request{Module: module, Local: local, Streams: []string{e.names.Stream}}); err != nil {
 		t.Fatal(err)
 	}
 	rep := e.snapshot(1, "planned")
 	if len(rep.Point.Streams) != 1 || rep.Point.Streams[0].Name != e.names.Stream {
 		t.Fatalf("the point holds %+v, want only %s", rep.Point.Streams, e.names.Stream)
 	}
-	if err := e.k.SetPlan(e.ctx, keeper.Plan{Module: module, Local: local, Streams: []string{"a.b"}}); err == nil {
+	if _, err := e.k.SetPlan(e.ctx, keeper.Request{Module: module, Local: local, Streams: []string{"a.b"}}); err == nil {
 		t.Fatal("a plan naming an invalid stream was recorded")
 	}
 }

@@ -84,10 +84,10 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 	}
 	if err := k.saveJournal(ctx, j); err != nil {
 		if aside != nil {
-			return fail(errorf(ErrFailed, "restore-kept of %s/%s: %w, so nothing was removed; the live data is also set aside as %s in %s",
+			return fail(Errorf(ErrFailed, "restore-kept of %s/%s: %w, so nothing was removed; the live data is also set aside as %s in %s",
 				r.Module, r.Local, err, aside.ID, k.abs(aside.Dir)))
 		}
-		return fail(errorf(ErrFailed, "restore-kept of %s/%s: %w, so nothing was restored", r.Module, r.Local, err))
+		return fail(Errorf(ErrFailed, "restore-kept of %s/%s: %w, so nothing was restored", r.Module, r.Local, err))
 	}
 	k.hook("journal-written")
 
@@ -143,7 +143,7 @@ func (k *Keeper) setPositions(ctx context.Context, module, local string, p *Poin
 			if a != nil {
 				keptAt = fmt.Sprintf("the live data as it was is set aside as %s in %s", a.ID, k.abs(a.Dir))
 			}
-			return set, errorf(ErrFailed, "restore-kept of %s/%s restored every stream of %s, but setting consumer %s on %s "+
+			return set, Errorf(ErrFailed, "restore-kept of %s/%s restored every stream of %s, but setting consumer %s on %s "+
 				"back to sequence %d failed (%v), after %d of %d position(s) were set; %s",
 				module, local, sourceName(p), pos.Consumer, pos.Stream, pos.AckFloor, err, len(set), len(ps), keptAt)
 		}

@@ -57,7 +57,7 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 		pl.arch = a
 		m := a.Manifest()
 		if got, want := manifestNames(m), streamSumNames(p.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
-			return nil, errorf(ErrDamaged, "%s: its record names streams %v but its archive holds %v", sourceName(p), want, got)
+			return nil, Errorf(ErrDamaged, "%s: its record names streams %v but its archive holds %v", sourceName(p), want, got)
 		}
 		pl.point, pl.pointRel, pl.manifest = p, rel, m
 		pl.Point = k.abs(rel)
@@ -76,7 +76,7 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 			switch {
 			case errors.Is(err, ErrNoStream):
 			case err != nil:
-				return nil, errorf(ErrFailed, "looking up stream %s: %v", s, err)
+				return nil, Errorf(ErrFailed, "looking up stream %s: %v", s, err)
 			default:
 				live = append(live, *si)
 			}
@@ -85,7 +85,7 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 			return nil, err
 		}
 	} else if len(live) == 0 {
-		return nil, errorf(ErrNotFound, "no kept data %s/%s on the bus to set aside (looked for %s)", r.Module, r.Local, strings.Join(looked, ", "))
+		return nil, Errorf(ErrNotFound, "no kept data %s/%s on the bus to set aside (looked for %s)", r.Module, r.Local, strings.Join(looked, ", "))
 	}
 	if !r.AsideOnly && (len(live) > 0 || r.DryRun) {
 		progressFrom(ctx)(Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "verify",
@@ -129,7 +129,7 @@ func (pl *restorePlan) close() {
 func (k *Keeper) planPositions(ctx context.Context, r Request, pl *restorePlan) error {
 	live, err := k.bus.Consumers(ctx)
 	if err != nil {
-		return errorf(ErrFailed, "reading the consumers on the bus: %v", err)
+		return Errorf(ErrFailed, "reading the consumers on the bus: %v", err)
 	}
 	o, err := k.owners(ctx)
 	if err != nil {
@@ -157,7 +157,7 @@ func (k *Keeper) planPositions(ctx context.Context, r Request, pl *restorePlan) 
 			pl.Unplaced = append(pl.Unplaced, pos)
 			continue
 		case err != nil:
-			return errorf(ErrFailed, "looking up stream %s: %v", pos.Stream, err)
+			return Errorf(ErrFailed, "looking up stream %s: %v", pos.Stream, err)
 		}
 		judged := pos
 		if isLive {

@@ -52,7 +52,7 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 		return fail(err)
 	}
 	if len(live) == 0 {
-		return fail(errorf(ErrNotFound, "no kept data %s/%s on the bus (looked for %s)", r.Module, r.Local,
+		return fail(Errorf(ErrNotFound, "no kept data %s/%s on the bus (looked for %s)", r.Module, r.Local,
 			strings.Join(looked, ", ")))
 	}
 	// Positions first: a consumer that moves during the snapshot is then a
@@ -88,7 +88,7 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	}
 	replaced, err := k.replaceEarlier(ctx, r, rel)
 	if err != nil {
-		return fail(errorf(ErrFailed, "setting the earlier point of the same form and fingerprint aside: %v, so the new point was not written and the earlier one stays in place", err))
+		return fail(Errorf(ErrFailed, "setting the earlier point of the same form and fingerprint aside: %v, so the new point was not written and the earlier one stays in place", err))
 	}
 	info, err := w.Commit(ctx)
 	if err == nil {
@@ -97,14 +97,14 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	}
 	if err != nil {
 		if replaced != nil {
-			return fail(errorf(ErrFailed, "writing the point to the store: %v, so no point is visible; the earlier point is set aside whole as %s in %s", err, replaced.ID, k.abs(replaced.Dir)))
+			return fail(Errorf(ErrFailed, "writing the point to the store: %v, so no point is visible; the earlier point is set aside whole as %s in %s", err, replaced.ID, k.abs(replaced.Dir)))
 		}
-		return fail(errorf(ErrFailed, "writing the point to the store: %v, so no point is visible", err))
+		return fail(Errorf(ErrFailed, "writing the point to the store: %v, so no point is visible", err))
 	}
 
 	data, _ := json.Marshal(point)
 	if err := k.index.Put(ctx, pointKey(r.Module, r.Local, r.Form, r.Fingerprint), data); err != nil {
-		return nil, errorf(ErrFailed, "restore point %s is complete in %s, but it could not be recorded in the index (%v); "+
+		return nil, Errorf(ErrFailed, "restore point %s is complete in %s, but it could not be recorded in the index (%v); "+
 			"a keeper restart rebuilds the index from the files", what, k.abs(rel), err)
 	}
 	said := fmt.Sprintf("Took restore point %s: %d stream(s), %d message(s), %d consumer position(s), %s, in %s.",
@@ -201,7 +201,7 @@ func (k *Keeper) checkRoom(ctx context.Context, stored int64) error {
 	}
 	need := stored + stored/20 + roomMargin
 	if free < need {
-		return errorf(ErrFailed, "the store %s has %s free and this needs about %s (the kept data's %s stored, plus a margin), so nothing was written; free some space (prune-kept, discard-aside) or give the keeper a bigger store",
+		return Errorf(ErrFailed, "the store %s has %s free and this needs about %s (the kept data's %s stored, plus a margin), so nothing was written; free some space (prune-kept, discard-aside) or give the keeper a bigger store",
 			k.store.Describe().URL, HumanBytes(free), HumanBytes(need), HumanBytes(stored))
 	}
 	return nil

@@ -9,22 +9,28 @@ import (
 
 // Request is a verb's request, as it travels on the wire (kebab-case keys).
 type Request struct {
-	Module      string `json:"module,omitempty"`
-	Local       string `json:"local,omitempty"`
-	Form        int    `json:"form,omitempty"`
-	Fingerprint string `json:"fingerprint,omitempty"`
-	CatchUp     string `json:"catch-up,omitempty"`
-	From        string `json:"from,omitempty"`
-	AsideOnly   bool   `json:"aside-only,omitempty"`
-	Caller      string `json:"caller,omitempty"`
-	Why         string `json:"why,omitempty"`
-	DryRun      bool   `json:"dry-run,omitempty"`
+	Module      string `json:"module,omitempty"`      // the module (a plain name); every verb but list-kept and prune-kept needs it
+	Local       string `json:"local,omitempty"`       // the kept data of the module (a plain name)
+	Form        int    `json:"form,omitempty"`        // the version of the kept data's shape the point is taken at (0 to MaxForm)
+	Fingerprint string `json:"fingerprint,omitempty"` // the change the point protects against (a plain name)
+	CatchUp     string `json:"catch-up,omitempty"`    // snapshot-kept: the tool that brings data at Form up to the next form, handed back by a restore
+	From        string `json:"from,omitempty"`        // restore-kept: a point's directory or aside/<id> instead of Form and Fingerprint; discard-aside: the aside id
+	AsideOnly   bool   `json:"aside-only,omitempty"`  // restore-kept: only set the live data aside and remove it, restoring nothing
+	Caller      string `json:"caller,omitempty"`      // who asks, recorded with the act
+	Why         string `json:"why,omitempty"`         // why, recorded with the act; required by restore-kept and discard-aside
+	DryRun      bool   `json:"dry-run,omitempty"`     // restore-kept and prune-kept: say exactly what would be done, and change nothing
 	// KeepFor, for snapshot-kept, protects the point from prune-kept for
 	// that long after it is taken (its keep-until).
 	KeepFor Duration `json:"keep-for,omitempty"`
 	// Policy, for prune-kept, is the policy to apply; without it the
 	// recorded policy (policy.<module>.<local>, else policy.default) is.
 	Policy *Policy `json:"policy,omitempty"`
+	// Streams and Consumers, for set-plan, are the plan of module/local:
+	// the streams its kept data is made of (1 to MaxPlanStreams), and the
+	// durable consumers, on any stream, that belong to it whatever their
+	// names say (at most MaxPlanConsumers).
+	Streams   []string       `json:"streams,omitempty"`
+	Consumers []PlanConsumer `json:"consumers,omitempty"`
 	// Replicas, PlacementCluster and PlacementTags, for restore-kept,
 	// change the configuration of the streams it restores from the point
 	// (see Overrides).
@@ -74,17 +80,17 @@ func (o *Overrides) String() string {
 
 // Reply is a verb's success reply. Said is always set.
 type Reply struct {
-	Said      string        `json:"said"`
-	Point     *Point        `json:"point,omitempty"`
-	Aside     *Aside        `json:"aside,omitempty"`
-	Dir       string        `json:"dir,omitempty"`
-	CatchUp   string        `json:"catch-up,omitempty"`
-	Positions []Position    `json:"positions,omitempty"`
-	Moves     []Move        `json:"moves,omitempty"`
-	Plan      *RestorePlan  `json:"plan,omitempty"`
-	Points    []Point       `json:"points,omitempty"`
-	Asides    []Aside       `json:"asides,omitempty"`
-	Report    *VerifyReport `json:"report,omitempty"`
+	Said      string        `json:"said"`                // one sentence a person can read: what was done, and what was not
+	Point     *Point        `json:"point,omitempty"`     // the point taken, restored, verified or named
+	Aside     *Aside        `json:"aside,omitempty"`     // the aside made (restore-kept, a replaced point) or discarded
+	Dir       string        `json:"dir,omitempty"`       // where the point or aside lives, in the store
+	CatchUp   string        `json:"catch-up,omitempty"`  // the point's catch-up tool: what to run after a restore
+	Positions []Position    `json:"positions,omitempty"` // the consumer positions recorded (snapshot-kept) or set back (restore-kept)
+	Moves     []Move        `json:"moves,omitempty"`     // every consumer a restore set back, from where to where
+	Plan      *RestorePlan  `json:"plan,omitempty"`      // restore-kept: what it did, or with dry-run what it would do
+	Points    []Point       `json:"points,omitempty"`    // list-kept: the points
+	Asides    []Aside       `json:"asides,omitempty"`    // list-kept: the asides
+	Report    *VerifyReport `json:"report,omitempty"`    // verify-kept: what was checked
 	// Totals, TotalBytes and Waiting are list-kept's: the points and asides
 	// of each kept data with their bytes, the bytes of all, and the ids of
 	// the asides older than the keeper's warning age.
@@ -94,24 +100,25 @@ type Reply struct {
 	// Pruned is prune-kept's: every point it looked at, kept or removed,
 	// with the rules that kept it.
 	Pruned []PruneDecision `json:"pruned,omitempty"`
-	Extra  json.RawMessage `json:"extra,omitempty"`
+	// KeptPlan is the plan that set-plan recorded, or that show-plan found.
+	KeptPlan *Plan `json:"kept-plan,omitempty"`
 }
 
 // KeptTotal is what one kept data has kept: its points and asides and
 // their archives' bytes.
 type KeptTotal struct {
-	Module     string `json:"module"`
-	Local      string `json:"local"`
-	Points     int    `json:"points"`
-	PointBytes int64  `json:"point_bytes"`
-	Asides     int    `json:"asides"`
-	AsideBytes int64  `json:"aside_bytes"`
+	Module     string `json:"module"`      // the module
+	Local      string `json:"local"`       // the kept data
+	Points     int    `json:"points"`      // how many restore points
+	PointBytes int64  `json:"point_bytes"` // their archives' bytes
+	Asides     int    `json:"asides"`      // how many asides
+	AsideBytes int64  `json:"aside_bytes"` // their archives' bytes
 }
 
 // Position is where one of a module's durable consumers stood.
 type Position struct {
-	Stream   string          `json:"stream"`
-	Consumer string          `json:"consumer"`
+	Stream   string          `json:"stream"`    // the stream the consumer is on
+	Consumer string          `json:"consumer"`  // the durable consumer's name
 	AckFloor uint64          `json:"ack_floor"` // stream sequence acknowledged up to
 	Config   json.RawMessage `json:"config"`    // the consumer configuration as the server holds it
 }
@@ -127,13 +134,15 @@ const (
 // Move is one consumer a restore sets back: from where it stood (nil when it
 // did not exist) to the ack floor the point recorded.
 type Move struct {
-	Stream   string  `json:"stream"`
-	Consumer string  `json:"consumer"`
+	Stream   string  `json:"stream"`         // the stream the consumer is on
+	Consumer string  `json:"consumer"`       // the durable consumer's name
 	From     *uint64 `json:"from,omitempty"` // ack floor before the restore
 	To       uint64  `json:"to"`             // ack floor after it
-	By       string  `json:"by"`
+	By       string  `json:"by"`             // how: MoveWithStream, MoveReset, MoveCreate or MoveLeft
 }
 
+// String says the move in words: "<consumer> on <stream> from ack floor
+// <from> to <to>".
 func (m Move) String() string {
 	from := "absent"
 	if m.From != nil {
@@ -147,11 +156,22 @@ func (m Move) String() string {
 }
 
 // Plan is an explicit list of the streams that make up one kept data,
-// recorded as plan.<module>.<local>; it wins over the naming rule.
+// recorded as plan.<module>.<local> in the index; it wins over the naming
+// rule. Its JSON, as recorded and as set-plan and show-plan carry it:
+//
+//	{"module": "billing", "local": "ledger",
+//	 "streams": ["LEDGER_EVENTS", "KV_billing_ledger"],
+//	 "consumers": [{"stream": "ORDERS", "consumer": "ledger-feed"}]}
+//
+// Module and Local repeat the key's names; Streams are 1 to
+// MaxPlanStreams stream names (CheckStreamName), each once; Consumers
+// (optional, at most MaxPlanConsumers) name durable consumers by stream and
+// name. A plan may not name the keeper's own streams or a stream of another
+// kept data (SetPlan).
 type Plan struct {
-	Module  string   `json:"module"`
-	Local   string   `json:"local"`
-	Streams []string `json:"streams"`
+	Module  string   `json:"module"`  // the module, as in the key
+	Local   string   `json:"local"`   // the kept data, as in the key
+	Streams []string `json:"streams"` // the streams the kept data is made of, each once
 	// Consumers are durable consumers, on any stream, that belong to this
 	// kept data whatever their names say.
 	Consumers []PlanConsumer `json:"consumers,omitempty"`
@@ -159,30 +179,30 @@ type Plan struct {
 
 // StreamSum is one stream of a point or aside as the archive manifest has it.
 type StreamSum struct {
-	Name      string `json:"name"`
-	Messages  uint64 `json:"messages"`
-	Bytes     uint64 `json:"bytes"`
-	FirstSeq  uint64 `json:"first_seq"`
-	LastSeq   uint64 `json:"last_seq"`
-	Consumers int    `json:"consumers"`
+	Name      string `json:"name"`      // the stream
+	Messages  uint64 `json:"messages"`  // messages it held
+	Bytes     uint64 `json:"bytes"`     // bytes it held
+	FirstSeq  uint64 `json:"first_seq"` // its first sequence
+	LastSeq   uint64 `json:"last_seq"`  // its last sequence
+	Consumers int    `json:"consumers"` // consumers its snapshot carries
 }
 
 // Point is a restore point: point.json, and the value of
 // point.<module>.<local>.<form>.<fingerprint> in `kept`.
 type Point struct {
-	Module      string      `json:"module"`
-	Local       string      `json:"local"`
-	Form        int         `json:"form"`
-	Fingerprint string      `json:"fingerprint"`
-	CatchUp     string      `json:"catch-up,omitempty"`
-	Taken       time.Time   `json:"taken"`
+	Module      string      `json:"module"`               // the module
+	Local       string      `json:"local"`                // the kept data
+	Form        int         `json:"form"`                 // the form it was taken at
+	Fingerprint string      `json:"fingerprint"`          // the change it protects against
+	CatchUp     string      `json:"catch-up,omitempty"`   // the tool to run after restoring it
+	Taken       time.Time   `json:"taken"`                // when it was taken (UTC)
 	KeepUntil   *time.Time  `json:"keep-until,omitempty"` // set at snapshot (keep-for): prune keeps the point until then, whatever the policy
-	Caller      string      `json:"caller,omitempty"`
-	Why         string      `json:"why,omitempty"`
-	Dir         string      `json:"dir"` // its key prefix in the store (points/<module>/<local>/f<form>-<fingerprint>)
-	Streams     []StreamSum `json:"streams"`
-	Positions   []Position  `json:"positions"`
-	ArchiveSize int64       `json:"archive_size"`
+	Caller      string      `json:"caller,omitempty"`     // who asked
+	Why         string      `json:"why,omitempty"`        // why
+	Dir         string      `json:"dir"`                  // its key prefix in the store (points/<module>/<local>/f<form>-<fingerprint>)
+	Streams     []StreamSum `json:"streams"`              // each stream as the archive holds it
+	Positions   []Position  `json:"positions"`            // the module's consumers' positions, read before the streams
+	ArchiveSize int64       `json:"archive_size"`         // bus.tar's bytes
 	// ArchiveSum is the archive's checksum as the store computed it when it
 	// was committed (store.Checksum); empty for points taken before stores.
 	ArchiveSum string `json:"archive_sum,omitempty"`
@@ -190,18 +210,18 @@ type Point struct {
 
 // Aside is a set-aside copy: aside.json, and the value of aside.<id> in `kept`.
 type Aside struct {
-	ID          string      `json:"id"`
-	Module      string      `json:"module"`
-	Local       string      `json:"local"`
-	Taken       time.Time   `json:"taken"`
-	Caller      string      `json:"caller,omitempty"`
-	Why         string      `json:"why,omitempty"`
-	Reason      string      `json:"reason"`          // "restore" or "aside-only"
-	Point       string      `json:"point,omitempty"` // the point restored in its place, if any
-	Dir         string      `json:"dir"`             // its key prefix in the store (aside/<id>)
-	Streams     []StreamSum `json:"streams"`
-	Positions   []Position  `json:"positions"`
-	ArchiveSize int64       `json:"archive_size"`
+	ID          string      `json:"id"`                    // <module>.<local>.<UTC yyyymmddThhmmss>, made unique if taken
+	Module      string      `json:"module"`                // the module
+	Local       string      `json:"local"`                 // the kept data
+	Taken       time.Time   `json:"taken"`                 // when it was set aside (UTC)
+	Caller      string      `json:"caller,omitempty"`      // who asked
+	Why         string      `json:"why,omitempty"`         // why
+	Reason      string      `json:"reason"`                // "restore" or "aside-only"
+	Point       string      `json:"point,omitempty"`       // the point restored in its place, if any
+	Dir         string      `json:"dir"`                   // its key prefix in the store (aside/<id>)
+	Streams     []StreamSum `json:"streams"`               // each stream as the archive holds it
+	Positions   []Position  `json:"positions"`             // the consumers' positions when it was set aside
+	ArchiveSize int64       `json:"archive_size"`          // bus.tar's bytes
 	ArchiveSum  string      `json:"archive_sum,omitempty"` // as Point.ArchiveSum
 }
 
@@ -217,15 +237,15 @@ type RestorePlan struct {
 	Unplaced     []Position `json:"unplaced,omitempty"`   // recorded positions on streams that no longer exist
 	AsideBytes   uint64     `json:"aside-bytes"`          // live bytes that will be set aside
 	RestoreBytes uint64     `json:"restore-bytes"`        // bytes the point holds
-	AsideOnly    bool       `json:"aside-only,omitempty"`
-	Overrides    *Overrides `json:"overrides,omitempty"` // what the restored streams' configuration changes
+	AsideOnly    bool       `json:"aside-only,omitempty"` // an aside-only request: nothing is restored
+	Overrides    *Overrides `json:"overrides,omitempty"`  // what the restored streams' configuration changes
 }
 
-// VerifyReport is verify-kept's readable report.
+// VerifyReport is verify-kept's report of a point that verifies: what was
+// checked. A point that does not verify is no report but a failure (an
+// error of ErrFailed, a *DamagedError, whose sentence lists every problem).
 type VerifyReport struct {
-	Point    string      `json:"point"`
-	OK       bool        `json:"ok"`
-	Streams  []StreamSum `json:"streams"`
-	Bytes    int64       `json:"bytes"`
-	Problems []string    `json:"problems,omitempty"`
+	Point   string      `json:"point"`   // the point's directory
+	Streams []StreamSum `json:"streams"` // each stream as its manifest has it
+	Bytes   int64       `json:"bytes"`   // the archive's bytes, every one of them read and checked
 }

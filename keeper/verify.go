@@ -29,10 +29,10 @@ func (k *Keeper) VerifyKept(ctx context.Context, r Request) (*Reply, error) {
 		return nil, fmt.Errorf("restore point %s does not verify: %w; it must not be restored", pointName(p), err)
 	}
 	if got, want := manifestNames(m), streamSumNames(p.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
-		return nil, errorf(ErrDamaged, "restore point %s: point.json names streams %v but its archive holds %v",
+		return nil, Errorf(ErrDamaged, "restore point %s: point.json names streams %v but its archive holds %v",
 			pointName(p), want, got)
 	}
-	vr := &VerifyReport{Point: k.abs(rel), OK: true, Streams: streamSums(m), Bytes: m.Bytes()}
+	vr := &VerifyReport{Point: k.abs(rel), Streams: streamSums(m), Bytes: m.Bytes()}
 	if rep != nil {
 		for i, s := range rep.Streams {
 			if i < len(vr.Streams) && vr.Streams[i].Name == s.Name {

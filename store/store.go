@@ -75,10 +75,10 @@ var (
 
 // Info describes one committed object.
 type Info struct {
-	Key      string    `json:"key"`
-	Size     int64     `json:"size"`
-	Sum      string    `json:"sum"` // Checksum of the bytes, hex; "" where the backend could not tell (List may leave it empty)
-	Modified time.Time `json:"modified"`
+	Key      string    `json:"key"`      // the object's key
+	Size     int64     `json:"size"`     // its bytes
+	Sum      string    `json:"sum"`      // Checksum of the bytes, hex; "" where the backend could not tell (List may leave it empty)
+	Modified time.Time `json:"modified"` // when it was committed, as the backend tells it
 }
 
 // Store is one place where objects live.
@@ -159,6 +159,7 @@ type Description struct {
 // FreeSpacer is implemented by stores that can tell how many bytes they may
 // still take (the file backend, with statfs). Remote stores do not.
 type FreeSpacer interface {
+	// FreeSpace is the bytes a write may still use, or an error.
 	FreeSpace(ctx context.Context) (int64, error)
 }
 
@@ -166,6 +167,7 @@ type FreeSpacer interface {
 // without passing its bytes through the keeper (a hard link, a server-side
 // copy). Copy makes dst a committed object equal to src, atomically.
 type Copier interface {
+	// Copy makes dst a committed object equal to src and returns its Info.
 	Copy(ctx context.Context, src, dst string) (Info, error)
 }
 

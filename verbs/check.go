@@ -21,21 +21,24 @@ const (
 	VerbList     = keeper.VerbList
 	VerbVerify   = keeper.VerbVerify
 	VerbPrune    = keeper.VerbPrune
+	// The plan verbs.
+	VerbSetPlan    = keeper.VerbSetPlan
+	VerbShowPlan   = keeper.VerbShowPlan
+	VerbRemovePlan = keeper.VerbRemovePlan
 )
 
-// Verbs lists the verbs in the order the contract gives them, then
-// prune-kept.
-var Verbs = [...]string{VerbSnapshot, VerbRestore, VerbDiscard, VerbList, VerbVerify, VerbPrune}
+// Verbs lists the verbs a Service answers, one endpoint each, in the order
+// the contract gives them, then prune-kept and the plan verbs. Each call
+// returns a new slice.
+func Verbs() []string {
+	return []string{VerbSnapshot, VerbRestore, VerbDiscard, VerbList, VerbVerify, VerbPrune,
+		VerbSetPlan, VerbShowPlan, VerbRemovePlan}
+}
 
-// refusal is a request refused before anything was done: its sentence, and
-// keeper.ErrBadRequest for errors.Is.
-type refusal struct{ said string }
-
-func (e *refusal) Error() string { return e.said }
-func (e *refusal) Unwrap() error { return keeper.ErrBadRequest }
-
+// badRequest is a request refused before anything was done: its sentence,
+// and keeper.ErrBadRequest for errors.Is.
 func badRequest(verb, format string, args ...any) error {
-	return &refusal{said: fmt.Sprintf("%s %s, %s", verb, fmt.Sprintf(format, args...), nothingDone)}
+	return keeper.Errorf(keeper.ErrBadRequest, "%s %s, %s", verb, fmt.Sprintf(format, args...), nothingDone)
 }
 
 // CheckRequest checks that r is a well-formed request for verb: the rules

@@ -22,18 +22,6 @@ const DefaultTimeout = 10 * time.Minute
 // MaxReply bounds the reply a Client accepts.
 const MaxReply = 8 << 20
 
-// Error is a failure reply from the keeper. errors.Is(err, keeper.ErrNotFound)
-// (and the other keeper sentinels) works through Unwrap.
-type Error struct {
-	Code int    // the wire code: 400, 404, 409, 500, 503
-	Said string // the keeper's sentence: what happened and what did not
-}
-
-func (e *Error) Error() string { return e.Said }
-
-// Unwrap returns the keeper sentinel for Code.
-func (e *Error) Unwrap() error { return keeper.KindOf(e.Code) }
-
 // Client sends requests to nats-keeper services. It is safe for concurrent use.
 //
 // A migration hook takes a restore point before it changes a module's data,
@@ -51,9 +39,11 @@ func (e *Error) Unwrap() error { return keeper.KindOf(e.Code) }
 //		...  // rep.Aside.ID names the set-aside data; rep.CatchUp what to run next
 //	}
 //
-// Errors: a failure reply is an *Error; errors.Is(err, keeper.ErrBusy or
-// keeper.ErrConflict) means another verb holds the kept data (retry later),
-// keeper.ErrNotFound that the point or kept data does not exist,
+// Errors: a failure reply is an *Error. errors.Is(err, keeper.ErrBusy)
+// means another verb holds the kept data (try again later; the reply's body
+// says "busy": true); keeper.ErrConflict matches every 409, busy or not (a
+// conflict that is not busy, such as overlapping subjects, does not clear by
+// waiting); keeper.ErrNotFound that the point or kept data does not exist,
 // keeper.ErrBadRequest that the request was refused and nothing was done,
 // keeper.ErrDenied that the NATS server refused the connection's user the
 // verb's subject, at once, so nothing was done (the Client chains the
@@ -69,10 +59,12 @@ type Client struct {
 }
 
 // NewClient returns a Client using nc. It takes WithPrefix and WithTimeout.
-func NewClient(nc *nats.Conn, opts ...Option) *Client {
-	c := config{prefix: DefaultPrefix, timeout: DefaultTimeout}
+// It chains nc's error handler (see Client) to hear the server's permission
+// refusals.
+func NewClient(nc *nats.Conn, opts ...ClientOption) *Client {
+	c := clientConfig{prefix: DefaultPrefix, timeout: DefaultTimeout}
 	for _, o := range opts {
-		o(&c)
+		o.applyClient(&c)
 	}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
@@ -111,6 +103,25 @@ func (c *Client) PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply
 	return c.Do(ctx, VerbPrune, r)
 }
 
+// SetPlan records the plan of r.Module's kept data r.Local: r.Streams, the
+// streams it is made of, and r.Consumers, the consumers that belong to it.
+// The reply's KeptPlan is the plan recorded.
+func (c *Client) SetPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return c.Do(ctx, VerbSetPlan, r)
+}
+
+// ShowPlan returns the recorded plan of r.Module's kept data r.Local in the
+// reply's KeptPlan; an error wrapping keeper.ErrNotFound when there is none.
+func (c *Client) ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return c.Do(ctx, VerbShowPlan, r)
+}
+
+// RemovePlan removes the plan of r.Module's kept data r.Local, so that the
+// naming rule applies again.
+func (c *Client) RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return c.Do(ctx, VerbRemovePlan, r)
+}
+
 // VerifyKept re-checks one point's archive against its manifest.
 func (c *Client) VerifyKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
 	return c.Do(ctx, VerbVerify, r)
@@ -130,21 +141,20 @@ func (c *Client) Do(ctx context.Context, verb string, r keeper.Request) (*keeper
 	replies := replySubscription(c.nc)
 	done := c.denials.wait(func(key, said string) {
 		if strings.HasPrefix(key, "pub ") {
-			cancel(&deniedError{said: fmt.Sprintf("the NATS user may not publish to %s (the server said: %s), "+
+			cancel(keeper.Errorf(keeper.ErrDenied, "the NATS user may not publish to %s (the server said: %s), "+
 				"so the request never reached a keeper and nothing was done; use a user allowed to publish there "+
-				"(see Permissions in the README)", subject, said)})
+				"(see Permissions in the README)", subject, said))
 			return
 		}
-		cancel(&deniedError{said: fmt.Sprintf("the NATS user may not subscribe to %s, where the replies to its requests "+
+		cancel(keeper.Errorf(keeper.ErrDenied, "the NATS user may not subscribe to %s, where the replies to its requests "+
 			"come (the server said: %s), so the reply to %s cannot arrive; the keeper may still have done the verb, "+
-			"check with list-kept", replies, said, subject)})
+			"check with list-kept", replies, said, subject))
 	}, "pub "+subject, "sub "+replies)
 	defer done()
 	msg, err := c.nc.RequestWithContext(ctx, subject, body)
 	if err != nil {
-		var denied *deniedError
-		if errors.As(context.Cause(ctx), &denied) {
-			return nil, denied
+		if cause := context.Cause(ctx); errors.Is(cause, keeper.ErrDenied) {
+			return nil, cause
 		}
 		return nil, noReply(subject, err)
 	}
@@ -170,7 +180,7 @@ func decodeReply(subject string, msg *nats.Msg) (*keeper.Reply, error) {
 	if codeText := msg.Header.Get(micro.ErrorCodeHeader); codeText != "" {
 		code, err := strconv.Atoi(codeText)
 		if err != nil {
-			code = keeper.CodeFailed
+			code = CodeFailed
 		}
 		said := msg.Header.Get(micro.ErrorHeader)
 		var eb ErrorBody
@@ -180,7 +190,7 @@ func decodeReply(subject string, msg *nats.Msg) (*keeper.Reply, error) {
 		if said == "" {
 			said = fmt.Sprintf("the keeper answered %s with code %d and no sentence", subject, code)
 		}
-		return nil, &Error{Code: code, Said: said}
+		return nil, &Error{Code: code, Said: said, Busy: code == CodeConflict && eb.Busy}
 	}
 	var rep keeper.Reply
 	if err := json.Unmarshal(msg.Data, &rep); err != nil {

@@ -15,7 +15,8 @@ import (
 var requestKeys = map[string]bool{
 	"module": true, "local": true, "form": true, "fingerprint": true, "catch-up": true,
 	"from": true, "aside-only": true, "caller": true, "why": true, "dry-run": true,
-	"keep-for": true, "policy": true, "replicas": true, "placement-cluster": true, "placement-tags": true,
+	"keep-for": true, "policy": true, "streams": true, "consumers": true,
+	"replicas": true, "placement-cluster": true, "placement-tags": true,
 }
 
 // DecodeRequest strictly decodes one request body for verb and checks it with

@@ -31,6 +31,10 @@ func TestDecodeRequestGood(t *testing.T) {
 		{VerbList, `{"module":"billing"}`, keeper.Request{Module: "billing"}},
 		{VerbVerify, `{"module":"billing","local":"ledger","form":0,"fingerprint":"x"}`,
 			keeper.Request{Module: "billing", Local: "ledger", Fingerprint: "x"}},
+		{VerbSetPlan, `{"module":"billing","local":"ledger","streams":["LEDGER","KV_billing_ledger"],"consumers":[{"stream":"ORDERS","consumer":"feed"}]}`,
+			keeper.Request{Module: "billing", Local: "ledger", Streams: []string{"LEDGER", "KV_billing_ledger"},
+				Consumers: []keeper.PlanConsumer{{Stream: "ORDERS", Consumer: "feed"}}}},
+		{VerbShowPlan, `{"module":"billing","local":"ledger"}`, keeper.Request{Module: "billing", Local: "ledger"}},
 	}
 	for _, c := range cases {
 		got, err := DecodeRequest(c.verb, []byte(c.body))
@@ -101,8 +105,8 @@ func TestDecodeRequestRefused(t *testing.T) {
 		if !errors.Is(err, keeper.ErrBadRequest) {
 			t.Errorf("%s: error does not wrap ErrBadRequest: %v", c.name, err)
 		}
-		if keeper.Code(err) != 400 {
-			t.Errorf("%s: code %d, want 400", c.name, keeper.Code(err))
+		if Code(err) != 400 {
+			t.Errorf("%s: code %d, want 400", c.name, Code(err))
 		}
 		if !strings.HasSuffix(err.Error(), "so nothing was done") {
 			t.Errorf("%s: sentence does not end with what was not done: %q", c.name, err)

@@ -7,8 +7,6 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
 // A NATS server refuses a publish the user's permissions do not allow with
@@ -108,9 +106,3 @@ func replySubscription(nc *nats.Conn) string {
 	inbox := nc.NewRespInbox()
 	return inbox[:strings.LastIndexByte(inbox, '.')+1] + "*"
 }
-
-// deniedError is a refusal by the server: keeper.ErrDenied for errors.Is.
-type deniedError struct{ said string }
-
-func (e *deniedError) Error() string { return e.said }
-func (e *deniedError) Unwrap() error { return keeper.ErrDenied }

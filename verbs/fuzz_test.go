@@ -19,9 +19,11 @@ func FuzzDecodeRequest(f *testing.F) {
 	for _, s := range []string{
 		`{}`, `{"module":"billing","local":"ledger","form":3,"fingerprint":"9f2c1a7e","catch-up":"m","caller":"c"}`,
 		`{"module":"a","local":"b","why":"w","aside-only":true}`, `{"from":"a.b.20260101T000000","why":"w"}`,
+		`{"module":"a","local":"b","streams":["S","T"],"consumers":[{"stream":"S","consumer":"c"}]}`,
+		`{"module":"a","local":"b","streams":["a.b"]}`, `{"module":"a","local":"b","streams":[]}`,
 		`{"module":"a","module":"b"}`, `{"Module":"a"}`, `[1]`, `{"form":1e3}`, `{"module":"a\u0000"}`, `{} {}`, ``,
 	} {
-		for _, v := range Verbs {
+		for _, v := range Verbs() {
 			f.Add(v, []byte(s))
 		}
 	}
@@ -52,6 +54,11 @@ func FuzzDecodeRequest(f *testing.F) {
 				t.Fatalf("accepted a name that is not plain: %q", name)
 			}
 		}
+		for _, s := range r.Streams {
+			if keeper.CheckStreamName("stream", s) != nil {
+				t.Fatalf("accepted a plan stream that is not a stream name: %q", s)
+			}
+		}
 	})
 }
 
@@ -77,7 +84,7 @@ func FuzzDecodeReply(f *testing.F) {
 		}
 		var ve *Error
 		if code != "" {
-			if !errors.As(err, &ve) || ve.Said == "" || keeper.KindOf(ve.Code) == nil {
+			if !errors.As(err, &ve) || ve.Said == "" || keeper.KindOf(err) == nil {
 				t.Fatalf("failure reply became %v", err)
 			}
 		}

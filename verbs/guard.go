@@ -104,7 +104,7 @@ func (c *Client) Guard(ctx context.Context, req GuardRequest, change func(ctx co
 		return GuardResult{Said: err.Error()}, err
 	}
 	res := GuardResult{Point: rep.Point, Ran: true}
-	failure, panicked := runChange(context.WithValue(ctx, guardPointKey{}, rep.Point), change)
+	panicked, failure := runChange(context.WithValue(ctx, guardPointKey{}, rep.Point), change)
 	if failure == nil {
 		res.Said = fmt.Sprintf("guard: took the restore point of %s; the change succeeded, so the point was not restored (it stays, for restore-kept)", what)
 		return res, nil
@@ -150,7 +150,7 @@ func (c *Client) Guard(ctx context.Context, req GuardRequest, change func(ctx co
 
 // runChange calls change, turning a panic into an error (and returning the
 // panic's value, to re-raise once the point is restored).
-func runChange(ctx context.Context, change func(context.Context) error) (err error, panicked any) {
+func runChange(ctx context.Context, change func(context.Context) error) (panicked any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			panicked = p

@@ -33,16 +33,21 @@ const QueueGroup = "nats-keeper"
 // DefaultMaxInFlight bounds the verbs one Service runs at once.
 const DefaultMaxInFlight = 16
 
-// Engine is what the service needs of the keeper: its verbs. *keeper.Keeper
-// is one. Each method must be safe for concurrent use and must refuse a second
-// verb on the same kept data with an error wrapping keeper.ErrBusy.
+// Engine is what the service needs of the keeper: its verbs, one method
+// each, as *keeper.Keeper has them (see there for what each does). Each
+// method must be safe for concurrent use, must refuse a second verb on the
+// same kept data with an error wrapping keeper.ErrBusy, and must give every
+// error its kind (keeper.Errorf), which Code maps to the wire.
 type Engine interface {
-	SnapshotKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
-	RestoreKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
-	DiscardAside(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
-	ListKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
-	VerifyKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
-	PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)
+	SnapshotKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) // snapshot-kept: take a restore point
+	RestoreKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)  // restore-kept: restore it, setting the live data aside
+	DiscardAside(ctx context.Context, r keeper.Request) (*keeper.Reply, error) // discard-aside: remove one aside, on a person's call
+	ListKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)     // list-kept: the points and asides
+	VerifyKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)   // verify-kept: re-check a point's archive
+	PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)    // prune-kept: apply a retention policy
+	SetPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)      // set-plan: record a kept data's streams
+	ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)     // show-plan: the recorded plan
+	RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)   // remove-plan: back to the naming rule
 }
 
 var _ Engine = (*keeper.Keeper)(nil)
@@ -57,12 +62,14 @@ const cutWait = 10 * time.Second
 
 const description = "keeps restore points of modules' JetStream data and restores them"
 
-// Option configures Serve or NewClient; each ignores what is not its own.
-type Option func(*config)
+// ServeOption configures Serve.
+type ServeOption interface{ applyServe(*serveConfig) }
 
-type config struct {
+// ClientOption configures NewClient.
+type ClientOption interface{ applyClient(*clientConfig) }
+
+type serveConfig struct {
 	prefix      string
-	timeout     time.Duration
 	version     string
 	logger      *slog.Logger
 	maxInFlight int
@@ -70,37 +77,68 @@ type config struct {
 	stopTimeout time.Duration
 }
 
-// WithPrefix sets the subject prefix (default "mesh-broker"), for Serve and
-// NewClient.
-func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+type clientConfig struct {
+	prefix  string
+	timeout time.Duration
+}
+
+type serveOption func(*serveConfig)
+
+func (o serveOption) applyServe(c *serveConfig) { o(c) }
+
+type clientOption func(*clientConfig)
+
+func (o clientOption) applyClient(c *clientConfig) { o(c) }
+
+// PrefixOption is WithPrefix's option, the one that both Serve and
+// NewClient take: a service and its clients must agree on the prefix.
+type PrefixOption string
+
+func (p PrefixOption) applyServe(c *serveConfig)   { c.prefix = string(p) }
+func (p PrefixOption) applyClient(c *clientConfig) { c.prefix = string(p) }
+
+// WithPrefix sets the subject prefix of the verbs (default DefaultPrefix,
+// "mesh-broker"), for Serve and NewClient alike.
+func WithPrefix(p string) PrefixOption { return PrefixOption(p) }
 
 // WithTimeout sets how long a Client waits for each reply (default
-// DefaultTimeout). A deadline on the context, if earlier, wins.
-func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+// DefaultTimeout; 0 or less: the default). A deadline on the context, if
+// earlier, wins.
+func WithTimeout(d time.Duration) ClientOption {
+	return clientOption(func(c *clientConfig) { c.timeout = d })
+}
 
 // WithVersion sets the version the service announces. A version that is not
 // SemVer is announced as 0.0.0-dev, with the given text in the metadata.
-func WithVersion(v string) Option { return func(c *config) { c.version = v } }
+func WithVersion(v string) ServeOption { return serveOption(func(c *serveConfig) { c.version = v }) }
 
-// WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+// WithLogger sets the service's logger (default slog.Default()).
+func WithLogger(l *slog.Logger) ServeOption {
+	return serveOption(func(c *serveConfig) { c.logger = l })
+}
 
-// WithMaxInFlight bounds the verbs run at once (default 16). A request that
-// arrives when the bound is reached waits for a verb to finish.
-func WithMaxInFlight(n int) Option { return func(c *config) { c.maxInFlight = n } }
+// WithMaxInFlight bounds the verbs run at once (default DefaultMaxInFlight;
+// less than 1: 1). A request that arrives when the bound is reached waits
+// for a verb to finish.
+func WithMaxInFlight(n int) ServeOption {
+	return serveOption(func(c *serveConfig) { c.maxInFlight = n })
+}
 
 // WithStopTimeout sets how long Stop lets the verbs in flight finish before it
 // cancels their context (default DefaultStopTimeout; 0 or less: the default).
-func WithStopTimeout(d time.Duration) Option { return func(c *config) { c.stopTimeout = d } }
+func WithStopTimeout(d time.Duration) ServeOption {
+	return serveOption(func(c *serveConfig) { c.stopTimeout = d })
+}
 
-// WithMetadata adds metadata to what `nats micro info` shows.
-func WithMetadata(k, v string) Option {
-	return func(c *config) {
+// WithMetadata adds one key and value to the metadata `nats micro info`
+// shows. The key "prefix" is the service's own and cannot be replaced.
+func WithMetadata(k, v string) ServeOption {
+	return serveOption(func(c *serveConfig) {
 		if c.metadata == nil {
 			c.metadata = map[string]string{}
 		}
 		c.metadata[k] = v
-	}
+	})
 }
 
 // Service is a running nats-keeper service.
@@ -150,31 +188,21 @@ func SemVer(v string) string {
 	return "0.0.0-dev"
 }
 
-// Serve starts the nats-keeper service on nc for k: one endpoint per verb on
-// <prefix>.<verb> in the queue group nats-keeper, and the micro discovery
-// protocol, so that `nats micro ls/info/stats/ping` see it. Each verb runs in
-// its own goroutine, at most WithMaxInFlight at once, under a context that
-// carries ctx's values but is not cancelled with it: Stop cancels it only
-// after WithStopTimeout. When ctx is done the service stops, as Stop does.
-func Serve(ctx context.Context, nc *nats.Conn, k *keeper.Keeper, opts ...Option) (*Service, error) {
-	if k == nil {
-		return nil, errors.New("verbs.Serve needs a keeper, so no service was started")
+// Serve starts the nats-keeper service on nc for e (a *keeper.Keeper, or
+// any Engine): one endpoint per verb on <prefix>.<verb> in the queue group
+// nats-keeper, and the micro discovery protocol, so that `nats micro
+// ls/info/stats/ping` see it. Each verb runs in its own goroutine, at most
+// WithMaxInFlight at once, under a context that carries ctx's values but is
+// not cancelled with it: Stop cancels it only after WithStopTimeout. When
+// ctx is done the service stops, as Stop does. An error means nothing is
+// served.
+func Serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...ServeOption) (*Service, error) {
+	if k, ok := e.(*keeper.Keeper); e == nil || (ok && k == nil) {
+		return nil, errors.New("verbs.Serve needs an engine, such as a *keeper.Keeper, so no service was started")
 	}
-	return serve(ctx, nc, k, opts...)
-}
-
-// ServeEngine is Serve for any Engine, such as a keeper wrapped for a test.
-func ServeEngine(ctx context.Context, nc *nats.Conn, e Engine, opts ...Option) (*Service, error) {
-	if e == nil {
-		return nil, errors.New("verbs.ServeEngine needs an engine, so no service was started")
-	}
-	return serve(ctx, nc, e, opts...)
-}
-
-func serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...Option) (*Service, error) {
-	c := config{prefix: DefaultPrefix, maxInFlight: DefaultMaxInFlight, stopTimeout: DefaultStopTimeout}
+	c := serveConfig{prefix: DefaultPrefix, maxInFlight: DefaultMaxInFlight, stopTimeout: DefaultStopTimeout}
 	for _, o := range opts {
-		o(&c)
+		o.applyServe(&c)
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
@@ -191,10 +219,11 @@ func serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...Option) (*Servi
 	if nc == nil || nc.IsClosed() {
 		return nil, fmt.Errorf("%w: the connection to NATS is closed, so no service was started", keeper.ErrNoBus)
 	}
-	md := map[string]string{"prefix": c.prefix}
+	md := map[string]string{}
 	for k, v := range c.metadata {
 		md[k] = v
 	}
+	md["prefix"] = c.prefix
 	ver := SemVer(c.version)
 	if c.version != "" && ver != strings.TrimPrefix(c.version, "v") {
 		md["build"] = c.version
@@ -212,7 +241,7 @@ func serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...Option) (*Servi
 		started:     time.Now().UTC(),
 		flights:     map[*flight]struct{}{},
 	}
-	for _, verb := range Verbs {
+	for _, verb := range Verbs() {
 		s.endpoints = append(s.endpoints, &endpoint{verb: verb, subject: c.prefix + "." + verb})
 	}
 	unsubscribe := func() {
@@ -327,17 +356,10 @@ func (s *Service) waitVerbs() error {
 			names = append(names, f.verb)
 		}
 	}
-	return &cutShort{said: fmt.Sprintf("%d verb(s) were still running %s after the stop began and were cut short (%s); "+
+	return keeper.Errorf(keeper.ErrFailed, "%d verb(s) were still running %s after the stop began and were cut short (%s); "+
 		"a restarted keeper finishes or undoes any restore they left half-way",
-		len(cut), s.stopTimeout, strings.Join(names, ", "))}
+		len(cut), s.stopTimeout, strings.Join(names, ", "))
 }
-
-// cutShort is Stop's error when verbs were cancelled: keeper.ErrFailed for
-// errors.Is, without the sentinel's word in the sentence.
-type cutShort struct{ said string }
-
-func (e *cutShort) Error() string { return e.said }
-func (e *cutShort) Unwrap() error { return keeper.ErrFailed }
 
 func (s *Service) inFlight() []*flight {
 	s.mu.Lock()
@@ -449,7 +471,7 @@ func (s *Service) run(verb string, req *request) {
 	}
 	reply, err := s.call(ctx, verb, r)
 	if err != nil {
-		log.Warn("verb failed", "code", keeper.Code(err), "error", err, "took", time.Since(start))
+		log.Warn("verb failed", "code", Code(err), "error", err, "took", time.Since(start))
 		s.fail(req, verb, err)
 		return
 	}
@@ -487,22 +509,21 @@ func (s *Service) call(ctx context.Context, verb string, r keeper.Request) (rep 
 		return s.engine.VerifyKept(ctx, r)
 	case VerbPrune:
 		return s.engine.PruneKept(ctx, r)
+	case VerbSetPlan:
+		return s.engine.SetPlan(ctx, r)
+	case VerbShowPlan:
+		return s.engine.ShowPlan(ctx, r)
+	case VerbRemovePlan:
+		return s.engine.RemovePlan(ctx, r)
 	}
 	return nil, badRequest(verb, "is not a verb of nats-keeper")
 }
 
-// ErrorBody is the JSON body of a failure reply.
-type ErrorBody struct {
-	Error string `json:"error"`
-	Code  int    `json:"code"`
-}
-
 func (s *Service) fail(req *request, verb string, err error) {
-	code := keeper.Code(err)
-	said := err.Error()
-	body, _ := json.Marshal(ErrorBody{Error: said, Code: code})
-	if rerr := req.Error(code, said, body); rerr != nil {
-		s.log.Error("could not send the error reply", "verb", verb, "error", rerr, "said", said)
+	eb := bodyOf(err)
+	body, _ := json.Marshal(eb)
+	if rerr := req.Error(eb.Code, eb.Error, body); rerr != nil {
+		s.log.Error("could not send the error reply", "verb", verb, "error", rerr, "said", eb.Error)
 	}
 }
 

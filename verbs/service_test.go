@@ -41,11 +41,11 @@ func (f *fakeEngine) VerifyKept(ctx context.Context, r keeper.Request) (*keeper.
 	return f.fn(ctx, VerbVerify, r)
 }
 
-func startFake(t *testing.T, fn func(context.Context, string, keeper.Request) (*keeper.Reply, error), opts ...Option) (*nats.Conn, *Service) {
+func startFake(t *testing.T, fn func(context.Context, string, keeper.Request) (*keeper.Reply, error), opts ...ServeOption) (*nats.Conn, *Service) {
 	t.Helper()
 	s := natstest.Start(t, nil)
 	nc := natstest.Connect(t, s)
-	svc, err := serve(context.Background(), nc, &fakeEngine{fn: fn}, opts...)
+	svc, err := Serve(context.Background(), nc, &fakeEngine{fn: fn}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestServiceRepliesAndErrors(t *testing.T) {
 		is    error
 	}{
 		{"missing", 404, keeper.ErrNotFound},
-		{"held", 409, keeper.ErrConflict},
+		{"held", 409, keeper.ErrBusy}, // errors.Is(err, keeper.ErrBusy) holds on the client too
 		{"broken", 500, keeper.ErrFailed},
 		{"silent", 500, keeper.ErrFailed},
 		{"panics", 500, keeper.ErrFailed},
@@ -108,8 +108,13 @@ func TestServiceRepliesAndErrors(t *testing.T) {
 		if !errors.As(err, &ve) || ve.Code != tc.code || !errors.Is(err, tc.is) {
 			t.Errorf("%s: got %v (%#v), want code %d", tc.local, err, ve, tc.code)
 		}
-		if keeper.ExitCode(err) != keeper.ExitCode(tc.is) {
-			t.Errorf("%s: exit code %d", tc.local, keeper.ExitCode(err))
+		if keeper.KindOf(err) != tc.is {
+			t.Errorf("%s: kind %v, want %v", tc.local, keeper.KindOf(err), tc.is)
+		}
+		if busy := tc.is == keeper.ErrBusy; ve != nil && (ve.Busy != busy || errors.Is(err, keeper.ErrBusy) != busy ||
+			errors.Is(err, keeper.ErrConflict) != (tc.code == 409)) {
+			t.Errorf("%s: busy %v, errors.Is busy %v, conflict %v; want busy %v", tc.local, ve.Busy,
+				errors.Is(err, keeper.ErrBusy), errors.Is(err, keeper.ErrConflict), busy)
 		}
 	}
 
@@ -135,8 +140,18 @@ func TestServiceRepliesAndErrors(t *testing.T) {
 	if h := msg.Header.Get(micro.ErrorHeader); strings.Contains(h, "\n") || !strings.Contains(h, "disk is full") {
 		t.Fatalf("header %q", h)
 	}
-	if err := json.Unmarshal(msg.Data, &eb); err != nil || !strings.Contains(eb.Error, "full,\nso") {
+	if err := json.Unmarshal(msg.Data, &eb); err != nil || !strings.Contains(eb.Error, "full,\nso") || eb.Busy {
 		t.Fatalf("body %s: %v", msg.Data, err)
+	}
+	// A busy kept data says so in the body, beside its 409.
+	r.Local = "held"
+	msg, err = nc.Request(DefaultPrefix+"."+VerbSnapshot, mustJSON(t, r), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb = ErrorBody{}
+	if err := json.Unmarshal(msg.Data, &eb); err != nil || eb.Code != 409 || !eb.Busy || msg.Header.Get(micro.ErrorCodeHeader) != "409" {
+		t.Fatalf("busy body %s: %v", msg.Data, err)
 	}
 }
 
@@ -153,7 +168,7 @@ func TestClientNoService(t *testing.T) {
 	s := natstest.Start(t, nil)
 	nc := natstest.Connect(t, s)
 	_, err := NewClient(nc, WithPrefix("nobody-here")).ListKept(context.Background(), keeper.Request{})
-	if !errors.Is(err, keeper.ErrNoBus) || keeper.ExitCode(err) != keeper.ExitNoService {
+	if !errors.Is(err, keeper.ErrNoBus) || keeper.KindOf(err) != keeper.ErrNoBus || Code(err) != CodeNoBus {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -161,11 +176,11 @@ func TestClientNoService(t *testing.T) {
 func TestServiceInfo(t *testing.T) {
 	nc, svc := startFake(t, nil, WithPrefix("ops.keeper"), WithVersion("v1.2.3"))
 	info := svc.Info()
-	if info.Name != ServiceName || info.Version != "1.2.3" || len(info.Endpoints) != len(Verbs) {
+	if info.Name != ServiceName || info.Version != "1.2.3" || len(info.Endpoints) != len(Verbs()) {
 		t.Fatalf("info %+v", info)
 	}
 	for i, ep := range info.Endpoints {
-		if ep.Subject != "ops.keeper."+Verbs[i] || ep.QueueGroup != QueueGroup {
+		if ep.Subject != "ops.keeper."+Verbs()[i] || ep.QueueGroup != QueueGroup {
 			t.Errorf("endpoint %+v", ep)
 		}
 	}
@@ -303,7 +318,7 @@ func TestServiceStopsWithContext(t *testing.T) {
 	s := natstest.Start(t, nil)
 	nc := natstest.Connect(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
-	svc, err := serve(ctx, nc, &fakeEngine{})
+	svc, err := Serve(ctx, nc, &fakeEngine{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +395,7 @@ func TestServiceStatsCoverTheWholeVerb(t *testing.T) {
 
 	check := func(how string, st *micro.Stats) {
 		t.Helper()
-		if st.Name != ServiceName || st.ID != svc.Info().ID || st.Type != micro.StatsResponseType || len(st.Endpoints) != len(Verbs) {
+		if st.Name != ServiceName || st.ID != svc.Info().ID || st.Type != micro.StatsResponseType || len(st.Endpoints) != len(Verbs()) {
 			t.Fatalf("%s: stats %+v", how, st)
 		}
 		for _, ep := range st.Endpoints {
@@ -437,7 +452,7 @@ func TestServiceStatsCoverTheWholeVerb(t *testing.T) {
 		Info  micro.Info  `json:"info"`
 		Stats micro.Stats `json:"stats"`
 	}
-	if out := cli("micro", "info", ServiceName, "--json"); json.Unmarshal(out, &info) != nil || len(info.Info.Endpoints) != len(Verbs) {
+	if out := cli("micro", "info", ServiceName, "--json"); json.Unmarshal(out, &info) != nil || len(info.Info.Endpoints) != len(Verbs()) {
 		t.Fatalf("nats micro info --json printed %s", out)
 	}
 	check("nats micro info (this instance's stats)", &info.Stats)
@@ -491,4 +506,16 @@ func TestServiceStopCutsAStuckVerbShort(t *testing.T) {
 
 func (f *fakeEngine) PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
 	return f.fn(ctx, VerbPrune, r)
+}
+
+func (f *fakeEngine) SetPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f.fn(ctx, VerbSetPlan, r)
+}
+
+func (f *fakeEngine) ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f.fn(ctx, VerbShowPlan, r)
+}
+
+func (f *fakeEngine) RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f.fn(ctx, VerbRemovePlan, r)
 }

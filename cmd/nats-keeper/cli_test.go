@@ -30,8 +30,8 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"snapshot-kept", "billing", "ledger", "--form", "three", "--before", "x"},
 	} {
 		code, _, errText := runArgs(t, args...)
-		if code != keeper.ExitUsage {
-			t.Errorf("%v: exit %d, want %d; stderr %s", args, code, keeper.ExitUsage, errText)
+		if code != exitUsage {
+			t.Errorf("%v: exit %d, want %d; stderr %s", args, code, exitUsage, errText)
 		}
 		if !strings.Contains(errText, "nats-keeper: ") {
 			t.Errorf("%v: no sentence on stderr: %q", args, errText)
@@ -170,11 +170,11 @@ func TestClientFailures(t *testing.T) {
 	// Bad request: refused before anything is sent, exit 2.
 	var o outs
 	err := runSnapshot(ctx, snapshotOptions{Client: f, Out: o.output(), Module: "bill.ing", Local: "ledger", Before: "x"})
-	if keeper.ExitCode(err) != keeper.ExitUsage || !strings.Contains(err.Error(), "nothing was done") {
+	if exitCode(err) != exitUsage || !strings.Contains(err.Error(), "nothing was done") {
 		t.Fatalf("bad name: %v", err)
 	}
 	err = runRestore(ctx, restoreOptions{Client: f, Out: o.output(), Module: "billing", Local: "ledger", Why: "w"})
-	if keeper.ExitCode(err) != keeper.ExitUsage {
+	if exitCode(err) != exitUsage {
 		t.Fatalf("restore without --form/--before: %v", err)
 	}
 
@@ -182,25 +182,25 @@ func TestClientFailures(t *testing.T) {
 	bad := f
 	bad.Caller = strings.Repeat("c", 5000)
 	err = runList(ctx, listOptions{Client: bad, Out: o.output()})
-	if keeper.ExitCode(err) != keeper.ExitUsage {
+	if exitCode(err) != exitUsage {
 		t.Fatalf("oversize caller: %v", err)
 	}
 
 	// Not found: exit 3.
 	err = runVerify(ctx, verifyOptions{Client: f, Out: o.output(), Module: "billing", Local: "nothing", Form: 1, Before: "x"})
-	if keeper.ExitCode(err) != keeper.ExitNotFound {
-		t.Fatalf("verify of a missing point: exit %d, %v", keeper.ExitCode(err), err)
+	if exitCode(err) != exitNotFound {
+		t.Fatalf("verify of a missing point: exit %d, %v", exitCode(err), err)
 	}
 	err = runSnapshot(ctx, snapshotOptions{Client: f, Out: o.output(), Module: "billing", Local: "nothing", Form: 1, Before: "x"})
-	if keeper.ExitCode(err) != keeper.ExitNotFound {
-		t.Fatalf("snapshot of missing kept data: exit %d, %v", keeper.ExitCode(err), err)
+	if exitCode(err) != exitNotFound {
+		t.Fatalf("snapshot of missing kept data: exit %d, %v", exitCode(err), err)
 	}
 	o = outs{}
 	jf := f
 	jf.JSON = true
 	err = runDiscard(ctx, discardOptions{Client: jf, Out: o.output(), ID: "billing.ledger.20260101T000000", Why: "w"})
-	if keeper.ExitCode(err) != keeper.ExitNotFound {
-		t.Fatalf("discard of a missing aside: exit %d, %v", keeper.ExitCode(err), err)
+	if exitCode(err) != exitNotFound {
+		t.Fatalf("discard of a missing aside: exit %d, %v", exitCode(err), err)
 	}
 	var eb verbs.ErrorBody
 	if json.Unmarshal(o.out.Bytes(), &eb) != nil || eb.Code != 404 || eb.Error == "" {
@@ -211,8 +211,8 @@ func TestClientFailures(t *testing.T) {
 	np := f
 	np.Prefix = "nobody-here"
 	err = runList(ctx, listOptions{Client: np, Out: o.output()})
-	if keeper.ExitCode(err) != keeper.ExitNoService {
-		t.Fatalf("no service: exit %d, %v", keeper.ExitCode(err), err)
+	if exitCode(err) != exitNoService {
+		t.Fatalf("no service: exit %d, %v", exitCode(err), err)
 	}
 
 	// No bus at all: exit 5.
@@ -223,7 +223,7 @@ func TestClientFailures(t *testing.T) {
 	dead := "nats://" + l.Addr().String()
 	l.Close()
 	code, _, errText := runArgs(t, "list", "--server", dead)
-	if code != keeper.ExitNoService || !strings.Contains(errText, "could not connect") {
+	if code != exitNoService || !strings.Contains(errText, "could not connect") {
 		t.Fatalf("no bus: exit %d, %s", code, errText)
 	}
 }
@@ -263,8 +263,8 @@ func TestClientBusy(t *testing.T) {
 	var o outs
 	err := runSnapshot(ctx, snapshotOptions{Client: f, Out: o.output(), Module: "billing", Local: "ledger", Form: 1, Before: "b"})
 	close(bb.release)
-	if keeper.ExitCode(err) != keeper.ExitBusy {
-		t.Fatalf("second verb: exit %d, %v", keeper.ExitCode(err), err)
+	if exitCode(err) != exitBusy {
+		t.Fatalf("second verb: exit %d, %v", exitCode(err), err)
 	}
 	if !strings.Contains(err.Error(), "snapshot-kept") {
 		t.Errorf("the busy sentence does not name the holder: %v", err)
@@ -278,18 +278,18 @@ func TestServeNeedsAServer(t *testing.T) {
 	var o outs
 	err := runServe(context.Background(), serveOptions{Dir: t.TempDir(), Prefix: verbs.DefaultPrefix, Bucket: "kept",
 		LogFormat: "text", LogLevel: "info", Err: &o.err})
-	if keeper.ExitCode(err) != keeper.ExitNoService || !strings.Contains(err.Error(), "--embedded") {
-		t.Fatalf("serve without a server: exit %d, %v", keeper.ExitCode(err), err)
+	if exitCode(err) != exitNoService || !strings.Contains(err.Error(), "--embedded") {
+		t.Fatalf("serve without a server: exit %d, %v", exitCode(err), err)
 	}
 	err = runServe(context.Background(), serveOptions{Dir: t.TempDir(), Prefix: verbs.DefaultPrefix, Bucket: "kept",
 		LogFormat: "yaml", LogLevel: "info", Err: &o.err, Embedded: true})
-	if keeper.ExitCode(err) != keeper.ExitUsage {
-		t.Fatalf("serve --log-format yaml: exit %d, %v", keeper.ExitCode(err), err)
+	if exitCode(err) != exitUsage {
+		t.Fatalf("serve --log-format yaml: exit %d, %v", exitCode(err), err)
 	}
 	err = runServe(context.Background(), serveOptions{Dir: t.TempDir(), Prefix: "a b", Bucket: "kept",
 		LogFormat: "text", LogLevel: "info", Err: &o.err, Embedded: true})
-	if keeper.ExitCode(err) != keeper.ExitUsage {
-		t.Fatalf("serve --prefix 'a b': exit %d, %v", keeper.ExitCode(err), err)
+	if exitCode(err) != exitUsage {
+		t.Fatalf("serve --prefix 'a b': exit %d, %v", exitCode(err), err)
 	}
 }
 
@@ -332,8 +332,8 @@ func TestServeEmbedded(t *testing.T) {
 	defer l.Close()
 	err = runServe(context.Background(), serveOptions{Dir: t.TempDir(), Prefix: "p", Bucket: "kept", Embedded: true,
 		Listen: l.Addr().String(), LogFormat: "text", LogLevel: "info", Err: &logs})
-	if keeper.ExitCode(err) != keeper.ExitBusy || !strings.Contains(err.Error(), "--listen") {
-		t.Fatalf("serve on a taken port: exit %d, %v", keeper.ExitCode(err), err)
+	if exitCode(err) != exitBusy || !strings.Contains(err.Error(), "--listen") {
+		t.Fatalf("serve on a taken port: exit %d, %v", exitCode(err), err)
 	}
 }
 
@@ -434,7 +434,7 @@ func TestProgressLineClearedBeforeTheReply(t *testing.T) {
 	nc := natstest.Connect(t, s)
 	term := &signalBuffer{when: "snapshot-kept snapshot:", seen: make(chan struct{})}
 	seen := term.seen
-	svc, err := verbs.ServeEngine(context.Background(), nc, engineFunc(func(ctx context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
+	svc, err := verbs.Serve(context.Background(), nc, engineFunc(func(ctx context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
 		b, _ := json.Marshal(keeper.Progress{Verb: verb, Module: r.Module, Local: r.Local, Step: "snapshot", Stream: "billing_ledger",
 			StreamsTotal: 1, Bytes: 5 << 20})
 		if err := nc.Publish(verbs.ProgressSubject(verbs.DefaultPrefix, r.Module, r.Local), b); err != nil {
@@ -484,4 +484,13 @@ func (f engineFunc) VerifyKept(ctx context.Context, r keeper.Request) (*keeper.R
 
 func (f engineFunc) PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
 	return f(ctx, verbs.VerbPrune, r)
+}
+func (f engineFunc) SetPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f(ctx, verbs.VerbSetPlan, r)
+}
+func (f engineFunc) ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f(ctx, verbs.VerbShowPlan, r)
+}
+func (f engineFunc) RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f(ctx, verbs.VerbRemovePlan, r)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -25,7 +24,7 @@ func (c connFlags) options(name string, log *slog.Logger) jsbus.ConnOptions {
 }
 
 // connect connects to the bus; a failure wraps keeper.ErrNoBus (exit 5)
-// unless it already names its kind.
+// unless it already carries its kind.
 func connect(ctx context.Context, c connFlags, name string, log *slog.Logger) (*nats.Conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -36,20 +35,10 @@ func connect(ctx context.Context, c connFlags, name string, log *slog.Logger) (*
 		if c.Context != "" {
 			where = "context " + c.Context
 		}
-		if hasKind(err) {
+		if keeper.KindOf(err) != nil {
 			return nil, fmt.Errorf("could not connect to NATS at %s, so nothing was done: %w", where, err)
 		}
-		return nil, errorf(keeper.ErrNoBus, "could not connect to NATS at %s, so nothing was done: %v", where, err)
+		return nil, keeper.Errorf(keeper.ErrNoBus, "could not connect to NATS at %s, so nothing was done: %v", where, err)
 	}
 	return nc, nil
-}
-
-// hasKind reports whether err already carries one of the keeper's sentinels.
-func hasKind(err error) bool {
-	for _, s := range []error{keeper.ErrBadRequest, keeper.ErrNotFound, keeper.ErrBusy, keeper.ErrConflict, keeper.ErrFailed, keeper.ErrNoBus, keeper.ErrDenied} {
-		if errors.Is(err, s) {
-			return true
-		}
-	}
-	return false
 }

@@ -82,10 +82,10 @@ func runCopy(ctx context.Context, o copyOptions) error {
 		return err
 	}
 	if o.From == "" || o.To == "" {
-		return fail(errorf(keeper.ErrBadRequest, "copy needs both --from-store and --to-store (a directory is file:///path), so nothing was copied"))
+		return fail(keeper.Errorf(keeper.ErrBadRequest, "copy needs both --from-store and --to-store (a directory is file:///path), so nothing was copied"))
 	}
 	if o.Local != "" && o.Module == "" {
-		return fail(errorf(keeper.ErrBadRequest, "a kept data to copy needs its module, so nothing was copied"))
+		return fail(keeper.Errorf(keeper.ErrBadRequest, "a kept data to copy needs its module, so nothing was copied"))
 	}
 	log := slog.New(slog.NewTextHandler(o.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	from, err := openStore(ctx, o.From, "", o.StoreFlags, log)
@@ -100,7 +100,7 @@ func runCopy(ctx context.Context, o copyOptions) error {
 	defer to.Close()
 	src, dst := from.Describe().URL, to.Describe().URL
 	if src == dst {
-		return fail(errorf(keeper.ErrBadRequest, "--from-store and --to-store are both %s, so nothing was copied", src))
+		return fail(keeper.Errorf(keeper.ErrBadRequest, "--from-store and --to-store are both %s, so nothing was copied", src))
 	}
 	// Every outcome is printed; the keeper's own log of them would repeat it.
 	rep, err := keeper.CopyStores(ctx, from, to, o.Module, o.Local, slog.New(slog.DiscardHandler))
@@ -117,7 +117,7 @@ func runCopy(ctx context.Context, o copyOptions) error {
 		printCopy(o.Out, rep, src, dst)
 	}
 	if err != nil && ctx.Err() != nil {
-		return errorf(keeper.ErrFailed, "the copy from %s to %s was stopped (%v) after %d point(s) and aside(s); "+
+		return keeper.Errorf(keeper.ErrFailed, "the copy from %s to %s was stopped (%v) after %d point(s) and aside(s); "+
 			"the rest were not copied, and running it again goes on where it stopped", src, dst, err,
 			len(rep.Copied)+len(rep.Skipped)+len(rep.Failed))
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/internal/tartest"
-	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
 // TestCopyFileToFile copies a keeper directory's points and aside into
@@ -87,8 +86,8 @@ func TestCopyFileToFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errText = runArgs(t, "copy", "--from-store", src, "--to-store", dst, "billing")
-	if code != keeper.ExitFailed {
-		t.Errorf("copy of a damaged point: exit %d, want %d\n%s%s", code, keeper.ExitFailed, out, errText)
+	if code != exitFailed {
+		t.Errorf("copy of a damaged point: exit %d, want %d\n%s%s", code, exitFailed, out, errText)
 	}
 	mustContain(t, "copy of a damaged point", out, "FAILED   "+three+": ", "skipped  "+one, "skipped  "+two,
 		"NOT ALL COPIED: 0 copied, 3 skipped, 1 failed, of 4 point(s)")
@@ -108,11 +107,11 @@ func TestCopyRefusals(t *testing.T) {
 		code int
 		says string
 	}{
-		{[]string{"copy", "--to-store", dir}, keeper.ExitUsage, "copy needs both --from-store and --to-store"},
-		{[]string{"copy", "--from-store", dir, "--to-store", ""}, keeper.ExitUsage, "copy needs both --from-store and --to-store"},
-		{[]string{"copy", "--from-store", dir, "--to-store", dir}, keeper.ExitUsage, "are both " + dir + ", so nothing was copied"},
-		{[]string{"copy", "--from-store", "ftp://x", "--to-store", dir}, keeper.ExitNoService, "--from-store: the store ftp://x could not be opened"},
-		{[]string{"copy", "--from-store", dir, "--to-store", "file://relative/x"}, keeper.ExitNoService, "--to-store: the store file://relative/x could not be opened"},
+		{[]string{"copy", "--to-store", dir}, exitUsage, "copy needs both --from-store and --to-store"},
+		{[]string{"copy", "--from-store", dir, "--to-store", ""}, exitUsage, "copy needs both --from-store and --to-store"},
+		{[]string{"copy", "--from-store", dir, "--to-store", dir}, exitUsage, "are both " + dir + ", so nothing was copied"},
+		{[]string{"copy", "--from-store", "ftp://x", "--to-store", dir}, exitNoService, "--from-store: the store ftp://x could not be opened"},
+		{[]string{"copy", "--from-store", dir, "--to-store", "file://relative/x"}, exitNoService, "--to-store: the store file://relative/x could not be opened"},
 	} {
 		code, out, errText := runArgs(t, c.args...)
 		if code != c.code || !strings.Contains(errText, c.says) {

@@ -90,7 +90,7 @@ func (h *hangEngine) hang(ctx context.Context, verb string) error {
 	}
 	h.log.Warn("hang test: the verb waits for its context to end", "verb", verb)
 	<-ctx.Done()
-	return errorf(keeper.ErrFailed, "hang test: %s waited for its context, which ended (%w), so nothing was done", verb, ctx.Err())
+	return keeper.Errorf(keeper.ErrFailed, "hang test: %s waited for its context, which ended (%w), so nothing was done", verb, ctx.Err())
 }
 
 func (h *hangEngine) SnapshotKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {

@@ -55,11 +55,11 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 
 	tmp, err := os.MkdirTemp("", "nats-keeper-demo-")
 	if err != nil {
-		return errorf(keeper.ErrFailed, "could not make a temporary directory, so the demo did not start: %v", err)
+		return keeper.Errorf(keeper.ErrFailed, "could not make a temporary directory, so the demo did not start: %v", err)
 	}
 	defer func() {
 		if rerr := os.RemoveAll(tmp); rerr != nil && err == nil {
-			err = errorf(keeper.ErrFailed, "the demo ran but its temporary directory %s could not be removed: %v", tmp, rerr)
+			err = keeper.Errorf(keeper.ErrFailed, "the demo ran but its temporary directory %s could not be removed: %v", tmp, rerr)
 		} else if rerr == nil {
 			fmt.Fprintf(o.Out, "\nRemoved %s. The demo is done.\n", tmp)
 		}
@@ -68,12 +68,12 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 	say("Starting an embedded nats-server with JetStream and a keeper, in %s", tmp)
 	s, err := embedded.Run(embedded.Options(filepath.Join(tmp, "nats")))
 	if err != nil {
-		return errorf(keeper.ErrFailed, "%v, so the demo did not start", err)
+		return keeper.Errorf(keeper.ErrFailed, "%v, so the demo did not start", err)
 	}
 	defer func() { s.Shutdown(); s.WaitForShutdown() }()
 	nc, err := nats.Connect(s.ClientURL(), nats.Name("nats-keeper demo"))
 	if err != nil {
-		return errorf(keeper.ErrNoBus, "could not connect to the embedded server: %v", err)
+		return keeper.Errorf(keeper.ErrNoBus, "could not connect to the embedded server: %v", err)
 	}
 	defer nc.Close()
 	log := slog.New(slog.NewTextHandler(o.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -91,14 +91,14 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return errorf(keeper.ErrNoBus, "could not use JetStream on the embedded server: %v", err)
+		return keeper.Errorf(keeper.ErrNoBus, "could not use JetStream on the embedded server: %v", err)
 	}
 	c := verbs.NewClient(nc)
 	n := sample.NamesOf(demoModule, demoLocal)
 
 	say("Making module %s's kept data %s: KV bucket, object store, stream and consumers", demoModule, demoLocal)
 	if err := sample.Create(ctx, js, demoModule, demoLocal); err != nil {
-		return errorf(keeper.ErrFailed, "%w", err)
+		return keeper.Errorf(keeper.ErrFailed, "%w", err)
 	}
 	before, err := describe(ctx, js, n)
 	if err != nil {
@@ -117,7 +117,7 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 
 	say("Changing the data, as a migration would: new and deleted keys, a new object, new messages, acks")
 	if err := sample.Change(ctx, js, demoModule, demoLocal); err != nil {
-		return errorf(keeper.ErrFailed, "%w", err)
+		return keeper.Errorf(keeper.ErrFailed, "%w", err)
 	}
 	changed, err := describe(ctx, js, n)
 	if err != nil {
@@ -133,7 +133,7 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 	}
 	show("%s", rep.Said)
 	if rep.Aside == nil {
-		return errorf(keeper.ErrFailed, "the restore did not say where the live data was set aside")
+		return keeper.Errorf(keeper.ErrFailed, "the restore did not say where the live data was set aside")
 	}
 	aside := rep.Aside.ID
 
@@ -144,10 +144,10 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 	}
 	after.print(show)
 	if d := sample.Diff(before.dump, after.dump); d != "" {
-		return errorf(keeper.ErrFailed, "the restored data differs from the data at the restore point:\n%s", d)
+		return keeper.Errorf(keeper.ErrFailed, "the restored data differs from the data at the restore point:\n%s", d)
 	}
 	if before.events == nil || after.events == nil || before.events.AckFloor != after.events.AckFloor {
-		return errorf(keeper.ErrFailed, "the position of %s on %s was not set back", n.Events, sample.SharedStream)
+		return keeper.Errorf(keeper.ErrFailed, "the position of %s on %s was not set back", n.Events, sample.SharedStream)
 	}
 	show("every message, key, revision, object and consumer position equals the state at the restore point")
 
@@ -185,15 +185,15 @@ type state struct {
 func describe(ctx context.Context, js jetstream.JetStream, n sample.Names) (*state, error) {
 	d, err := sample.Dump(ctx, js, n.Streams()...)
 	if err != nil {
-		return nil, errorf(keeper.ErrFailed, "%w", err)
+		return nil, keeper.Errorf(keeper.ErrFailed, "%w", err)
 	}
 	kv, err := sample.KV(ctx, js, n.Bus)
 	if err != nil {
-		return nil, errorf(keeper.ErrFailed, "%w", err)
+		return nil, keeper.Errorf(keeper.ErrFailed, "%w", err)
 	}
 	big, err := sample.Object(ctx, js, n.Bus, sample.BigObject)
 	if err != nil {
-		return nil, errorf(keeper.ErrFailed, "%w", err)
+		return nil, keeper.Errorf(keeper.ErrFailed, "%w", err)
 	}
 	sum := sha256.Sum256(big)
 	st := &state{dump: d, kv: kv, bigSize: len(big), bigSHA: hex.EncodeToString(sum[:])}
@@ -205,7 +205,7 @@ func describe(ctx context.Context, js jetstream.JetStream, n sample.Names) (*sta
 	}
 	shared, err := sample.Dump(ctx, js, sample.SharedStream)
 	if err != nil {
-		return nil, errorf(keeper.ErrFailed, "%w", err)
+		return nil, keeper.Errorf(keeper.ErrFailed, "%w", err)
 	}
 	for _, c := range shared.Streams[0].Consumers {
 		if c.Name == n.Events {

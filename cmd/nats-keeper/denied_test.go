@@ -95,15 +95,15 @@ func TestDeniedCallerIsToldAtOnce(t *testing.T) {
 	// The CLI: exit 6 and the JSON error, long before a 2m timeout.
 	code, out, errText := runArgs(t, "snapshot-kept", "billing", "ledger", "--form", "1", "--before", "f",
 		"--server", viewerURL, "--timeout", "2m", "--json")
-	if code != keeper.ExitDenied {
-		t.Fatalf("snapshot-kept as the viewer: exit %d, want %d\n%s%s", code, keeper.ExitDenied, out, errText)
+	if code != exitDenied {
+		t.Fatalf("snapshot-kept as the viewer: exit %d, want %d\n%s%s", code, exitDenied, out, errText)
 	}
 	var eb verbs.ErrorBody
-	if err := json.Unmarshal([]byte(out), &eb); err != nil || eb.Code != keeper.CodeDenied ||
+	if err := json.Unmarshal([]byte(out), &eb); err != nil || eb.Code != verbs.CodeDenied ||
 		!strings.Contains(eb.Error, "may not publish to mesh-broker.snapshot-kept") || !strings.Contains(eb.Error, "nothing was done") {
 		t.Fatalf("snapshot-kept --json as the viewer printed %q (%v)", out, err)
 	}
-	if code, out, errText := runArgs(t, "list", "--server", viewerURL, "--timeout", "2m"); code != keeper.ExitOK {
+	if code, out, errText := runArgs(t, "list", "--server", viewerURL, "--timeout", "2m"); code != exitOK {
 		t.Fatalf("list as the viewer: exit %d\n%s%s", code, out, errText)
 	}
 

@@ -4,21 +4,21 @@ import (
 	"context"
 	"errors"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-keeper/nats-keeper/internal/tools"
 )
 
 // The binary links no test code: no package it is built from imports
 // testing (serve --embedded and demo take their server from internal/embedded,
 // not from the tests' internal/natstest).
 func TestBinaryLinksNoTesting(t *testing.T) {
-	goBin, err := exec.LookPath("go")
+	goBin, err := tools.GoCommand()
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()

@@ -127,10 +127,10 @@ type guardJSON struct {
 
 func runGuard(ctx context.Context, o guardOptions) error {
 	if len(o.Command) == 0 {
-		return jsonErr(o.Client, o.Out, errorf(keeper.ErrBadRequest, "guard was given no command, so nothing was done"))
+		return jsonErr(o.Client, o.Out, keeper.Errorf(keeper.ErrBadRequest, "guard was given no command, so nothing was done"))
 	}
 	if _, err := exec.LookPath(o.Command[0]); err != nil {
-		return jsonErr(o.Client, o.Out, errorf(keeper.ErrBadRequest, "the command %q cannot be run (%v), so no point was taken and nothing was done", o.Command[0], err))
+		return jsonErr(o.Client, o.Out, keeper.Errorf(keeper.ErrBadRequest, "the command %q cannot be run (%v), so no point was taken and nothing was done", o.Command[0], err))
 	}
 	nc, err := connectClient(ctx, o.Client, o.Out, "nats-keeper guard")
 	if err != nil {
@@ -231,7 +231,7 @@ func runCommand(ctx context.Context, o guardOptions, prefix string, p *keeper.Po
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return errorf(keeper.ErrFailed, "the command %s could not be started: %w", o.Command[0], err)
+		return keeper.Errorf(keeper.ErrFailed, "the command %s could not be started: %w", o.Command[0], err)
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
@@ -270,7 +270,7 @@ wait:
 	}
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) {
-		return errorf(keeper.ErrFailed, "waiting for the command %s failed: %w", o.Command[0], err)
+		return keeper.Errorf(keeper.ErrFailed, "waiting for the command %s failed: %w", o.Command[0], err)
 	}
 	ended := &commandEnded{name: o.Command[0], code: ee.ExitCode()}
 	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

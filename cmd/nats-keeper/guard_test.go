@@ -259,8 +259,8 @@ func TestGuardProcessWithoutAPointRunsNothing(t *testing.T) {
 		code  int
 		say   string
 	}{
-		{"no such kept data", nil, keeper.ExitNotFound, "so the change did not run"},
-		{"no keeper answers", []string{"--prefix", "nobody.here"}, keeper.ExitNoService, "so the change did not run"},
+		{"no such kept data", nil, exitNotFound, "so the change did not run"},
+		{"no keeper answers", []string{"--prefix", "nobody.here"}, exitNoService, "so the change did not run"},
 	} {
 		dir := t.TempDir()
 		cmd := g.guardCmd(dir, "exit=0", c.flags...)
@@ -349,8 +349,8 @@ func TestGuardRefusesBeforeTakingAPoint(t *testing.T) {
 			"cannot be run"},
 	} {
 		code, _, errText := runArgs(t, c.args...)
-		if code != keeper.ExitUsage || !strings.Contains(errText, c.say) {
-			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errText, keeper.ExitUsage, c.say)
+		if code != exitUsage || !strings.Contains(errText, c.say) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errText, exitUsage, c.say)
 		}
 	}
 	rep, err := verbs.NewClient(b.nc).ListKept(context.Background(), keeper.Request{})

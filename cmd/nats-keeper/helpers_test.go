@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/internal/natstest"
+	"github.com/nats-keeper/nats-keeper/internal/jstest"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/verbs"
@@ -30,12 +30,7 @@ type bed struct {
 
 func newBed(t *testing.T) *bed {
 	t.Helper()
-	s := natstest.Start(t, nil)
-	nc := natstest.Connect(t, s)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, nc, js := jstest.Start(t, nil)
 	dir := t.TempDir()
 	svc, err := startKeeper(context.Background(), nc, keeperSetup{Store: dirStore(t, dir)}, quietLog())
 	if err != nil {
@@ -48,12 +43,7 @@ func newBed(t *testing.T) *bed {
 // newBedWith serves a keeper whose Bus is wrapped by wrap.
 func newBedWith(t *testing.T, wrap func(keeper.Bus) keeper.Bus) *bed {
 	t.Helper()
-	s := natstest.Start(t, nil)
-	nc := natstest.Connect(t, s)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, nc, js := jstest.Start(t, nil)
 	ctx := context.Background()
 	a, err := jsbus.New(ctx, nc, jsbus.WithLogger(quietLog()))
 	if err != nil {

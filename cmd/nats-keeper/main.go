@@ -58,46 +58,34 @@ func run(ctx context.Context, args []string, e env) int {
 }
 
 // report prints err and maps it to the documented exit code, through
-// keeper.ExitCode only, except for guard, which exits with the code of the
+// exitCode only, except for guard, which exits with the code of the
 // command it ran.
 func report(err error, e env) int {
 	if err == nil {
-		return keeper.ExitOK
+		return exitOK
 	}
 	var ran *ranError
 	if !errors.As(err, &ran) {
 		fmt.Fprintf(e.Err, "nats-keeper: %v\nRun 'nats-keeper --help' for usage.\n", err)
-		return keeper.ExitCode(fmt.Errorf("%w: %w", keeper.ErrBadRequest, err))
+		return exitUsage
 	}
 	fmt.Fprintf(e.Err, "nats-keeper: %v\n", ran.err)
 	var own *guardExit // guard passes on the code of the command it ran
 	if errors.As(ran.err, &own) {
 		return own.code
 	}
-	return keeper.ExitCode(ran.err)
+	return exitCode(ran.err)
 }
 
 // printJSONError writes a failure as the service's error body, for --json.
 func printJSONError(w io.Writer, err error) {
+	body := verbs.ErrorBody{Error: err.Error(), Code: verbs.Code(err), Busy: errors.Is(err, keeper.ErrBusy)}
 	var ve *verbs.Error
-	code := keeper.Code(err)
 	if errors.As(err, &ve) {
-		code = ve.Code
+		body.Code = ve.Code
 	}
-	b, _ := json.MarshalIndent(verbs.ErrorBody{Error: err.Error(), Code: code}, "", "  ")
+	b, _ := json.MarshalIndent(body, "", "  ")
 	fmt.Fprintf(w, "%s\n", b)
-}
-
-// kinded is a sentence that errors.Is matches to one keeper sentinel, without
-// the sentinel's words in its text.
-type kinded struct{ kind, err error }
-
-func (e *kinded) Error() string   { return e.err.Error() }
-func (e *kinded) Unwrap() []error { return []error{e.err, e.kind} }
-
-// errorf formats a sentence (%w allowed) of the given kind.
-func errorf(kind error, format string, args ...any) error {
-	return &kinded{kind: kind, err: fmt.Errorf(format, args...)}
 }
 
 // isTerminal reports whether f is an interactive terminal.

@@ -63,14 +63,14 @@ func runPolicy(ctx context.Context, o policyOptions) error {
 		return fmt.Errorf("%w, so nothing was done", err)
 	}
 	if o.Action != "set" && o.Action != "show" && o.Action != "rm" {
-		return errorf(keeper.ErrBadRequest, "policy %q is not set, show or rm, so nothing was done", o.Action)
+		return keeper.Errorf(keeper.ErrBadRequest, "policy %q is not set, show or rm, so nothing was done", o.Action)
 	}
 	if o.Action == "set" {
 		if err := o.Policy.Check(); err != nil {
 			return fmt.Errorf("%w, so nothing was recorded", err)
 		}
 		if o.Policy.Empty() {
-			return errorf(keeper.ErrBadRequest, "policy set needs at least one --keep-* flag, so nothing was recorded")
+			return keeper.Errorf(keeper.ErrBadRequest, "policy set needs at least one --keep-* flag, so nothing was recorded")
 		}
 	}
 	if o.Conn.Server == "" && o.Conn.Context == "" {
@@ -84,18 +84,18 @@ func runPolicy(ctx context.Context, o policyOptions) error {
 	defer nc.Close()
 	idx, err := jsbus.New(ctx, nc, jsbus.WithBucket(o.Bucket), jsbus.WithLogger(log))
 	if err != nil {
-		return errorf(keeper.ErrNoBus, "could not open the index %s: %v, so nothing was done", o.Bucket, err)
+		return keeper.Errorf(keeper.ErrNoBus, "could not open the index %s: %v, so nothing was done", o.Bucket, err)
 	}
 	switch o.Action {
 	case "set":
 		data, _ := json.Marshal(o.Policy)
 		if err := idx.Put(ctx, key, data); err != nil {
-			return errorf(keeper.ErrNoBus, "recording %s: %v, so nothing was recorded", key, err)
+			return keeper.Errorf(keeper.ErrNoBus, "recording %s: %v, so nothing was recorded", key, err)
 		}
 		fmt.Fprintf(o.Out, "Recorded %s: %s.\n", key, o.Policy)
 	case "rm":
 		if err := idx.Delete(ctx, key); err != nil {
-			return errorf(keeper.ErrNoBus, "removing %s: %v", key, err)
+			return keeper.Errorf(keeper.ErrNoBus, "removing %s: %v", key, err)
 		}
 		fmt.Fprintf(o.Out, "Removed %s (if it was recorded).\n", key)
 	case "show":
@@ -115,11 +115,11 @@ func showPolicy(ctx context.Context, o policyOptions, idx keeper.Index, key stri
 			continue
 		}
 		if err != nil {
-			return errorf(keeper.ErrNoBus, "reading %s: %v", k, err)
+			return keeper.Errorf(keeper.ErrNoBus, "reading %s: %v", k, err)
 		}
 		var p keeper.Policy
 		if err := json.Unmarshal(data, &p); err != nil {
-			return errorf(keeper.ErrFailed, "%s is not a readable policy: %v", k, err)
+			return keeper.Errorf(keeper.ErrFailed, "%s is not a readable policy: %v", k, err)
 		}
 		if o.JSON {
 			out, _ := json.Marshal(map[string]any{"key": k, "policy": p})
@@ -129,7 +129,7 @@ func showPolicy(ctx context.Context, o policyOptions, idx keeper.Index, key stri
 		fmt.Fprintf(o.Out, "%s: %s\n", k, p)
 		return nil
 	}
-	return errorf(keeper.ErrNotFound, "no policy is recorded as %s", joinKeys(keys))
+	return keeper.Errorf(keeper.ErrNotFound, "no policy is recorded as %s", joinKeys(keys))
 }
 
 func joinKeys(keys []string) string {

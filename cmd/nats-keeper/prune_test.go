@@ -33,7 +33,7 @@ func TestPolicySetShowRm(t *testing.T) {
 		return out
 	}
 
-	if code, _, errText := policy("show", "billing", "ledger"); code != keeper.ExitNotFound || !strings.Contains(errText, "policy.billing.ledger or policy.default") {
+	if code, _, errText := policy("show", "billing", "ledger"); code != exitNotFound || !strings.Contains(errText, "policy.billing.ledger or policy.default") {
 		t.Fatalf("show with nothing recorded: exit %d, %s", code, errText)
 	}
 	mustRun("Recorded policy.default: keep-last 3, keep-within 30d.", "set", "--keep-last", "3", "--keep-within", "30d")
@@ -58,7 +58,7 @@ func TestPolicySetShowRm(t *testing.T) {
 		t.Errorf("show after rm still shows the removed policy: %q", out)
 	}
 	mustRun("Removed policy.default", "rm")
-	if code, _, errText := policy("show"); code != keeper.ExitNotFound {
+	if code, _, errText := policy("show"); code != exitNotFound {
 		t.Fatalf("show after rm of the default: exit %d, %s", code, errText)
 	}
 
@@ -74,14 +74,14 @@ func TestPolicySetShowRm(t *testing.T) {
 		{"set", "bill.ing", "ledger", "--keep-last", "1"}, // not a plain name
 	} {
 		code, _, errText := policy(args...)
-		if code != keeper.ExitUsage || !strings.Contains(errText, "nats-keeper: ") {
-			t.Errorf("policy %v: exit %d, want %d; stderr %s", args, code, keeper.ExitUsage, errText)
+		if code != exitUsage || !strings.Contains(errText, "nats-keeper: ") {
+			t.Errorf("policy %v: exit %d, want %d; stderr %s", args, code, exitUsage, errText)
 		}
 	}
 	if _, _, errText := policy("set", "billing", "ledger", "--keep-within", "3months"); !strings.Contains(errText, "months or years") {
 		t.Errorf("--keep-within 3months is refused without saying why: %s", errText)
 	}
-	if code, _, _ := policy("show", "billing", "ledger"); code != keeper.ExitNotFound {
+	if code, _, _ := policy("show", "billing", "ledger"); code != exitNotFound {
 		t.Errorf("a refused set recorded a policy: show exits %d", code)
 	}
 }
@@ -107,7 +107,7 @@ func TestPruneCommand(t *testing.T) {
 	srv := []string{"--server", b.url}
 
 	code, out, errText := runArgs(t, append([]string{"prune", "billing", "ledger"}, srv...)...)
-	if code != keeper.ExitUsage || !strings.Contains(errText, "no policy") {
+	if code != exitUsage || !strings.Contains(errText, "no policy") {
 		t.Fatalf("prune with no policy anywhere: exit %d, out %s, err %s", code, out, errText)
 	}
 	if got := pointDirs(t, b.dir); !slices.Equal(got, all) {
@@ -161,7 +161,7 @@ func TestSnapshotKeepFor(t *testing.T) {
 		t.Fatalf("point.json's keep-until is not the reply's %v (%v): %s", rep.Point.KeepUntil, err, data)
 	}
 	code, _, errText = runArgs(t, "snapshot-kept", "billing", "ledger", "--form", "1", "--before", "other", "--keep-for", "3months", "--server", b.url)
-	if code != keeper.ExitUsage {
+	if code != exitUsage {
 		t.Fatalf("snapshot-kept --keep-for 3months: exit %d, %s", code, errText)
 	}
 }

@@ -64,7 +64,7 @@ as nats backup restore's do: an R3 point restores into a single server with
 
 func runRestore(ctx context.Context, o restoreOptions) error {
 	if !o.AsideOnly && o.From == "" && (!o.FormSet || o.Before == "") {
-		return jsonErr(o.Client, o.Out, errorf(keeper.ErrBadRequest, "restore-kept needs --form and --before (or --from, or --aside-only), so nothing was done"))
+		return jsonErr(o.Client, o.Out, keeper.Errorf(keeper.ErrBadRequest, "restore-kept needs --form and --before (or --from, or --aside-only), so nothing was done"))
 	}
 	req := keeper.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, Why: o.Why,
 		AsideOnly: o.AsideOnly, DryRun: o.DryRun, From: o.From,

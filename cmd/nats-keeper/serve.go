@@ -99,7 +99,7 @@ undoes any restore they left half-way.`,
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, errorf(keeper.ErrBadRequest, "--log-level %q is not debug, info, warn or error", level)
+		return nil, keeper.Errorf(keeper.ErrBadRequest, "--log-level %q is not debug, info, warn or error", level)
 	}
 	ho := &slog.HandlerOptions{Level: lv}
 	switch format {
@@ -108,7 +108,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, ho)), nil
 	}
-	return nil, errorf(keeper.ErrBadRequest, "--log-format %q is not text or json", format)
+	return nil, keeper.Errorf(keeper.ErrBadRequest, "--log-format %q is not text or json", format)
 }
 
 func runServe(ctx context.Context, o serveOptions) error {
@@ -117,34 +117,34 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("%w, so nothing is served", err)
 	}
 	if err := verbs.CheckPrefix(o.Prefix); err != nil {
-		return errorf(keeper.ErrBadRequest, "--prefix: %w, so nothing is served", err)
+		return keeper.Errorf(keeper.ErrBadRequest, "--prefix: %w, so nothing is served", err)
 	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
-		return errorf(keeper.ErrBadRequest, "--dir %q: %v, so nothing is served", o.Dir, err)
+		return keeper.Errorf(keeper.ErrBadRequest, "--dir %q: %v, so nothing is served", o.Dir, err)
 	}
 	if !o.Embedded && o.Conn.Server == "" && o.Conn.Context == "" {
-		return errorf(keeper.ErrNoBus, "no NATS server given, so nothing is served: pass --server nats://HOST:4222 "+
+		return keeper.Errorf(keeper.ErrNoBus, "no NATS server given, so nothing is served: pass --server nats://HOST:4222 "+
 			"(or set NATS_URL, or --context NAME for a `nats` CLI context), or run `nats-keeper serve --embedded` "+
 			"to start a nats-server with JetStream inside the keeper")
 	}
 	if o.StopTimeout < 0 {
-		return errorf(keeper.ErrBadRequest, "--stop-timeout %s is negative, so nothing is served", o.StopTimeout)
+		return keeper.Errorf(keeper.ErrBadRequest, "--stop-timeout %s is negative, so nothing is served", o.StopTimeout)
 	}
 	if o.Replicas < 0 || o.Replicas > keeper.MaxReplicas {
-		return errorf(keeper.ErrBadRequest, "--replicas %d is not between 1 and %d (0: the default), so nothing is served", o.Replicas, keeper.MaxReplicas)
+		return keeper.Errorf(keeper.ErrBadRequest, "--replicas %d is not between 1 and %d (0: the default), so nothing is served", o.Replicas, keeper.MaxReplicas)
 	}
 	if o.RestoreParallel < 0 || o.RestoreParallel > 64 {
-		return errorf(keeper.ErrBadRequest, "--restore-parallel %d is not between 1 and 64 (0: the default), so nothing is served", o.RestoreParallel)
+		return keeper.Errorf(keeper.ErrBadRequest, "--restore-parallel %d is not between 1 and 64 (0: the default), so nothing is served", o.RestoreParallel)
 	}
 	if o.PruneEvery < 0 || (o.PruneEvery > 0 && o.PruneEvery < time.Minute) {
-		return errorf(keeper.ErrBadRequest, "--prune-every %s is not 0 (never) or at least a minute, so nothing is served", o.PruneEvery)
+		return keeper.Errorf(keeper.ErrBadRequest, "--prune-every %s is not 0 (never) or at least a minute, so nothing is served", o.PruneEvery)
 	}
 	if o.AsideWarnAfter < 0 {
-		return errorf(keeper.ErrBadRequest, "--aside-warn-after %s is negative, so nothing is served", o.AsideWarnAfter)
+		return keeper.Errorf(keeper.ErrBadRequest, "--aside-warn-after %s is negative, so nothing is served", o.AsideWarnAfter)
 	}
 	if o.MemoryMiB < 0 {
-		return errorf(keeper.ErrBadRequest, "--memory-limit %d is negative, so nothing is served", o.MemoryMiB)
+		return keeper.Errorf(keeper.ErrBadRequest, "--memory-limit %d is negative, so nothing is served", o.MemoryMiB)
 	}
 	if o.MemoryMiB > 0 && !o.Embedded && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(int64(o.MemoryMiB) << 20)
@@ -209,16 +209,16 @@ type keeperSetup struct {
 // with this binary's version and test hooks; it runs until ctx ends or the
 // service is stopped. A failure to open the keeper's state on the bus that
 // names no kind of its own wraps keeper.ErrNoBus (exit 5).
-func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.Logger, opts ...verbs.Option) (*verbs.Service, error) {
+func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.Logger, opts ...verbs.ServeOption) (*verbs.Service, error) {
 	k, err := inproc.Start(ctx, nc, inproc.Setup{Store: ks.Store, Prefix: ks.Prefix, Bucket: ks.Bucket,
 		RestoreParallel: ks.RestoreParallel, AsideWarnAfter: ks.AsideWarnAfter, PruneEvery: ks.PruneEvery, Replicas: ks.Replicas,
 		Version: buildVersion(), Logger: log, StepHook: crashHook(log), Now: clockHook(log),
 		Engine: func(k *keeper.Keeper) verbs.Engine { return hangHook(k, log) },
 		BusError: func(err error) error {
-			if hasKind(err) {
+			if keeper.KindOf(err) != nil {
 				return err
 			}
-			return errorf(keeper.ErrNoBus, "%w", err)
+			return keeper.Errorf(keeper.ErrNoBus, "%w", err)
 		}}, opts...)
 	if err != nil {
 		return nil, err
@@ -237,7 +237,7 @@ func waitStop(ctx context.Context, nc *nats.Conn) error {
 			return nil
 		case <-t.C:
 			if nc.IsClosed() {
-				return errorf(keeper.ErrNoBus, "the connection to NATS closed and will not come back; the keeper stopped")
+				return keeper.Errorf(keeper.ErrNoBus, "the connection to NATS closed and will not come back; the keeper stopped")
 			}
 		}
 	}
@@ -248,11 +248,11 @@ func waitStop(ctx context.Context, nc *nats.Conn) error {
 func startEmbedded(store, listen string) (*server.Server, error) {
 	host, portText, err := net.SplitHostPort(listen)
 	if err != nil {
-		return nil, errorf(keeper.ErrBadRequest, "--listen %q is not host:port, so nothing is served", listen)
+		return nil, keeper.Errorf(keeper.ErrBadRequest, "--listen %q is not host:port, so nothing is served", listen)
 	}
 	port, err := strconv.Atoi(portText)
 	if err != nil || port < 0 || port > 65535 {
-		return nil, errorf(keeper.ErrBadRequest, "--listen %q has no port 0..65535, so nothing is served", listen)
+		return nil, keeper.Errorf(keeper.ErrBadRequest, "--listen %q has no port 0..65535, so nothing is served", listen)
 	}
 	if port == 0 {
 		port = -1
@@ -260,7 +260,7 @@ func startEmbedded(store, listen string) (*server.Server, error) {
 		// The server cannot say "address in use" without a logger; ask first.
 		l, err := net.Listen("tcp", net.JoinHostPort(host, portText))
 		if err != nil {
-			return nil, errorf(keeper.ErrConflict, "cannot listen on %s (%v), so no embedded server was started; pick another address with --listen", listen, err)
+			return nil, keeper.Errorf(keeper.ErrConflict, "cannot listen on %s (%v), so no embedded server was started; pick another address with --listen", listen, err)
 		}
 		_ = l.Close()
 	}
@@ -269,7 +269,7 @@ func startEmbedded(store, listen string) (*server.Server, error) {
 	opts.Host, opts.Port = host, port
 	s, err := embedded.Run(opts)
 	if err != nil {
-		return nil, errorf(keeper.ErrFailed, "the embedded nats-server did not start, so nothing is served: %v", err)
+		return nil, keeper.Errorf(keeper.ErrFailed, "the embedded nats-server did not start, so nothing is served: %v", err)
 	}
 	return s, nil
 }

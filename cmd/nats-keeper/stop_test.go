@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,14 +17,16 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/verbs"
+
+	"github.com/nats-keeper/nats-keeper/internal/tools"
 )
 
 // buildKeeper builds the nats-keeper binary into a temporary directory.
 func buildKeeper(t *testing.T) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
+	goBin, err := tools.GoCommand()
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "nats-keeper")
 	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -108,8 +109,8 @@ func TestServeStopsAStuckVerbOnSIGTERM(t *testing.T) {
 		t.Fatal("nats-keeper serve did not exit after SIGTERM")
 	}
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != keeper.ExitFailed {
-		t.Fatalf("nats-keeper serve ended with %v, want exit %d", err, keeper.ExitFailed)
+	if !errors.As(err, &ee) || ee.ExitCode() != exitFailed {
+		t.Fatalf("nats-keeper serve ended with %v, want exit %d", err, exitFailed)
 	}
 	out := logs.String()
 	for _, want := range []string{"cancelling it", `"verb":"list-kept"`, "were cut short (list-kept)", "a restarted keeper finishes or undoes"} {
@@ -119,7 +120,7 @@ func TestServeStopsAStuckVerbOnSIGTERM(t *testing.T) {
 	}
 	rerr := <-replied
 	var ve *verbs.Error
-	if !errors.As(rerr, &ve) || ve.Code != keeper.CodeFailed || !strings.Contains(ve.Said, "context canceled") {
+	if !errors.As(rerr, &ve) || ve.Code != verbs.CodeFailed || !strings.Contains(ve.Said, "context canceled") {
 		t.Fatalf("the stuck verb's caller got %v", rerr)
 	}
 	if _, err := nc.Request("$SRV.PING."+verbs.ServiceName, nil, time.Second); !errors.Is(err, nats.ErrNoResponders) {

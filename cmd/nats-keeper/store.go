@@ -40,8 +40,8 @@ func addStoreFlags(fs *pflag.FlagSet, f *storeFlags) {
 func openStore(ctx context.Context, u, dir string, f storeFlags, log *slog.Logger) (store.Store, error) {
 	st, err := inproc.OpenStore(ctx, u, dir, inproc.StoreConfig{Conn: f.Conn.options("nats-keeper store", log),
 		Replicas: f.Replicas, S3Endpoint: f.S3Endpoint, S3Region: f.S3Region, S3PathStyle: f.S3PathStyle, Logger: log})
-	if err != nil && !hasKind(err) { // a kind of its own: such as the connection to a nats:// store's server
-		return nil, errorf(keeper.ErrNoBus, "%w", err)
+	if err != nil && keeper.KindOf(err) == nil { // a kind of its own: such as the connection to a nats:// store's server
+		return nil, keeper.Errorf(keeper.ErrNoBus, "%w", err)
 	}
 	return st, err
 }

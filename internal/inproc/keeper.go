@@ -68,7 +68,7 @@ type Keeper struct {
 // called it also looks for interrupted restores every RecoverEvery and, with
 // PruneEvery, applies the recorded retention policies. Each failure is a
 // sentence ending "so nothing is served".
-func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.Option) (*Keeper, error) {
+func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOption) (*Keeper, error) {
 	if s.Store == nil {
 		return nil, errors.New("inproc.Start needs a store, so nothing is served")
 	}
@@ -91,7 +91,8 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.Option) (*
 		return nil, fmt.Errorf("could not open the keeper's state on the bus, so nothing is served: %w", err)
 	}
 	k, err := keeper.New(ctx, keeper.Config{Store: s.Store, Bus: a, Index: a, Acts: a, Logger: log, Version: s.Version,
-		StepHook: s.StepHook, Now: s.Now, RestoreParallel: s.RestoreParallel, AsideWarnAfter: s.AsideWarnAfter})
+		StepHook: s.StepHook, Now: s.Now, RestoreParallel: s.RestoreParallel, AsideWarnAfter: s.AsideWarnAfter,
+		OwnStreams: a.OwnStreams()})
 	if err != nil {
 		return nil, fmt.Errorf("could not open the keeper's store %s, so nothing is served: %w", where, err)
 	}
@@ -111,9 +112,9 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.Option) (*
 	if s.Engine != nil {
 		engine = s.Engine(k)
 	}
-	opts = append([]verbs.Option{verbs.WithPrefix(prefix), verbs.WithVersion(s.Version),
+	opts = append([]verbs.ServeOption{verbs.WithPrefix(prefix), verbs.WithVersion(s.Version),
 		verbs.WithLogger(log), verbs.WithMetadata("store", where)}, opts...)
-	svc, err := verbs.ServeEngine(ctx, nc, engine, opts...)
+	svc, err := verbs.Serve(ctx, nc, engine, opts...)
 	if err != nil {
 		return nil, err
 	}

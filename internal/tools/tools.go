@@ -200,3 +200,14 @@ func lock(path string) (func(), error) {
 		f.Close()
 	}, nil
 }
+
+// GoCommand is the path of the go command on PATH, which builds the
+// binaries the tests run and installs the tools; the tests need it there
+// (go test puts nothing else in their environment that names it).
+func GoCommand() (string, error) {
+	p, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("the go command is not on PATH, so nothing can be built or installed: %w", err)
+	}
+	return p, nil
+}

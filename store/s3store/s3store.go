@@ -60,7 +60,7 @@ type Config struct {
 	// PathStyle addresses the bucket in the path (endpoint/bucket/key)
 	// instead of the host name, as most S3-compatible servers need.
 	PathStyle bool
-	Logger    *slog.Logger
+	Logger    *slog.Logger // nil: nothing is logged
 }
 
 const (

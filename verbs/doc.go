@@ -1,0 +1,40 @@
+// Package verbs is nats-keeper on the bus: the micro service that answers
+// the keeper's verbs, and the typed Go client that sends them.
+//
+// # The service
+//
+// Serve puts an Engine (a *keeper.Keeper, or anything with its verbs) on a
+// NATS connection: one endpoint per verb on <prefix>.<verb> (prefix
+// DefaultPrefix, "mesh-broker", unless WithPrefix says otherwise), in the
+// queue group QueueGroup so that several keepers share the load, and the
+// $SRV discovery protocol so that `nats micro ls/info/stats/ping` see it.
+// Each request is decoded strictly (DecodeRequest: one JSON object of at
+// most MaxBody bytes, the contract's keys only) and run in a goroutine of
+// its own; Stop lets the verbs in flight finish, for at most
+// WithStopTimeout, before it cancels them. The options of Serve are
+// ServeOptions.
+//
+// # The client
+//
+// NewClient returns a Client for migration hooks and tools: SnapshotKept
+// before a change, RestoreKept to undo it, and the other verbs. Its options
+// are ClientOptions (WithPrefix is both kinds).
+//
+//	c := verbs.NewClient(nc, verbs.WithTimeout(30*time.Minute))
+//	req := keeper.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: hash, Caller: "deploy"}
+//	if _, err := c.SnapshotKept(ctx, req); err != nil {
+//		return err // no restore point, no migration
+//	}
+//
+// # Errors and wire codes
+//
+// A failure reply carries the micro error headers (Nats-Service-Error, the
+// sentence; Nats-Service-Error-Code, the code) and an ErrorBody. Code maps an
+// error's kind (keeper.KindOf) to its wire code, in this one place: 400 bad
+// request, 404 not found, 409 conflict or busy (ErrorBody.Busy), 500
+// failed, 503 no bus or a stopping keeper. The client turns a failure reply
+// back into an *Error that errors.Is matches to the keeper's sentinels
+// (keeper.ErrNotFound, keeper.ErrBusy, ...), and a request the server
+// refused the user, or that no keeper answered, into keeper.ErrDenied or
+// keeper.ErrNoBus.
+package verbs

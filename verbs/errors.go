@@ -1,0 +1,97 @@
+package verbs
+
+import (
+	"errors"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// Wire codes of a failure reply (the Nats-Service-Error-Code header and
+// ErrorBody.Code). They are mapped from the error's kind (keeper.KindOf)
+// here, and nowhere else.
+const (
+	CodeBadRequest = 400 // keeper.ErrBadRequest: refused, nothing was done
+	CodeNotFound   = 404 // keeper.ErrNotFound
+	CodeConflict   = 409 // keeper.ErrConflict, and keeper.ErrBusy (ErrorBody.Busy)
+	CodeFailed     = 500 // keeper.ErrFailed, and an error of no kind
+	CodeNoBus      = 503 // keeper.ErrNoBus: the keeper is stopping, or could not reach the bus
+	// CodeDenied is never sent by a keeper: the client gives it to a request
+	// the NATS server refused before it reached one (keeper.ErrDenied).
+	CodeDenied = 403
+)
+
+// Code is the wire code for err: 200 for nil, else the code of its kind
+// (keeper.KindOf), 500 for an error of no kind.
+func Code(err error) int {
+	if err == nil {
+		return 200
+	}
+	switch keeper.KindOf(err) {
+	case keeper.ErrBadRequest:
+		return CodeBadRequest
+	case keeper.ErrNotFound:
+		return CodeNotFound
+	case keeper.ErrBusy, keeper.ErrConflict:
+		return CodeConflict
+	case keeper.ErrNoBus:
+		return CodeNoBus
+	case keeper.ErrDenied:
+		return CodeDenied
+	default:
+		return CodeFailed
+	}
+}
+
+// kindOfCode is the kind of a wire code, so that a client's Error matches
+// the keeper's sentinels with errors.Is; busy tells keeper.ErrBusy from
+// keeper.ErrConflict, which share 409.
+func kindOfCode(code int, busy bool) error {
+	switch code {
+	case CodeBadRequest:
+		return keeper.ErrBadRequest
+	case CodeNotFound:
+		return keeper.ErrNotFound
+	case CodeConflict:
+		if busy {
+			return keeper.ErrBusy
+		}
+		return keeper.ErrConflict
+	case CodeNoBus:
+		return keeper.ErrNoBus
+	case CodeDenied:
+		return keeper.ErrDenied
+	default:
+		return keeper.ErrFailed
+	}
+}
+
+// ErrorBody is the JSON body of a failure reply.
+type ErrorBody struct {
+	Error string `json:"error"` // the sentence, as in the Nats-Service-Error header
+	Code  int    `json:"code"`  // the wire code, as in the Nats-Service-Error-Code header
+	// Busy is set on a 409 when another verb holds the kept data
+	// (keeper.ErrBusy): trying again later may succeed. A 409 without it is
+	// a conflict that waiting does not clear.
+	Busy bool `json:"busy,omitempty"`
+}
+
+// bodyOf is the failure reply's body for err.
+func bodyOf(err error) ErrorBody {
+	return ErrorBody{Error: err.Error(), Code: Code(err), Busy: errors.Is(err, keeper.ErrBusy)}
+}
+
+// Error is a failure reply from the keeper, as a Client returns it.
+// errors.Is(err, keeper.ErrNotFound), keeper.ErrBadRequest, keeper.ErrBusy,
+// keeper.ErrConflict (which a busy reply matches too), keeper.ErrFailed and
+// keeper.ErrNoBus work on it through Unwrap.
+type Error struct {
+	Code int    // the wire code: 400, 404, 409, 500, 503
+	Said string // the keeper's sentence: what happened and what did not
+	Busy bool   // a 409 because another verb holds the kept data (ErrorBody.Busy)
+}
+
+// Error is the keeper's sentence.
+func (e *Error) Error() string { return e.Said }
+
+// Unwrap returns the keeper's sentinel for Code (and Busy).
+func (e *Error) Unwrap() error { return kindOfCode(e.Code, e.Busy) }
