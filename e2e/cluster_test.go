@@ -179,8 +179,8 @@ func TestClusterServerDies(t *testing.T) {
 	names := sample.NamesOf(module, local)
 	fillStream(t, js, module+"."+local+".bulk", 4<<20)
 	keepers := []*keeperProc{
-		startKeeperArgs(t, c.urls(), filepath.Join(tmp, "k1"), tmp, store, s3.env()...),
-		startKeeperArgs(t, c.urls(), filepath.Join(tmp, "k2"), tmp, store, s3.env()...),
+		startKeeperArgs(t, c.urls(), filepath.Join(tmp, "k1"), tmp, append([]string{"--log-level", "debug"}, store...), s3.env()...),
+		startKeeperArgs(t, c.urls(), filepath.Join(tmp, "k2"), tmp, append([]string{"--log-level", "debug"}, store...), s3.env()...),
 	}
 	waitKeepers(t, c.conns[0], 2, keepers...)
 	for _, name := range []string{"KV_kept", "KEEPER_ACTS"} {
