@@ -125,17 +125,26 @@ func current(info *jetstream.StreamInfo) bool {
 	return true
 }
 
-// callRiding sends a verb and, as a caller that knows "no responders" means
-// nothing was done, sends it again while no keeper is subscribed (for a
-// moment while the keepers reconnect from a dead server), up to a minute.
+// callRiding sends a verb as a caller that knows what a dying server does
+// to a request: "no responders" means no keeper was subscribed (for a
+// moment while the keepers reconnect), and no reply at all means the
+// request may have gone down with the server (NATS delivers a request at
+// most once), so it sends the verb again; a 409 that another verb holds the
+// kept data, after such a resend, is its first request still running, so it
+// waits and sends again. The verbs are safe to send twice. It gives up
+// after five minutes.
 func callRiding(nc *nats.Conn, prefix, verb string, req any) reply {
 	body, _ := json.Marshal(req)
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(5 * time.Minute)
+	resent := false
 	for {
-		r := callAt(context.Background(), nc, cmp.Or(prefix, verbs.DefaultPrefix), verb, body, 2*time.Minute)
-		if !errors.Is(r.Err, nats.ErrNoResponders) || time.Now().After(deadline) {
+		r := callAt(context.Background(), nc, cmp.Or(prefix, verbs.DefaultPrefix), verb, body, 45*time.Second)
+		again := errors.Is(r.Err, nats.ErrNoResponders) || errors.Is(r.Err, context.DeadlineExceeded) ||
+			(resent && r.Code == 409 && strings.Contains(r.Said, "is held by"))
+		if !again || time.Now().After(deadline) {
 			return r
 		}
+		resent = resent || !errors.Is(r.Err, nats.ErrNoResponders)
 		time.Sleep(250 * time.Millisecond)
 	}
 }

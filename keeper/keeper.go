@@ -67,6 +67,9 @@ type Config struct {
 	// may: the stream of an index bucket with another name (KV_<bucket>),
 	// say.
 	OwnStreams []string
+	// Observer hears the points taken and the restores done, for metrics;
+	// nil hears nothing.
+	Observer Observer
 }
 
 // DefaultAsideWarnAfter is how old an aside is when it is flagged.
@@ -94,6 +97,9 @@ type Keeper struct {
 	// files is held shared by every verb that changes the store and
 	// exclusively by Rebuild, so a rebuild never races a discard.
 	files sync.RWMutex
+	// observe hears what the verbs did; leases counts the leases held.
+	observe Observer
+	leases  leaseCount
 }
 
 // leftoverAge is how old an uncommitted write must be before Sweep removes
@@ -116,6 +122,10 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 	}
 	if k.version == "" {
 		k.version = "dev"
+	}
+	k.observe = cfg.Observer
+	if k.observe == nil {
+		k.observe = nopObserver{}
 	}
 	k.id, k.leaseTTL = cfg.ID, cfg.LeaseTTL
 	if k.id == "" {

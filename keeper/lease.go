@@ -75,6 +75,7 @@ func (k *Keeper) takeLease(ctx context.Context, key, verb string, r Request) (re
 	if err != nil {
 		return nil, nil, err
 	}
+	k.leases.n.Add(1)
 	stopc := make(chan struct{})
 	lostc := make(chan struct{})
 	var wg sync.WaitGroup
@@ -111,6 +112,7 @@ func (k *Keeper) takeLease(ctx context.Context, key, verb string, r Request) (re
 	var once sync.Once
 	return func() {
 		once.Do(func() {
+			defer k.leases.n.Add(-1)
 			close(stopc)
 			wg.Wait()
 			mu.Lock()

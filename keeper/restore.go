@@ -97,6 +97,9 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 		return fail(err)
 	}
 	defer k.closeJournal(ctx, j) // after the act below is recorded
+	if pl.point != nil {
+		k.observe.Restored(r.Module, r.Local, pl.point.ArchiveSize, k.now().UTC())
+	}
 	return k.done(ctx, act, k.restoredReply(r, pl, aside, set))
 }
 

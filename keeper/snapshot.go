@@ -115,6 +115,7 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	}
 	k.record(ctx, Act{Verb: VerbSnapshot, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why,
 		What: said, Outcome: "done"})
+	k.observe.Snapshotted(r.Module, r.Local, point.ArchiveSize, point.Taken)
 	return &Reply{Said: said, Point: point, Aside: replaced, Dir: k.abs(rel), CatchUp: r.CatchUp, Positions: positions}, nil
 }
 

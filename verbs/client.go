@@ -41,9 +41,10 @@ const MaxReply = 8 << 20
 //
 // Errors: a failure reply is an *Error. errors.Is(err, keeper.ErrBusy)
 // means another verb holds the kept data (try again later; the reply's body
-// says "busy": true); keeper.ErrConflict matches every 409, busy or not (a
-// conflict that is not busy, such as overlapping subjects, does not clear by
-// waiting); keeper.ErrNotFound that the point or kept data does not exist,
+// says "busy": true), or (a 503 with Error.RetryAfter set) the keeper runs
+// as many heavy verbs as it may: retry later; keeper.ErrConflict matches
+// every 409, busy or not (a conflict that is not busy, such as overlapping
+// subjects, does not clear by waiting); keeper.ErrNotFound that the point or kept data does not exist,
 // keeper.ErrBadRequest that the request was refused and nothing was done,
 // keeper.ErrDenied that the NATS server refused the connection's user the
 // verb's subject, at once, so nothing was done (the Client chains the
@@ -190,7 +191,11 @@ func decodeReply(subject string, msg *nats.Msg) (*keeper.Reply, error) {
 		if said == "" {
 			said = fmt.Sprintf("the keeper answered %s with code %d and no sentence", subject, code)
 		}
-		return nil, &Error{Code: code, Said: said, Busy: code == CodeConflict && eb.Busy}
+		e := &Error{Code: code, Said: said, Busy: code == CodeConflict && eb.Busy}
+		if secs, err := strconv.Atoi(msg.Header.Get(RetryAfterHeader)); err == nil && secs > 0 && secs <= 24*3600 {
+			e.RetryAfter = time.Duration(secs) * time.Second
+		}
+		return nil, e
 	}
 	var rep keeper.Reply
 	if err := json.Unmarshal(msg.Data, &rep); err != nil {

@@ -57,14 +57,11 @@ func (e *endpoint) enter(d int) {
 	e.mu.Unlock()
 }
 
-// endpointData is the `data` of one endpoint in $SRV.STATS.
-type endpointData struct {
-	InFlight int `json:"in_flight"` // verbs begun and not yet answered
-}
-
-func (e *endpoint) stats() *micro.EndpointStats {
+// stats is the endpoint's figures for $SRV.STATS. Its `data` holds
+// in_flight, the verbs begun and not yet answered, and what more gives for
+// the verb (WithStatsData), which is asked outside the endpoint's lock.
+func (e *endpoint) stats(more func(verb string) map[string]any) *micro.EndpointStats {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	st := &micro.EndpointStats{
 		Name: e.verb, Subject: e.subject, QueueGroup: QueueGroup,
 		NumRequests: e.requests, NumErrors: e.errors, LastError: e.lastErr,
@@ -73,7 +70,16 @@ func (e *endpoint) stats() *micro.EndpointStats {
 	if e.requests > 0 {
 		st.AverageProcessingTime = e.took / time.Duration(e.requests)
 	}
-	st.Data, _ = json.Marshal(endpointData{InFlight: e.inFlight})
+	data := map[string]any{"in_flight": e.inFlight}
+	e.mu.Unlock()
+	if more != nil {
+		for k, v := range more(e.verb) {
+			if k != "in_flight" {
+				data[k] = v
+			}
+		}
+	}
+	st.Data, _ = json.Marshal(data)
 	return st
 }
 
@@ -107,7 +113,7 @@ func (s *Service) Stats() micro.Stats {
 		Endpoints:       make([]*micro.EndpointStats, 0, len(s.endpoints)),
 	}
 	for _, e := range s.endpoints {
-		st.Endpoints = append(st.Endpoints, e.stats())
+		st.Endpoints = append(st.Endpoints, e.stats(s.statsData))
 	}
 	return st
 }

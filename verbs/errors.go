@@ -2,6 +2,7 @@ package verbs
 
 import (
 	"errors"
+	"time"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
@@ -88,10 +89,20 @@ type Error struct {
 	Code int    // the wire code: 400, 404, 409, 500, 503
 	Said string // the keeper's sentence: what happened and what did not
 	Busy bool   // a 409 because another verb holds the kept data (ErrorBody.Busy)
+	// RetryAfter, when not 0, is how long the keeper asked the caller to
+	// wait before trying again (its Retry-After header): it refused a heavy
+	// verb because it runs as many as it may.
+	RetryAfter time.Duration
 }
 
 // Error is the keeper's sentence.
 func (e *Error) Error() string { return e.Said }
 
-// Unwrap returns the keeper's sentinel for Code (and Busy).
-func (e *Error) Unwrap() error { return kindOfCode(e.Code, e.Busy) }
+// Unwrap returns the keeper's sentinel for Code (and Busy), and
+// keeper.ErrBusy too when the keeper asked to retry later.
+func (e *Error) Unwrap() []error {
+	if e.RetryAfter > 0 {
+		return []error{kindOfCode(e.Code, e.Busy), keeper.ErrBusy}
+	}
+	return []error{kindOfCode(e.Code, e.Busy)}
+}

@@ -157,10 +157,7 @@ func runChange(ctx context.Context, change func(context.Context) error) (panicke
 			err = fmt.Errorf("panicked: %v", p)
 		}
 	}()
-	if err := change(ctx); err != nil {
-		return err, nil
-	}
-	return nil, nil
+	return nil, change(ctx)
 }
 
 // guardWhy is the restore's why: "guard: " and the change's error, bounded

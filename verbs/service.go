@@ -75,6 +75,10 @@ type serveConfig struct {
 	maxInFlight int
 	metadata    map[string]string
 	stopTimeout time.Duration
+	maxHeavy    int
+	verbTimeout time.Duration
+	observe     func(verb string, code int, took time.Duration)
+	statsData   func(verb string) map[string]any
 }
 
 type clientConfig struct {
@@ -117,9 +121,9 @@ func WithLogger(l *slog.Logger) ServeOption {
 	return serveOption(func(c *serveConfig) { c.logger = l })
 }
 
-// WithMaxInFlight bounds the verbs run at once (default DefaultMaxInFlight;
-// less than 1: 1). A request that arrives when the bound is reached waits
-// for a verb to finish.
+// WithMaxInFlight bounds the verbs other than heavy ones (WithMaxHeavy) run
+// at once (default DefaultMaxInFlight; less than 1: 1). A request that
+// arrives when the bound is reached waits for one of them to finish.
 func WithMaxInFlight(n int) ServeOption {
 	return serveOption(func(c *serveConfig) { c.maxInFlight = n })
 }
@@ -148,6 +152,10 @@ type Service struct {
 	prefix      string
 	log         *slog.Logger
 	slots       chan struct{}
+	heavy       chan struct{} // a slot per heavy verb running (WithMaxHeavy)
+	verbTimeout time.Duration
+	observe     func(verb string, code int, took time.Duration)
+	statsData   func(verb string) map[string]any
 	base        context.Context // verbs run under it: cancelled by Stop after the grace
 	cancel      context.CancelFunc
 	done        chan struct{} // closed by Stop
@@ -200,7 +208,8 @@ func Serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...ServeOption) (*
 	if k, ok := e.(*keeper.Keeper); e == nil || (ok && k == nil) {
 		return nil, errors.New("verbs.Serve needs an engine, such as a *keeper.Keeper, so no service was started")
 	}
-	c := serveConfig{prefix: DefaultPrefix, maxInFlight: DefaultMaxInFlight, stopTimeout: DefaultStopTimeout}
+	c := serveConfig{prefix: DefaultPrefix, maxInFlight: DefaultMaxInFlight, stopTimeout: DefaultStopTimeout,
+		maxHeavy: DefaultMaxHeavy, verbTimeout: DefaultVerbTimeout}
 	for _, o := range opts {
 		o.applyServe(&c)
 	}
@@ -212,6 +221,12 @@ func Serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...ServeOption) (*
 	}
 	if c.stopTimeout <= 0 {
 		c.stopTimeout = DefaultStopTimeout
+	}
+	if c.maxHeavy < 1 {
+		c.maxHeavy = DefaultMaxHeavy
+	}
+	if c.verbTimeout <= 0 {
+		c.verbTimeout = DefaultVerbTimeout
 	}
 	if err := CheckPrefix(c.prefix); err != nil {
 		return nil, fmt.Errorf("%w, so no service was started", err)
@@ -232,7 +247,9 @@ func Serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...ServeOption) (*
 	s := &Service{
 		nc: nc, engine: e, prefix: c.prefix, log: c.logger,
 		slots: make(chan struct{}, c.maxInFlight),
-		base:  base, cancel: cancel,
+		heavy: make(chan struct{}, c.maxHeavy), verbTimeout: c.verbTimeout,
+		observe: c.observe, statsData: c.statsData,
+		base: base, cancel: cancel,
 		done:        make(chan struct{}),
 		stopTimeout: c.stopTimeout,
 		id:          strings.TrimPrefix(nats.NewInbox(), nats.InboxPrefix), // a NUID, as micro's ids are
@@ -279,7 +296,7 @@ func Serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...ServeOption) (*
 		}
 	}()
 	c.logger.Info("serving", "service", ServiceName, "id", s.id, "version", ver, "prefix", c.prefix,
-		"max_in_flight", c.maxInFlight, "stop_timeout", c.stopTimeout)
+		"max_in_flight", c.maxInFlight, "max_heavy", c.maxHeavy, "verb_timeout", c.verbTimeout, "stop_timeout", c.stopTimeout)
 	return s, nil
 }
 
@@ -372,12 +389,13 @@ func (s *Service) inFlight() []*flight {
 	return fs
 }
 
-// handler runs one verb per request in its own goroutine, once a slot is
-// free; the endpoint's figures cover the request from its arrival to its
-// reply.
+// handler runs one verb per request in its own goroutine: a heavy verb
+// once a heavy slot is free, else refused at once (503, Retry-After); any
+// other once a slot is free. The endpoint's figures cover the request from
+// its arrival to its reply.
 func (s *Service) handler(ep *endpoint) nats.MsgHandler {
 	return func(m *nats.Msg) {
-		req := &request{msg: m, ep: ep, start: time.Now()}
+		req := &request{msg: m, ep: ep, start: time.Now(), observe: s.observe}
 		s.mu.Lock()
 		if s.stopped {
 			s.mu.Unlock()
@@ -386,17 +404,29 @@ func (s *Service) handler(ep *endpoint) nats.MsgHandler {
 		}
 		s.running.Add(1)
 		s.mu.Unlock()
-		select {
-		case s.slots <- struct{}{}: // wait for a free slot: back-pressure on this endpoint
-		case <-s.done:
-			s.refuse(req)
-			s.running.Done()
-			return
+		slots := s.slots
+		if heavyVerb(ep.verb, m.Data) {
+			slots = s.heavy
+			select {
+			case s.heavy <- struct{}{}:
+			default:
+				s.fail(req, ep.verb, s.overloaded(ep.verb))
+				s.running.Done()
+				return
+			}
+		} else {
+			select {
+			case s.slots <- struct{}{}: // wait for a free slot: back-pressure on this endpoint
+			case <-s.done:
+				s.refuse(req)
+				s.running.Done()
+				return
+			}
 		}
 		ep.enter(1)
 		go func() {
 			defer s.running.Done()
-			defer func() { <-s.slots }()
+			defer func() { <-slots }()
 			defer ep.enter(-1)
 			s.run(ep.verb, req)
 			req.record(0, "") // counted once even if a path of run sent no reply
@@ -416,6 +446,8 @@ type request struct {
 	ep       *endpoint
 	start    time.Time
 	recorded bool
+	observe  func(verb string, code int, took time.Duration) // nil: none
+	retry    string                                          // the Retry-After header of a failure, if any
 }
 
 func (r *request) Data() []byte { return r.msg.Data }
@@ -427,7 +459,14 @@ func (r *request) record(code int, said string) {
 		return
 	}
 	r.recorded = true
-	r.ep.done(time.Since(r.start), code, said)
+	took := time.Since(r.start)
+	r.ep.done(took, code, said)
+	if r.observe != nil {
+		if code == 0 {
+			code = 200
+		}
+		r.observe(r.ep.verb, code, took)
+	}
 }
 
 // Respond sends a success reply.
@@ -443,6 +482,9 @@ func (r *request) Error(code int, said string, body []byte) error {
 	reply := nats.NewMsg(r.msg.Reply)
 	reply.Header.Set(micro.ErrorHeader, said)
 	reply.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(code))
+	if r.retry != "" {
+		reply.Header.Set(RetryAfterHeader, r.retry)
+	}
 	reply.Data = body
 	return r.msg.RespondMsg(reply)
 }
@@ -469,7 +511,10 @@ func (s *Service) run(verb string, req *request) {
 		p := newProgress(s.nc, s.prefix, r.Module, r.Local)
 		ctx = keeper.WithProgress(ctx, func(pr keeper.Progress) { p.publish(pr) })
 	}
+	ctx, cancel := s.verbContext(ctx)
+	defer cancel()
 	reply, err := s.call(ctx, verb, r)
+	err = s.timedOut(ctx, verb, err)
 	if err != nil {
 		log.Warn("verb failed", "code", Code(err), "error", err, "took", time.Since(start))
 		s.fail(req, verb, err)
@@ -521,6 +566,7 @@ func (s *Service) call(ctx context.Context, verb string, r keeper.Request) (rep 
 
 func (s *Service) fail(req *request, verb string, err error) {
 	eb := bodyOf(err)
+	req.retry = retryAfter(err)
 	body, _ := json.Marshal(eb)
 	if rerr := req.Error(eb.Code, eb.Error, body); rerr != nil {
 		s.log.Error("could not send the error reply", "verb", verb, "error", rerr, "said", eb.Error)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -302,7 +303,7 @@ func TestServeEmbedded(t *testing.T) {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- runServe(ctx, serveOptions{Dir: t.TempDir(), Prefix: "ops.keeper", Bucket: "kept", Embedded: true,
+		done <- runServe(ctx, serveOptions{Dir: filepath.Join(t.TempDir(), "keeper"), Prefix: "ops.keeper", Bucket: "kept", Embedded: true,
 			Listen: "127.0.0.1:0", LogFormat: "json", LogLevel: "info", Err: &logs,
 			ready: func(_ *verbs.Service, url string) { ready <- url }})
 	}()
@@ -330,7 +331,7 @@ func TestServeEmbedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	err = runServe(context.Background(), serveOptions{Dir: t.TempDir(), Prefix: "p", Bucket: "kept", Embedded: true,
+	err = runServe(context.Background(), serveOptions{Dir: filepath.Join(t.TempDir(), "keeper"), Prefix: "p", Bucket: "kept", Embedded: true,
 		Listen: l.Addr().String(), LogFormat: "text", LogLevel: "info", Err: &logs})
 	if exitCode(err) != exitBusy || !strings.Contains(err.Error(), "--listen") {
 		t.Fatalf("serve on a taken port: exit %d, %v", exitCode(err), err)

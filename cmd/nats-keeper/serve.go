@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/embedded"
 	"github.com/nats-keeper/nats-keeper/internal/inproc"
+	"github.com/nats-keeper/nats-keeper/internal/privdir"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/store"
 	"github.com/nats-keeper/nats-keeper/verbs"
@@ -40,6 +42,9 @@ type serveOptions struct {
 	PruneEvery      time.Duration // apply the recorded retention policies this often; 0: never
 	MemoryMiB       int           // soft memory limit for the Go heap, in MiB; 0 leaves it to GOMEMLIMIT
 	StopTimeout     time.Duration // how long a stop lets the verbs in flight finish before it cancels them
+	MetricsListen   string        // host:port of /metrics and /healthz; "": none
+	MaxHeavy        int           // heavy verbs (snapshot, restore, verify) run at once
+	VerbTimeout     time.Duration // every verb's server-side deadline
 	Err             io.Writer     // logs
 
 	// ready, when set, is called once the service answers (tests).
@@ -93,6 +98,10 @@ undoes any restore they left half-way.`,
 		"(0: none; $GOMEMLIMIT wins; not applied with --embedded, whose server shares the process)")
 	f.DurationVar(&o.StopTimeout, "stop-timeout", verbs.DefaultStopTimeout,
 		"on SIGINT or SIGTERM, how long to let the verbs in flight finish before cancelling them (0: the default)")
+	f.StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus /metrics and /healthz on this host:port, such as 127.0.0.1:9464 (default: none)")
+	f.IntVar(&o.MaxHeavy, "max-heavy", verbs.DefaultMaxHeavy, "how many heavy verbs (snapshot-kept, restore-kept, verify-kept) run at once; "+
+		"one more is refused at once with 503 and Retry-After, and list-kept and dry runs never wait behind them")
+	f.DurationVar(&o.VerbTimeout, "verb-timeout", verbs.DefaultVerbTimeout, "every verb's server-side deadline: a verb past it is cancelled, and leaves the data whole")
 	return cmd
 }
 
@@ -119,9 +128,11 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err := verbs.CheckPrefix(o.Prefix); err != nil {
 		return keeper.Errorf(keeper.ErrBadRequest, "--prefix: %w, so nothing is served", err)
 	}
-	dir, err := filepath.Abs(o.Dir)
-	if err != nil {
-		return keeper.Errorf(keeper.ErrBadRequest, "--dir %q: %v, so nothing is served", o.Dir, err)
+	if o.MaxHeavy < 0 || o.MaxHeavy > 64 {
+		return keeper.Errorf(keeper.ErrBadRequest, "--max-heavy %d is not between 1 and 64 (0: the default), so nothing is served", o.MaxHeavy)
+	}
+	if o.VerbTimeout < 0 || (o.VerbTimeout > 0 && o.VerbTimeout < time.Second) {
+		return keeper.Errorf(keeper.ErrBadRequest, "--verb-timeout %s is not at least a second (0: the default), so nothing is served", o.VerbTimeout)
 	}
 	if !o.Embedded && o.Conn.Server == "" && o.Conn.Context == "" {
 		return keeper.Errorf(keeper.ErrNoBus, "no NATS server given, so nothing is served: pass --server nats://HOST:4222 "+
@@ -146,6 +157,14 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if o.MemoryMiB < 0 {
 		return keeper.Errorf(keeper.ErrBadRequest, "--memory-limit %d is negative, so nothing is served", o.MemoryMiB)
 	}
+	pd, err := privdir.Open("--dir", o.Dir)
+	if err != nil {
+		if rf := (*privdir.Refusal)(nil); errors.As(err, &rf) {
+			return keeper.Errorf(keeper.ErrBadRequest, "%s, so nothing is served: %s", rf.What, rf.Fix)
+		}
+		return keeper.Errorf(keeper.ErrBadRequest, "%w, so nothing is served", err)
+	}
+	dir := pd.Path()
 	if o.MemoryMiB > 0 && !o.Embedded && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(int64(o.MemoryMiB) << 20)
 	}
@@ -170,7 +189,8 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	defer st.Close()
 	svc, err := startKeeper(ctx, nc, keeperSetup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket,
-		RestoreParallel: o.RestoreParallel, AsideWarnAfter: o.AsideWarnAfter, PruneEvery: o.PruneEvery, Replicas: o.Replicas}, log,
+		RestoreParallel: o.RestoreParallel, AsideWarnAfter: o.AsideWarnAfter, PruneEvery: o.PruneEvery,
+		MetricsListen: o.MetricsListen, MaxHeavy: o.MaxHeavy, VerbTimeout: o.VerbTimeout, Dir: pd, Replicas: o.Replicas}, log,
 		verbs.WithStopTimeout(o.StopTimeout))
 	if err != nil {
 		return err
@@ -203,6 +223,10 @@ type keeperSetup struct {
 	AsideWarnAfter  time.Duration // asides older than this are flagged; 0 is keeper.DefaultAsideWarnAfter
 	PruneEvery      time.Duration // apply the recorded retention policies this often; 0: never
 	Replicas        int           // of the index bucket and acts stream; 0: the default
+	MetricsListen   string        // host:port of /metrics and /healthz; "": none
+	MaxHeavy        int           // 0 is verbs.DefaultMaxHeavy
+	VerbTimeout     time.Duration // 0 is verbs.DefaultVerbTimeout
+	Dir             *privdir.Dir  // checked before each verb that writes; nil: not checked
 }
 
 // startKeeper starts the keeper on nc and the store through inproc.Start,
@@ -211,7 +235,8 @@ type keeperSetup struct {
 // names no kind of its own wraps keeper.ErrNoBus (exit 5).
 func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.Logger, opts ...verbs.ServeOption) (*verbs.Service, error) {
 	k, err := inproc.Start(ctx, nc, inproc.Setup{Store: ks.Store, Prefix: ks.Prefix, Bucket: ks.Bucket,
-		RestoreParallel: ks.RestoreParallel, AsideWarnAfter: ks.AsideWarnAfter, PruneEvery: ks.PruneEvery, Replicas: ks.Replicas,
+		RestoreParallel: ks.RestoreParallel, AsideWarnAfter: ks.AsideWarnAfter, PruneEvery: ks.PruneEvery,
+		MetricsListen: ks.MetricsListen, MaxHeavy: ks.MaxHeavy, VerbTimeout: ks.VerbTimeout, Dir: ks.Dir, Replicas: ks.Replicas,
 		Version: buildVersion(), Logger: log, StepHook: crashHook(log), Now: clockHook(log),
 		Engine: func(k *keeper.Keeper) verbs.Engine { return hangHook(k, log) },
 		BusError: func(err error) error {

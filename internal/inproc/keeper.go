@@ -11,10 +11,13 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/nats-keeper/nats-keeper/internal/metrics"
+	"github.com/nats-keeper/nats-keeper/internal/privdir"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/store"
@@ -50,12 +53,23 @@ type Setup struct {
 	// BusError, when set, marks the error of opening the keeper's state on
 	// the bus (the caller's exit codes); nil leaves it as jsbus returned it.
 	BusError func(error) error
+	// MetricsListen, when set (host:port; port 0 picks one), serves
+	// Prometheus /metrics and /healthz there.
+	MetricsListen string
+	MaxHeavy      int           // heavy verbs run at once; 0 is verbs.DefaultMaxHeavy
+	VerbTimeout   time.Duration // every verb's deadline; 0 is verbs.DefaultVerbTimeout
+	// Dir, when set, is the keeper's private directory: checked to be the
+	// same one before each verb that writes (privdir.Dir.Check).
+	Dir *privdir.Dir
 }
 
 // Keeper is a keeper serving its verbs in this process.
 type Keeper struct {
-	Keeper  *keeper.Keeper // the engine
-	Service *verbs.Service // serving the engine's verbs
+	Keeper  *keeper.Keeper   // the engine
+	Service *verbs.Service   // serving the engine's verbs
+	Metrics *metrics.Metrics // its metrics, also in the service's stats
+
+	metricsSrv *metrics.Server // nil without MetricsListen
 
 	cancel context.CancelFunc
 	loops  sync.WaitGroup
@@ -64,7 +78,8 @@ type Keeper struct {
 // Start builds the jsbus adapter and the keeper on nc and s.Store, finishes
 // or undoes the restores a stopped keeper left, brings the index up to date
 // with the store, and serves the verbs with opts (after the setup's prefix,
-// version, logger and the store's URL as metadata). Until ctx ends or Stop is
+// version, logger, the store's URL as metadata, its admission bounds and
+// its metrics), and, with MetricsListen, /metrics and /healthz. Until ctx ends or Stop is
 // called it also looks for interrupted restores every RecoverEvery and, with
 // PruneEvery, applies the recorded retention policies. Each failure is a
 // sentence ending "so nothing is served".
@@ -83,6 +98,23 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 		log = slog.Default()
 	}
 	where := s.Store.Describe().URL
+	// Listen first, so a taken address fails before anything is done; the
+	// health check answers 503 until the keeper is made.
+	m := metrics.New(log)
+	var made atomic.Pointer[keeper.Keeper]
+	var msrv *metrics.Server
+	if s.MetricsListen != "" {
+		var err error
+		if msrv, err = m.Listen(s.MetricsListen, health(nc, &made)); err != nil {
+			return nil, fmt.Errorf("%w, so nothing is served; pick another address with --metrics-listen", err)
+		}
+	}
+	ok := false
+	defer func() {
+		if !ok && msrv != nil {
+			_ = msrv.Close()
+		}
+	}()
 	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log), jsbus.WithReplicas(s.Replicas))
 	if err != nil {
 		if s.BusError != nil {
@@ -92,7 +124,7 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 	}
 	k, err := keeper.New(ctx, keeper.Config{Store: s.Store, Bus: a, Index: a, Acts: a, Logger: log, Version: s.Version,
 		StepHook: s.StepHook, Now: s.Now, RestoreParallel: s.RestoreParallel, AsideWarnAfter: s.AsideWarnAfter,
-		OwnStreams: a.OwnStreams()})
+		OwnStreams: a.OwnStreams(), Observer: m})
 	if err != nil {
 		return nil, fmt.Errorf("could not open the keeper's store %s, so nothing is served: %w", where, err)
 	}
@@ -108,18 +140,26 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 		return nil, fmt.Errorf("could not bring the index %s up to date with the store %s, so nothing is served: %w", bucket, where, err)
 	}
 	log.Info("index rebuilt from the store", "store", where, "written", written, "removed", removed)
+	m.Watch(k)
+	made.Store(k)
 	var engine verbs.Engine = k
 	if s.Engine != nil {
 		engine = s.Engine(k)
 	}
+	if s.Dir != nil {
+		engine = &dirGuard{Engine: engine, dir: s.Dir}
+	}
 	opts = append([]verbs.ServeOption{verbs.WithPrefix(prefix), verbs.WithVersion(s.Version),
-		verbs.WithLogger(log), verbs.WithMetadata("store", where)}, opts...)
+		verbs.WithLogger(log), verbs.WithMetadata("store", where),
+		verbs.WithMaxHeavy(s.MaxHeavy), verbs.WithVerbTimeout(s.VerbTimeout),
+		verbs.WithObserver(m.Answered), verbs.WithStatsData(m.StatsData)}, opts...)
 	svc, err := verbs.Serve(ctx, nc, engine, opts...)
 	if err != nil {
 		return nil, err
 	}
+	ok = true
 	loopCtx, cancel := context.WithCancel(ctx)
-	ik := &Keeper{Keeper: k, Service: svc, cancel: cancel}
+	ik := &Keeper{Keeper: k, Service: svc, Metrics: m, metricsSrv: msrv, cancel: cancel}
 	ik.loops.Go(func() { recoverLoop(loopCtx, k, log) })
 	if s.PruneEvery > 0 {
 		ik.loops.Go(func() { pruneLoop(loopCtx, k, s.PruneEvery, log) })
@@ -133,7 +173,34 @@ func (k *Keeper) Stop() error {
 	err := k.Service.Stop()
 	k.cancel()
 	k.loops.Wait()
+	if k.metricsSrv != nil {
+		_ = k.metricsSrv.Close()
+	}
 	return err
+}
+
+// MetricsAddr is where /metrics and /healthz are served, or "" without
+// MetricsListen.
+func (k *Keeper) MetricsAddr() string {
+	if k.metricsSrv == nil {
+		return ""
+	}
+	return k.metricsSrv.Addr()
+}
+
+// health is /healthz's check: the connection to the bus is up, the index
+// answers and the store is reachable.
+func health(nc *nats.Conn, made *atomic.Pointer[keeper.Keeper]) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if !nc.IsConnected() {
+			return fmt.Errorf("the keeper is not connected to the bus (its connection is %s)", nc.Status())
+		}
+		k := made.Load()
+		if k == nil {
+			return errors.New("the keeper is starting: it opens its state and its store, and finishes interrupted restores")
+		}
+		return k.Health(ctx)
+	}
 }
 
 // pruneLoop applies the recorded retention policies every period.

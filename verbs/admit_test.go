@@ -1,0 +1,126 @@
+package verbs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// Heavy verbs beyond WithMaxHeavy are refused at once with a 503 and a
+// Retry-After header; a dry run and list-kept are not heavy and answer
+// while the heavy slots are taken; each answered request reaches the
+// observer with its code.
+func TestServiceAdmitsHeavyVerbsUpToTheBound(t *testing.T) {
+	entered, release := make(chan string, 8), make(chan struct{})
+	var mu sync.Mutex
+	seen := map[string]int{}
+	nc, _ := startFake(t, func(ctx context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
+		if verb == VerbSnapshot || (verb == VerbRestore && !r.DryRun) {
+			entered <- verb
+			<-release
+		}
+		return &keeper.Reply{Said: verb + " done."}, nil
+	}, WithMaxHeavy(2), WithObserver(func(verb string, code int, _ time.Duration) {
+		mu.Lock()
+		seen[verb+":"+strconv.Itoa(code)]++
+		mu.Unlock()
+	}))
+	c := NewClient(nc, WithTimeout(time.Minute))
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for _, l := range []string{"a", "b"} {
+		wg.Go(func() {
+			r := snap
+			r.Local = l
+			if _, err := c.SnapshotKept(ctx, r); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	defer wg.Wait()
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	for range 2 {
+		<-entered
+	}
+	_, err := c.RestoreKept(ctx, keeper.Request{Module: "billing", Local: "c", Form: 1, Fingerprint: "f", Caller: "t", Why: "w"})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != 503 || e.RetryAfter != RetryAfter || !errors.Is(err, keeper.ErrBusy) || !errors.Is(err, keeper.ErrNoBus) {
+		t.Fatalf("third heavy verb: %v, want a 503 with Retry-After", err)
+	}
+	if !strings.Contains(e.Said, "nothing was done") || !strings.Contains(e.Said, "try again in 30s") {
+		t.Errorf("the refusal says %q", e.Said)
+	}
+	if _, err := c.RestoreKept(ctx, keeper.Request{Module: "billing", Local: "c", Form: 1, Fingerprint: "f", Caller: "t", Why: "w", DryRun: true}); err != nil {
+		t.Errorf("a dry run while the heavy slots are taken: %v", err)
+	}
+	if _, err := c.ListKept(ctx, keeper.Request{}); err != nil {
+		t.Errorf("list-kept while the heavy slots are taken: %v", err)
+	}
+	close(release)
+	released = true
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for k, n := range map[string]int{"snapshot-kept:200": 2, "restore-kept:503": 1, "restore-kept:200": 1, "list-kept:200": 1} {
+		if seen[k] != n {
+			t.Errorf("observer saw %s %d times, want %d (all: %v)", k, seen[k], n, seen)
+		}
+	}
+}
+
+// A verb past WithVerbTimeout is cancelled: its context ends, and the
+// failure says the deadline passed.
+func TestServiceVerbTimeout(t *testing.T) {
+	nc, _ := startFake(t, func(ctx context.Context, _ string, _ keeper.Request) (*keeper.Reply, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}, WithVerbTimeout(200*time.Millisecond))
+	_, err := NewClient(nc, WithTimeout(time.Minute)).VerifyKept(context.Background(), snap)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != 500 || !strings.Contains(e.Said, "ran past the keeper's --verb-timeout of 200ms and was cancelled") {
+		t.Fatalf("a verb past its deadline: %v", err)
+	}
+}
+
+// WithStatsData's values join in_flight in each endpoint's data.
+func TestServiceStatsData(t *testing.T) {
+	nc, _ := startFake(t, func(context.Context, string, keeper.Request) (*keeper.Reply, error) {
+		return &keeper.Reply{Said: "ok"}, nil
+	}, WithStatsData(func(verb string) map[string]any {
+		return map[string]any{"verb_again": verb, "in_flight": "not this"}
+	}))
+	msg, err := nc.Request("$SRV.STATS."+ServiceName, nil, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st micro.Stats
+	if err := json.Unmarshal(msg.Data, &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Endpoints) != len(Verbs()) {
+		t.Fatalf("%d endpoints", len(st.Endpoints))
+	}
+	for _, e := range st.Endpoints {
+		var d map[string]any
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		if d["verb_again"] != e.Name || d["in_flight"] != 0.0 {
+			t.Errorf("%s data %s", e.Name, e.Data)
+		}
+	}
+}
