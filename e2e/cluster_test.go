@@ -102,7 +102,7 @@ func (c *natsCluster) revive(t *testing.T, i int, streams ...string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			s, err := js.Stream(ctx, name)
 			cancel()
-			if err == nil && current(s.CachedInfo()) {
+			if err == nil && current(s.CachedInfo()) && consumersLed(s) {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -111,6 +111,21 @@ func (c *natsCluster) revive(t *testing.T, i int, streams ...string) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+}
+
+// consumersLed reports whether every consumer of s answers with a leader.
+func consumersLed(s jetstream.Stream) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l := s.ListConsumers(ctx)
+	n := 0
+	for ci := range l.Info() {
+		if ci.Cluster == nil || ci.Cluster.Leader == "" {
+			return false
+		}
+		n++
+	}
+	return l.Err() == nil && n == s.CachedInfo().State.Consumers
 }
 
 func current(info *jetstream.StreamInfo) bool {

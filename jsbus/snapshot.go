@@ -3,7 +3,6 @@ package jsbus
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -119,5 +118,5 @@ func snapshotStatus(m *nats.Msg) error {
 	if d := m.Header.Get("Description"); d != "" {
 		status += " " + d
 	}
-	return errors.New("the server ended the snapshot with " + status)
+	return fmt.Errorf("%w with %s", errServerEnded, status)
 }

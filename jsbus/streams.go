@@ -140,6 +140,11 @@ func (a *Adapter) Snapshot(ctx context.Context, stream string, data, meta io.Wri
 		if isCode(err, codeStreamNotFound) {
 			return noStream(stream, err)
 		}
+		if errors.Is(err, errServerEnded) {
+			// The server ended it part way (a replica or a consumer's leader
+			// went away with a dying server): a snapshot begun again may pass.
+			err = fmt.Errorf("%w: %w", err, keeper.ErrNoBus)
+		}
 		return busErr(fmt.Errorf("jsbus: snapshot of stream %s failed after %d bytes, so it is not whole: %w", stream, w.n.Load(), err))
 	}
 	a.log.Debug("snapshot taken", "stream", stream, "bytes", w.n.Load(), "took", time.Since(start))
@@ -149,6 +154,7 @@ func (a *Adapter) Snapshot(ctx context.Context, stream string, data, meta io.Wri
 var (
 	errStalled      = errors.New("the server sent no snapshot data for too long")
 	errDisconnected = errors.New("the connection to the server dropped, so chunks may be lost")
+	errServerEnded  = errors.New("the server ended the snapshot")
 )
 
 // connMark is the connection's reconnect count now, for connLost.
