@@ -143,6 +143,7 @@ func (p *proc) stop(t *testing.T, sig syscall.Signal, limit time.Duration) {
 type natsServer struct {
 	bin, store string
 	port       int
+	args       []string // more command line arguments (a cluster's)
 	p          *proc
 	owner      *testing.T // the test the server lives as long as
 }
@@ -161,7 +162,7 @@ func (s *natsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.
 // JetStream answers.
 func (s *natsServer) start(t *testing.T) {
 	t.Helper()
-	cmd := exec.Command(s.bin, "-js", "-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-sd", s.store)
+	cmd := exec.Command(s.bin, append([]string{"-js", "-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-sd", s.store}, s.args...)...)
 	s.p = startProc(t, s.owner, cmd)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {

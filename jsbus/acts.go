@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -22,7 +25,14 @@ func (a *Adapter) Record(ctx context.Context, act keeper.Act) error {
 		return fmt.Errorf("jsbus: the %s act is %d bytes, over %d, so it was not recorded: %w", act.Verb, len(b), actsMaxMsgSize, keeper.ErrBadRequest)
 	}
 	subject := a.actsSub + "." + act.Verb
-	ack, err := a.js.Publish(ctx, subject, b)
+	// One message id for every try: the acts stream's duplicate window
+	// keeps one copy of an act whose acknowledgement was lost.
+	id := nuid.Next()
+	var ack *jetstream.PubAck
+	err = a.retry(ctx, "record the "+act.Verb+" act", func(ctx context.Context) (err error) {
+		ack, err = a.js.Publish(ctx, subject, b, jetstream.WithMsgID(id))
+		return err
+	})
 	if err != nil {
 		return busErr(fmt.Errorf("jsbus: the %s act was not acknowledged by the bus, so it is not recorded: %w", act.Verb, err))
 	}

@@ -67,6 +67,7 @@ type options struct {
 	prefix   string
 	replicas int
 	timeout  time.Duration
+	attempt  time.Duration
 	stall    time.Duration
 	log      *slog.Logger
 }
@@ -85,8 +86,10 @@ func WithActsStream(name string) Option { return func(o *options) { o.acts = nam
 // (default "mesh-broker").
 func WithPrefix(p string) Option { return func(o *options) { o.prefix = p } }
 
-// WithReplicas sets the replicas of the bucket and acts stream when New
-// creates them (default 1).
+// WithReplicas sets the replicas of the index bucket and the acts stream:
+// New creates them with n, and raises existing ones with fewer to n. The
+// default, 0, asks for 3 when the connection reports a cluster (1 where the
+// servers cannot place 3), else 1.
 func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
 
 // WithLogger sets the logger (default slog.Default()).
@@ -113,8 +116,8 @@ func ActsStreamFor(prefix string) string {
 // New makes the adapter on nc, creating the index bucket and the acts stream
 // when they are missing. An existing acts stream must take <prefix>.acts.>.
 func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Adapter, error) {
-	o := options{bucket: DefaultBucket, prefix: DefaultPrefix, replicas: 1,
-		timeout: DefaultTimeout, stall: DefaultStall}
+	o := options{bucket: DefaultBucket, prefix: DefaultPrefix,
+		timeout: DefaultTimeout, attempt: DefaultAttemptTimeout, stall: DefaultStall}
 	for _, fn := range opts {
 		fn(&o)
 	}
@@ -131,7 +134,7 @@ func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Adapter, error) {
 		return nil, fmt.Errorf("jsbus: bucket %q, acts stream %q or prefix %q is not a valid name, so the adapter was not made: %w",
 			o.bucket, o.acts, o.prefix, keeper.ErrBadRequest)
 	}
-	if o.replicas < 1 || o.replicas > 5 || o.timeout <= 0 || o.stall <= 0 {
+	if o.replicas < 0 || o.replicas > 5 || o.timeout <= 0 || o.stall <= 0 || o.attempt <= 0 {
 		return nil, fmt.Errorf("jsbus: replicas %d, timeout %s or stall %s out of range, so the adapter was not made: %w",
 			o.replicas, o.timeout, o.stall, keeper.ErrBadRequest)
 	}
@@ -150,31 +153,45 @@ func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Adapter, error) {
 }
 
 func (a *Adapter) ensureBucket(ctx context.Context) (jetstream.KeyValue, error) {
-	kv, err := a.js.KeyValue(ctx, a.cfg.bucket)
+	var kv jetstream.KeyValue
+	err := a.retry(ctx, "open the index bucket", func(ctx context.Context) (err error) {
+		kv, err = a.js.KeyValue(ctx, a.cfg.bucket)
+		return err
+	})
 	if err == nil {
-		return kv, nil
+		return kv, a.raiseReplicas(ctx, "KV_"+a.cfg.bucket)
 	}
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, busErr(fmt.Errorf("jsbus: open the index bucket %s: %w", a.cfg.bucket, err))
 	}
-	kv, err = a.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: a.cfg.bucket, Description: "nats-keeper index of restore points, asides and plans",
-		History: 5, MaxValueSize: indexMaxValue, Storage: jetstream.FileStorage, Replicas: a.cfg.replicas,
+	replicas, err := a.placeReplicas(ctx, "the index bucket", func(ctx context.Context, replicas int) (err error) {
+		kv, err = a.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: a.cfg.bucket, Description: "nats-keeper index of restore points, asides and plans",
+			History: 5, MaxValueSize: indexMaxValue, Storage: jetstream.FileStorage, Replicas: replicas,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) { // made by another keeper meanwhile
+			kv, err = a.js.KeyValue(ctx, a.cfg.bucket)
+		}
+		return err
 	})
 	if err != nil {
 		return nil, busErr(fmt.Errorf("jsbus: create the index bucket %s: %w", a.cfg.bucket, err))
 	}
-	a.log.Info("created the index bucket", "bucket", a.cfg.bucket, "replicas", a.cfg.replicas)
+	a.log.Info("created the index bucket", "bucket", a.cfg.bucket, "replicas", replicas)
 	return kv, nil
 }
 
 func (a *Adapter) ensureActs(ctx context.Context) error {
 	subject := a.actsSub + ".>"
-	s, err := a.js.Stream(ctx, a.cfg.acts)
+	var s jetstream.Stream
+	err := a.retry(ctx, "look up the acts stream", func(ctx context.Context) (err error) {
+		s, err = a.js.Stream(ctx, a.cfg.acts)
+		return err
+	})
 	if err == nil {
 		for _, subj := range s.CachedInfo().Config.Subjects {
 			if subj == subject || subj == ">" || (strings.HasSuffix(subj, ".>") && strings.HasPrefix(subject, strings.TrimSuffix(subj, ">"))) {
-				return nil
+				return a.raiseReplicas(ctx, a.cfg.acts)
 			}
 		}
 		return fmt.Errorf("jsbus: stream %s exists but does not take %s, so acts would not be stored: %w",
@@ -183,16 +200,22 @@ func (a *Adapter) ensureActs(ctx context.Context) error {
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return busErr(fmt.Errorf("jsbus: look up the acts stream %s: %w", a.cfg.acts, err))
 	}
-	_, err = a.js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: a.cfg.acts, Description: "nats-keeper acts: what the keeper did, who asked and why",
-		Subjects: []string{subject}, Storage: jetstream.FileStorage, Replicas: a.cfg.replicas,
-		Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardOld,
-		MaxBytes: actsMaxBytes, MaxMsgSize: actsMaxMsgSize, Duplicates: 2 * time.Minute,
+	replicas, err := a.placeReplicas(ctx, "the acts stream", func(ctx context.Context, replicas int) error {
+		_, err := a.js.CreateStream(ctx, jetstream.StreamConfig{
+			Name: a.cfg.acts, Description: "nats-keeper acts: what the keeper did, who asked and why",
+			Subjects: []string{subject}, Storage: jetstream.FileStorage, Replicas: replicas,
+			Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardOld,
+			MaxBytes: actsMaxBytes, MaxMsgSize: actsMaxMsgSize, Duplicates: 2 * time.Minute,
+		})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) { // made by another keeper meanwhile
+			err = nil
+		}
+		return err
 	})
 	if err != nil {
 		return busErr(fmt.Errorf("jsbus: create the acts stream %s: %w", a.cfg.acts, err))
 	}
-	a.log.Info("created the acts stream", "stream", a.cfg.acts, "subjects", subject, "replicas", a.cfg.replicas)
+	a.log.Info("created the acts stream", "stream", a.cfg.acts, "subjects", subject, "replicas", replicas)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
@@ -15,7 +16,11 @@ import (
 // Get returns the value of key in the index, or an error wrapping
 // keeper.ErrNotFound when the key is missing or deleted.
 func (a *Adapter) Get(ctx context.Context, key string) ([]byte, error) {
-	e, err := a.kv.Get(ctx, key)
+	var e jetstream.KeyValueEntry
+	err := a.retry(ctx, "read "+key, func(ctx context.Context) (err error) {
+		e, err = a.kv.Get(ctx, key)
+		return err
+	})
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return nil, fmt.Errorf("jsbus: %s is not in the index %s: %w", key, a.cfg.bucket, keeper.ErrNotFound)
@@ -33,7 +38,10 @@ func (a *Adapter) Put(ctx context.Context, key string, value []byte) error {
 		return fmt.Errorf("jsbus: the value of %s is %d bytes, over the index's %d, so it was not stored: %w",
 			key, len(value), indexMaxValue, keeper.ErrBadRequest)
 	}
-	_, err := a.kv.Put(ctx, key, value)
+	err := a.retry(ctx, "store "+key, func(ctx context.Context) error {
+		_, err := a.kv.Put(ctx, key, value)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrInvalidKey) {
 		return fmt.Errorf("jsbus: %q is not a valid index key, so it was not stored: %w", key, keeper.ErrBadRequest)
 	}
@@ -45,7 +53,7 @@ func (a *Adapter) Put(ctx context.Context, key string, value []byte) error {
 
 // Delete removes key from the index; a missing key is not an error.
 func (a *Adapter) Delete(ctx context.Context, key string) error {
-	err := a.kv.Delete(ctx, key)
+	err := a.retry(ctx, "remove "+key, func(ctx context.Context) error { return a.kv.Delete(ctx, key) })
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil
 	}
@@ -61,6 +69,16 @@ func (a *Adapter) Delete(ctx context.Context, key string) error {
 // Keys lists the live keys of the index that begin with prefix, sorted. An
 // empty index, or no key with that prefix, gives an empty list.
 func (a *Adapter) Keys(ctx context.Context, prefix string) ([]string, error) {
+	var keys []string
+	err := a.retry(ctx, "list the keys of the index", func(ctx context.Context) (err error) {
+		keys, err = a.keysOnce(ctx, prefix)
+		return err
+	})
+	return keys, err
+}
+
+// keysOnce is one try of Keys.
+func (a *Adapter) keysOnce(ctx context.Context, prefix string) ([]string, error) {
 	filter := ">"
 	if strings.HasSuffix(prefix, ".") && validKeyPrefix(prefix) {
 		filter = prefix + ">"
@@ -77,7 +95,7 @@ func (a *Adapter) Keys(ctx context.Context, prefix string) ([]string, error) {
 			return nil, fmt.Errorf("jsbus: list the keys of the index %s: %w", a.cfg.bucket, ctx.Err())
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, fmt.Errorf("jsbus: the key list of the index %s ended early: %w", a.cfg.bucket, keeper.ErrNoBus)
+				return nil, fmt.Errorf("jsbus: the key list of the index %s ended early: %w (%w)", a.cfg.bucket, keeper.ErrNoBus, nats.ErrTimeout)
 			}
 			if e == nil { // all current keys seen
 				slices.Sort(keys)

@@ -68,6 +68,11 @@ type consumerListResponse struct {
 // cluster some requests go unanswered (a consumer being deleted, a group
 // without a leader), and one request must not take a whole verb's time.
 func (a *Adapter) request(ctx context.Context, subject string, body any, out any) error {
+	return a.retry(ctx, subject, func(ctx context.Context) error { return a.requestOnce(ctx, subject, body, out) })
+}
+
+// requestOnce is one try of request.
+func (a *Adapter) requestOnce(ctx context.Context, subject string, body any, out any) error {
 	req, err := json.Marshal(body)
 	if err != nil {
 		return err
@@ -95,18 +100,29 @@ func isCode(err error, code uint16) bool {
 	return errors.As(err, &ae) && ae.ErrCode == code
 }
 
+// A consumer list that misses some is asked again missingTries times,
+// missingPause apart.
+const (
+	missingTries = 10
+	missingPause = 500 * time.Millisecond
+)
+
 // Consumers lists every durable consumer on every stream, with its ack floor
 // and its configuration as the server holds it, sorted by stream and
 // consumer. The ack floor is the last delivered message when no
 // acknowledgement is pending (see rawConsumer.floor). Streams deleted while
 // the list is made are skipped.
 func (a *Adapter) Consumers(ctx context.Context) ([]keeper.Position, error) {
-	names := a.js.StreamNames(ctx)
 	var streams []string
-	for n := range names.Name() {
-		streams = append(streams, n)
-	}
-	if err := names.Err(); err != nil {
+	err := a.retry(ctx, "list stream names", func(ctx context.Context) error {
+		streams = streams[:0]
+		names := a.js.StreamNames(ctx)
+		for n := range names.Name() {
+			streams = append(streams, n)
+		}
+		return names.Err()
+	})
+	if err != nil {
 		return nil, busErr(fmt.Errorf("jsbus: list streams: %w", err))
 	}
 	var out []keeper.Position
@@ -115,6 +131,13 @@ func (a *Adapter) Consumers(ctx context.Context) ([]keeper.Position, error) {
 			continue
 		}
 		cs, missing, err := a.consumers(ctx, s)
+		// Consumers between leaders (a server of the cluster died) do not
+		// answer the list for a moment: ask again, a few times, before
+		// going on without them.
+		for try := 0; err == nil && len(missing) > 0 && try < missingTries && ctx.Err() == nil; try++ {
+			time.Sleep(missingPause)
+			cs, missing, err = a.consumers(ctx, s)
+		}
 		if len(missing) > 0 {
 			a.log.Warn("some consumers did not answer the list (no leader, or offline), so their positions are not read",
 				"stream", s, "consumers", missing)

@@ -42,7 +42,12 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 	}
 	// The request is not cut short by ctx: a restore the server began has
 	// to be ended (endRestore), which takes the subject of its reply.
-	if err := a.request(context.WithoutCancel(ctx), "$JS.API.STREAM.RESTORE."+stream, json.RawMessage(meta), &start); err != nil {
+	// A restore request must not be sent twice (a second would find the
+	// first's stream): it is tried again only when no one heard it.
+	err := a.retryWhen(context.WithoutCancel(ctx), "start the restore of "+stream, unheard, false, func(rctx context.Context) error {
+		return a.requestOnce(rctx, "$JS.API.STREAM.RESTORE."+stream, json.RawMessage(meta), &start)
+	})
+	if err != nil {
 		return nil, err
 	}
 	if start.DeliverSubject == "" {

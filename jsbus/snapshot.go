@@ -3,7 +3,6 @@ package jsbus
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -44,25 +43,20 @@ func (a *Adapter) snapshotInto(ctx context.Context, stream string, data, meta io
 			err = fmt.Errorf("closing the snapshot failed: %w", cerr)
 		}
 	}()
-	inbox := a.nc.NewInbox()
-	sub, err := a.nc.SubscribeSync(inbox)
+	var (
+		sub  *nats.Subscription
+		resp api.JSApiStreamSnapshotResponse
+	)
+	// A try whose answer was lost may have started a snapshot all the same:
+	// each try has an inbox of its own, so chunks of two never mix.
+	err = a.retry(ctx, "start the snapshot of "+stream, func(ctx context.Context) (err error) {
+		sub, err = a.startSnapshot(ctx, stream, &resp)
+		return err
+	})
 	if err != nil {
-		return busErr(fmt.Errorf("subscribe for the snapshot's chunks: %w", err))
+		return err
 	}
 	defer sub.Unsubscribe()
-	// Far above what the window lets the server send unacknowledged.
-	if err := sub.SetPendingLimits(4*snapshotWindow/snapshotChunk+16, 4*snapshotWindow); err != nil {
-		return err
-	}
-
-	req := api.JSApiStreamSnapshotRequest{DeliverSubject: inbox, ChunkSize: snapshotChunk, WindowSize: snapshotWindow}
-	var resp api.JSApiStreamSnapshotResponse
-	rctx, cancel := context.WithTimeout(ctx, a.cfg.timeout)
-	err = a.request(rctx, "$JS.API.STREAM.SNAPSHOT."+stream, req, &resp)
-	cancel()
-	if err != nil {
-		return err
-	}
 
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
@@ -93,6 +87,27 @@ func (a *Adapter) snapshotInto(ctx context.Context, stream string, data, meta io
 	return err
 }
 
+// startSnapshot subscribes to a new inbox and asks the server to send the
+// stream's snapshot there: one try.
+func (a *Adapter) startSnapshot(ctx context.Context, stream string, resp *api.JSApiStreamSnapshotResponse) (*nats.Subscription, error) {
+	inbox := a.nc.NewInbox()
+	sub, err := a.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, busErr(fmt.Errorf("subscribe for the snapshot's chunks: %w", err))
+	}
+	// Far above what the window lets the server send unacknowledged.
+	if err := sub.SetPendingLimits(4*snapshotWindow/snapshotChunk+16, 4*snapshotWindow); err != nil {
+		sub.Unsubscribe()
+		return nil, err
+	}
+	req := api.JSApiStreamSnapshotRequest{DeliverSubject: inbox, ChunkSize: snapshotChunk, WindowSize: snapshotWindow}
+	if err := a.requestOnce(ctx, "$JS.API.STREAM.SNAPSHOT."+stream, req, resp); err != nil {
+		sub.Unsubscribe()
+		return nil, err
+	}
+	return sub, nil
+}
+
 // snapshotStatus is the error the server's last, empty message carries: its
 // status is 204 when the snapshot is whole.
 func snapshotStatus(m *nats.Msg) error {
@@ -103,5 +118,5 @@ func snapshotStatus(m *nats.Msg) error {
 	if d := m.Header.Get("Description"); d != "" {
 		status += " " + d
 	}
-	return errors.New("the server ended the snapshot with " + status)
+	return fmt.Errorf("%w with %s", errServerEnded, status)
 }

@@ -35,7 +35,11 @@ func (a *Adapter) Stream(ctx context.Context, name string) (*keeper.StreamInfo, 
 	if !validName(name) {
 		return nil, fmt.Errorf("jsbus: %q is not a stream name: %w", name, keeper.ErrNoStream)
 	}
-	s, err := a.js.Stream(ctx, name)
+	var s jetstream.Stream
+	err := a.retry(ctx, "look up stream "+name, func(ctx context.Context) (err error) {
+		s, err = a.js.Stream(ctx, name)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, noStream(name, err)
 	}
@@ -51,15 +55,19 @@ func (a *Adapter) Stream(ctx context.Context, name string) (*keeper.StreamInfo, 
 
 // Streams lists every stream on the bus with its subjects and state.
 func (a *Adapter) Streams(ctx context.Context) ([]keeper.StreamInfo, error) {
-	l := a.js.ListStreams(ctx)
 	var out []keeper.StreamInfo
-	for info := range l.Info() {
-		out = append(out, keeper.StreamInfo{
-			Name: info.Config.Name, Subjects: info.Config.Subjects, Messages: info.State.Msgs, Bytes: info.State.Bytes,
-			FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq, Consumers: info.State.Consumers,
-		})
-	}
-	if err := l.Err(); err != nil {
+	err := a.retry(ctx, "list streams", func(ctx context.Context) error {
+		out = out[:0]
+		l := a.js.ListStreams(ctx)
+		for info := range l.Info() {
+			out = append(out, keeper.StreamInfo{
+				Name: info.Config.Name, Subjects: info.Config.Subjects, Messages: info.State.Msgs, Bytes: info.State.Bytes,
+				FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq, Consumers: info.State.Consumers,
+			})
+		}
+		return l.Err()
+	})
+	if err != nil {
 		return nil, busErr(fmt.Errorf("jsbus: list streams: %w", err))
 	}
 	return out, nil
@@ -71,7 +79,15 @@ func (a *Adapter) DeleteStream(ctx context.Context, name string) error {
 	if !validName(name) {
 		return fmt.Errorf("jsbus: %q is not a stream name, so nothing was deleted: %w", name, keeper.ErrNoStream)
 	}
-	err := a.js.DeleteStream(ctx, name)
+	tries := 0
+	err := a.retry(ctx, "delete stream "+name, func(ctx context.Context) error {
+		tries++
+		err := a.js.DeleteStream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) && tries > 1 {
+			err = nil // an earlier try whose answer was lost deleted it
+		}
+		return err
+	})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return noStream(name, err)
 	}
@@ -117,9 +133,17 @@ func (a *Adapter) Snapshot(ctx context.Context, stream string, data, meta io.Wri
 	if err != nil {
 		if cause := context.Cause(sctx); cause != nil && ctx.Err() == nil && (errors.Is(cause, errStalled) || errors.Is(cause, errDisconnected)) {
 			err = cause
+			if errors.Is(cause, errDisconnected) {
+				err = fmt.Errorf("%w: %w", cause, keeper.ErrNoBus) // a snapshot begun again may pass
+			}
 		}
 		if isCode(err, codeStreamNotFound) {
 			return noStream(stream, err)
+		}
+		if errors.Is(err, errServerEnded) {
+			// The server ended it part way (a replica or a consumer's leader
+			// went away with a dying server): a snapshot begun again may pass.
+			err = fmt.Errorf("%w: %w", err, keeper.ErrNoBus)
 		}
 		return busErr(fmt.Errorf("jsbus: snapshot of stream %s failed after %d bytes, so it is not whole: %w", stream, w.n.Load(), err))
 	}
@@ -130,6 +154,7 @@ func (a *Adapter) Snapshot(ctx context.Context, stream string, data, meta io.Wri
 var (
 	errStalled      = errors.New("the server sent no snapshot data for too long")
 	errDisconnected = errors.New("the connection to the server dropped, so chunks may be lost")
+	errServerEnded  = errors.New("the server ended the snapshot")
 )
 
 // connMark is the connection's reconnect count now, for connLost.
@@ -307,6 +332,9 @@ func (a *Adapter) Restore(ctx context.Context, stream string, data, meta io.Read
 	if err != nil {
 		if isCode(err, codeStreamExistRestore) || isCode(err, codeStreamNameExist) {
 			return fmt.Errorf("jsbus: stream %s already exists, so it was not restored over: %w: %w", stream, keeper.ErrConflict, err)
+		}
+		if transient(err) || errors.Is(err, errDisconnected) {
+			err = fmt.Errorf("%w: %w", err, keeper.ErrNoBus) // a restore begun again may pass
 		}
 		return busErr(fmt.Errorf("jsbus: restore of stream %s failed; a part of it may be on the bus: %w", stream, err))
 	}

@@ -209,7 +209,7 @@ const DefaultRestoreParallel = 2
 // hashed as they go, and the end of a stream's data, without which the
 // server's restore cannot complete, only once its SHA-256 matches the
 // manifest. A stream that fails so fails its restore with a *DamagedError.
-func (k *Keeper) restoreArchive(ctx context.Context, a *openedArchive, only []string, parallel int, p Progress, done func(stream string)) (begun []string, err error) {
+func (k *Keeper) restoreArchive(ctx context.Context, a *openedArchive, only []string, parallel int, ov *Overrides, p Progress, done func(stream string)) (begun []string, err error) {
 	path := a.where
 	if a.Manifest().Bytes() >= releaseAfter {
 		defer debug.FreeOSMemory()
@@ -295,6 +295,14 @@ func (k *Keeper) restoreArchive(ctx context.Context, a *openedArchive, only []st
 				report(p)
 			}
 		}}
+		sent, sentMeta, err := overridden(ov, counted, meta)
+		if err != nil {
+			data.Close()
+			meta.Close()
+			fail(fmt.Errorf("stream %s was not restored: its overrides (%s): %w", s, ov, err))
+			mu.Unlock()
+			break
+		}
 		wg.Go(func() {
 			defer func() { <-slots }()
 			defer func() {
@@ -308,12 +316,13 @@ func (k *Keeper) restoreArchive(ctx context.Context, a *openedArchive, only []st
 				}
 			}()
 			began := time.Now()
-			err := k.bus.Restore(ctx, s, counted, meta)
+			err := k.bus.Restore(ctx, s, sent, sentMeta)
 			if err == nil {
 				// A bus that stopped reading early has not had the data's
 				// end, so not its verification: read to the end to have it.
-				_, err = io.Copy(io.Discard, counted)
+				_, err = io.Copy(io.Discard, sent)
 			}
+			sent.Close()
 			data.Close()
 			meta.Close()
 			mu.Lock()

@@ -81,7 +81,7 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 	if err := k.checkRoom(ctx, storedBytes(live)); err != nil {
 		return nil, err
 	}
-	m, w, err := k.writeArchive(ctx, rel, streams,
+	m, w, err := k.snapshotArchive(ctx, rel, streams,
 		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "aside", BytesTotal: storedBytes(live)})
 	if err != nil {
 		return nil, err

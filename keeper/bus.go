@@ -47,6 +47,12 @@ type Bus interface {
 	// the caller deletes it.
 	Restore(ctx context.Context, stream string, data, meta io.Reader) error
 
+	// Clustered reports whether the server the bus is connected to is in a
+	// JetStream cluster. One that is not refuses a stream with more than
+	// one replica, so a restore of one is refused before anything is
+	// touched.
+	Clustered() bool
+
 	// DeleteStream removes a stream and its consumers. Removing a stream that
 	// does not exist returns an error wrapping ErrNoStream.
 	DeleteStream(ctx context.Context, stream string) error

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 )
 
 // The kinds of journaled restore, each one run of the same machine (run).
@@ -153,23 +155,52 @@ func (x *run) restore(ctx context.Context) error {
 	if len(left) == 0 {
 		return nil
 	}
-	begun, err := x.k.restoreArchive(ctx, x.arch, left, x.parallel,
-		Progress{Verb: VerbRestore, Module: j.Module, Local: j.Local, Step: "restore",
-			StreamsDone: len(j.Restored), StreamsTotal: len(j.Restore)}, func(s string) {
-			j.Restored = append(j.Restored, s)
-			if err := x.k.saveJournal(ctx, j); err != nil {
-				// Recovery would restore this stream again: safe, only slower.
-				x.k.log.Warn("could not record a restored stream in the restore journal", "stream", s, "err", err)
-			}
-			x.k.hook("restored:" + s)
-		})
-	// Every stream this run began, finished or not, is removed if the run
-	// gives up: the aside is then put back whole.
-	x.here = append(x.here, begun...)
-	if err != nil {
-		return fmt.Errorf("restoring from %s failed: %w", sourceName(x.point), err)
+	for try := 1; ; try++ {
+		begun, err := x.k.restoreArchive(ctx, x.arch, left, x.parallel, j.Overrides,
+			Progress{Verb: VerbRestore, Module: j.Module, Local: j.Local, Step: "restore",
+				StreamsDone: len(j.Restored), StreamsTotal: len(j.Restore)}, func(s string) {
+				j.Restored = append(j.Restored, s)
+				if err := x.k.saveJournal(ctx, j); err != nil {
+					// Recovery would restore this stream again: safe, only slower.
+					x.k.log.Warn("could not record a restored stream in the restore journal", "stream", s, "err", err)
+				}
+				x.k.hook("restored:" + s)
+			})
+		// Every stream this run began, finished or not, is removed if the
+		// run gives up: the aside is then put back whole.
+		x.here = append(x.here, begun...)
+		if err == nil {
+			return nil
+		}
+		if try == busTries || !errors.Is(err, ErrNoBus) || ctx.Err() != nil || !x.removeUnfinished(ctx, begun) {
+			return fmt.Errorf("restoring from %s failed: %w", sourceName(x.point), err)
+		}
+		// The bus went away part way (a server of the cluster died): what
+		// this try began and did not finish is gone; begin those again.
+		x.k.log.Warn("the bus went away during a restore; restoring the unfinished streams again", "try", try, "err", err)
+		left = slices.DeleteFunc(left, func(s string) bool { return contains(j.Restored, s) })
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("restoring from %s failed: %w", sourceName(x.point), err)
+		case <-time.After(time.Duration(try) * time.Second):
+		}
 	}
-	return nil
+}
+
+// removeUnfinished removes the streams of begun that the run did not finish
+// restoring (a server that lost the restore may have removed them itself),
+// and reports whether none is left.
+func (x *run) removeUnfinished(ctx context.Context, begun []string) bool {
+	for _, s := range begun {
+		if contains(x.j.Restored, s) {
+			continue
+		}
+		if err := x.k.bus.DeleteStream(ctx, s); err != nil && !errors.Is(err, ErrNoStream) {
+			x.k.log.Warn("could not remove a half-restored stream to restore it again", "stream", s, "err", err)
+			return false
+		}
+	}
+	return true
 }
 
 // giveUp undoes a run that failed, and returns the error that says both

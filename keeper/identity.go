@@ -95,6 +95,17 @@ func (k *Keeper) claimStore(ctx context.Context) error {
 		// Another keeper made this same new store's id first: take its.
 		return k.keepStoreID(ctx, &storeID{ID: rec.ID, Created: rec.Since})
 	}
+	if local == nil && rec.URL == here {
+		// Another keeper starting on this same new store at the same time
+		// claimed the index between this one's two reads: its store.json
+		// is there now, or soon.
+		for try := 0; try < 20 && local == nil; try++ {
+			time.Sleep(250 * time.Millisecond)
+			if local, err = k.readStoreID(ctx); err != nil {
+				return err
+			}
+		}
+	}
 	if local == nil {
 		if moved, err := k.takeOverIndex(ctx, rec); moved || err != nil {
 			return err
@@ -178,6 +189,10 @@ func (k *Keeper) keepStoreID(ctx context.Context, id *storeID) error {
 		return nil
 	}
 	if _, err := k.putJSON(ctx, storeFile, id); err != nil {
+		// Two keepers writing the id the index took at once is no failure.
+		if now, rerr := k.readStoreID(ctx); rerr == nil && now != nil && now.ID == id.ID {
+			return nil
+		}
 		return Errorf(ErrFailed, "writing the store's %s: %v, so nothing was started", storeFile, err)
 	}
 	return nil
@@ -234,6 +249,14 @@ func (k *Keeper) makeStoreID(ctx context.Context) (*storeID, error) {
 	rand.Read(b[:])
 	s := &storeID{ID: hex.EncodeToString(b[:]), Created: k.now().UTC()}
 	if _, err := k.putJSON(ctx, storeFile, s); err != nil {
+		// Another keeper starting on the same new store at the same time
+		// may have written its id over this one (a store without
+		// create-if-absent, as S3): take what the store holds now; the
+		// index's record then decides between the two (claimStore).
+		if now, rerr := k.readStoreID(ctx); rerr == nil && now != nil {
+			k.log.Info("another keeper wrote the new store's id at the same time; taking the store's", "id", now.ID)
+			return now, nil
+		}
 		return nil, Errorf(ErrFailed, "writing the store's %s: %v, so nothing was started", storeFile, err)
 	}
 	return s, nil

@@ -29,8 +29,9 @@ type journal struct {
 	Restore    []string   `json:"restore"`
 	Restored   []string   `json:"restored"`
 	Reposition []Position `json:"reposition"`
-	Kind       string     `json:"kind,omitempty"` // KindIntoAbsent, KindReplace, KindAsideOnly (empty in older journals: see kind)
-	Step       string     `json:"step"`           // StepRemove, StepRestore, StepPosition
+	Kind       string     `json:"kind,omitempty"`      // KindIntoAbsent, KindReplace, KindAsideOnly (empty in older journals: see kind)
+	Step       string     `json:"step"`                // StepRemove, StepRestore, StepPosition
+	Overrides  *Overrides `json:"overrides,omitempty"` // what the point's restored streams' configuration changes
 	Caller     string     `json:"caller,omitempty"`
 	Why        string     `json:"why,omitempty"`
 	Started    time.Time  `json:"started"`

@@ -162,6 +162,9 @@ func checkRequest(verb string, r Request) error {
 	if r.KeepFor < 0 {
 		return Errorf(ErrBadRequest, "keep-for %s is negative", r.KeepFor)
 	}
+	if err := checkOverrides(verb, r); err != nil {
+		return err
+	}
 	if verb != VerbPrune && r.Policy != nil {
 		return Errorf(ErrBadRequest, "%s takes no policy; only prune-kept does", verb)
 	}
@@ -285,4 +288,57 @@ func ParseAsideID(id string) (module, local string, err error) {
 		return "", "", err
 	}
 	return parts[0], parts[1], nil
+}
+
+// Bounds of a restore's overrides.
+const (
+	MaxReplicas = 5 // the most replicas JetStream gives a stream
+	MaxTags     = 16
+	MaxTagLen   = 64
+)
+
+// checkOverrides checks a restore's replicas, placement cluster and tags:
+// only restore-kept takes them, and not with aside-only (which restores
+// nothing); replicas 1 to 5; the cluster and each tag a plain name.
+func checkOverrides(verb string, r Request) error {
+	if OverridesOf(r) == nil {
+		return nil
+	}
+	if verb != VerbRestore {
+		return Errorf(ErrBadRequest, "%s takes no replicas, placement-cluster or placement-tags; only restore-kept does", verb)
+	}
+	if r.AsideOnly {
+		return Errorf(ErrBadRequest, "aside-only restores no stream, so it takes no replicas, placement-cluster or placement-tags")
+	}
+	if r.Replicas < 0 || r.Replicas > MaxReplicas {
+		return Errorf(ErrBadRequest, "replicas %d is outside 1..%d", r.Replicas, MaxReplicas)
+	}
+	if r.PlacementCluster != "" {
+		if err := checkTag("placement-cluster", r.PlacementCluster); err != nil {
+			return err
+		}
+	}
+	if len(r.PlacementTags) > MaxTags {
+		return Errorf(ErrBadRequest, "placement-tags holds %d tags, over the limit of %d", len(r.PlacementTags), MaxTags)
+	}
+	for _, tag := range r.PlacementTags {
+		if err := checkTag("placement tag", tag); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTag checks a server tag or cluster name: 1 to MaxTagLen bytes of
+// printable ASCII with no space (tags are often key:value, as az:us-east-1).
+func checkTag(what, s string) error {
+	if s == "" || len(s) > MaxTagLen {
+		return Errorf(ErrBadRequest, "%s %.20q is %d bytes long; it must be 1 to %d", what, s, len(s), MaxTagLen)
+	}
+	for _, r := range s {
+		if r <= ' ' || r > '~' {
+			return Errorf(ErrBadRequest, "%s %q holds %q; it may hold printable ASCII other than a space", what, s, r)
+		}
+	}
+	return nil
 }

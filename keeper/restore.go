@@ -74,7 +74,8 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 	}
 	j := &journal{Module: r.Module, Local: r.Local, Kind: kind, Point: pl.pointRel,
 		Remove: pl.Remove, Removed: []string{}, Restore: pl.Restore, Restored: []string{},
-		Reposition: pl.Reposition, Step: StepRemove, Caller: r.Caller, Why: r.Why, Started: k.now().UTC()}
+		Reposition: pl.Reposition, Step: StepRemove, Caller: r.Caller, Why: r.Why, Started: k.now().UTC(),
+		Overrides: pl.Overrides}
 	asides := []*Aside{}
 	if aside != nil {
 		j.Aside, asides = aside.ID, append(asides, aside)
@@ -108,7 +109,7 @@ func (k *Keeper) restoredReply(r Request, pl *restorePlan, aside *Aside, set []P
 		said := fmt.Sprintf("Restored %s/%s from %s: %d stream(s) restored, %d consumer position(s) set back%s; "+
 			"nothing was set aside because none of the kept data was live.",
 			r.Module, r.Local, pl.source(), len(pl.Restore), len(pl.Moves), movesSaid(pl.Moves))
-		said += pl.unplacedSaid()
+		said += pl.unplacedSaid() + pl.overridesSaid()
 		if c := catchUp(pl); c != "" {
 			said += fmt.Sprintf(" The data is at form %d: run %s next.", pl.point.Form, c)
 		}
@@ -124,7 +125,7 @@ func (k *Keeper) restoredReply(r Request, pl *restorePlan, aside *Aside, set []P
 	fmt.Fprintf(&b, "Restored %s/%s from %s: %d stream(s) restored, %d consumer position(s) set back%s",
 		r.Module, r.Local, pl.source(), len(pl.Restore), len(pl.Moves), movesSaid(pl.Moves))
 	fmt.Fprintf(&b, "; the live data as it was is set aside as %s in %s.", aside.ID, asideDir)
-	b.WriteString(pl.unplacedSaid())
+	b.WriteString(pl.unplacedSaid() + pl.overridesSaid())
 	if c := catchUp(pl); c != "" {
 		fmt.Fprintf(&b, " The data is at form %d: run %s next.", pl.point.Form, c)
 	}
@@ -236,7 +237,7 @@ func (k *Keeper) putBack(ctx context.Context, asides []*Aside, here []string) (s
 	}
 	a, err := k.openArchive(ctx, aside.Dir, asidePoint(aside))
 	if err == nil {
-		_, err = k.restoreArchive(ctx, a, missing, k.parallel,
+		_, err = k.restoreArchive(ctx, a, missing, k.parallel, nil, // an aside goes back as it was
 			Progress{Verb: VerbRestore, Module: aside.Module, Local: aside.Local, Step: "put back"}, nil)
 		a.Close()
 	}

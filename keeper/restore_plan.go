@@ -33,7 +33,7 @@ type restorePlan struct {
 // restore removes what it began. That saves a whole read of the point, and
 // the bytes sent are the very bytes verified.
 func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, error) {
-	pl := &restorePlan{RestorePlan: RestorePlan{AsideOnly: r.AsideOnly,
+	pl := &restorePlan{RestorePlan: RestorePlan{AsideOnly: r.AsideOnly, Overrides: OverridesOf(r),
 		SetAside: []string{}, Remove: []string{}, Restore: []string{}, Reposition: []Position{}, Moves: []Move{}}}
 	live, looked, err := k.liveStreams(ctx, r.Module, r.Local)
 	if err != nil {
@@ -63,6 +63,9 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 		pl.Point = k.abs(rel)
 		pl.Restore = manifestNames(m)
 		pl.RestoreBytes = uint64(m.Bytes())
+		if err := k.checkReplicasFit(a, pl.Restore, pl.Overrides); err != nil {
+			return nil, fmt.Errorf("%s cannot be restored here: %w", sourceName(p), err)
+		}
 		// A stream the point carries that lives on the bus outside the kept
 		// data's current streams would block its restore: it is set aside too.
 		for _, s := range pl.Restore {

@@ -68,7 +68,7 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	}
 	k.hook("snapshot:room-checked") // for tests: the disk may fill from here on
 	rel := pointRel(r.Module, r.Local, r.Form, r.Fingerprint)
-	m, w, err := k.writeArchive(ctx, rel, streamNames(live),
+	m, w, err := k.snapshotArchive(ctx, rel, streamNames(live),
 		Progress{Verb: VerbSnapshot, Module: r.Module, Local: r.Local, Step: "snapshot", BytesTotal: storedBytes(live)})
 	if err != nil {
 		return fail(withKind(ErrFailed, fmt.Errorf("%w, so no point was written", err)))

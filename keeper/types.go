@@ -3,6 +3,7 @@ package keeper
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -30,6 +31,51 @@ type Request struct {
 	// names say (at most MaxPlanConsumers).
 	Streams   []string       `json:"streams,omitempty"`
 	Consumers []PlanConsumer `json:"consumers,omitempty"`
+	// Replicas, PlacementCluster and PlacementTags, for restore-kept,
+	// change the configuration of the streams it restores from the point
+	// (see Overrides).
+	Replicas         int      `json:"replicas,omitempty"`
+	PlacementCluster string   `json:"placement-cluster,omitempty"`
+	PlacementTags    []string `json:"placement-tags,omitempty"`
+}
+
+// Overrides change the configuration of the streams a restore re-creates
+// from a point, as `nats backup restore stream --replicas --cluster --tag`
+// does: Replicas (when above 0) replaces each stream's replicas, and a
+// Cluster or Tags replace its whole placement. Consumers with replicas of
+// their own above the new stream's are lowered to it (the server refuses a
+// consumer with more replicas than its stream); the others follow their
+// stream. A restore that puts an aside back never changes its streams.
+type Overrides struct {
+	Replicas int      `json:"replicas,omitempty"`
+	Cluster  string   `json:"placement-cluster,omitempty"`
+	Tags     []string `json:"placement-tags,omitempty"`
+}
+
+// OverridesOf are the overrides a request asks for, or nil.
+func OverridesOf(r Request) *Overrides {
+	if r.Replicas == 0 && r.PlacementCluster == "" && len(r.PlacementTags) == 0 {
+		return nil
+	}
+	return &Overrides{Replicas: r.Replicas, Cluster: r.PlacementCluster, Tags: r.PlacementTags}
+}
+
+// String is the overrides as the dry run and the acts say them.
+func (o *Overrides) String() string {
+	if o == nil {
+		return "none"
+	}
+	var parts []string
+	if o.Replicas > 0 {
+		parts = append(parts, fmt.Sprintf("replicas %d", o.Replicas))
+	}
+	if o.Cluster != "" {
+		parts = append(parts, "placement cluster "+o.Cluster)
+	}
+	if len(o.Tags) > 0 {
+		parts = append(parts, "placement tags "+strings.Join(o.Tags, ", "))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Reply is a verb's success reply. Said is always set.
@@ -192,6 +238,7 @@ type RestorePlan struct {
 	AsideBytes   uint64     `json:"aside-bytes"`          // live bytes that will be set aside
 	RestoreBytes uint64     `json:"restore-bytes"`        // bytes the point holds
 	AsideOnly    bool       `json:"aside-only,omitempty"` // an aside-only request: nothing is restored
+	Overrides    *Overrides `json:"overrides,omitempty"`  // what the restored streams' configuration changes
 }
 
 // VerifyReport is verify-kept's report of a point that verifies: what was

@@ -16,6 +16,7 @@ var requestKeys = map[string]bool{
 	"module": true, "local": true, "form": true, "fingerprint": true, "catch-up": true,
 	"from": true, "aside-only": true, "caller": true, "why": true, "dry-run": true,
 	"keep-for": true, "policy": true, "streams": true, "consumers": true,
+	"replicas": true, "placement-cluster": true, "placement-tags": true,
 }
 
 // DecodeRequest strictly decodes one request body for verb and checks it with
@@ -38,6 +39,9 @@ func DecodeRequest(verb string, body []byte) (keeper.Request, error) {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return keeper.Request{}, badRequest(verb, "was refused: there is more after the request object")
+	}
+	if len(r.PlacementTags) == 0 {
+		r.PlacementTags = nil // [] asks for no tags, as a missing key does
 	}
 	if err := CheckRequest(verb, r); err != nil {
 		return keeper.Request{}, err

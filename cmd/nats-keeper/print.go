@@ -40,6 +40,9 @@ func printSaid(w io.Writer, rep *keeper.Reply) error {
 		fmt.Fprintf(w, "    remove:     %s\n", list(pl.Remove))
 		if !pl.AsideOnly {
 			fmt.Fprintf(w, "    restore:    %s (%s) from %s\n", list(pl.Restore), humanBytes(int64(pl.RestoreBytes)), pl.Point)
+			if pl.Overrides != nil {
+				fmt.Fprintf(w, "    overrides:  %s\n", pl.Overrides)
+			}
 		}
 		fmt.Fprintf(w, "    reposition: %d consumer(s)", len(pl.Reposition))
 		for _, p := range pl.Reposition {

@@ -21,19 +21,25 @@ type restoreOptions struct {
 	AsideOnly bool
 	DryRun    bool
 	From      string
+	Replicas  int
+	Cluster   string
+	Tags      []string
 }
 
 func newRestoreCmd(e env) *cobra.Command {
 	o := &restoreOptions{Out: output{Out: e.Out, Err: e.Err, Progress: e.Terminal}}
 	cmd := &cobra.Command{
-		Use:   "restore-kept MODULE LOCAL --form N --before FINGERPRINT --why TEXT [--aside-only] [--dry-run] [--from DIR | --from aside/ID]",
+		Use:   "restore-kept MODULE LOCAL --form N --before FINGERPRINT --why TEXT [--aside-only] [--dry-run] [--from DIR | --from aside/ID] [--replicas N] [--cluster C] [--tag T]...",
 		Short: "Restore a restore point, setting the live data aside first",
 		Long: `Restore a restore point of one kept data. The point's archive is verified
 before the bus is touched; the live data is set aside (kept on disk until a
 person discards it) before anything is removed.
 
 --aside-only sets the live data aside and removes it, restoring nothing.
---dry-run prints exactly what would happen and changes nothing.`,
+--dry-run prints exactly what would happen and changes nothing.
+--replicas, --cluster and --tag change the restored streams' configuration,
+as nats backup restore's do: an R3 point restores into a single server with
+--replicas 1 (and is refused without it, before anything is touched).`,
 		Args: args(2, 2),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			o.Module, o.Local = a[0], a[1]
@@ -49,6 +55,9 @@ person discards it) before anything is removed.
 	f.BoolVar(&o.AsideOnly, "aside-only", false, "only set the live data aside and remove it; restore nothing")
 	f.BoolVar(&o.DryRun, "dry-run", false, "print the plan and change nothing")
 	f.StringVar(&o.From, "from", "", "the restore point's directory, or aside/ID to put a set-aside copy back, instead of --form and --before")
+	f.IntVar(&o.Replicas, "replicas", 0, "restore the point's streams with this many replicas (1-5) instead of their own")
+	f.StringVar(&o.Cluster, "cluster", "", "place the restored streams in this cluster (replaces their placement)")
+	f.StringArrayVar(&o.Tags, "tag", nil, "place the restored streams on servers with this tag (repeatable; replaces their placement)")
 	_ = cmd.MarkFlagRequired("why")
 	return cmd
 }
@@ -58,6 +67,7 @@ func runRestore(ctx context.Context, o restoreOptions) error {
 		return jsonErr(o.Client, o.Out, keeper.Errorf(keeper.ErrBadRequest, "restore-kept needs --form and --before (or --from, or --aside-only), so nothing was done"))
 	}
 	req := keeper.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, Why: o.Why,
-		AsideOnly: o.AsideOnly, DryRun: o.DryRun, From: o.From}
+		AsideOnly: o.AsideOnly, DryRun: o.DryRun, From: o.From,
+		Replicas: o.Replicas, PlacementCluster: o.Cluster, PlacementTags: o.Tags}
 	return callVerb(ctx, o.Client, o.Out, verbs.VerbRestore, req, printSaid)
 }

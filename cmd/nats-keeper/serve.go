@@ -37,6 +37,7 @@ type serveOptions struct {
 	LogFormat       string
 	LogLevel        string
 	RestoreParallel int           // streams one restore restores at once
+	Replicas        int           // of the index bucket and acts stream; 0: 3 on a cluster, else 1
 	AsideWarnAfter  time.Duration // asides older than this are flagged by list and logged once a day
 	PruneEvery      time.Duration // apply the recorded retention policies this often; 0: never
 	MemoryMiB       int           // soft memory limit for the Go heap, in MiB; 0 leaves it to GOMEMLIMIT
@@ -87,6 +88,8 @@ undoes any restore they left half-way.`,
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.IntVar(&o.RestoreParallel, "restore-parallel", keeper.DefaultRestoreParallel,
 		"how many streams of one kept data a restore restores at once (the server restores each on a core of its own)")
+	f.IntVar(&o.Replicas, "replicas", 0, "replicas of the keeper's index bucket and acts stream (1-5); existing ones with fewer are raised at start "+
+		"(0: 3 when the server reports a cluster, 1 where it cannot place 3, else 1)")
 	f.DurationVar(&o.PruneEvery, "prune-every", 0,
 		"apply the recorded retention policies (nats-keeper policy set) this often; nothing is pruned when none is recorded (0: never)")
 	f.DurationVar(&o.AsideWarnAfter, "aside-warn-after", keeper.DefaultAsideWarnAfter,
@@ -139,6 +142,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if o.StopTimeout < 0 {
 		return keeper.Errorf(keeper.ErrBadRequest, "--stop-timeout %s is negative, so nothing is served", o.StopTimeout)
 	}
+	if o.Replicas < 0 || o.Replicas > keeper.MaxReplicas {
+		return keeper.Errorf(keeper.ErrBadRequest, "--replicas %d is not between 1 and %d (0: the default), so nothing is served", o.Replicas, keeper.MaxReplicas)
+	}
 	if o.RestoreParallel < 0 || o.RestoreParallel > 64 {
 		return keeper.Errorf(keeper.ErrBadRequest, "--restore-parallel %d is not between 1 and 64 (0: the default), so nothing is served", o.RestoreParallel)
 	}
@@ -184,7 +190,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	defer st.Close()
 	svc, err := startKeeper(ctx, nc, keeperSetup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket,
 		RestoreParallel: o.RestoreParallel, AsideWarnAfter: o.AsideWarnAfter, PruneEvery: o.PruneEvery,
-		MetricsListen: o.MetricsListen, MaxHeavy: o.MaxHeavy, VerbTimeout: o.VerbTimeout, Dir: pd}, log,
+		MetricsListen: o.MetricsListen, MaxHeavy: o.MaxHeavy, VerbTimeout: o.VerbTimeout, Dir: pd, Replicas: o.Replicas}, log,
 		verbs.WithStopTimeout(o.StopTimeout))
 	if err != nil {
 		return err
@@ -216,6 +222,7 @@ type keeperSetup struct {
 	RestoreParallel int           // streams one restore restores at once; 0 is keeper.DefaultRestoreParallel
 	AsideWarnAfter  time.Duration // asides older than this are flagged; 0 is keeper.DefaultAsideWarnAfter
 	PruneEvery      time.Duration // apply the recorded retention policies this often; 0: never
+	Replicas        int           // of the index bucket and acts stream; 0: the default
 	MetricsListen   string        // host:port of /metrics and /healthz; "": none
 	MaxHeavy        int           // 0 is verbs.DefaultMaxHeavy
 	VerbTimeout     time.Duration // 0 is verbs.DefaultVerbTimeout
@@ -229,7 +236,7 @@ type keeperSetup struct {
 func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.Logger, opts ...verbs.ServeOption) (*verbs.Service, error) {
 	k, err := inproc.Start(ctx, nc, inproc.Setup{Store: ks.Store, Prefix: ks.Prefix, Bucket: ks.Bucket,
 		RestoreParallel: ks.RestoreParallel, AsideWarnAfter: ks.AsideWarnAfter, PruneEvery: ks.PruneEvery,
-		MetricsListen: ks.MetricsListen, MaxHeavy: ks.MaxHeavy, VerbTimeout: ks.VerbTimeout, Dir: ks.Dir,
+		MetricsListen: ks.MetricsListen, MaxHeavy: ks.MaxHeavy, VerbTimeout: ks.VerbTimeout, Dir: ks.Dir, Replicas: ks.Replicas,
 		Version: buildVersion(), Logger: log, StepHook: crashHook(log), Now: clockHook(log),
 		Engine: func(k *keeper.Keeper) verbs.Engine { return hangHook(k, log) },
 		BusError: func(err error) error {

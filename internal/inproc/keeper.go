@@ -39,6 +39,7 @@ type Setup struct {
 	RestoreParallel int           // streams one restore restores at once; 0 is keeper.DefaultRestoreParallel
 	AsideWarnAfter  time.Duration // asides older than this are flagged; 0 is keeper.DefaultAsideWarnAfter
 	PruneEvery      time.Duration // apply the recorded retention policies this often; 0: never
+	Replicas        int           // of the index bucket and acts stream; 0: 3 on a cluster, else 1 (jsbus.WithReplicas)
 	Version         string        // the keeper's version, recorded in archives and announced by the service
 	Logger          *slog.Logger  // nil: slog.Default()
 	// StepHook, when set, is called at each restore step (crash tests).
@@ -114,7 +115,7 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 			_ = msrv.Close()
 		}
 	}()
-	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log))
+	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log), jsbus.WithReplicas(s.Replicas))
 	if err != nil {
 		if s.BusError != nil {
 			err = s.BusError(err)
