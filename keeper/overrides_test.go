@@ -70,6 +70,7 @@ func TestR3PointIntoASingleServer(t *testing.T) {
 	if !errors.Is(err, keeper.ErrBadRequest) {
 		t.Fatalf("an R3 point into a single server without replicas: got %v, want a refusal", err)
 	}
+	t.Logf("without replicas: %v", err)
 	mustContain(t, err.Error(), "3 replicas", "not clustered", "replicas 1", "--replicas 1")
 	streams := sjs.ListStreams(ctx)
 	for info := range streams.Info() {
