@@ -10,18 +10,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-keeper/nats-keeper/internal/tools"
 )
 
 // keeperBin builds nats-keeper into a temporary directory.
 func keeperBin(t *testing.T) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
+	goBin, err := tools.GoCommand()
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "nats-keeper")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)

@@ -11,10 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/nats-keeper/nats-keeper/internal/sample"
-	"github.com/nats-keeper/nats-keeper/internal/tools"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -30,18 +27,8 @@ func TestPruneOnRealProcesses(t *testing.T) {
 	const module, local = "pruned", "ledger"
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "keeper")
-	srv := startNatsServer(t, tools.NatsServer(t), filepath.Join(tmp, "store"))
-	nc := connect(t, srv.url())
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, nc, js, k := keptOnProcs(t, tmp, module, local)
 	ctx := context.Background()
-	if err := sample.Create(ctx, js, module, local); err != nil {
-		t.Fatal(err)
-	}
-	k := startKeeper(t, srv.url(), dir, tmp)
-	waitKeepers(t, nc, 1, k)
 	snapshot := func(fp string) {
 		t.Helper()
 		mustCall(t, nc, "snapshot-kept", map[string]any{"module": module, "local": local, "form": 1, "fingerprint": fp, "caller": "e2e"})

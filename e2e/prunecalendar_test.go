@@ -9,10 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/nats-keeper/nats-keeper/internal/sample"
-	"github.com/nats-keeper/nats-keeper/internal/tools"
 )
 
 // TestPruneByCalendarOnRealProcesses takes points at chosen dates (the
@@ -35,18 +32,8 @@ func TestPruneByCalendarOnRealProcesses(t *testing.T) {
 		}
 	}
 	setClock("2026-01-01T00:00:00Z")
-	srv := startNatsServer(t, tools.NatsServer(t), filepath.Join(tmp, "store"))
-	nc := connect(t, srv.url())
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, nc, js, _ := keptOnProcs(t, tmp, module, local, "NATS_KEEPER_TEST_CLOCK="+clock)
 	ctx := context.Background()
-	if err := sample.Create(ctx, js, module, local); err != nil {
-		t.Fatal(err)
-	}
-	k := startKeeper(t, srv.url(), dir, tmp, "NATS_KEEPER_TEST_CLOCK="+clock)
-	waitKeepers(t, nc, 1, k)
 	cli := func(args ...string) string {
 		t.Helper()
 		_, out := mustCLI(t, tmp, srv.url(), args...)

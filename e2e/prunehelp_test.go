@@ -17,6 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/internal/tools"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -53,6 +55,25 @@ func mustCLI(t *testing.T, home, url string, args ...string) (*keeper.Reply, str
 		t.Fatalf("nats-keeper %s: exit %d\n%s\n%s", strings.Join(args, " "), code, out, errText)
 	}
 	return &rep, out
+}
+
+// keptOnProcs runs a nats-server process with the sample kept data
+// module/local on it and a `nats-keeper serve` on the directory
+// <tmp>/keeper with extra environment entries, and waits until it answers.
+func keptOnProcs(t *testing.T, tmp, module, local string, keeperEnv ...string) (*natsServer, *nats.Conn, jetstream.JetStream, *keeperProc) {
+	t.Helper()
+	srv := startNatsServer(t, tools.NatsServer(t), filepath.Join(tmp, "store"))
+	nc := connect(t, srv.url())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sample.Create(context.Background(), js, module, local); err != nil {
+		t.Fatal(err)
+	}
+	k := startKeeper(t, srv.url(), filepath.Join(tmp, "keeper"), tmp, keeperEnv...)
+	waitKeepers(t, nc, 1, k)
+	return srv, nc, js, k
 }
 
 // pointsUnder are the fingerprints of the form 1 points of module/local
