@@ -308,12 +308,14 @@ func TestThirdHeavyVerbRefusedListStillAnswers(t *testing.T) {
 		}
 	}})
 	ctx := context.Background()
+	// Three modules (not three kept data of one module, whose sample
+	// consumers would share names across their streams).
 	locals := []string{"a", "b", "c"}
 	for _, l := range locals {
-		if err := sample.Create(ctx, b.js, "shop", l); err != nil {
+		if err := sample.Create(ctx, b.js, "shop"+l, "orders"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.client.SnapshotKept(ctx, keeper.Request{Module: "shop", Local: l, Form: 1, Fingerprint: "x", Caller: "t"}); err != nil {
+		if _, err := b.client.SnapshotKept(ctx, keeper.Request{Module: "shop" + l, Local: "orders", Form: 1, Fingerprint: "x", Caller: "t"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -322,7 +324,7 @@ func TestThirdHeavyVerbRefusedListStillAnswers(t *testing.T) {
 	errs := make(chan error, 2)
 	for _, l := range locals[:2] {
 		wg.Go(func() {
-			_, err := b.client.RestoreKept(ctx, keeper.Request{Module: "shop", Local: l, Form: 1, Fingerprint: "x", Caller: "t", Why: "test"})
+			_, err := b.client.RestoreKept(ctx, keeper.Request{Module: "shop" + l, Local: "orders", Form: 1, Fingerprint: "x", Caller: "t", Why: "test"})
 			errs <- err
 		})
 	}
@@ -343,7 +345,7 @@ func TestThirdHeavyVerbRefusedListStillAnswers(t *testing.T) {
 		}
 	}
 	// Both heavy slots are taken: a third heavy verb is refused at once.
-	_, err := b.client.SnapshotKept(ctx, keeper.Request{Module: "shop", Local: "c", Form: 1, Fingerprint: "y", Caller: "t"})
+	_, err := b.client.SnapshotKept(ctx, keeper.Request{Module: "shopc", Local: "orders", Form: 1, Fingerprint: "y", Caller: "t"})
 	var verr *verbs.Error
 	if !errors.As(err, &verr) || verr.Code != 503 || verr.RetryAfter != verbs.RetryAfter || !errors.Is(err, keeper.ErrBusy) ||
 		!strings.Contains(verr.Said, "--max-heavy") {
@@ -351,11 +353,11 @@ func TestThirdHeavyVerbRefusedListStillAnswers(t *testing.T) {
 	}
 	// Cheap verbs are not queued behind them: list-kept and a dry run answer
 	// while both restores are still held.
-	rep, err := b.client.ListKept(ctx, keeper.Request{Module: "shop"})
+	rep, err := b.client.ListKept(ctx, keeper.Request{})
 	if err != nil || len(rep.Points) != 3 {
 		t.Fatalf("list-kept while two restores run: %v, %+v", err, rep)
 	}
-	if _, err := b.client.RestoreKept(ctx, keeper.Request{Module: "shop", Local: "c", Form: 1, Fingerprint: "x", Caller: "t", Why: "plan", DryRun: true}); err != nil {
+	if _, err := b.client.RestoreKept(ctx, keeper.Request{Module: "shopc", Local: "orders", Form: 1, Fingerprint: "x", Caller: "t", Why: "plan", DryRun: true}); err != nil {
 		t.Fatalf("a dry run while two restores run: %v", err)
 	}
 	select {

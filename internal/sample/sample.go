@@ -189,7 +189,10 @@ func createObjects(ctx context.Context, js jetstream.JetStream, n Names, c confi
 		return err
 	}
 	meta := jetstream.ObjectMeta{Name: BigObject, Opts: &jetstream.ObjectMetaOptions{ChunkSize: ChunkSize}}
-	if _, err := obs.PutBytes(ctx, BigObject, nil); err != nil { // a first version, replaced below
+	// A leader just elected may not yet be subscribed where the put arrives:
+	// no responders means nothing was stored, so the first put is sent again.
+	err = untilHeard(ctx, func() error { _, err := obs.PutBytes(ctx, BigObject, nil); return err })
+	if err != nil { // a first version, replaced below
 		return fmt.Errorf("sample: put %s in %s: %w", BigObject, n.Bus, err)
 	}
 	if _, err := obs.Put(ctx, meta, bytes.NewReader(randBytes(r, BigSize))); err != nil {
@@ -350,6 +353,22 @@ func Ack(ctx context.Context, c jetstream.Consumer, count int) error {
 		got += n
 	}
 	return nil
+}
+
+// untilHeard runs fn again while it finds no responders, for up to 30 s.
+func untilHeard(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := fn()
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // waitLeader waits, on a cluster, until a just-made replicated stream has a
