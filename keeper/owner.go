@@ -31,15 +31,23 @@ type PlanConsumer struct {
 //     <module>-…, unless it fits the naming rule of a longer module that
 //     the bus knows (by its streams, buckets, object stores, points, asides
 //     or plans), which then owns it.
+//
+// A consumer that rule 3, or metadata naming the module alone, gives to the
+// module sits on some stream; when that stream is one of another kept data
+// of the same module (by its bus name or by that kept data's plan), the
+// consumer is that kept data's, not this one's. So restoring one kept data
+// never sets back a consumer of its sibling, even when their consumers
+// share a name.
 type owners struct {
 	known   map[string]bool      // module names the bus knows
 	planned map[string][2]string // stream\x00consumer -> {module, local}
+	streams map[string][2]string // stream a plan lists -> {module, local}
 }
 
 // owners reads what the bus knows of modules: its streams, and the points,
 // asides and plans in the index.
 func (k *Keeper) owners(ctx context.Context) (*owners, error) {
-	o := &owners{known: map[string]bool{}, planned: map[string][2]string{}}
+	o := &owners{known: map[string]bool{}, planned: map[string][2]string{}, streams: map[string][2]string{}}
 	streams, err := k.bus.Streams(ctx)
 	if err != nil {
 		return nil, Errorf(ErrFailed, "listing the streams on the bus: %v", err)
@@ -79,6 +87,9 @@ func (k *Keeper) owners(ctx context.Context) (*owners, error) {
 			for _, c := range p.Consumers {
 				o.planned[c.Stream+"\x00"+c.Consumer] = [2]string{p.Module, p.Local}
 			}
+			for _, s := range p.Streams {
+				o.streams[s] = [2]string{p.Module, p.Local}
+			}
 		}
 	}
 	return o, nil
@@ -89,15 +100,30 @@ func (k *Keeper) owners(ctx context.Context) (*owners, error) {
 func (o *owners) owns(module, local string, c Position) bool {
 	meta := consumerMetadata(c.Config)
 	if m, ok := meta[MetaModule]; ok {
-		if l, ok := meta[MetaLocal]; ok && l != local {
-			return false
+		if l, ok := meta[MetaLocal]; ok {
+			return m == module && l == local
 		}
-		return m == module
+		return m == module && !o.siblingStream(module, local, c.Stream)
 	}
 	if ml, ok := o.planned[c.Stream+"\x00"+c.Consumer]; ok {
 		return ml == [2]string{module, local}
 	}
-	return o.ownsByName(module, c.Consumer)
+	return o.ownsByName(module, c.Consumer) && !o.siblingStream(module, local, c.Stream)
+}
+
+// siblingStream reports whether stream is one of another kept data of
+// module: listed by that kept data's plan, or named by the naming rule
+// (<module>_<other>, KV_… or OBJ_…) and not listed by local's own plan.
+func (o *owners) siblingStream(module, local, stream string) bool {
+	if ml, ok := o.streams[stream]; ok && ml[0] == module {
+		return ml[1] != local
+	}
+	name := stream
+	for _, p := range []string{"KV_", "OBJ_"} {
+		name = strings.TrimPrefix(name, p)
+	}
+	other, ok := strings.CutPrefix(name, module+"_")
+	return ok && other != local
 }
 
 // ownsByName is the naming rule, with the longer known module winning.

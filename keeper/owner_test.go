@@ -139,3 +139,54 @@ func TestPlanConsumersBelongToTheirKeptData(t *testing.T) {
 			recorded, e.names.Events)
 	}
 }
+
+// TestSiblingKeptDataKeepTheirConsumers: two kept data of one module whose
+// consumers share names. A point of billing/ledger records no consumer on
+// billing/other's streams (by name or by its plan), whether the consumer is
+// the module's by name or by metadata naming the module alone; so
+// restoring ledger never sets back other's consumers. A consumer whose
+// metadata names ledger itself is ledger's wherever it sits.
+func TestSiblingKeptDataKeepTheirConsumers(t *testing.T) {
+	e := newEnv(t)
+	for _, name := range []string{"billing_other", "billing_planned-elsewhere"} {
+		if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.k.SetPlan(e.ctx, keeper.Request{Module: module, Local: "elsewhere", Streams: []string{"billing_planned-elsewhere"}}); err != nil {
+		t.Fatal(err)
+	}
+	type cons struct{ stream, name string }
+	made := map[cons]map[string]string{
+		{"billing_other", e.names.Events}:              nil, // same name as ledger's own consumer
+		{"billing_other", "billing-audit"}:             {keeper.MetaModule: module},
+		{"billing_planned-elsewhere", "billing-audit"}: nil,
+		{"billing_other", "billing-declared"}:          {keeper.MetaModule: module, keeper.MetaLocal: local},
+		{sample.SharedStream, "billing-audit"}:         nil, // the module's, on no kept data's stream
+	}
+	for c, md := range made {
+		s, err := e.js.Stream(e.ctx, c.stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateConsumer(e.ctx, jetstream.ConsumerConfig{Durable: c.name, AckPolicy: jetstream.AckExplicitPolicy, Metadata: md}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := e.snapshot(1, "fp")
+	recorded := map[cons]bool{}
+	for _, p := range snap.Point.Positions {
+		recorded[cons{p.Stream, p.Consumer}] = true
+	}
+	for c, want := range map[cons]bool{
+		{"billing_other", e.names.Events}:              false,
+		{"billing_other", "billing-audit"}:             false,
+		{"billing_planned-elsewhere", "billing-audit"}: false,
+		{"billing_other", "billing-declared"}:          true,
+		{sample.SharedStream, "billing-audit"}:         true,
+	} {
+		if recorded[c] != want {
+			t.Errorf("the point of %s/%s records %s on %s: %v, want %v", module, local, c.name, c.stream, recorded[c], want)
+		}
+	}
+}
