@@ -56,6 +56,7 @@ type Client struct {
 	nc      *nats.Conn
 	prefix  string
 	timeout time.Duration
+	wait    time.Duration // WithNoResponderWait
 	denials *denials
 }
 
@@ -70,7 +71,7 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) *Client {
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
 	}
-	return &Client{nc: nc, prefix: c.prefix, timeout: c.timeout, denials: watchDenials(nc)}
+	return &Client{nc: nc, prefix: c.prefix, timeout: c.timeout, wait: c.wait, denials: watchDenials(nc)}
 }
 
 // Prefix is the subject prefix the client sends to.
@@ -152,7 +153,7 @@ func (c *Client) Do(ctx context.Context, verb string, r keeper.Request) (*keeper
 			"check with list-kept", replies, said, subject))
 	}, "pub "+subject, "sub "+replies)
 	defer done()
-	msg, err := c.nc.RequestWithContext(ctx, subject, body)
+	msg, err := c.request(ctx, subject, body)
 	if err != nil {
 		if cause := context.Cause(ctx); errors.Is(cause, keeper.ErrDenied) {
 			return nil, cause
@@ -160,6 +161,25 @@ func (c *Client) Do(ctx context.Context, verb string, r keeper.Request) (*keeper
 		return nil, noReply(subject, err)
 	}
 	return decodeReply(subject, msg)
+}
+
+// request sends body to subject, again while no one is subscribed there,
+// for up to c.wait.
+func (c *Client) request(ctx context.Context, subject string, body []byte) (*nats.Msg, error) {
+	giveUp := time.Now().Add(c.wait)
+	pause := 100 * time.Millisecond
+	for {
+		msg, err := c.nc.RequestWithContext(ctx, subject, body)
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().Add(pause).After(giveUp) {
+			return msg, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
 }
 
 func noReply(subject string, err error) error {

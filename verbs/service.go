@@ -84,6 +84,7 @@ type serveConfig struct {
 type clientConfig struct {
 	prefix  string
 	timeout time.Duration
+	wait    time.Duration
 }
 
 type serveOption func(*serveConfig)
@@ -110,6 +111,17 @@ func WithPrefix(p string) PrefixOption { return PrefixOption(p) }
 // earlier, wins.
 func WithTimeout(d time.Duration) ClientOption {
 	return clientOption(func(c *clientConfig) { c.timeout = d })
+}
+
+// WithNoResponderWait makes a Client send a request again, for up to d,
+// while no keeper is subscribed to its subject (the server answers "no
+// responders"): as for a few seconds while the keepers reconnect after
+// their server died. Such a request reached no keeper, so sending it again
+// cannot do a verb twice. The waits between tries grow from 100ms to 2s.
+// The default, 0, fails at once. A request that got no reply at all is not
+// sent again: it may have reached a keeper (see Client).
+func WithNoResponderWait(d time.Duration) ClientOption {
+	return clientOption(func(c *clientConfig) { c.wait = max(d, 0) })
 }
 
 // WithVersion sets the version the service announces. A version that is not

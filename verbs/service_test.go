@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -518,4 +519,38 @@ func (f *fakeEngine) ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Re
 
 func (f *fakeEngine) RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
 	return f.fn(ctx, VerbRemovePlan, r)
+}
+
+// TestClientWaitsForAKeeperToSubscribe: with WithNoResponderWait, a request
+// sent while no keeper serves (as while keepers reconnect after their
+// server died) is sent again and answered once one serves; without a
+// keeper in the wait, it fails as no responders do.
+func TestClientWaitsForAKeeperToSubscribe(t *testing.T) {
+	s := natstest.Start(t, nil)
+	nc := natstest.Connect(t, s)
+	got := make(chan error, 1)
+	go func() {
+		_, err := NewClient(nc, WithNoResponderWait(time.Minute)).ListKept(context.Background(), keeper.Request{Module: "billing"})
+		got <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	var calls atomic.Int32
+	svc, err := Serve(context.Background(), nc, &fakeEngine{fn: func(context.Context, string, keeper.Request) (*keeper.Reply, error) {
+		calls.Add(1)
+		return &keeper.Reply{Said: "listed"}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	if err := <-got; err != nil {
+		t.Fatalf("the request sent before a keeper served: %v", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the keeper heard the request %d times, want once", n)
+	}
+	_, err = NewClient(nc, WithPrefix("nobody-here"), WithNoResponderWait(500*time.Millisecond)).ListKept(context.Background(), keeper.Request{})
+	if !errors.Is(err, keeper.ErrNoBus) || !strings.Contains(err.Error(), "no nats-keeper answers") {
+		t.Errorf("with no keeper in the wait: %v", err)
+	}
 }
