@@ -44,7 +44,7 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 	// to be ended (endRestore), which takes the subject of its reply.
 	// A restore request must not be sent twice (a second would find the
 	// first's stream): it is tried again only when no one heard it.
-	err := a.retryWhen(context.WithoutCancel(ctx), "start the restore of "+stream, unheard, false, func(rctx context.Context) error {
+	err := a.retryUnheard(context.WithoutCancel(ctx), "start the restore of "+stream, func(rctx context.Context) error {
 		return a.requestOnce(rctx, "$JS.API.STREAM.RESTORE."+stream, json.RawMessage(meta), &start)
 	})
 	if err != nil {

@@ -27,7 +27,7 @@ func addStoreFlags(fs *pflag.FlagSet, f *storeFlags) {
 	fs.StringVar(&f.Conn.TLSCert, "store-tls-cert", "", "TLS client certificate file for a nats:// store")
 	fs.StringVar(&f.Conn.TLSKey, "store-tls-key", "", "TLS client key file for a nats:// store")
 	fs.StringVar(&f.Conn.TLSCA, "store-tls-ca", "", "TLS certificate authority file for a nats:// store")
-	fs.IntVar(&f.Replicas, "store-replicas", 0, "replicas of a nats:// store's bucket when the keeper makes it (0: 3 on a cluster of 3 or more servers, else 1)")
+	fs.IntVar(&f.Replicas, "store-replicas", 0, "replicas of a nats:// store's bucket, made or raised at start (0: 3 on a cluster of 3 or more servers, else 1)")
 	fs.StringVar(&f.S3Endpoint, "s3-endpoint", "", "endpoint of an S3-compatible store for s3:// (default: AWS)")
 	fs.StringVar(&f.S3Region, "s3-region", "", "region of an s3:// store (default: from the AWS environment, else us-east-1)")
 	fs.BoolVar(&f.S3PathStyle, "s3-path-style", false, "address an s3:// bucket by path (endpoint/bucket) rather than by host name")

@@ -18,6 +18,15 @@ func TestClusterLeaderChange(t *testing.T) {
 	if s.replicas != 3 {
 		t.Fatalf("replicas 0 on a cluster of three made %d", s.replicas)
 	}
+	// An R1 bucket opened again with the default rule is raised to 3; one
+	// opened with replicas 1 asked is left at 1.
+	open(t, js, "small", Options{Replicas: 1})
+	if again := open(t, js, "small", Options{Replicas: 1}); again.replicas != 1 {
+		t.Fatalf("an R1 bucket opened with replicas 1 has %d", again.replicas)
+	}
+	if raised := open(t, js, "small", Options{}); raised.replicas != 3 {
+		t.Fatalf("an R1 bucket opened with replicas 0 on a cluster of three has %d, want it raised to 3", raised.replicas)
+	}
 	ctx := testCtx(t, 5*time.Minute)
 	const size = 12*store.PartSize + 3
 	w, err := s.Create(ctx, "moved")

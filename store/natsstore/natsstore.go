@@ -34,8 +34,9 @@ import (
 
 // Options tune a Store.
 type Options struct {
-	// Replicas of a bucket this Store creates; 0 is 3 when the server is in
-	// a cluster that can place 3, else 1. An existing bucket is kept as it is.
+	// Replicas of the bucket; 0 is 3 when the server is in a cluster that
+	// can place 3, else 1. A missing bucket is made with them; an existing
+	// one with fewer is raised, one with more is left as it is.
 	Replicas int
 	// Logger receives what the store does on its own (retries, clean-ups);
 	// nil discards it.

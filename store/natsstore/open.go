@@ -10,22 +10,19 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/internal/jsretry"
 )
 
 // validBucket is the object store's own rule for bucket names; "OBJ_" and
 // the name must fit a stream name (255 bytes).
 var validBucket = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,251}$`)
 
-// Error codes the server gives when it cannot place a replicated stream.
-const (
-	codeNoPeers      = 10005 // no suitable peers for placement
-	codeInsufficient = 10023 // insufficient resources
-	codeNotClustered = 10074 // replicas > 1 not supported in non-clustered mode
-)
-
 // Open opens the object-store bucket on js as a Store, creating it (file
-// storage, opts.Replicas) when it is missing. An existing bucket keeps its
-// replicas; its direct gets are turned off (see the package comment).
+// storage, opts.Replicas) when it is missing. An existing bucket with fewer
+// replicas than asked for is raised (the keeper's rule for its own streams,
+// jsretry.Replicas); its direct gets are turned off (see the package
+// comment).
 func Open(ctx context.Context, js jetstream.JetStream, bucket string, opts Options) (*Store, error) {
 	if !validBucket.MatchString(bucket) {
 		return nil, fmt.Errorf("%.300q is not an object-store bucket name (1 to 251 letters, digits, - or _), so no store was opened", bucket)
@@ -96,38 +93,26 @@ func (s *Store) streamConfig(replicas int) jetstream.StreamConfig {
 	}
 }
 
-// createBucket makes the bucket. Replicas 0 asks for 3 on a cluster and takes 1
-// when the server says it cannot place 3 (not clustered, or too few
-// servers); nats.go's AccountInfo and $JS.API.INFO do not tell a cluster's
-// size, so the server's answer to the create is what decides.
+// replicas is the keeper's rule for the bucket's replicas (jsretry.Replicas):
+// 0 asks for 3 on a cluster and takes 1 when the server says it cannot
+// place 3.
+func (s *Store) replicasRule(configured int) jsretry.Replicas {
+	return jsretry.Replicas{Configured: configured, Clustered: s.js.Conn().ConnectedClusterName() != "", Retry: s.policy(s.timeout), Log: s.log}
+}
+
+// createBucket makes the bucket with the replicas the rule gives.
 func (s *Store) createBucket(ctx context.Context, replicas int) (*jetstream.StreamInfo, error) {
-	want := replicas
-	if want == 0 {
-		want = 1
-		if s.js.Conn().ConnectedClusterName() != "" {
-			want = 3
-		}
-	}
 	var info *jetstream.StreamInfo
-	attempt := func(r int) error {
-		return s.retry(ctx, "create the bucket", func(ctx context.Context) error {
-			st, err := s.js.CreateStream(ctx, s.streamConfig(r))
-			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) { // made by another keeper meanwhile
-				st, err = s.js.Stream(ctx, "OBJ_"+s.bucket)
-			}
-			if err == nil {
-				info = st.CachedInfo()
-			}
-			return err
-		})
-	}
-	err := attempt(want)
-	var api *jetstream.APIError
-	if err != nil && replicas == 0 && want > 1 && errors.As(err, &api) &&
-		slices.Contains([]jetstream.ErrorCode{codeNoPeers, codeInsufficient, codeNotClustered}, api.ErrorCode) {
-		s.log.Warn("the server cannot place 3 replicas; making the bucket with 1", "err", err)
-		err = attempt(1)
-	}
+	want, err := s.replicasRule(replicas).Place(ctx, "the bucket", func(ctx context.Context, r int) error {
+		st, err := s.js.CreateStream(ctx, s.streamConfig(r))
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) { // made by another keeper meanwhile
+			st, err = s.js.Stream(ctx, "OBJ_"+s.bucket)
+		}
+		if err == nil {
+			info = st.CachedInfo()
+		}
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("could not create the object-store bucket %s with %d replicas, so no store was opened: %w",
 			s.bucket, want, busErr(err))
@@ -145,14 +130,16 @@ func (s *Store) adopt(ctx context.Context, info *jetstream.StreamInfo, replicas 
 		return nil, fmt.Errorf("stream %s exists but does not take the subjects of the object-store bucket %s (%v), so no store was opened",
 			cfg.Name, s.bucket, cfg.Subjects)
 	}
-	if replicas != 0 && replicas != cfg.Replicas {
-		s.log.Warn("the bucket keeps the replicas it has", "has", cfg.Replicas, "asked", replicas)
+	info, err := s.replicasRule(replicas).Raise(ctx, s.js, info)
+	if err != nil {
+		return nil, fmt.Errorf("could not raise the replicas of the object-store bucket %s, so no store was opened: %w", s.bucket, busErr(err))
 	}
+	cfg = info.Config
 	if !cfg.AllowDirect {
 		return info, nil
 	}
 	cfg.AllowDirect = false
-	err := s.retry(ctx, "turn direct gets off", func(ctx context.Context) error {
+	err = s.retry(ctx, "turn direct gets off", func(ctx context.Context) error {
 		st, err := s.js.UpdateStream(ctx, cfg)
 		if err == nil {
 			info = st.CachedInfo()
