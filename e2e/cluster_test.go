@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -156,12 +157,16 @@ func current(info *jetstream.StreamInfo) bool {
 // kept data, after such a resend, is its first request still running, so it
 // waits and sends again. The verbs are safe to send twice. It gives up
 // after five minutes.
-func callRiding(nc *nats.Conn, prefix, verb string, req any) reply {
+func callRiding(logf func(string, ...any), nc *nats.Conn, prefix, verb string, req any) reply {
 	body, _ := json.Marshal(req)
 	deadline := time.Now().Add(5 * time.Minute)
 	resent := false
 	for {
+		began := time.Now()
 		r := callAt(context.Background(), nc, cmp.Or(prefix, verbs.DefaultPrefix), verb, body, 45*time.Second)
+		if took := time.Since(began); took > 5*time.Second {
+			logf("%s sent at %s answered after %s: %s", verb, began.Format("15:04:05.000"), took.Round(time.Millisecond), r)
+		}
 		again := errors.Is(r.Err, nats.ErrNoResponders) || errors.Is(r.Err, context.DeadlineExceeded) ||
 			(resent && r.Code == 409 && strings.Contains(r.Said, "is held by"))
 		if !again || time.Now().After(deadline) {
@@ -222,7 +227,7 @@ func TestClusterServerDies(t *testing.T) {
 	}
 	watched := append(names.Streams(), sample.SharedStream, "KV_kept", "KEEPER_ACTS")
 	base := map[string]any{"module": module, "local": local, "form": 1, "fingerprint": "base", "caller": "e2e"}
-	if r := callRiding(c.conns[0], "", "snapshot-kept", base); r.Code != 200 {
+	if r := callRiding(t.Logf, c.conns[0], "", "snapshot-kept", base); r.Code != 200 {
 		t.Fatalf("the first snapshot-kept: %s", r)
 	}
 	point := dumpState(t, js, module, local)
@@ -253,10 +258,10 @@ func TestClusterServerDies(t *testing.T) {
 			began := time.Now()
 			if phase == "before a snapshot" {
 				c.kill(t, victim)
-				r = callRiding(nc, "", verb, req)
+				r = callRiding(t.Logf, nc, "", verb, req)
 			} else {
 				done := make(chan reply, 1)
-				go func() { done <- callRiding(nc, "", verb, req) }()
+				go func() { done <- callRiding(t.Logf, nc, "", verb, req) }()
 				time.Sleep(time.Duration(50+round*20) * time.Millisecond)
 				c.kill(t, victim)
 				r = <-done
@@ -272,6 +277,12 @@ func TestClusterServerDies(t *testing.T) {
 			}
 			waitNoJournal(t, cjs, module, local)
 			took := time.Since(began)
+			if dir := os.Getenv("NATS_KEEPER_E2E_LOGS"); dir != "" && took > time.Minute {
+				for i, k := range keepers {
+					name := filepath.Join(dir, fmt.Sprintf("%s-round%d-k%d.log", strings.ReplaceAll(phase, " ", "-"), round, i+1))
+					_ = os.WriteFile(name, []byte(k.p.log.String()), 0o600)
+				}
+			}
 			c.revive(t, victim, watched...)
 			t.Logf("%s, round %d: server %d killed, %s answered %d in %s; the cluster whole again after %s", phase, round, victim+1, verb, r.Code,
 				took.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
@@ -297,7 +308,7 @@ func TestClusterServerDies(t *testing.T) {
 	crashy := startKeeperArgs(t, c.urls(), filepath.Join(tmp, "k3"), tmp, append([]string{"--prefix", "crashy"}, store...),
 		append(s3.env(), "NATS_KEEPER_CRASH_AT=restored:"+names.KVStream)...)
 	waitKeepers(t, c.conns[0], 3, crashy)
-	go callRiding(c.conns[0], "crashy", "restore-kept", restoreReq(99))
+	go callRiding(t.Logf, c.conns[0], "crashy", "restore-kept", restoreReq(99))
 	select {
 	case <-crashy.p.exited:
 	case <-time.After(5 * time.Minute):

@@ -71,6 +71,28 @@ func (a *Adapter) request(ctx context.Context, subject string, body any, out any
 	return a.retry(ctx, subject, func(ctx context.Context) error { return a.requestOnce(ctx, subject, body, out) })
 }
 
+// listGather is how long a clustered server waits for the consumers' leaders
+// to answer a consumer list before it names the rest missing (nats-server's
+// jsClusteredConsumerListRequest: 4 s), with a margin. A try of a list gets
+// at least this long, so that a list that misses a consumer comes back with
+// the others instead of being cut short and sent again.
+const listGather = 6 * time.Second
+
+// listRequest is request for a list the server gathers from the cluster.
+func (a *Adapter) listRequest(ctx context.Context, subject string, body any, out any) error {
+	p := a.policy()
+	p.Attempt = max(p.Attempt, min(listGather, p.Limit))
+	return p.Do(ctx, subject, func(ctx context.Context) error { return a.requestOnce(ctx, subject, body, out) })
+}
+
+// durable reports whether a consumer configuration names a durable.
+func durable(cfg json.RawMessage) bool {
+	var c struct {
+		Durable string `json:"durable_name"`
+	}
+	return json.Unmarshal(cfg, &c) == nil && c.Durable != ""
+}
+
 // requestOnce is one try of request.
 func (a *Adapter) requestOnce(ctx context.Context, subject string, body any, out any) error {
 	req, err := json.Marshal(body)
@@ -100,11 +122,15 @@ func isCode(err error, code uint16) bool {
 	return errors.As(err, &ae) && ae.ErrCode == code
 }
 
-// A consumer list that misses some is asked again missingTries times,
-// missingPause apart.
+// A consumer list that misses some durables is asked again missingTries
+// times, missingPause apart, and for no more than missingBudget over all
+// the streams of one Consumers call: a consumer between leaders gets a new
+// one within seconds, and one whose servers are all away does not come
+// back by waiting.
 const (
-	missingTries = 10
-	missingPause = 500 * time.Millisecond
+	missingTries  = 10
+	missingPause  = 500 * time.Millisecond
+	missingBudget = 20 * time.Second
 )
 
 // Consumers lists every durable consumer on every stream, with its ack floor
@@ -126,6 +152,7 @@ func (a *Adapter) Consumers(ctx context.Context) ([]keeper.Position, error) {
 		return nil, busErr(fmt.Errorf("jsbus: list streams: %w", err))
 	}
 	var out []keeper.Position
+	giveUp := time.Now().Add(missingBudget)
 	for _, s := range streams {
 		if !validName(s) {
 			continue
@@ -134,7 +161,7 @@ func (a *Adapter) Consumers(ctx context.Context) ([]keeper.Position, error) {
 		// Consumers between leaders (a server of the cluster died) do not
 		// answer the list for a moment: ask again, a few times, before
 		// going on without them.
-		for try := 0; err == nil && len(missing) > 0 && try < missingTries && ctx.Err() == nil; try++ {
+		for try := 0; err == nil && len(missing) > 0 && try < missingTries && ctx.Err() == nil && time.Now().Before(giveUp); try++ {
 			time.Sleep(missingPause)
 			cs, missing, err = a.consumers(ctx, s)
 		}
@@ -149,13 +176,10 @@ func (a *Adapter) Consumers(ctx context.Context) ([]keeper.Position, error) {
 			return nil, busErr(fmt.Errorf("jsbus: list consumers of stream %s: %w", s, err))
 		}
 		for _, c := range cs {
-			var cfg struct {
-				Durable string `json:"durable_name"`
+			if !json.Valid(c.Config) {
+				return nil, fmt.Errorf("jsbus: configuration of consumer %s on %s is not JSON", c.Name, s)
 			}
-			if err := json.Unmarshal(c.Config, &cfg); err != nil {
-				return nil, fmt.Errorf("jsbus: configuration of consumer %s on %s is not JSON: %w", c.Name, s, err)
-			}
-			if cfg.Durable == "" || !validName(c.Name) {
+			if !durable(c.Config) || !validName(c.Name) {
 				continue
 			}
 			out = append(out, keeper.Position{Stream: s, Consumer: c.Name, AckFloor: c.floor(), Config: c.Config})
@@ -178,15 +202,28 @@ func (a *Adapter) consumers(ctx context.Context, stream string) ([]rawConsumer, 
 	offset := 0
 	for page := 0; page < maxListResponses; page++ {
 		var resp consumerListResponse
-		if err := a.request(ctx, "$JS.API.CONSUMER.LIST."+stream, map[string]int{"offset": offset}, &resp); err != nil {
+		if err := a.listRequest(ctx, "$JS.API.CONSUMER.LIST."+stream, map[string]int{"offset": offset}, &resp); err != nil {
 			return nil, nil, err
 		}
 		// The page's consumers are the names it lists or misses, once each.
+		// An offline one is listed with its configuration and missed: one
+		// that is not durable (an ephemeral or ordered consumer whose only
+		// server died) is no one's position, so it is not missed either.
 		names := map[string]bool{}
 		for _, m := range resp.Missing {
 			names[m] = true
 		}
-		missing = append(missing, resp.Missing...)
+		for _, c := range resp.Consumers {
+			if names[c.Name] && !durable(c.Config) {
+				names[c.Name] = false
+			}
+		}
+		for _, m := range resp.Missing {
+			if names[m] {
+				missing = append(missing, m)
+			}
+			names[m] = true
+		}
 		for _, c := range resp.Consumers {
 			if !seen[c.Name] && !names[c.Name] {
 				out = append(out, c)
