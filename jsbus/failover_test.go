@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
@@ -155,4 +158,61 @@ func moveLeader(t *testing.T, ctx context.Context, js jetstream.JetStream, strea
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Fatalf("%s's leader did not move to %s", stream, to)
+}
+
+// TestConsumersListWithoutADeadServersEphemerals: ephemeral consumers whose
+// only server died are listed as missing by the server; they are no one's
+// position, so Consumers neither waits for them nor warns, and still lists
+// the durable consumers whole.
+func TestConsumersListWithoutADeadServersEphemerals(t *testing.T) {
+	srvs := startCluster(t)
+	ctx := testCtx(t)
+	victim := srvs[1]
+	ncV := natstest.Connect(t, victim)
+	newAdapter(t, ctx, ncV, jsbus.WithReplicas(3))
+	jsV, err := jetstream.New(ncV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := jsV.CreateStream(ctx, jetstream.StreamConfig{Name: "mixed", Subjects: []string{"mixed.>"}, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moveLeader(t, ctx, jsV, "mixed", victim.Name())
+	if _, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "keeps", AckPolicy: jetstream.AckExplicitPolicy, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	// R1 ephemerals, made while the victim leads the stream, are placed on it.
+	for range 4 {
+		if _, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy, Replicas: 1,
+			InactiveThreshold: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logged syncbuf.Buffer
+	a, err := jsbus.New(ctx, natstest.Connect(t, srvs[2]), jsbus.WithReplicas(3),
+		jsbus.WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim.Shutdown()
+	var got []keeper.Position
+	for try := 0; ; try++ { // the stream and consumer "keeps" elect new leaders
+		got, err = a.Consumers(ctx)
+		if err == nil && slices.ContainsFunc(got, func(p keeper.Position) bool { return p.Consumer == "keeps" }) {
+			break
+		}
+		if try == 20 {
+			t.Fatalf("Consumers after the victim stopped: %v, %v", got, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	for _, p := range got {
+		if p.Stream == "mixed" && p.Consumer != "keeps" {
+			t.Errorf("Consumers lists %s on mixed, which is not durable", p.Consumer)
+		}
+	}
+	if strings.Contains(logged.String(), "did not answer the list") && strings.Contains(logged.String(), "stream=mixed") {
+		t.Errorf("Consumers waited for and warned of consumers that are not durable:\n%s", logged.String())
+	}
 }

@@ -93,6 +93,17 @@ func durable(cfg json.RawMessage) bool {
 	return json.Unmarshal(cfg, &c) == nil && c.Durable != ""
 }
 
+// configName is the consumer's name in its configuration: its name, or its
+// durable name.
+func configName(cfg json.RawMessage) string {
+	var c struct {
+		Name    string `json:"name"`
+		Durable string `json:"durable_name"`
+	}
+	_ = json.Unmarshal(cfg, &c)
+	return cmp.Or(c.Name, c.Durable)
+}
+
 // requestOnce is one try of request.
 func (a *Adapter) requestOnce(ctx context.Context, subject string, body any, out any) error {
 	req, err := json.Marshal(body)
@@ -213,7 +224,11 @@ func (a *Adapter) consumers(ctx context.Context, stream string) ([]rawConsumer, 
 		for _, m := range resp.Missing {
 			names[m] = true
 		}
-		for _, c := range resp.Consumers {
+		for i, c := range resp.Consumers {
+			if c.Name == "" { // the server lists an offline consumer by its configuration alone
+				c.Name = configName(c.Config)
+				resp.Consumers[i].Name = c.Name
+			}
 			if names[c.Name] && !durable(c.Config) {
 				names[c.Name] = false
 			}
