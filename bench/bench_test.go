@@ -270,7 +270,7 @@ func TestClusterRun(t *testing.T) {
 		t.Errorf("the cluster report was not put after the end marker once:\n%s", s)
 	}
 	for _, w := range []string{"## On a cluster of three", "**The machine is shared**", "`nats backup stream`", "`nats backup restore stream`",
-		"three servers' CPU, summed", "`KV_kept` R3", "`KEEPER_ACTS` R3", "`KV_bench_data` R3, `bench_data` R3", "--cluster_name bench", res.LoadBefore} {
+		"three servers' CPU, summed", "Load average as each phase began: the snapshot pairs: ", "; the restores with the kept data live: ", "`KV_kept` R3", "`KEEPER_ACTS` R3", "`KV_bench_data` R3, `bench_data` R3", "--cluster_name bench", res.LoadBefore} {
 		if !strings.Contains(s, w) {
 			t.Errorf("the cluster report lacks %q:\n%s", w, s)
 		}

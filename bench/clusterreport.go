@@ -27,6 +27,9 @@ func (res *Result) ClusterMarkdown() string {
 		"at the same time. The load average is given as read at the start and the end; the figures are noisy, and only the ratios of pairs "+
 		"taken back to back are fair.\n\n", res.Machine.Cores)
 	res.machineLines(&b)
+	if len(res.PhaseLoads) > 0 {
+		fmt.Fprintf(&b, "- Load average as each phase began: %s\n", strings.Join(res.PhaseLoads, "; "))
+	}
 	fmt.Fprintf(&b, "- Cluster: three `nats-server` processes in one JetStream cluster `%s` on 127.0.0.1 (it took an R3 stream %s after they started); "+
 		"one `nats-keeper serve` whose `--server` lists all three, with no `--replicas`: it made its index `KV_kept` R%d and its acts stream `KEEPER_ACTS` R%d\n",
 		clusterName, cl.Formed.Round(100*time.Millisecond), cl.IndexReplicas, cl.ActsReplicas)

@@ -73,6 +73,7 @@ func (r *run) measureBig(ctx context.Context) error {
 	log, res := r.cfg.Log, r.res
 	big := []string{dataStream, kvStream}
 	backup := func(stream string) string { return filepath.Join(r.work, "nats-backup", stream) }
+	res.PhaseLoads = append(res.PhaseLoads, "the snapshot pairs: "+loadAverage())
 	for i := range r.cfg.Rounds {
 		log.Info("snapshot pair", "round", i+1, "of", r.cfg.Rounds)
 		k, err := r.snapshotOp(ctx, r.file(), "keeper-snapshot", i)
@@ -89,6 +90,7 @@ func (r *run) measureBig(ctx context.Context) error {
 		res.Snapshot.Keeper, res.Snapshot.Nats = append(res.Snapshot.Keeper, k), append(res.Snapshot.Nats, n)
 	}
 
+	res.PhaseLoads = append(res.PhaseLoads, "the restore pairs: "+loadAverage())
 	for i := range r.cfg.Rounds {
 		log.Info("restore pair", "round", i+1, "of", r.cfg.Rounds)
 		k, err := r.restoreOp(ctx, r.file(), "keeper-restore", i)
@@ -123,6 +125,7 @@ func (r *run) measureBig(ctx context.Context) error {
 		res.Restore.Keeper, res.Restore.Nats = append(res.Restore.Keeper, k), append(res.Restore.Nats, n)
 	}
 
+	res.PhaseLoads = append(res.PhaseLoads, "the restores with the kept data live: "+loadAverage())
 	for i := range r.cfg.Rounds {
 		log.Info("aside + restore", "round", i+1, "of", r.cfg.Rounds)
 		k, err := r.asideOp(ctx, r.file(), "keeper-aside-restore", i)

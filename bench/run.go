@@ -61,6 +61,7 @@ type Result struct {
 	Took          time.Duration
 	LoadBefore    string // /proc/loadavg when the run began and ended: other work on the machine
 	LoadAfter     string
+	PhaseLoads    []string // "<phase>: <load average>" as each phase of the big comparisons began
 }
 
 // run holds what a benchmark run has started.
