@@ -204,3 +204,84 @@ time=2026-11-30T13:26:00.000Z level=DEBUG msg="restore point verified" took=nons
 		t.Errorf("verifyTook of an empty log = %v, want 0", got)
 	}
 }
+
+// TestClusterRun runs the cluster comparison with 1 MiB of R3 data on three
+// nats-server processes: every comparison measured, every restore back at
+// R3 and whole, the keeper's own state R3, and the report in a section of
+// its own that neither run's rewrite erases. It asserts no time.
+func TestClusterRun(t *testing.T) {
+	res, err := Run(context.Background(), Config{Cluster: true, Size: 1 << 20, KVKeys: 100, SmallKVKeys: 10, Rounds: 2,
+		Work: t.TempDir(), Command: "go test ./bench -run TestClusterRun"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range map[string]Pairs{"snapshot": res.Snapshot, "restore": res.Restore} {
+		if len(p.Keeper) != 2 || len(p.Nats) != 2 {
+			t.Errorf("%s: %d keeper and %d nats samples, want 2 and 2", name, len(p.Keeper), len(p.Nats))
+		}
+		for _, s := range append(p.Keeper, p.Nats...) {
+			if s.Wall <= 0 || s.PeakRSS <= 0 {
+				t.Errorf("%s: a sample without wall time or peak RSS: %+v", name, s)
+			}
+		}
+	}
+	if len(res.AsideRestore.Keeper) != 2 || len(res.SmallKV.Keeper) != 0 || len(res.Stores) != 0 {
+		t.Errorf("%d aside + restore, %d small KV and %d store samples, want 2, 0 and 0", len(res.AsideRestore.Keeper), len(res.SmallKV.Keeper), len(res.Stores))
+	}
+	cl := res.Cluster
+	if cl.IndexReplicas != 3 || cl.ActsReplicas != 3 || cl.Formed <= 0 || len(cl.Commands) != 3 {
+		t.Errorf("cluster: index R%d, acts R%d, formed in %v, %d server commands; want R3, R3, some time, 3", cl.IndexReplicas, cl.ActsReplicas, cl.Formed, len(cl.Commands))
+	}
+	by := map[string]int{}
+	for _, rc := range cl.Restores {
+		by[rc.By]++
+		if rc.Replicas[dataStream] != 3 || rc.Replicas[kvStream] != 3 || len(rc.Replicas) != 2 {
+			t.Errorf("%s restored %v, want both streams at R3", rc.By, rc.Replicas)
+		}
+	}
+	if by[restoreByKeeper] != 2 || by[restoreByNats] != 2 || by[restoreLive] != 2 {
+		t.Errorf("restores checked: %v, want 2 of each", by)
+	}
+
+	// Into a file with the single-server run's markers and hand-written text:
+	// the cluster part goes right after that run's end marker; written again,
+	// it is replaced in place; the single-server run's rewrite keeps it.
+	out := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	hand := "# Benchmarks\n\nIntro.\n\n" + BeginMarker + "\nold figures\n" + EndMarker + "\n\n## Levers\n\nHand-written levers.\n"
+	if err := os.WriteFile(out, []byte(hand), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	read := func() string {
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for range 2 {
+		if err := WriteReport(out, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := read()
+	want := "# Benchmarks\n\nIntro.\n\n" + BeginMarker + "\nold figures\n" + EndMarker + "\n\n" + ClusterBeginMarker + "\n" + res.ClusterMarkdown() +
+		ClusterEndMarker + "\n\n## Levers\n\nHand-written levers.\n"
+	if s != want {
+		t.Errorf("the cluster report was not put after the end marker once:\n%s", s)
+	}
+	for _, w := range []string{"## On a cluster of three", "**The machine is shared**", "`nats backup stream`", "`nats backup restore stream`",
+		"three servers' CPU, summed", "Load average as each phase began: the snapshot pairs: ", "; the restores with the kept data live: ", "`KV_kept` R3", "`KEEPER_ACTS` R3", "`KV_bench_data` R3, `bench_data` R3", "--cluster_name bench", res.LoadBefore} {
+		if !strings.Contains(s, w) {
+			t.Errorf("the cluster report lacks %q:\n%s", w, s)
+		}
+	}
+	single := *res
+	single.Config.Cluster = false
+	if err := WriteReport(out, &single); err != nil {
+		t.Fatal(err)
+	}
+	if s := read(); strings.Contains(s, "old figures") || !strings.Contains(s, ClusterBeginMarker+"\n"+res.ClusterMarkdown()+ClusterEndMarker+"\n") ||
+		!strings.HasSuffix(s, "## Levers\n\nHand-written levers.\n") {
+		t.Errorf("the single-server rewrite did not keep the cluster part:\n%s", s)
+	}
+}

@@ -31,8 +31,17 @@ type Config struct {
 	Perf        string   // when set, a directory where the first round of each operation is profiled with Linux perf
 	KeeperEnv   []string // extra KEY=VALUE settings of nats-keeper serve's environment only (such as GOMEMLIMIT=40MiB)
 	Stores      []string // store backends to measure, file among them (default DefaultStores: file, nats, s3)
+	Cluster     bool     // instead: three nats-server processes in one JetStream cluster, R3 kept data, the big comparisons of the file backend only (issue 13)
 
 	Log *slog.Logger // what the run is doing; default discards
+}
+
+// replicas is the replicas of the kept data's streams: 3 on the cluster.
+func (c Config) replicas() int {
+	if c.Cluster {
+		return clusterSize
+	}
+	return 1
 }
 
 // Limits of a run's configuration.
@@ -66,8 +75,13 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SmallRounds == 0 {
 		c.SmallRounds = 20
 	}
-	if c.Stores == nil {
+	switch {
+	case c.Cluster && c.Stores == nil:
+		c.Stores = []string{StoreFile}
+	case c.Stores == nil:
 		c.Stores = DefaultStores()
+	case c.Cluster && (len(c.Stores) != 1 || c.Stores[0] != StoreFile):
+		return c, fmt.Errorf("the cluster comparison measures the file backend only, not %s, so nothing was run", strings.Join(c.Stores, ","))
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))

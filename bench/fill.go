@@ -54,7 +54,7 @@ func fill(ctx context.Context, nc *nats.Conn, cfg Config) (*filled, error) {
 		return nil, fmt.Errorf("open JetStream: %w", err)
 	}
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: dataStream, Subjects: []string{"bench.data.>"},
-		Storage: jetstream.FileStorage}); err != nil {
+		Storage: jetstream.FileStorage, Replicas: cfg.replicas()}); err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", dataStream, err)
 	}
 	f := &filled{Messages: cfg.Size / int64(cfg.MsgSize), Subjects: cfg.Subjects, KVKeys: cfg.KVKeys, Small: cfg.SmallKVKeys}
@@ -77,10 +77,10 @@ func fill(ctx context.Context, nc *nats.Conn, cfg Config) (*filled, error) {
 	if err := waitPublished(ctx, js); err != nil {
 		return nil, err
 	}
-	if err := makeKV(ctx, js, module+"_"+local, cfg.KVKeys, rng); err != nil {
+	if err := makeKV(ctx, js, module+"_"+local, cfg.KVKeys, cfg.replicas(), rng); err != nil {
 		return nil, err
 	}
-	if err := makeKV(ctx, js, smallModule+"_"+smallLocal, cfg.SmallKVKeys, rng); err != nil {
+	if err := makeKV(ctx, js, smallModule+"_"+smallLocal, cfg.SmallKVKeys, cfg.replicas(), rng); err != nil {
 		return nil, err
 	}
 	if n := failed.Load(); n > 0 {
@@ -127,9 +127,9 @@ func waitPublished(ctx context.Context, js jetstream.JetStream) error {
 }
 
 // makeKV makes the KV bucket with keys keys, each holding a random value.
-func makeKV(ctx context.Context, js jetstream.JetStream, bucket string, keys int, rng *rand.Rand) error {
+func makeKV(ctx context.Context, js jetstream.JetStream, bucket string, keys, replicas int, rng *rand.Rand) error {
 	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 1,
-		Storage: jetstream.FileStorage}); err != nil {
+		Storage: jetstream.FileStorage, Replicas: replicas}); err != nil {
 		return fmt.Errorf("create KV bucket %s: %w", bucket, err)
 	}
 	for i := range keys {

@@ -50,7 +50,7 @@ func (r *run) restoreOp(ctx context.Context, k *keeperSvc, name string, i int) (
 	if err != nil {
 		return Sample{}, fmt.Errorf("restore-kept%s into an absent kept data, round %d: %w", which(k), i+1, err)
 	}
-	if err := r.checkRestored(ctx); err != nil {
+	if err := r.checkRestored(ctx, restoreByKeeper); err != nil {
 		return Sample{}, fmt.Errorf("after restore-kept%s, round %d: %w", which(k), i+1, err)
 	}
 	return s, nil
@@ -66,7 +66,7 @@ func (r *run) asideOp(ctx context.Context, k *keeperSvc, name string, i int) (Sa
 	if rep.Aside == nil {
 		return Sample{}, fmt.Errorf("restore-kept%s with the kept data live, round %d, set nothing aside: %s", which(k), i+1, rep.Said)
 	}
-	if err := r.checkRestored(ctx); err != nil {
+	if err := r.checkRestored(ctx, restoreLive); err != nil {
 		return Sample{}, fmt.Errorf("after aside + restore%s, round %d: %w", which(k), i+1, err)
 	}
 	discard := keeperRequest("", "", 0, "")

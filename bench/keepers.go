@@ -37,7 +37,7 @@ type keeperSpec struct {
 func (r *run) startKeeper(ctx context.Context, bin string, spec keeperSpec) (*keeperSvc, error) {
 	dir, prefix, name := filepath.Join(r.work, "keeper"), verbs.DefaultPrefix, "nats-keeper serve"
 	a := []string{"serve", "--server", r.url, "--dir", dir, "--log-level", "debug"}
-	shown := "--server nats://127.0.0.1:PORT --dir DIR --log-level debug"
+	shown := "--server " + r.shownURL() + " --dir DIR --log-level debug"
 	if spec.store != StoreFile {
 		dir, prefix, name = filepath.Join(r.work, "keeper-"+spec.store), "keeper-"+spec.store, "nats-keeper serve ("+spec.store+")"
 		bucket := "kept_" + spec.store

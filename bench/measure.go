@@ -21,21 +21,59 @@ func keeperRequest(mod, loc string, form int, fingerprint string) keeper.Request
 
 // measure runs the comparisons in alternating pairs.
 func (r *run) measure(ctx context.Context) error {
+	res := r.res
+	backup := func(stream string) string { return filepath.Join(r.work, "nats-backup", stream) }
+	res.Commands = append(r.bigCommands(),
+		fmt.Sprintf(`small KV: snapshot-kept {"module":%q,"local":%q,"form":1,"fingerprint":"bench"} timed from request to reply, against nats --server %s backup stream %s DIR --no-progress as a whole process`, smallModule, smallLocal, r.shownURL(), smallStream))
+
+	if err := r.measureBig(ctx); err != nil {
+		return err
+	}
+
+	smallReq := keeperRequest(smallModule, smallLocal, 1, "bench")
+	for i := range r.cfg.SmallRounds {
+		k, _, err := r.keeperOp(ctx, r.file(), "keeper-small", func(ctx context.Context) (*keeper.Reply, error) { return r.file().client.SnapshotKept(ctx, smallReq) })
+		if err != nil {
+			return fmt.Errorf("snapshot-kept of the small KV, round %d: %w", i+1, err)
+		}
+		n, err := r.natsOp(ctx, "nats-small", []string{smallStream}, func(s string) []string {
+			os.RemoveAll(backup(s))
+			return []string{"backup", "stream", s, backup(s), "--no-progress"}
+		})
+		if err != nil {
+			return fmt.Errorf("nats backup stream %s, round %d: %w", smallStream, i+1, err)
+		}
+		res.SmallKV.Keeper, res.SmallKV.Nats = append(res.SmallKV.Keeper, k), append(res.SmallKV.Nats, n)
+	}
+	if peak, err := peakRSS(r.file().proc.pid()); err == nil {
+		res.KeeperRunPeak = max(res.KeeperRunPeak, peak)
+	}
+	return nil
+}
+
+// bigCommands is what the big comparisons run, as the report shows it.
+func (r *run) bigCommands() []string {
+	u := r.shownURL()
+	return []string{
+		r.file().command,
+		fmt.Sprintf(`snapshot-kept: request %s {"module":%q,"local":%q,"form":1,"fingerprint":"bench","caller":"keeper-bench"} (verbs.Client.SnapshotKept)`, "mesh-broker.snapshot-kept", module, local),
+		fmt.Sprintf(`nats --server %s backup stream %s DIR/%s --no-progress`, u, dataStream, dataStream),
+		fmt.Sprintf(`nats --server %s backup stream %s DIR/%s --no-progress`, u, kvStream, kvStream),
+		fmt.Sprintf(`restore-kept: request mesh-broker.restore-kept {"module":%q,"local":%q,"form":1,"fingerprint":"bench","why":"benchmark restore","caller":"keeper-bench"} (verbs.Client.RestoreKept), after deleting both streams (not timed)`, module, local),
+		fmt.Sprintf(`nats --server %s backup restore stream DIR/%s --no-progress, then DIR/%s, after deleting both streams (not timed)`, u, dataStream, kvStream),
+		`aside + restore: the same restore-kept request with the kept data live; discard-aside afterwards (not timed)`,
+		`before every timed operation (each nats CLI process, each keeper verb): sync(2) of the whole machine, not timed, so no operation pays for the writeback another left behind`,
+	}
+}
+
+// measureBig runs the big comparisons in alternating pairs: snapshot-kept
+// against nats backup stream, restore-kept into an absent kept data against
+// nats backup restore stream, and restore-kept with the kept data live.
+func (r *run) measureBig(ctx context.Context) error {
 	log, res := r.cfg.Log, r.res
 	big := []string{dataStream, kvStream}
 	backup := func(stream string) string { return filepath.Join(r.work, "nats-backup", stream) }
-	res.Commands = []string{
-		r.file().command,
-		fmt.Sprintf(`snapshot-kept: request %s {"module":%q,"local":%q,"form":1,"fingerprint":"bench","caller":"keeper-bench"} (verbs.Client.SnapshotKept)`, "mesh-broker.snapshot-kept", module, local),
-		fmt.Sprintf(`nats --server nats://127.0.0.1:PORT backup stream %s DIR/%s --no-progress`, dataStream, dataStream),
-		fmt.Sprintf(`nats --server nats://127.0.0.1:PORT backup stream %s DIR/%s --no-progress`, kvStream, kvStream),
-		fmt.Sprintf(`restore-kept: request mesh-broker.restore-kept {"module":%q,"local":%q,"form":1,"fingerprint":"bench","why":"benchmark restore","caller":"keeper-bench"} (verbs.Client.RestoreKept), after deleting both streams (not timed)`, module, local),
-		fmt.Sprintf(`nats --server nats://127.0.0.1:PORT backup restore stream DIR/%s --no-progress, then DIR/%s, after deleting both streams (not timed)`, dataStream, kvStream),
-		`aside + restore: the same restore-kept request with the kept data live; discard-aside afterwards (not timed)`,
-		`before every timed operation (each nats CLI process, each keeper verb): sync(2) of the whole machine, not timed, so no operation pays for the writeback another left behind`,
-		fmt.Sprintf(`small KV: snapshot-kept {"module":%q,"local":%q,"form":1,"fingerprint":"bench"} timed from request to reply, against nats --server nats://127.0.0.1:PORT backup stream %s DIR --no-progress as a whole process`, smallModule, smallLocal, smallStream),
-	}
-
+	res.PhaseLoads = append(res.PhaseLoads, "the snapshot pairs: "+loadAverage())
 	for i := range r.cfg.Rounds {
 		log.Info("snapshot pair", "round", i+1, "of", r.cfg.Rounds)
 		k, err := r.snapshotOp(ctx, r.file(), "keeper-snapshot", i)
@@ -52,6 +90,7 @@ func (r *run) measure(ctx context.Context) error {
 		res.Snapshot.Keeper, res.Snapshot.Nats = append(res.Snapshot.Keeper, k), append(res.Snapshot.Nats, n)
 	}
 
+	res.PhaseLoads = append(res.PhaseLoads, "the restore pairs: "+loadAverage())
 	for i := range r.cfg.Rounds {
 		log.Info("restore pair", "round", i+1, "of", r.cfg.Rounds)
 		k, err := r.restoreOp(ctx, r.file(), "keeper-restore", i)
@@ -80,12 +119,13 @@ func (r *run) measure(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("nats backup restore stream, round %d: %w", i+1, err)
 		}
-		if err := r.checkRestored(ctx); err != nil {
+		if err := r.checkRestored(ctx, restoreByNats); err != nil {
 			return fmt.Errorf("after nats backup restore stream, round %d: %w", i+1, err)
 		}
 		res.Restore.Keeper, res.Restore.Nats = append(res.Restore.Keeper, k), append(res.Restore.Nats, n)
 	}
 
+	res.PhaseLoads = append(res.PhaseLoads, "the restores with the kept data live: "+loadAverage())
 	for i := range r.cfg.Rounds {
 		log.Info("aside + restore", "round", i+1, "of", r.cfg.Rounds)
 		k, err := r.asideOp(ctx, r.file(), "keeper-aside-restore", i)
@@ -94,32 +134,14 @@ func (r *run) measure(ctx context.Context) error {
 		}
 		res.AsideRestore.Keeper = append(res.AsideRestore.Keeper, k)
 	}
-
-	smallReq := keeperRequest(smallModule, smallLocal, 1, "bench")
-	for i := range r.cfg.SmallRounds {
-		k, _, err := r.keeperOp(ctx, r.file(), "keeper-small", func(ctx context.Context) (*keeper.Reply, error) { return r.file().client.SnapshotKept(ctx, smallReq) })
-		if err != nil {
-			return fmt.Errorf("snapshot-kept of the small KV, round %d: %w", i+1, err)
-		}
-		n, err := r.natsOp(ctx, "nats-small", []string{smallStream}, func(s string) []string {
-			os.RemoveAll(backup(s))
-			return []string{"backup", "stream", s, backup(s), "--no-progress"}
-		})
-		if err != nil {
-			return fmt.Errorf("nats backup stream %s, round %d: %w", smallStream, i+1, err)
-		}
-		res.SmallKV.Keeper, res.SmallKV.Nats = append(res.SmallKV.Keeper, k), append(res.SmallKV.Nats, n)
-	}
-	if peak, err := peakRSS(r.file().proc.pid()); err == nil {
-		res.KeeperRunPeak = max(res.KeeperRunPeak, peak)
-	}
 	return nil
 }
 
 // keeperOp times one verb through the running service k, with the keeper's
 // CPU and peak RSS, the server's CPU and the store server's CPU meanwhile.
 func (r *run) keeperOp(ctx context.Context, k *keeperSvc, name string, op func(context.Context) (*keeper.Reply, error)) (Sample, *keeper.Reply, error) {
-	kpid, pids := k.proc.pid(), []int{k.proc.pid(), r.server.pid()}
+	kpid, servers := k.proc.pid(), r.serverPIDs()
+	pids := append([]int{kpid}, servers...)
 	if k.side != nil {
 		pids = append(pids, k.side.pid())
 	}
@@ -129,15 +151,7 @@ func (r *run) keeperOp(ctx context.Context, k *keeperSvc, name string, op func(c
 			return Sample{}, nil, err
 		}
 	}
-	var before, after [3]cpuTime
-	errs := make([]error, 0, 6)
-	read := func(into *[3]cpuTime) {
-		for i, pid := range pids {
-			c, err := procCPU(pid)
-			into[i], errs = c, append(errs, err)
-		}
-	}
-	read(&before)
+	before, berr := cpuOf(pids)
 	logFrom := len(k.proc.log.String())
 	rec := r.prof.start(name, r.cfg.Log, pids...)
 	start := time.Now()
@@ -146,11 +160,11 @@ func (r *run) keeperOp(ctx context.Context, k *keeperSvc, name string, op func(c
 	if perr := rec.stop(ctx); perr != nil {
 		r.cfg.Log.Warn("profiling failed", "err", perr)
 	}
-	read(&after)
+	after, aerr := cpuOf(pids)
 	if err != nil {
 		return Sample{}, nil, fmt.Errorf("%w; the keeper's log:\n%s", err, k.proc.tail())
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(berr, aerr); err != nil {
 		return Sample{}, nil, err
 	}
 	peak, err := peakRSS(kpid)
@@ -160,7 +174,11 @@ func (r *run) keeperOp(ctx context.Context, k *keeperSvc, name string, op func(c
 	if k == r.file() {
 		r.res.KeeperRunPeak = max(r.res.KeeperRunPeak, peak)
 	}
-	kc, sc, xc := after[0].sub(before[0]), after[1].sub(before[1]), after[2].sub(before[2])
+	used := func(i int) cpuTime { return after[i].sub(before[i]) }
+	kc, sc, xc := used(0), sumCPU(before[1:1+len(servers)], after[1:1+len(servers)]), cpuTime{}
+	if k.side != nil {
+		xc = used(len(pids) - 1)
+	}
 	verify := verifyTook(k.proc.log.String()[logFrom:])
 	return Sample{Wall: wall, ClientCPU: kc.all, ClientSys: kc.sys, PeakRSS: peak, ServerCPU: sc.all, ServerSys: sc.sys,
 		StoreCPU: xc.all, StoreSys: xc.sys, Verify: verify}, rep, nil
@@ -170,8 +188,8 @@ func (r *run) keeperOp(ctx context.Context, k *keeperSvc, name string, op func(c
 // the costs (the peak RSS is the largest process's).
 func (r *run) natsOp(ctx context.Context, name string, streams []string, args func(stream string) []string) (Sample, error) {
 	var s Sample
-	spid := r.server.pid()
-	rec := r.prof.start(name, r.cfg.Log, spid) // the server only: the CLI's process does not exist yet
+	spids := r.serverPIDs()
+	rec := r.prof.start(name, r.cfg.Log, spids...) // the servers only: the CLI's process does not exist yet
 	defer func() {
 		if perr := rec.stop(ctx); perr != nil {
 			r.cfg.Log.Warn("profiling failed", "err", perr)
@@ -180,7 +198,7 @@ func (r *run) natsOp(ctx context.Context, name string, streams []string, args fu
 	for _, stream := range streams {
 		settle() // before args, which may remove the previous backup, as an operator would just before taking one
 		a := append([]string{"--server", r.url}, args(stream)...)
-		scpu0, err := procCPU(spid)
+		scpu0, err := cpuOf(spids)
 		if err != nil {
 			return s, err
 		}
@@ -188,7 +206,7 @@ func (r *run) natsOp(ctx context.Context, name string, streams []string, args fu
 		if err != nil {
 			return s, err
 		}
-		scpu1, err := procCPU(spid)
+		scpu1, err := cpuOf(spids)
 		if err != nil {
 			return s, err
 		}
@@ -196,7 +214,7 @@ func (r *run) natsOp(ctx context.Context, name string, streams []string, args fu
 		s.ClientCPU += t.cpu
 		s.ClientSys += t.sys
 		s.PeakRSS = max(s.PeakRSS, t.peakRSS)
-		sc := scpu1.sub(scpu0)
+		sc := sumCPU(scpu0, scpu1)
 		s.ServerCPU += sc.all
 		s.ServerSys += sc.sys
 	}
@@ -236,8 +254,9 @@ func (r *run) deleteStreamsIfThere(ctx context.Context, streams []string) {
 }
 
 // checkRestored checks that the kept data is back whole: every message and
-// key, and the consumer.
-func (r *run) checkRestored(ctx context.Context) error {
+// key, and the consumer. On the cluster it also records the streams'
+// replicas and waits for them to be current; by says who restored.
+func (r *run) checkRestored(ctx context.Context, by string) error {
 	js, err := jetstream.New(r.nc)
 	if err != nil {
 		return err
@@ -254,6 +273,9 @@ func (r *run) checkRestored(ctx context.Context) error {
 	}
 	if _, err := js.Consumer(ctx, dataStream, consumer); err != nil {
 		return fmt.Errorf("consumer %s is not there: %w", consumer, err)
+	}
+	if r.cfg.Cluster {
+		return r.checkReplicas(ctx, js, by)
 	}
 	return nil
 }

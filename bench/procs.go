@@ -161,6 +161,29 @@ func procCPU(pid int) (cpuTime, error) {
 	return cpuTime{all: time.Duration(u+s) * time.Second / clockTicks, sys: time.Duration(s) * time.Second / clockTicks}, nil
 }
 
+// cpuOf is procCPU of each of pids, in order.
+func cpuOf(pids []int) ([]cpuTime, error) {
+	out := make([]cpuTime, len(pids))
+	for i, pid := range pids {
+		c, err := procCPU(pid)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+// sumCPU is the CPU used from before to after, summed over the processes.
+func sumCPU(before, after []cpuTime) cpuTime {
+	var s cpuTime
+	for i := range min(len(before), len(after)) {
+		d := after[i].sub(before[i])
+		s.all, s.sys = s.all+d.all, s.sys+d.sys
+	}
+	return s
+}
+
 // peakRSS is a running process's peak resident set (VmHWM), in bytes.
 func peakRSS(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))

@@ -95,16 +95,10 @@ func yes(ok bool) string {
 // the comparisons against the targets, the costs, and the exact commands.
 func (res *Result) Markdown() string {
 	var b strings.Builder
-	c, d, m := res.Config, res.Data, res.Machine
+	c, d := res.Config, res.Data
 	fmt.Fprintf(&b, "## Latest run\n\n")
 	fmt.Fprintf(&b, "Taken %s (%s in all) with `%s`.\n\n", res.Started.Format(time.RFC3339), res.Took.Round(time.Second), res.Config.Command)
-	fmt.Fprintf(&b, "- Machine: %d cores, %s memory, %s, Linux %s, %s, %s\n", m.Cores, mib(float64(m.Memory)), m.CPU, m.Kernel, m.OSArch, m.Go)
-	fmt.Fprintf(&b, "- Load average (1, 5, 15 min) at the start: %s; at the end: %s\n", res.LoadBefore, res.LoadAfter)
-	fmt.Fprintf(&b, "- Versions: %s; %s; nats CLI %s", res.Keeper, res.Server, res.NatsCLI)
-	if res.VersityGW != "" {
-		fmt.Fprintf(&b, "; versitygw %s", res.VersityGW)
-	}
-	b.WriteString("\n")
+	res.machineLines(&b)
 	fmt.Fprintf(&b, "- Data: kept data `%s/%s` = stream `%s` with %d messages of %d random bytes on %d subjects (%s stored) + KV bucket `%s_%s` with %d keys (%s); durable consumer `%s` part-way (ack floor %d); filled in %s. bus.tar of the point: %s\n",
 		module, local, dataStream, d.Messages, c.MsgSize, d.Subjects, mib(float64(d.Bytes)), module, local, d.KVKeys, mib(float64(d.KVBytes)),
 		consumer, d.AckFloor, d.Took.Round(time.Second), mib(float64(res.ArchiveSize)))
@@ -136,21 +130,7 @@ func (res *Result) Markdown() string {
 	b.WriteString("### Costs (median; peak RSS is the largest)\n\n")
 	b.WriteString("| operation | wall | MB/s | client CPU (of it kernel) | client peak RSS | server CPU (of it kernel) | server cores busy |\n|---|---|---|---|---|---|---|\n")
 	bigBytes := float64(d.Bytes + d.KVBytes)
-	row := func(name string, ss []Sample, bytes float64) {
-		w := summarize(pick(ss, wall)).med
-		sc := summarize(pick(ss, serverCPU)).med
-		rate := "—"
-		if w > 0 && bytes > 0 {
-			rate = fmt.Sprintf("%.0f", bytes/w/1e6)
-		}
-		busy := 0.0
-		if w > 0 {
-			busy = sc / w
-		}
-		fmt.Fprintf(&b, "| %s | %.3f s | %s | %.2f s (%.2f s) | %s | %.2f s (%.2f s) | %.2f |\n", name, w, rate,
-			summarize(pick(ss, clientCPU)).med, summarize(pick(ss, clientSys)).med, mib(summarize(pick(ss, rss)).hi),
-			sc, summarize(pick(ss, serverSys)).med, busy)
-	}
+	row := func(name string, ss []Sample, bytes float64) { costRow(&b, name, ss, bytes) }
 	row("keeper `snapshot-kept`", res.Snapshot.Keeper, bigBytes)
 	row("`nats backup stream` ×2", res.Snapshot.Nats, bigBytes)
 	row("keeper `restore-kept` (absent)", res.Restore.Keeper, bigBytes)
@@ -182,11 +162,49 @@ func (res *Result) Markdown() string {
 	return b.String()
 }
 
+// costRow writes one row of a costs table: the medians of ss (the peak RSS
+// the largest), with the rate over bytes and the server cores busy.
+func costRow(b *strings.Builder, name string, ss []Sample, bytes float64) {
+	w := summarize(pick(ss, wall)).med
+	sc := summarize(pick(ss, serverCPU)).med
+	rate := "—"
+	if w > 0 && bytes > 0 {
+		rate = fmt.Sprintf("%.0f", bytes/w/1e6)
+	}
+	busy := 0.0
+	if w > 0 {
+		busy = sc / w
+	}
+	fmt.Fprintf(b, "| %s | %.3f s | %s | %.2f s (%.2f s) | %s | %.2f s (%.2f s) | %.2f |\n", name, w, rate,
+		summarize(pick(ss, clientCPU)).med, summarize(pick(ss, clientSys)).med, mib(summarize(pick(ss, rss)).hi),
+		sc, summarize(pick(ss, serverSys)).med, busy)
+}
+
+// machineLines writes the list items of the machine, its load and the
+// versions.
+func (res *Result) machineLines(b *strings.Builder) {
+	m := res.Machine
+	fmt.Fprintf(b, "- Machine: %d cores, %s memory, %s, Linux %s, %s, %s\n", m.Cores, mib(float64(m.Memory)), m.CPU, m.Kernel, m.OSArch, m.Go)
+	fmt.Fprintf(b, "- Load average (1, 5, 15 min) at the start: %s; at the end: %s\n", res.LoadBefore, res.LoadAfter)
+	fmt.Fprintf(b, "- Versions: %s; %s; nats CLI %s", res.Keeper, res.Server, res.NatsCLI)
+	if res.VersityGW != "" {
+		fmt.Fprintf(b, "; versitygw %s", res.VersityGW)
+	}
+	b.WriteString("\n")
+}
+
 // WriteReport writes the run's Markdown to path: between the markers when
 // the file has them, else as a new file holding only the generated part.
-// The file is replaced whole (temp file, sync, rename).
+// A cluster run has markers of its own: when the file lacks them, its part
+// goes right after the single-server run's end marker (or at the end), so
+// the two runs never overwrite each other. The file is replaced whole (temp
+// file, sync, rename).
 func WriteReport(path string, res *Result) error {
-	gen := BeginMarker + "\n" + res.Markdown() + EndMarker + "\n"
+	begin, end, md := BeginMarker, EndMarker, res.Markdown
+	if res.Config.Cluster {
+		begin, end, md = ClusterBeginMarker, ClusterEndMarker, res.ClusterMarkdown
+	}
+	gen := begin + "\n" + md() + end + "\n"
 	old, err := os.ReadFile(path)
 	var out []byte
 	switch {
@@ -195,11 +213,23 @@ func WriteReport(path string, res *Result) error {
 	case err != nil:
 		return fmt.Errorf("read %s: %w, so the report was not written", path, err)
 	default:
-		i, j := bytes.Index(old, []byte(BeginMarker)), bytes.Index(old, []byte(EndMarker))
-		if i < 0 || j < i {
-			return fmt.Errorf("%s exists without the keeper-bench markers, so it was not overwritten; remove it or add the markers", path)
+		i, j := bytes.Index(old, []byte(begin)), bytes.Index(old, []byte(end))
+		switch {
+		case i >= 0 && j > i:
+			out = slices.Concat(old[:i], []byte(gen), bytes.TrimPrefix(old[j+len(end):], []byte("\n")))
+		case i < 0 && j < 0 && res.Config.Cluster:
+			at := len(old)
+			if k := bytes.Index(old, []byte(EndMarker)); k >= 0 {
+				at = k + len(EndMarker)
+			}
+			rest := bytes.TrimLeft(old[at:], "\n")
+			if len(rest) > 0 {
+				rest = append([]byte("\n"), rest...)
+			}
+			out = slices.Concat(bytes.TrimRight(old[:at], "\n"), []byte("\n\n"+gen), rest)
+		default:
+			return fmt.Errorf("%s exists without the keeper-bench markers %q … %q, so it was not overwritten; remove it or add the markers", path, begin, end)
 		}
-		out = append(append(append([]byte{}, old[:i]...), gen...), bytes.TrimPrefix(old[j+len(EndMarker):], []byte("\n"))...)
 	}
 	return writeFile(path, out)
 }

@@ -50,6 +50,7 @@ type Result struct {
 	SmallKV      Pairs         // snapshot-kept round trip of the small KV against nats backup stream KV_small_kv
 	Stores       []StoreResult // each backend other than file against the file backend, in pairs
 	VersityGW    string        // version, when the s3 store was measured
+	Cluster      ClusterFacts  // on the cluster only
 
 	ArchiveSize   int64 // bytes of the keeper's bus.tar
 	KeeperRunPeak int64 // VmHWM of the keeper over the whole run
@@ -60,6 +61,7 @@ type Result struct {
 	Took          time.Duration
 	LoadBefore    string // /proc/loadavg when the run began and ended: other work on the machine
 	LoadAfter     string
+	PhaseLoads    []string // "<phase>: <load average>" as each phase of the big comparisons began
 }
 
 // run holds what a benchmark run has started.
@@ -69,7 +71,8 @@ type run struct {
 	env     []string
 	nats    string // the nats CLI
 	url     string
-	server  *proc
+	server  *proc        // the nats-server r.nc was first given; on the cluster, its first member
+	peers   []*proc      // the cluster's other members (none on one server)
 	vault   *proc        // the nats store's own nats-server, when measured
 	gw      *proc        // versitygw, when the s3 store is measured
 	keepers []*keeperSvc // the file backend's first, then one per other store
@@ -110,11 +113,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	r.res.Data = *f
 	cfg.Log.Info("filled", "messages", f.Messages, "bytes", f.Bytes, "took", f.Took)
-	if err := r.measure(ctx); err != nil {
-		return nil, err
-	}
-	if err := r.measureStores(ctx); err != nil {
-		return nil, err
+	if cfg.Cluster {
+		if err := r.measureCluster(ctx); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := r.measure(ctx); err != nil {
+			return nil, err
+		}
+		if err := r.measureStores(ctx); err != nil {
+			return nil, err
+		}
 	}
 	r.res.Took = time.Since(r.res.Started)
 	r.res.LoadAfter = loadAverage()
@@ -151,6 +160,27 @@ func (r *run) start(ctx context.Context) error {
 	r.res.Server = version(ctx, serverBin, "--version")
 	r.res.NatsCLI = version(ctx, r.nats, "--version")
 
+	if r.cfg.Cluster {
+		err = r.startCluster(ctx, serverBin)
+	} else {
+		err = r.startServer(ctx, serverBin)
+	}
+	if err != nil {
+		return err
+	}
+	file, err := r.startKeeper(ctx, keeperBin, keeperSpec{store: StoreFile})
+	if err != nil {
+		return err
+	}
+	r.res.PeakExact = resetPeakRSS(file.proc.pid()) == nil
+	if r.cfg.Cluster {
+		return r.checkKeeperReplicas(ctx)
+	}
+	return r.startStores(ctx, keeperBin, serverBin)
+}
+
+// startServer starts the one nats-server and connects to it.
+func (r *run) startServer(ctx context.Context, serverBin string) error {
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -161,15 +191,27 @@ func (r *run) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if r.nc, err = connectRetry(ctx, r.url, r.server); err != nil {
-		return err
+	r.nc, err = connectRetry(ctx, r.url, r.server)
+	return err
+}
+
+// serverPIDs is the nats-server processes of the bus: one, or the cluster's
+// three, whose CPU is summed.
+func (r *run) serverPIDs() []int {
+	pids := []int{r.server.pid()}
+	for _, p := range r.peers {
+		pids = append(pids, p.pid())
 	}
-	file, err := r.startKeeper(ctx, keeperBin, keeperSpec{store: StoreFile})
-	if err != nil {
-		return err
+	return pids
+}
+
+// shownURL is the --server of the keeper and the nats CLI as the report
+// shows it.
+func (r *run) shownURL() string {
+	if r.cfg.Cluster {
+		return "nats://127.0.0.1:PORT1,nats://127.0.0.1:PORT2,nats://127.0.0.1:PORT3"
 	}
-	r.res.PeakExact = resetPeakRSS(file.proc.pid()) == nil
-	return r.startStores(ctx, keeperBin, serverBin)
+	return "nats://127.0.0.1:PORT"
 }
 
 func connectRetry(ctx context.Context, url string, server *proc) (*nats.Conn, error) {
@@ -218,9 +260,12 @@ func (r *run) close() {
 		}
 	}
 	r.stopSides()
-	if r.server != nil {
-		if err := r.server.stop(time.Minute); err != nil && !errors.Is(err, context.Canceled) {
-			r.cfg.Log.Debug("stopping nats-server", "err", err)
+	for _, p := range append([]*proc{r.server}, r.peers...) {
+		if p == nil {
+			continue
+		}
+		if err := p.stop(time.Minute); err != nil && !errors.Is(err, context.Canceled) {
+			r.cfg.Log.Debug("stopping "+p.name, "err", err)
 		}
 	}
 }

@@ -8,7 +8,12 @@
 // temporary directory, fills a kept data, and times the comparisons of
 // issue 6 in alternating pairs; then the same verbs of a keeper on each other
 // store backend (-stores: a JetStream object store on a second nats-server,
-// versitygw for S3) in pairs with the file backend's. See package bench.
+// versitygw for S3) in pairs with the file backend's. With -cluster it
+// measures on three nats-server processes in one JetStream cluster instead:
+//
+//	go run ./cmd/keeper-bench -cluster -size 256MiB -rounds 3 -out BENCHMARKS.md
+//
+// See package bench.
 package main
 
 import (
@@ -48,6 +53,8 @@ func run(args []string, stderr io.Writer) int {
 		return nil
 	})
 	stores := fs.String("stores", strings.Join(bench.DefaultStores(), ","), "store backends to measure against the file backend: file (always), nats (an object store on a second nats-server), bus (an object store on the bus itself), s3 (versitygw)")
+	fs.BoolVar(&cfg.Cluster, "cluster", false, "measure on three nats-server processes in one JetStream cluster instead, with R3 kept data "+
+		"(snapshot and restore against the nats CLI, file backend only; default -size 256MiB); the report gets a section of its own")
 	out := fs.String("out", "BENCHMARKS.md", "the report to write (between its keeper-bench markers when it has them); - for stdout")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -56,15 +63,26 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "keeper-bench takes no arguments, only flags (got %q); nothing was run\n", fs.Args())
 		return 2
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if cfg.Cluster && !set["size"] {
+		*size = "256MiB"
+	}
+	if cfg.Cluster && set["stores"] {
+		fmt.Fprintf(stderr, "-stores: the cluster comparison measures the file backend only; nothing was run\n")
+		return 2
+	}
 	n, err := bench.ParseSize(*size)
 	if err != nil {
 		fmt.Fprintf(stderr, "-size: %v; nothing was run\n", err)
 		return 2
 	}
 	cfg.Size = n
-	if cfg.Stores, err = bench.ParseStores(*stores); err != nil {
-		fmt.Fprintf(stderr, "-stores: %v\n", err)
-		return 2
+	if !cfg.Cluster {
+		if cfg.Stores, err = bench.ParseStores(*stores); err != nil {
+			fmt.Fprintf(stderr, "-stores: %v\n", err)
+			return 2
+		}
 	}
 	cfg.Command = "go run ./cmd/keeper-bench " + strings.Join(args, " ")
 	cfg.Log = slog.New(slog.NewTextHandler(stderr, nil))
@@ -80,7 +98,11 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 	if *out == "-" {
-		fmt.Print(res.Markdown())
+		if cfg.Cluster {
+			fmt.Print(res.ClusterMarkdown())
+		} else {
+			fmt.Print(res.Markdown())
+		}
 		return 0
 	}
 	if err := bench.WriteReport(*out, res); err != nil {
