@@ -155,15 +155,16 @@ func current(info *jetstream.StreamInfo) bool {
 // request may have gone down with the server (NATS delivers a request at
 // most once), so it sends the verb again; a 409 that another verb holds the
 // kept data, after such a resend, is its first request still running, so it
-// waits and sends again. The verbs are safe to send twice. It gives up
-// after five minutes.
+// waits and sends again. The verbs are safe to send twice. It waits 90 s for
+// a reply (a restore riding out an election takes tens of seconds), and
+// gives up after five minutes.
 func callRiding(logf func(string, ...any), nc *nats.Conn, prefix, verb string, req any) reply {
 	body, _ := json.Marshal(req)
 	deadline := time.Now().Add(5 * time.Minute)
 	resent := false
 	for {
 		began := time.Now()
-		r := callAt(context.Background(), nc, cmp.Or(prefix, verbs.DefaultPrefix), verb, body, 45*time.Second)
+		r := callAt(context.Background(), nc, cmp.Or(prefix, verbs.DefaultPrefix), verb, body, 90*time.Second)
 		if took := time.Since(began); took > 5*time.Second {
 			logf("%s sent at %s answered after %s: %s", verb, began.Format("15:04:05.000"), took.Round(time.Millisecond), r)
 		}

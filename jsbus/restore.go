@@ -45,6 +45,8 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 	// A restore request must not be sent twice (a second would find the
 	// first's stream): it is tried again only when no one heard it.
 	err := a.retryUnheard(context.WithoutCancel(ctx), "start the restore of "+stream, func(rctx context.Context) error {
+		rctx, cancel := context.WithTimeout(rctx, restoreStartWait)
+		defer cancel()
 		return a.requestOnce(rctx, "$JS.API.STREAM.RESTORE."+stream, json.RawMessage(meta), &start)
 	})
 	if err != nil {
@@ -198,6 +200,25 @@ func replyError(m *nats.Msg) error {
 // chunk, an error included, in the order it took them.
 const restoreWindow = 4
 
+// restoreStartWait bounds the wait for the answer to a restore request. A
+// cluster answers once the new stream's group has a leader subscribed to
+// the deliver subject, in well under a second; right after a server died,
+// one was seen to stay unanswered for the whole 30 s request timeout while
+// the same request sent again was answered at once. A restore whose start
+// goes unanswered fails, and the keeper removes what it may have made and
+// restores the stream again (keeper.Config's restore tries), so a shorter
+// wait only brings that forward.
+const restoreStartWait = 15 * time.Second
+
+// chunkAckWait bounds the wait for one chunk's acknowledgement once the
+// server has taken the first: it acknowledges each chunk once it has written
+// it into its restore, and gives up a restore that gets no chunk for 5 s
+// (nats-server's activityInterval). An acknowledgement this late means the
+// chunk or its answer was lost, as when the stream's leader moves while a
+// server of the cluster dies; waiting the whole request timeout (30 s) for
+// it only delays restoring the stream again.
+const chunkAckWait = 15 * time.Second
+
 // readChunk reads the next chunk from data; io.EOF means no byte is left.
 // Bytes a reader returns together with io.EOF are a chunk like any other:
 // the io.EOF comes again on the next read.
@@ -236,11 +257,12 @@ func (a *Adapter) pipeline(ctx context.Context, subject string, data io.Reader, 
 	var inFlight [restoreWindow]int // sizes of the chunks awaiting acknowledgement, oldest at head
 	head, count := 0, 0
 	awaitOne := func() error {
-		wctx, cancel := context.WithTimeout(ctx, a.cfg.timeout)
+		wait := min(a.cfg.timeout, chunkAckWait)
+		wctx, cancel := context.WithTimeout(ctx, wait)
 		defer cancel()
 		m, err := sub.NextMsgWithContext(wctx)
 		if err != nil {
-			return fmt.Errorf("no acknowledgement of the chunk after %d bytes within %s: %w", acked, a.cfg.timeout, err)
+			return fmt.Errorf("no acknowledgement of the chunk after %d bytes within %s: %w", acked, wait, err)
 		}
 		if m.Header.Get("Status") == "503" {
 			return fmt.Errorf("send the archive after %d bytes: %w", acked, nats.ErrNoResponders)
