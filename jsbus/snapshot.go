@@ -57,6 +57,10 @@ func (a *Adapter) snapshotInto(ctx context.Context, stream string, data, meta io
 		return err
 	}
 	defer sub.Unsubscribe()
+	if w, ok := data.(*watchedWriter); ok {
+		w.answered.Store(true) // the wait for the first data begins now
+		w.touch()
+	}
 
 	for {
 		m, err := sub.NextMsgWithContext(ctx)

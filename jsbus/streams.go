@@ -140,9 +140,11 @@ func (a *Adapter) Snapshot(ctx context.Context, stream string, data, meta io.Wri
 		if isCode(err, codeStreamNotFound) {
 			return noStream(stream, err)
 		}
-		if errors.Is(err, errServerEnded) {
+		if errors.Is(err, errServerEnded) || errors.Is(err, errStalled) {
 			// The server ended it part way (a replica or a consumer's leader
-			// went away with a dying server): a snapshot begun again may pass.
+			// went away with a dying server), or stopped sending (the
+			// stream's leader that answered the request died): a snapshot
+			// begun again may pass.
 			err = fmt.Errorf("%w: %w", err, keeper.ErrNoBus)
 		}
 		return busErr(fmt.Errorf("jsbus: snapshot of stream %s failed after %d bytes, so it is not whole: %w", stream, w.n.Load(), err))
@@ -185,12 +187,24 @@ func (a *Adapter) watchConn(ctx context.Context, cancel context.CancelCauseFunc,
 // watchConn does.
 func (a *Adapter) watch(ctx context.Context, cancel context.CancelCauseFunc, w *watchedWriter, stop <-chan struct{}) {
 	a.watchEvery(ctx, cancel, stop, min(a.cfg.stall/4, 250*time.Millisecond), func() error {
-		if w.busy.Load() == 0 && time.Since(time.Unix(0, w.last.Load())) > a.cfg.stall {
-			return fmt.Errorf("%w (%s)", errStalled, a.cfg.stall)
+		limit := a.cfg.stall
+		if w.answered.Load() && w.n.Load() == 0 {
+			limit = min(limit, firstDataStall)
+		}
+		if w.busy.Load() == 0 && time.Since(time.Unix(0, w.last.Load())) > limit {
+			return fmt.Errorf("%w (%s)", errStalled, limit)
 		}
 		return nil
 	})
 }
+
+// firstDataStall bounds the wait for a snapshot's first data once the
+// server has answered the request: the stream's leader begins sending at
+// once (the keeper does not ask it to check every message first). None for
+// this long means the leader that answered has died, as seen on a cluster
+// whose server was killed just then; the stall timeout proper (a server
+// slow to write more of a big stream) applies once data flows.
+const firstDataStall = 15 * time.Second
 
 // watchEvery checks every period, until stop is closed or ctx ends, whether
 // the connection was lost since it began (what was in flight on it then is
@@ -229,6 +243,9 @@ type watchedWriter struct {
 	n    atomic.Int64
 	last atomic.Int64 // unix nanos of the last write's end
 	busy atomic.Int32
+	// answered is set once the server answered the snapshot request: from
+	// then on its first data is waited for firstDataStall at most.
+	answered atomic.Bool
 
 	mu       sync.Mutex
 	closed   bool
