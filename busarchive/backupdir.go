@@ -142,9 +142,11 @@ func (bd *BackupDir) checkData(ctx context.Context, f *os.File, meta *backupMeta
 	} else if st.Size() > MaxDataSize {
 		return fmt.Errorf("is %d bytes, over the bound of %d", st.Size(), MaxDataSize)
 	}
-	head := make([]byte, 8)
-	n, _ := io.ReadFull(s2.NewReader(io.NewSectionReader(f, 0, 1<<20)), head)
-	if !bytes.Equal(head[:n], []byte(archive.MagicBytes)) {
+	head := make([]byte, len(archive.MagicBytes))
+	if _, err := io.ReadFull(s2.NewReader(io.NewSectionReader(f, 0, MaxDataSize)), head); err != nil {
+		return fmt.Errorf("does not decode: its first bytes are not whole s2 (%v): it is damaged or truncated", err)
+	}
+	if !bytes.Equal(head, []byte(archive.MagicBytes)) {
 		if legacyTar(f) {
 			return errors.New("holds the tar snapshot of a NATS Server before 2.15, which a restore point cannot hold; " +
 				"restore it into a 2.15 server with `nats backup restore stream` and take the point there")
@@ -196,7 +198,7 @@ func (bd *BackupDir) checkData(ctx context.Context, f *os.File, meta *backupMeta
 // legacyTar reports whether f is an s2-compressed tar (ustar magic at 257).
 func legacyTar(f *os.File) bool {
 	b := make([]byte, 263)
-	n, _ := io.ReadFull(s2.NewReader(io.NewSectionReader(f, 0, 1<<20)), b)
+	n, _ := io.ReadFull(s2.NewReader(io.NewSectionReader(f, 0, MaxDataSize)), b)
 	return n == len(b) && string(b[257:262]) == "ustar"
 }
 
