@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -13,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/s2"
+	"github.com/nats-io/nats-server/v2/server/archive"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
@@ -172,7 +176,7 @@ func TestNatsBackupImportRefused(t *testing.T) {
 func TestNatsBackupExport(t *testing.T) {
 	const module, local = "natsout", "ledger"
 	tmp := t.TempDir()
-	_, nc, js, _ := keptOnProcs(t, tmp, module, local)
+	srv, nc, js, _ := keptOnProcs(t, tmp, module, local)
 	names := sample.NamesOf(module, local)
 	ctx := context.Background()
 	was, err := sample.Dump(ctx, js, names.Streams()...)
@@ -207,6 +211,18 @@ func TestNatsBackupExport(t *testing.T) {
 			}
 		}
 		natsCmd(t, tmp, "", "backup", "validate", filepath.Join(to, s), "--no-progress")
+		// What nats backup stream writes of the same, unchanged stream.
+		cli := filepath.Join(tmp, "cli", s)
+		natsCmd(t, tmp, srv.url(), "backup", "stream", s, cli, "--no-progress")
+		a, _ := os.ReadFile(filepath.Join(cli, "backup.json"))
+		if b, _ := os.ReadFile(filepath.Join(to, s, "backup.json")); !bytes.Equal(a, b) {
+			t.Errorf("%s/backup.json: the export's %d bytes differ from the %d nats backup stream wrote of the same stream:\n%s\n%s", s, len(b), len(a), b, a)
+		}
+		// Two snapshots differ only in the time the server stamps on its
+		// head entries (state.json, the consumers) as it writes them.
+		if a, b := snapshotEntries(t, filepath.Join(cli, "stream.arc.s2")), snapshotEntries(t, filepath.Join(to, s, "stream.arc.s2")); !slices.Equal(a, b) {
+			t.Errorf("%s/stream.arc.s2: the export holds entries\n%v\nnats backup stream wrote\n%v", s, b, a)
+		}
 	}
 	if st, err := os.Stat(to); err != nil || st.Mode().Perm() != 0o700 {
 		t.Errorf("the export's directory: %v; want mode 0700", err)
@@ -286,5 +302,37 @@ func tarEntries(t *testing.T, path string) map[string][]byte {
 			t.Fatal(err)
 		}
 		out[h.Name] = b
+	}
+}
+
+// snapshotEntries decodes a server snapshot (stream.arc.s2) into one line
+// per entry: its name, sequence, sizes and payload's SHA-256, and for a
+// message its time.
+func snapshotEntries(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := archive.NewReader(s2.NewReader(f))
+	var out []string
+	for {
+		h, err := r.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("%s does not decode: %v", path, err)
+		}
+		b, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatalf("%s does not decode: %v", path, err)
+		}
+		line := fmt.Sprintf("%s seq %d sizes %d+%d sha256 %x", h.Name, h.Sequence, h.HeaderSize, h.PayloadSize, sha256.Sum256(b))
+		if h.Sequence > 0 {
+			line += fmt.Sprintf(" at %d", h.Timestamp)
+		}
+		out = append(out, line)
 	}
 }
