@@ -110,7 +110,6 @@ const (
 // since the bytes of a backup are big (see ImportKept).
 const VerbImport = "import-kept"
 
-
 // Bounds on a plan.
 const (
 	MaxPlanStreams   = 64
