@@ -168,20 +168,10 @@ func (bd *BackupDir) checkData(ctx context.Context, f *os.File, meta *backupMeta
 			}
 			return fmt.Errorf("does not decode: %v", err)
 		}
-		switch item {
-		case itemState:
+		if item == itemState {
 			state = &dec.state
-		case itemConsumer:
-			rep.Consumers++
-		case itemMessage:
-			rep.Messages++
-			if rep.FirstSeq == 0 {
-				rep.FirstSeq = dec.seq
-			}
-			rep.LastSeq = dec.seq
-		case itemEnd:
-			rep.Complete = true
 		}
+		dec.tally(item, &rep)
 	}
 	if _, err := io.Copy(io.Discard, r); err != nil {
 		return fmt.Errorf("does not read to its end: %v", err)

@@ -197,11 +197,7 @@ func TestCheckBackupDirSymlinks(t *testing.T) {
 // each holds the archive's two entries byte for byte, reads back through
 // CheckBackupDir, and nothing else is left beside the target.
 func TestExportDirs(t *testing.T) {
-	a, c, err := busarchive.OpenFile(goldenPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	a := openFile(t, goldenPath)
 	parent := t.TempDir()
 	target := filepath.Join(parent, "out")
 	got, err := a.ExportDirs(context.Background(), target)
@@ -236,11 +232,7 @@ func TestExportDirs(t *testing.T) {
 // file is refused and left as it was; an archive whose data does not match
 // its manifest fails the export, which leaves no directory behind.
 func TestExportDirsRefused(t *testing.T) {
-	a, c, err := busarchive.OpenFile(goldenPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	a := openFile(t, goldenPath)
 	parent := t.TempDir()
 	full := filepath.Join(parent, "full")
 	os.MkdirAll(filepath.Join(full, "x"), 0o700)
@@ -272,11 +264,7 @@ func TestExportDirsRefused(t *testing.T) {
 	g[off+512+50] ^= 0xff
 	bad := filepath.Join(t.TempDir(), "bus.tar")
 	os.WriteFile(bad, g, 0o600)
-	b, bc, err := busarchive.OpenFile(bad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bc.Close()
+	b := openFile(t, bad)
 	out := t.TempDir()
 	target := filepath.Join(out, "export")
 	_, err = b.ExportDirs(context.Background(), target)
@@ -328,4 +316,15 @@ func FuzzCheckBackupDir(f *testing.F) {
 			t.Fatalf("accepted as %+v", bd)
 		}
 	})
+}
+
+// openFile opens the archive at path, closed when the test ends.
+func openFile(t *testing.T, path string) *busarchive.Archive {
+	t.Helper()
+	a, c, err := busarchive.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return a
 }

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -20,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/internal/tartest"
 	"github.com/nats-keeper/nats-keeper/internal/tools"
 )
 
@@ -279,30 +279,18 @@ func TestNatsBackupExport(t *testing.T) {
 	}
 }
 
-// tarEntries reads every entry of a tar whole.
+// tarEntries reads every entry of the tar at path whole, by name.
 func tarEntries(t *testing.T, path string) map[string][]byte {
 	t.Helper()
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	out := map[string][]byte{}
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[h.Name] = b
+	for _, e := range tartest.Entries(t, b) {
+		out[e.Hdr.Name] = e.Data
 	}
+	return out
 }
 
 // snapshotEntries decodes a server snapshot (stream.arc.s2) into one line

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -61,33 +60,21 @@ exists and is not empty, 1 if the archive fails its check.`,
 }
 
 func runExport(ctx context.Context, o exportOptions) error {
-	fail := func(err error) error {
-		if o.JSON {
-			printJSONError(o.Out, err)
-		}
-		return err
-	}
+	done := outcome(o.Out, o.JSON, printExport)
 	log := slog.New(slog.NewTextHandler(o.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	st, err := o.Store.open(ctx, log, "nothing was exported")
 	if err != nil {
-		return fail(err)
+		return done(nil, err)
 	}
 	defer st.Close()
-	rep, err := keeper.ExportKept(ctx, st, o.Export)
-	if err != nil {
-		return fail(err)
-	}
-	if o.JSON {
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(o.Out, "%s\n", b)
-		return err
-	}
-	fmt.Fprintln(o.Out, rep.Said)
+	return done(keeper.ExportKept(ctx, st, o.Export))
+}
+
+// printExport prints the export's sentence and one line per stream.
+func printExport(w io.Writer, rep *keeper.ExportReport) error {
+	fmt.Fprintln(w, rep.Said)
 	for _, s := range rep.Streams {
-		fmt.Fprintf(o.Out, "  %-24s %s (%s)\n", s.Name, s.Dir, humanBytes(s.DataSize))
+		fmt.Fprintf(w, "  %-24s %s (%s)\n", s.Name, s.Dir, humanBytes(s.DataSize))
 	}
 	return nil
 }

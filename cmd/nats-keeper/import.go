@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 
@@ -75,17 +73,12 @@ is busy, 5 if the bus or the store cannot be reached, 1 on a failure.`,
 }
 
 func runImport(ctx context.Context, o importOptions) error {
-	fail := func(err error) error {
-		if o.JSON {
-			printJSONError(o.Out, err)
-		}
-		return err
-	}
+	done := outcome(o.Out, o.JSON, printSaid)
 	if err := keeper.CheckRequest(keeper.VerbImport, o.Request); err != nil {
-		return fail(err)
+		return done(nil, err)
 	}
 	if err := verbs.CheckPrefix(o.Prefix); err != nil {
-		return fail(keeper.Errorf(keeper.ErrBadRequest, "--prefix: %w, so nothing was done", err))
+		return done(nil, keeper.Errorf(keeper.ErrBadRequest, "--prefix: %w, so nothing was done", err))
 	}
 	log := slog.New(slog.NewTextHandler(o.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	conn := o.Conn
@@ -94,29 +87,17 @@ func runImport(ctx context.Context, o importOptions) error {
 	}
 	nc, err := connect(ctx, conn, "nats-keeper import", log)
 	if err != nil {
-		return fail(err)
+		return done(nil, err)
 	}
 	defer nc.Close()
 	st, err := o.Store.open(ctx, log, "nothing was imported")
 	if err != nil {
-		return fail(err)
+		return done(nil, err)
 	}
 	defer st.Close()
 	k, err := inproc.Open(ctx, nc, inproc.Setup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket, Version: buildVersion(), Logger: log})
 	if err != nil {
-		return fail(err)
+		return done(nil, err)
 	}
-	rep, err := k.ImportKept(ctx, o.Request, o.From)
-	if err != nil {
-		return fail(err)
-	}
-	if o.JSON {
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(o.Out, "%s\n", b)
-		return err
-	}
-	return printSaid(o.Out, rep)
+	return done(k.ImportKept(ctx, o.Request, o.From))
 }

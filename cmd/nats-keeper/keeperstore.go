@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 
 	"github.com/spf13/pflag"
@@ -22,14 +23,20 @@ type keeperStoreFlags struct {
 }
 
 func addKeeperStoreFlags(fs *pflag.FlagSet, f *keeperStoreFlags, e env) {
-	dir := e.Getenv("NATS_KEEPER_DIR")
-	if dir == "" {
-		dir = "./nats-keeper-data"
+	addDirStoreFlags(fs, &f.Dir, &f.Store, &f.Flags, e, "where points and asides live")
+}
+
+// addDirStoreFlags adds --dir, --store and the store's flags, as serve,
+// export and import take them.
+func addDirStoreFlags(fs *pflag.FlagSet, dir, st *string, sf *storeFlags, e env, what string) {
+	def := e.Getenv("NATS_KEEPER_DIR")
+	if def == "" {
+		def = "./nats-keeper-data"
 	}
-	fs.StringVar(&f.Dir, "dir", dir, "the keeper's directory, its store unless --store says otherwise (default $NATS_KEEPER_DIR, else ./nats-keeper-data)")
-	fs.StringVar(&f.Store, "store", e.Getenv("NATS_KEEPER_STORE"), "the keeper's store: file:///path (default: --dir), "+
-		"nats://host:port/bucket or s3://bucket/prefix (default $NATS_KEEPER_STORE)")
-	addStoreFlags(fs, &f.Flags)
+	fs.StringVar(dir, "dir", def, "the keeper's directory, its store unless --store says otherwise (default $NATS_KEEPER_DIR, else ./nats-keeper-data)")
+	fs.StringVar(st, "store", e.Getenv("NATS_KEEPER_STORE"), what+": file:///path (default: --dir), "+
+		"nats://host:port/bucket (a JetStream object store, made if missing) or s3://bucket/prefix (default $NATS_KEEPER_STORE)")
+	addStoreFlags(fs, sf)
 }
 
 // open opens the keeper's store; a directory store under --dir is checked
@@ -51,4 +58,22 @@ func (f keeperStoreFlags) open(ctx context.Context, log *slog.Logger, nothing st
 		return nil, fmt.Errorf("%w, so %s", err, nothing)
 	}
 	return st, nil
+}
+
+// outcome prints what a command working beside the store did: with asJSON
+// its report as JSON, or its error as printJSONError does; else, on
+// success, the report through human. It returns the error.
+func outcome[T any](w io.Writer, asJSON bool, human func(io.Writer, T) error) func(T, error) error {
+	return func(rep T, err error) error {
+		switch {
+		case err != nil:
+			if asJSON {
+				printJSONError(w, err)
+			}
+			return err
+		case asJSON:
+			return printJSON(w, rep)
+		}
+		return human(w, rep)
+	}
 }

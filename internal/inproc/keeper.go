@@ -87,16 +87,7 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 	if s.Store == nil {
 		return nil, errors.New("inproc.Start needs a store, so nothing is served")
 	}
-	prefix, bucket, log := s.Prefix, s.Bucket, s.Logger
-	if prefix == "" {
-		prefix = verbs.DefaultPrefix
-	}
-	if bucket == "" {
-		bucket = DefaultBucket
-	}
-	if log == nil {
-		log = slog.Default()
-	}
+	prefix, bucket, log := s.defaults()
 	where := s.Store.Describe().URL
 	// Listen first, so a taken address fails before anything is done; the
 	// health check answers 503 until the keeper is made.
@@ -158,6 +149,21 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 	return ik, nil
 }
 
+// defaults are the setup's prefix, bucket and logger, or their defaults.
+func (s Setup) defaults() (prefix, bucket string, log *slog.Logger) {
+	prefix, bucket, log = s.Prefix, s.Bucket, s.Logger
+	if prefix == "" {
+		prefix = verbs.DefaultPrefix
+	}
+	if bucket == "" {
+		bucket = DefaultBucket
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return prefix, bucket, log
+}
+
 // Open builds the keeper on nc and s.Store without serving it: the jsbus
 // adapter (the keeper's index, acts and leases on the bus) and the engine,
 // which checks that the index belongs to the store and sweeps what
@@ -169,16 +175,7 @@ func Open(ctx context.Context, nc *nats.Conn, s Setup) (*keeper.Keeper, error) {
 	if s.Store == nil {
 		return nil, errors.New("inproc.Open needs a store, so nothing was done")
 	}
-	prefix, bucket, log := s.Prefix, s.Bucket, s.Logger
-	if prefix == "" {
-		prefix = verbs.DefaultPrefix
-	}
-	if bucket == "" {
-		bucket = DefaultBucket
-	}
-	if log == nil {
-		log = slog.Default()
-	}
+	prefix, bucket, log := s.defaults()
 	return engine(ctx, nc, s, bucket, prefix, log, nil, "nothing was done")
 }
 
