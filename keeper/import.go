@@ -149,7 +149,7 @@ func fromBackups(bs []*busarchive.BackupDir) streamSource {
 		}
 		defer f.Close()
 		h := sha256.New()
-		n, err := io.Copy(io.MultiWriter(data, h), &ctxReader{ctx: ctx, r: io.LimitReader(f, b.DataSize+1)})
+		n, err := io.CopyBuffer(io.MultiWriter(data, h), &ctxReader{ctx: ctx, r: io.LimitReader(f, b.DataSize+1)}, make([]byte, importBlock))
 		if err != nil {
 			return fmt.Errorf("copying %s/%s: %w", b.Dir, b.DataName, err)
 		}
@@ -160,6 +160,9 @@ func fromBackups(bs []*busarchive.BackupDir) streamSource {
 		return err
 	}
 }
+
+// importBlock is the size of an import's reads of a backup's data.
+const importBlock = 1 << 20
 
 // ctxReader stops reading when ctx ends.
 type ctxReader struct {
