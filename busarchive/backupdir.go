@@ -142,8 +142,13 @@ func (bd *BackupDir) checkData(ctx context.Context, f *os.File, meta *backupMeta
 	} else if st.Size() > MaxDataSize {
 		return fmt.Errorf("is %d bytes, over the bound of %d", st.Size(), MaxDataSize)
 	}
+	// One pass: the file is hashed as it is read, s2-decoded once; its
+	// first bytes say what it is.
+	h := sha256.New()
+	r := &hashingReader{ctx: ctx, r: io.NewSectionReader(f, 0, MaxDataSize), h: h}
+	plain := s2.NewReader(r)
 	head := make([]byte, len(archive.MagicBytes))
-	if _, err := io.ReadFull(s2.NewReader(io.NewSectionReader(f, 0, MaxDataSize)), head); err != nil {
+	if _, err := io.ReadFull(plain, head); err != nil {
 		return fmt.Errorf("does not decode: its first bytes are not whole s2 (%v): it is damaged or truncated", err)
 	}
 	if !bytes.Equal(head, []byte(archive.MagicBytes)) {
@@ -153,13 +158,9 @@ func (bd *BackupDir) checkData(ctx context.Context, f *os.File, meta *backupMeta
 		}
 		return errors.New("is not a NATS Server 2.15 stream snapshot (an s2-compressed NATSARC1 archive)")
 	}
-	h := sha256.New()
-	r := &hashingReader{ctx: ctx, r: io.NewSectionReader(f, 0, MaxDataSize), h: h}
-	// The snapshot's end sentinel may come before the file's end: what
-	// follows is read and hashed too (the s2 stream's own end).
+	dec := newPlainSnapDecoder(io.MultiReader(bytes.NewReader(head), plain))
 	rep := StreamReport{Name: bd.Stream}
 	var state *snapState
-	dec := newSnapDecoder(r)
 	for !rep.Complete {
 		item, err := dec.next()
 		if err != nil {

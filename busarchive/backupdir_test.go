@@ -296,13 +296,16 @@ func FuzzCheckBackupDir(f *testing.F) {
 		f.Add([]byte(`{"config":{"name":"S"},"state":{"consumer_count":-1}}`), data)
 	}
 	f.Add([]byte(`{}`), []byte{})
+	dir := f.TempDir() // one per fuzzing process, its two files written again by each run
 	f.Fuzz(func(t *testing.T, meta, data []byte) {
 		if len(meta) > 1<<20 || len(data) > 4<<20 {
 			return
 		}
-		dir := t.TempDir()
-		os.WriteFile(filepath.Join(dir, busarchive.MetaName), meta, 0o600)
-		os.WriteFile(filepath.Join(dir, busarchive.DataName), data, 0o600)
+		for name, b := range map[string][]byte{busarchive.MetaName: meta, busarchive.DataName: data} {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
 		bd, err := busarchive.CheckBackupDir(context.Background(), dir)
 		if err != nil {
 			if !errors.Is(err, busarchive.ErrNotBackup) || !strings.HasPrefix(err.Error(), dir+": ") {
