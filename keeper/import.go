@@ -52,6 +52,16 @@ func (k *Keeper) ImportKept(ctx context.Context, r Request, dirs []string) (*Rep
 	if err := k.unfinished(ctx, VerbImport, r.Module, r.Local); err != nil {
 		return nil, err
 	}
+	// The plan may have changed while the directories were read.
+	names, _, err := k.candidates(ctx, r.Module, r.Local)
+	if err != nil {
+		return refuse(err)
+	}
+	for _, s := range streams {
+		if !contains(names, s) {
+			return refuse(Errorf(ErrConflict, "the plan of %s/%s changed while the directories were checked: it no longer names stream %s", r.Module, r.Local, s))
+		}
+	}
 	fail := func(err error) (*Reply, error) {
 		err = fmt.Errorf("restore point %s was not imported: %w", what, err)
 		k.record(ctx, Act{Verb: VerbImport, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why,
