@@ -125,7 +125,13 @@ type snapConsumer struct {
 
 // newSnapDecoder decodes the snapshot read from r.
 func newSnapDecoder(r io.Reader) *snapDecoder {
-	return &snapDecoder{r: archive.NewReader(s2.NewReader(r)), after: "no entries"}
+	return newPlainSnapDecoder(s2.NewReader(r))
+}
+
+// newPlainSnapDecoder decodes the snapshot's archive read, s2-decoded
+// already, from plain.
+func newPlainSnapDecoder(plain io.Reader) *snapDecoder {
+	return &snapDecoder{r: archive.NewReader(plain), after: "no entries"}
 }
 
 // next decodes the next entry. After itemEnd it returns io.EOF; after an

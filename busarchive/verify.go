@@ -191,23 +191,30 @@ func (a *Archive) decode(ctx context.Context, sm *StreamManifest, r io.Reader, s
 			problems = append(problems, bad(ErrFormat, "the snapshot does not decode: %v", err))
 			break
 		}
-		switch item {
-		case itemState:
+		if item == itemState {
 			state = &dec.state
-		case itemConsumer:
-			rep.Consumers++
-		case itemMessage:
-			rep.Messages++
-			if rep.FirstSeq == 0 {
-				rep.FirstSeq = dec.seq
-			}
-			rep.LastSeq = dec.seq
-		case itemEnd:
-			rep.Complete = true
 		}
+		dec.tally(item, rep)
 	}
 	if state == nil {
 		return problems
 	}
 	return append(problems, compareState(name, sm.State, state, rep)...)
+}
+
+// tally counts one decoded item into rep: a consumer, a message (and the
+// first and last sequence), the end sentinel (rep is then complete).
+func (d *snapDecoder) tally(item snapItem, rep *StreamReport) {
+	switch item {
+	case itemConsumer:
+		rep.Consumers++
+	case itemMessage:
+		rep.Messages++
+		if rep.FirstSeq == 0 {
+			rep.FirstSeq = d.seq
+		}
+		rep.LastSeq = d.seq
+	case itemEnd:
+		rep.Complete = true
+	}
 }

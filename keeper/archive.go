@@ -60,10 +60,16 @@ type archiveFile struct{ store.Writer }
 
 func (archiveFile) Sync() error { return nil }
 
-// writeArchive snapshots each stream into a new archive at rel/bus.tar and
-// returns its manifest and its Writer, not yet committed: the caller commits
-// it (or aborts it) when the order of steps allows.
-func (k *Keeper) writeArchive(ctx context.Context, rel string, streams []string, p Progress) (*busarchive.Manifest, store.Writer, error) {
+// streamSource feeds one stream's snapshot into an archive: its
+// stream.arc.s2 into data and its backup.json into meta (the bus's
+// Snapshot, or a nats backup directory's files).
+type streamSource func(ctx context.Context, stream string, data, meta io.WriteCloser) error
+
+// writeArchive writes each stream, as take gives it, into a new archive at
+// rel/bus.tar, hashing as it goes, and returns its manifest and its Writer,
+// not yet committed: the caller commits it (or aborts it) when the order of
+// steps allows. serverVersion is recorded in the manifest.
+func (k *Keeper) writeArchive(ctx context.Context, rel string, streams []string, take streamSource, serverVersion string, p Progress) (*busarchive.Manifest, store.Writer, error) {
 	sw, err := k.store.Create(ctx, archiveKey(rel))
 	if err != nil {
 		return nil, nil, err
@@ -76,7 +82,7 @@ func (k *Keeper) writeArchive(ctx context.Context, rel string, streams []string,
 	}()
 	w := busarchive.NewWriter(archiveFile{sw}, busarchive.WriterInfo{
 		KeeperVersion: k.version,
-		ServerVersion: k.bus.ServerVersion(),
+		ServerVersion: serverVersion,
 		Created:       k.now().UTC(),
 	})
 	report := progressFrom(ctx)
@@ -95,7 +101,7 @@ func (k *Keeper) writeArchive(ctx context.Context, rel string, streams []string,
 				report(p)
 			}
 		}}
-		if err := k.bus.Snapshot(ctx, s, data, st.Meta()); err != nil {
+		if err := take(ctx, s, data, st.Meta()); err != nil {
 			return nil, nil, fmt.Errorf("snapshot of stream %s: %w", s, err)
 		}
 		if _, err := st.Finish(); err != nil {

@@ -105,6 +105,11 @@ const (
 	VerbRemovePlan = "remove-plan"
 )
 
+// VerbImport is what ImportKept records its acts as. It is no verb on the
+// wire: `nats-keeper import` runs it in its own process, beside the store,
+// since the bytes of a backup are big (see ImportKept).
+const VerbImport = "import-kept"
+
 // Bounds on a plan.
 const (
 	MaxPlanStreams   = 64
@@ -181,9 +186,9 @@ func checkRequest(verb string, r Request) error {
 		return ValidName("fingerprint", r.Fingerprint)
 	}
 	switch verb {
-	case VerbSnapshot:
+	case VerbSnapshot, VerbImport:
 		if r.From != "" {
-			return Errorf(ErrBadRequest, "snapshot-kept takes no from")
+			return Errorf(ErrBadRequest, "%s takes no from", verb)
 		}
 		return needPoint()
 	case VerbVerify:

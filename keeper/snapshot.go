@@ -74,6 +74,22 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 		return fail(withKind(ErrFailed, fmt.Errorf("%w, so no point was written", err)))
 	}
 	defer w.Abort()
+	return k.commitPoint(ctx, VerbSnapshot, r, rel, m, w, positions, fail, func(p *Point) string {
+		return fmt.Sprintf("Took restore point %s: %d stream(s), %d message(s), %d consumer position(s), %s, in %s.",
+			what, len(p.Streams), totalMessages(p.Streams), len(positions), HumanBytes(p.ArchiveSize), k.abs(rel))
+	})
+}
+
+// commitPoint commits the point whose archive w holds (written, not yet
+// committed; the caller aborts it after) at rel, for verb: the earlier
+// point of the same form and fingerprint is set aside (replaced), the
+// archive committed, then point.json, the commit mark, last; then the index
+// record, the act and the reply, whose sentence gives what was done. fail records a
+// failure's act and shapes its error. It is the one way a point is
+// committed: snapshot-kept and import take it.
+func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel string, m *busarchive.Manifest, w store.Writer,
+	positions []Position, fail func(error) (*Reply, error), sentence func(*Point) string) (*Reply, error) {
+	what := fmt.Sprintf("%s/%s f%d-%s", r.Module, r.Local, r.Form, r.Fingerprint)
 	point := &Point{
 		Module: r.Module, Local: r.Local, Form: r.Form, Fingerprint: r.Fingerprint, CatchUp: r.CatchUp,
 		Taken: k.now().UTC(), Caller: r.Caller, Why: r.Why, Dir: rel,
@@ -107,13 +123,12 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 		return nil, Errorf(ErrFailed, "restore point %s is complete in %s, but it could not be recorded in the index (%v); "+
 			"a keeper restart rebuilds the index from the files", what, k.abs(rel), err)
 	}
-	said := fmt.Sprintf("Took restore point %s: %d stream(s), %d message(s), %d consumer position(s), %s, in %s.",
-		what, len(point.Streams), totalMessages(point.Streams), len(positions), HumanBytes(point.ArchiveSize), k.abs(rel))
+	said := sentence(point)
 	if replaced != nil {
 		said += fmt.Sprintf(" It replaces the earlier point of the same form and fingerprint, which is set aside as %s in %s; only discard-aside removes it.",
 			replaced.ID, k.abs(replaced.Dir))
 	}
-	k.record(ctx, Act{Verb: VerbSnapshot, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why,
+	k.record(ctx, Act{Verb: verb, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why,
 		What: said, Outcome: "done"})
 	k.observe.Snapshotted(r.Module, r.Local, point.ArchiveSize, point.Taken)
 	return &Reply{Said: said, Point: point, Aside: replaced, Dir: k.abs(rel), CatchUp: r.CatchUp, Positions: positions}, nil

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -53,12 +52,7 @@ func callVerb(ctx context.Context, f clientFlags, out output, verb string, req k
 		return jsonErr(f, out, err)
 	}
 	if f.JSON {
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(out.Out, "%s\n", b)
-		return err
+		return printJSON(out.Out, rep)
 	}
 	// A point that does not verify is a failure reply, never a report.
 	return human(out.Out, rep)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -10,6 +11,16 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
+
+// printJSON prints v as indented JSON and a newline.
+func printJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
 
 // printSaid prints the reply's sentence and, when present, what was made.
 func printSaid(w io.Writer, rep *keeper.Reply) error {

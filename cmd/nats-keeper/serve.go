@@ -72,14 +72,7 @@ undoes any restore they left half-way.`,
 	}
 	f := cmd.Flags()
 	addConnFlags(f, &o.Conn, e)
-	dir := e.Getenv("NATS_KEEPER_DIR")
-	if dir == "" {
-		dir = "./nats-keeper-data"
-	}
-	f.StringVar(&o.Dir, "dir", dir, "the keeper's directory, its store unless --store says otherwise (default $NATS_KEEPER_DIR, else ./nats-keeper-data)")
-	f.StringVar(&o.Store, "store", e.Getenv("NATS_KEEPER_STORE"), "where points and asides live: file:///path (default: --dir), "+
-		"nats://host:port/bucket (a JetStream object store, made if missing) or s3://bucket/prefix (default $NATS_KEEPER_STORE)")
-	addStoreFlags(f, &o.StoreFlags)
+	addDirStoreFlags(f, &o.Dir, &o.Store, &o.StoreFlags, e, "where points and asides live")
 	f.StringVar(&o.Prefix, "prefix", verbs.DefaultPrefix, "subject prefix of the verbs")
 	f.StringVar(&o.Bucket, "bucket", "kept", "KV bucket of the keeper's index")
 	f.BoolVar(&o.Embedded, "embedded", false, "start an in-process nats-server with JetStream, its store under <dir>/nats")

@@ -87,16 +87,7 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 	if s.Store == nil {
 		return nil, errors.New("inproc.Start needs a store, so nothing is served")
 	}
-	prefix, bucket, log := s.Prefix, s.Bucket, s.Logger
-	if prefix == "" {
-		prefix = verbs.DefaultPrefix
-	}
-	if bucket == "" {
-		bucket = DefaultBucket
-	}
-	if log == nil {
-		log = slog.Default()
-	}
+	prefix, bucket, log := s.defaults()
 	where := s.Store.Describe().URL
 	// Listen first, so a taken address fails before anything is done; the
 	// health check answers 503 until the keeper is made.
@@ -115,18 +106,9 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 			_ = msrv.Close()
 		}
 	}()
-	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log), jsbus.WithReplicas(s.Replicas))
+	k, err := engine(ctx, nc, s, bucket, prefix, log, m, "nothing is served")
 	if err != nil {
-		if s.BusError != nil {
-			err = s.BusError(err)
-		}
-		return nil, fmt.Errorf("could not open the keeper's state on the bus, so nothing is served: %w", err)
-	}
-	k, err := keeper.New(ctx, keeper.Config{Store: s.Store, Bus: a, Index: a, Acts: a, Logger: log, Version: s.Version,
-		StepHook: s.StepHook, Now: s.Now, RestoreParallel: s.RestoreParallel, AsideWarnAfter: s.AsideWarnAfter,
-		OwnStreams: a.OwnStreams(), Observer: m})
-	if err != nil {
-		return nil, fmt.Errorf("could not open the keeper's store %s, so nothing is served: %w", where, err)
+		return nil, err
 	}
 	recovered, err := k.Recover(ctx)
 	for _, said := range recovered {
@@ -165,6 +147,55 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 		ik.loops.Go(func() { pruneLoop(loopCtx, k, s.PruneEvery, log) })
 	}
 	return ik, nil
+}
+
+// defaults are the setup's prefix, bucket and logger, or their defaults.
+func (s Setup) defaults() (prefix, bucket string, log *slog.Logger) {
+	prefix, bucket, log = s.Prefix, s.Bucket, s.Logger
+	if prefix == "" {
+		prefix = verbs.DefaultPrefix
+	}
+	if bucket == "" {
+		bucket = DefaultBucket
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return prefix, bucket, log
+}
+
+// Open builds the keeper on nc and s.Store without serving it: the jsbus
+// adapter (the keeper's index, acts and leases on the bus) and the engine,
+// which checks that the index belongs to the store and sweeps what
+// unfinished writes left. It recovers no restore and rebuilds no index:
+// that is a serving keeper's work. It is for commands that do one verb in
+// their own process beside the store (nats-keeper import), sharing the
+// store and the bus with serving keepers as keepers do, through leases.
+func Open(ctx context.Context, nc *nats.Conn, s Setup) (*keeper.Keeper, error) {
+	if s.Store == nil {
+		return nil, errors.New("inproc.Open needs a store, so nothing was done")
+	}
+	prefix, bucket, log := s.defaults()
+	return engine(ctx, nc, s, bucket, prefix, log, nil, "nothing was done")
+}
+
+// engine builds the jsbus adapter and the keeper on it; each failure is a
+// sentence ending ", so "+nothing.
+func engine(ctx context.Context, nc *nats.Conn, s Setup, bucket, prefix string, log *slog.Logger, obs keeper.Observer, nothing string) (*keeper.Keeper, error) {
+	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log), jsbus.WithReplicas(s.Replicas))
+	if err != nil {
+		if s.BusError != nil {
+			err = s.BusError(err)
+		}
+		return nil, fmt.Errorf("could not open the keeper's state on the bus, so %s: %w", nothing, err)
+	}
+	k, err := keeper.New(ctx, keeper.Config{Store: s.Store, Bus: a, Index: a, Acts: a, Logger: log, Version: s.Version,
+		StepHook: s.StepHook, Now: s.Now, RestoreParallel: s.RestoreParallel, AsideWarnAfter: s.AsideWarnAfter,
+		OwnStreams: a.OwnStreams(), Observer: obs})
+	if err != nil {
+		return nil, fmt.Errorf("could not open the keeper's store %s, so %s: %w", s.Store.Describe().URL, nothing, err)
+	}
+	return k, nil
 }
 
 // Stop stops the service, as verbs.Service.Stop does, then ends the

@@ -1,0 +1,108 @@
+package keeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/store"
+)
+
+// Export names what ExportKept writes out and where: the restore point of
+// Module/Local at Form before Fingerprint, or, with Aside, that aside.
+type Export struct {
+	Module, Local string
+	Form          int
+	Fingerprint   string
+	Aside         string // an aside id instead of a point
+	To            string // the target directory: new, or empty
+}
+
+// ExportReport says what ExportKept wrote.
+type ExportReport struct {
+	Said    string                      `json:"said"`
+	From    string                      `json:"from"` // the point's or aside's place in the store
+	To      string                      `json:"to"`
+	Streams []busarchive.ExportedStream `json:"streams"`
+}
+
+// ExportKept writes one `nats backup stream` directory per stream of a
+// point or an aside, To/<stream>/ holding stream.arc.s2 and backup.json, as
+// natscli writes them, so `nats backup restore stream To/<stream>` and
+// `nats backup validate` take them. Each byte is checked against the
+// archive's manifest as it is written, and nothing is visible at To until
+// every stream is whole (busarchive.ExportDirs). It reads the store only:
+// no index, no bus, no act, so it runs wherever the store can be read.
+func ExportKept(ctx context.Context, st store.Store, e Export) (*ExportReport, error) {
+	rel, err := exportRel(e)
+	if err != nil {
+		return nil, fmt.Errorf("export refused: %w, so nothing was exported", err)
+	}
+	where := st.Describe().URL + "/" + rel
+	_, rec, err := readRecord(ctx, st, rel)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, Errorf(ErrNotFound, "there is no %s in %s, so nothing was exported", exportWhat(e), st.Describe().URL)
+	}
+	if err != nil {
+		return nil, Errorf(ErrFailed, "the record of %s does not read (%v), so nothing was exported", where, err)
+	}
+	a, err := openForExport(ctx, st, rel, rec)
+	if err != nil {
+		return nil, withKind(ErrFailed, fmt.Errorf("%w, so nothing was exported", err))
+	}
+	defer a.Close()
+	streams, err := a.ExportDirs(ctx, e.To)
+	if err != nil {
+		if errors.Is(err, busarchive.ErrTargetExists) {
+			return nil, Errorf(ErrConflict, "%v", err)
+		}
+		if ps := busarchive.Problems(err); len(ps) > 0 {
+			err = fmt.Errorf("%w, so nothing was exported to %s", &DamagedError{Path: where, Problems: problemSentences(err)}, e.To)
+		}
+		return nil, withKind(ErrFailed, err)
+	}
+	var n int64
+	for _, s := range streams {
+		n += s.DataSize
+	}
+	said := fmt.Sprintf("Exported %s from %s to %s: %d nats backup director%s, %s, each checked against its manifest as it was written.",
+		exportWhat(e), where, e.To, len(streams), plural(len(streams), "y", "ies"), HumanBytes(n))
+	return &ExportReport{Said: said, From: where, To: e.To, Streams: streams}, nil
+}
+
+// openForExport opens the archive an export reads. It is one function so
+// that an archive stored another way (encrypted) is opened here alone.
+func openForExport(ctx context.Context, st store.Store, rel string, rec *Point) (*openedArchive, error) {
+	return openArchiveIn(ctx, st, rel, rec, st.Describe().URL+"/"+archiveKey(rel))
+}
+
+// exportRel checks e's names and gives the store prefix it reads.
+func exportRel(e Export) (string, error) {
+	if e.To == "" {
+		return "", Errorf(ErrBadRequest, "no target directory was given")
+	}
+	if len(e.To) > MaxPathLen {
+		return "", Errorf(ErrBadRequest, "the target directory is %d bytes long, over the limit of %d", len(e.To), MaxPathLen)
+	}
+	if e.Aside != "" {
+		if e.Module != "" || e.Local != "" || e.Fingerprint != "" || e.Form != 0 {
+			return "", Errorf(ErrBadRequest, "an aside is named by its id alone, not also by module, local, form or fingerprint")
+		}
+		if _, _, err := ParseAsideID(e.Aside); err != nil {
+			return "", err
+		}
+		return asideRel(e.Aside), nil
+	}
+	if err := checkRequest(VerbImport, Request{Module: e.Module, Local: e.Local, Form: e.Form, Fingerprint: e.Fingerprint}); err != nil {
+		return "", err
+	}
+	return pointRel(e.Module, e.Local, e.Form, e.Fingerprint), nil
+}
+
+func exportWhat(e Export) string {
+	if e.Aside != "" {
+		return "aside " + e.Aside
+	}
+	return fmt.Sprintf("restore point %s/%s f%d-%s", e.Module, e.Local, e.Form, e.Fingerprint)
+}
