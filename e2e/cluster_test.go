@@ -1,10 +1,20 @@
 //go:build clusterkill
 
-// This test is work in progress and CI does not run it yet: the rounds that
-// kill the third server take almost three minutes each, for a cause not yet
-// found, and its restore phases have not been seen through. Run it with
+// This test is work in progress and CI does not run it yet. Where it
+// stands (2026-12-01, on a 2-core machine under heavy load): killing a
+// server before a snapshot, 10 of 10 snapshots succeed in 8-16 s; during a
+// snapshot, 9 or 10 of 10. During a restore it fails: a restore started
+// within about a minute of a server's death often gets no answer to its
+// start (STREAM.RESTORE) on several tries in a row, so the restore and its
+// put-back fail (recovery then finishes it), and a stream made again while
+// that server was down was seen without a current replica three minutes
+// after the server came back. The keeper-kill phase has not been reached
+// since. Run it with
 //
-//	go test -tags clusterkill -run TestClusterServerDies -v -timeout 40m ./e2e/
+//	go test -tags clusterkill -run TestClusterServerDies -v -timeout 60m ./e2e/
+//
+// and NATS_KEEPER_E2E_LOGS=DIR to keep both keepers' logs of a round that
+// took over a minute.
 
 package e2e
 
