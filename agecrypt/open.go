@@ -21,6 +21,9 @@ type Opener struct{ ids []age.Identity }
 // Open is refused with ErrNoIdentity).
 func NewOpener(ids []age.Identity) *Opener { return &Opener{ids: ids} }
 
+// Holds reports whether it has an identity (a nil Opener has none).
+func (op *Opener) Holds() bool { return op != nil && len(op.ids) > 0 }
+
 // maxHeader bounds the age header read from a stored object.
 const maxHeader = 1 << 20
 
@@ -31,7 +34,7 @@ const maxHeader = 1 << 20
 // ErrWrongIdentity, and a ciphertext that is not an age file, or whose
 // last chunk does not authenticate, with ErrDamaged; o is then not closed.
 func (op *Opener) Open(o store.Object) (store.Object, error) {
-	if op == nil || len(op.ids) == 0 {
+	if !op.Holds() {
 		return nil, ErrNoIdentity
 	}
 	size := o.Size()

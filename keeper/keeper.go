@@ -35,6 +35,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-keeper/nats-keeper/agecrypt"
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
@@ -70,6 +71,13 @@ type Config struct {
 	// Observer hears the points taken and the restores done, for metrics;
 	// nil hears nothing.
 	Observer Observer
+	// Seal, when set, encrypts every new archive, of points and asides, to
+	// its recipients (serve --encrypt-to); nil stores them plain.
+	Seal *agecrypt.Sealer
+	// Unseal decrypts encrypted archives (serve --identity); nil (or one
+	// without identities) cannot restore or fully verify them, and such a
+	// request is refused with ErrLocked before anything is touched.
+	Unseal *agecrypt.Opener
 }
 
 // DefaultAsideWarnAfter is how old an aside is when it is flagged.
@@ -93,7 +101,9 @@ type Keeper struct {
 	parallel int
 	// asideWarnAfter: asides older than this wait for a person
 	asideWarnAfter time.Duration
-	own            []string // Config.OwnStreams
+	own            []string         // Config.OwnStreams
+	seal           *agecrypt.Sealer // Config.Seal
+	unseal         *agecrypt.Opener // Config.Unseal
 	// files is held shared by every verb that changes the store and
 	// exclusively by Rebuild, so a rebuild never races a discard.
 	files sync.RWMutex
@@ -124,6 +134,7 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 		k.version = "dev"
 	}
 	k.observe = cfg.Observer
+	k.seal, k.unseal = cfg.Seal, cfg.Unseal
 	if k.observe == nil {
 		k.observe = nopObserver{}
 	}

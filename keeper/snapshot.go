@@ -92,7 +92,7 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	}
 	info, err := w.Commit(ctx)
 	if err == nil {
-		point.ArchiveSize, point.ArchiveSum = info.Size, info.Sum
+		point.ArchiveSize, point.ArchiveSum, point.Sealing = info.Size, info.Sum, k.sealingOf(w)
 		_, err = k.putJSON(ctx, recordKey(rel), point) // the commit mark, last
 	}
 	if err != nil {
@@ -134,23 +134,30 @@ func (k *Keeper) replaceEarlier(ctx context.Context, r Request, rel string) (*As
 	a := &Aside{Module: r.Module, Local: r.Local, Taken: k.now().UTC(), Caller: r.Caller,
 		Why:    "replaced by a new restore point of the same form and fingerprint",
 		Reason: ReasonReplaced, Point: rel, Streams: []StreamSum{}, Positions: []Position{}}
+	src := archiveKey(rel)
 	if old, err := k.loadSource(ctx, rel); err == nil {
-		a.Streams, a.Positions = old.Streams, old.Positions
+		a.Streams, a.Positions, a.Sealing = old.Streams, old.Positions, old.Sealing
+		src = archiveKeyOf(rel, old)
 	} else {
 		k.log.Warn("the replaced point's point.json is unreadable; it is set aside as it is", "dir", k.abs(rel), "err", err)
+		if _, err := k.store.Stat(ctx, rel+"/"+sealedName); err == nil {
+			// Encrypted, to recipients its lost record named.
+			src, a.Sealing = rel+"/"+sealedName, Sealing{Archive: sealedName, Encrypted: &Encryption{Format: "age", Recipients: []string{}}}
+		}
 	}
 	id, err := k.newAside(ctx, r.Module, r.Local)
 	if err != nil {
 		return nil, err
 	}
 	a.ID, a.Dir = id, asideRel(id)
-	info, err := k.copyObject(ctx, archiveKey(rel), archiveKey(a.Dir))
+	dst := archiveKeyOf(a.Dir, &Point{Sealing: a.Sealing})
+	info, err := k.copyObject(ctx, src, dst)
 	if err != nil {
 		return nil, fmt.Errorf("copying its archive: %w", err)
 	}
 	a.ArchiveSize, a.ArchiveSum = info.Size, info.Sum
 	if _, err := k.putJSON(ctx, recordKey(a.Dir), a); err != nil {
-		k.store.Delete(ctx, archiveKey(a.Dir))
+		k.store.Delete(ctx, dst)
 		return nil, fmt.Errorf("writing its aside.json: %w", err)
 	}
 	if err := k.recordAside(ctx, a); err != nil {
