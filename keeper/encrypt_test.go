@@ -154,6 +154,7 @@ func TestEncryptedPointHoldsNoPlaintextAndRestoresWithTheIdentity(t *testing.T) 
 	}
 
 	e.change()
+	changed := e.kept()
 	rep, err := e.k.RestoreKept(e.ctx, req(2, "sealed"))
 	if err != nil {
 		t.Fatalf("restore-kept: %v", err)
@@ -167,6 +168,15 @@ func TestEncryptedPointHoldsNoPlaintextAndRestoresWithTheIdentity(t *testing.T) 
 	}
 	if got, _ := storedWith(t, e.dir, rep.Aside.Dir, "manifest.json"); len(got) > 0 {
 		t.Fatalf("the aside holds plaintext: %v", got)
+	}
+	// The encrypted aside puts back what was live.
+	back := req(0, "")
+	back.From = "aside/" + rep.Aside.ID
+	if _, err := e.k.RestoreKept(e.ctx, back); err != nil {
+		t.Fatalf("putting the encrypted aside back: %v", err)
+	}
+	if d := sample.Diff(changed, e.kept()); d != "" {
+		t.Fatalf("kept data after putting the aside back differs from what was live:\n%s", d)
 	}
 
 	// A keeper that encrypts restores the old plain point as well.
