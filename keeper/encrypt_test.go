@@ -277,3 +277,39 @@ func TestCopyCopiesCiphertextAsStored(t *testing.T) {
 		t.Fatalf("the copy is not the stored ciphertext (%v)", err)
 	}
 }
+
+// A point taken again at the same form and fingerprint, now encrypted,
+// replaces the plain one: the plain archive is set aside whole and does not
+// stay beside the encrypted point.
+func TestRetakenEncryptedLeavesNoPlainArchive(t *testing.T) {
+	id := newIdentity(t)
+	e := newEnv(t, withCrypt(t, []string{id.Recipient().String()}, []age.Identity{id}))
+	plain := e.keeperWith(nil, nil)
+	if _, err := plain.SnapshotKept(e.ctx, req(1, "again")); err != nil {
+		t.Fatal(err)
+	}
+	rep := e.snapshot(1, "again")
+	if rep.Aside == nil || rep.Aside.Encrypted != nil {
+		t.Fatalf("the plain point was not set aside as it was: %+v", rep.Aside)
+	}
+	ents, err := os.ReadDir(rep.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, ",") != "bus.tar.age,point.json" {
+		t.Fatalf("the point's directory holds %v", names)
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, rep.Aside.Dir, "bus.tar")); err != nil {
+		t.Fatalf("the replaced plain archive is not in its aside: %v", err)
+	}
+	// The aside puts the plain data back, by a keeper without the identity too.
+	back := req(0, "")
+	back.From = "aside/" + rep.Aside.ID
+	if _, err := plain.RestoreKept(e.ctx, back); err != nil {
+		t.Fatalf("putting the plain aside back: %v", err)
+	}
+}

@@ -191,6 +191,14 @@ func (k *Keeper) sweepLeftovers(ctx context.Context) error {
 		}
 		for _, o := range objs {
 			rel := path.Dir(o.Key)
+			if have[recordKey(rel)] && isRecordPlace(rel) && have[rel+"/"+archiveName] && have[rel+"/"+sealedName] {
+				// A point taken again with the other kind of archive, whose
+				// keeper stopped before it removed the earlier one (which is
+				// set aside whole).
+				if err := k.dropOtherArchive(ctx, rel); err != nil {
+					return err
+				}
+			}
 			if have[recordKey(rel)] || !isRecordPlace(rel) {
 				continue
 			}
@@ -206,6 +214,27 @@ func (k *Keeper) sweepLeftovers(ctx context.Context) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// dropOtherArchive removes the archive at rel that its record does not
+// name (bus.tar beside a point of bus.tar.age, or the other way round): the
+// earlier point's, left when the point was taken again encrypted or plain.
+// That earlier archive was set aside whole before the new one was
+// committed, so this removes no only copy; and a plain one must not stay
+// beside an encrypted point.
+func (k *Keeper) dropOtherArchive(ctx context.Context, rel string) error {
+	rec, err := k.readSource(ctx, rel)
+	if err != nil {
+		return nil // not this sweep's to judge: the record is reported where it is read
+	}
+	other := rel + "/" + sealedName
+	if rec.Encrypted != nil {
+		other = archiveKey(rel)
+	}
+	if err := k.store.Delete(ctx, other); err != nil {
+		return fmt.Errorf("removing %s, which the record beside it does not name: %w", k.abs(other), err)
 	}
 	return nil
 }

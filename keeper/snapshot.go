@@ -102,6 +102,13 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 		return fail(Errorf(ErrFailed, "writing the point to the store: %v, so no point is visible", err))
 	}
 
+	if replaced != nil {
+		// The earlier point's archive, set aside whole, may have the other
+		// name (taken before with or without encryption): it must not stay.
+		if err := k.dropOtherArchive(ctx, rel); err != nil {
+			k.log.Warn("the replaced point's archive stays beside the new one until the next start", "dir", k.abs(rel), "err", err)
+		}
+	}
 	data, _ := json.Marshal(point)
 	if err := k.index.Put(ctx, pointKey(r.Module, r.Local, r.Form, r.Fingerprint), data); err != nil {
 		return nil, Errorf(ErrFailed, "restore point %s is complete in %s, but it could not be recorded in the index (%v); "+
