@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"filippo.io/age"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/internal/tools"
@@ -48,16 +47,8 @@ func TestEncryptedPointEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	srv := startNatsServer(t, tools.NatsServer(t), filepath.Join(tmp, "store"))
-	nc := connect(t, srv.url())
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, nc, js := sampleOnProc(t, tmp, module, local)
 	ctx := context.Background()
-	if err := sample.Create(ctx, js, module, local); err != nil {
-		t.Fatal(err)
-	}
 	for range 10 {
 		if _, err := js.Publish(ctx, module+"."+local+".orders.marker", []byte(marker)); err != nil {
 			t.Fatal(err)
