@@ -313,3 +313,48 @@ func TestRetakenEncryptedLeavesNoPlainArchive(t *testing.T) {
 		t.Fatalf("putting the plain aside back: %v", err)
 	}
 }
+
+// An encrypted restore interrupted half-way is taken up only by a keeper
+// with the identity: one without refuses (ErrLocked) and changes nothing;
+// one with it completes the restore.
+func TestInterruptedEncryptedRestoreNeedsTheIdentity(t *testing.T) {
+	id := newIdentity(t)
+	step := "removed:" + sample.NamesOf(module, local).KVStream
+	var hookOn bool
+	e := newEnv(t, withCrypt(t, []string{id.Recipient().String()}, []age.Identity{id}), func(c *keeper.Config) {
+		c.StepHook = func(s string) {
+			if hookOn && s == step {
+				panic(crash{s})
+			}
+		}
+	})
+	point := e.kept()
+	e.snapshot(1, "fp")
+	e.change()
+	func() {
+		hookOn = true
+		defer func() {
+			hookOn = false
+			if _, ok := recover().(crash); !ok {
+				t.Fatalf("the restore did not stop at %s", step)
+			}
+		}()
+		e.k.RestoreKept(e.ctx, req(1, "fp"))
+	}()
+	half := e.kept()
+
+	_, err := e.keeperWith(nil, nil).Recover(e.ctx)
+	if !errors.Is(err, keeper.ErrLocked) || !strings.Contains(err.Error(), "was not taken up") {
+		t.Fatalf("recovery without the identity: %v, want ErrLocked", err)
+	}
+	if d := sample.Diff(half, e.kept()); d != "" {
+		t.Fatalf("recovery without the identity changed the bus:\n%s", d)
+	}
+	said, err := e.keeperWith(nil, []age.Identity{id}).Recover(e.ctx)
+	if err != nil || len(said) != 1 || !strings.Contains(said[0], "was completed") {
+		t.Fatalf("recovery with the identity: %v %q", err, said)
+	}
+	if d := sample.Diff(point, e.kept()); d != "" {
+		t.Fatalf("after recovery the kept data is not the point:\n%s", d)
+	}
+}
