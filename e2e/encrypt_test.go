@@ -15,10 +15,39 @@ import (
 	"time"
 
 	"filippo.io/age"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/internal/tools"
 )
+
+// marker is a payload put on the kept data, to be looked for in every
+// stored byte.
+const marker = "E2E-PLAINTEXT-MARKER-5d41402a"
+
+func putMarker(t *testing.T, js jetstream.JetStream, module, local string) {
+	t.Helper()
+	for range 10 {
+		if _, err := js.Publish(context.Background(), module+"."+local+".orders.marker", []byte(marker)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// writeIdentity writes a new age identity to dir/name (0600) and returns
+// the file and its recipient.
+func writeIdentity(t *testing.T, dir, name string) (string, string) {
+	t.Helper()
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte("# a test key\n"+id.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, id.Recipient().String()
+}
 
 // TestEncryptedPointEndToEnd runs serve --encrypt-to: the point holds no
 // plaintext, the real age CLI and tar turn it into the streams' files, a
@@ -28,20 +57,8 @@ import (
 func TestEncryptedPointEndToEnd(t *testing.T) {
 	tmp := t.TempDir()
 	const module, local = "billing", "ledger"
-	const marker = "E2E-PLAINTEXT-MARKER-5d41402a"
-	writeIdentity := func(name string) (string, string) {
-		id, err := age.GenerateX25519Identity()
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(tmp, name)
-		if err := os.WriteFile(path, []byte("# a test key\n"+id.String()+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path, id.Recipient().String()
-	}
-	idFile, recipient := writeIdentity("keeper.key")
-	otherFile, _ := writeIdentity("other.key")
+	idFile, recipient := writeIdentity(t, tmp, "keeper.key")
+	otherFile, _ := writeIdentity(t, tmp, "other.key")
 	rcptFile := filepath.Join(tmp, "recipients.txt")
 	if err := os.WriteFile(rcptFile, []byte("# the ops team\n"+recipient+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -49,11 +66,7 @@ func TestEncryptedPointEndToEnd(t *testing.T) {
 
 	srv, nc, js := sampleOnProc(t, tmp, module, local)
 	ctx := context.Background()
-	for range 10 {
-		if _, err := js.Publish(ctx, module+"."+local+".orders.marker", []byte(marker)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putMarker(t, js, module, local)
 	dir := filepath.Join(tmp, "keeper")
 	serve := func(args ...string) *keeperProc {
 		k := startKeeperArgs(t, srv.url(), dir, tmp, args)
@@ -184,4 +197,80 @@ func TestEncryptedPointEndToEnd(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "aside", ents[0].Name(), "bus.tar.age")); err != nil {
 		t.Fatalf("the aside is not encrypted: %v", err)
 	}
+}
+
+// TestEncryptedPointInRemoteStores takes an encrypted point into a nats://
+// store on a second server (the vault) and into S3 (versitygw): no byte the
+// vault's server keeps on disk, and no S3 object, holds the payload in the
+// clear, and the point restores whole.
+func TestEncryptedPointInRemoteStores(t *testing.T) {
+	for _, kind := range []string{"nats", "s3"} {
+		t.Run(kind, func(t *testing.T) {
+			tmp := t.TempDir()
+			const module, local = "vaulted", "ledger"
+			idFile, recipient := writeIdentity(t, tmp, "keeper.key")
+			srv, nc, js := sampleOnProc(t, tmp, module, local)
+			putMarker(t, js, module, local)
+			var args, env []string
+			var stored func() map[string][]byte
+			switch kind {
+			case "nats":
+				vaultDir := filepath.Join(tmp, "vault")
+				vault := startNatsServer(t, tools.NatsServer(t), vaultDir)
+				args = []string{"--store", vault.url() + "/keeper-points"}
+				stored = func() map[string][]byte { return filesUnder(t, vaultDir) }
+			case "s3":
+				s := startS3(t, "keeper-points")
+				args, env = s.args("s3://keeper-points/e2e"), s.env()
+				stored = func() map[string][]byte { return s.objects(t, "keeper-points", "e2e/") }
+			}
+			k := startKeeperArgs(t, srv.url(), filepath.Join(tmp, "keeper"), tmp,
+				append(args, "--encrypt-to", recipient, "--identity", idFile), env...)
+			waitKeepers(t, nc, 1, k)
+			req := map[string]any{"module": module, "local": local, "form": 1, "fingerprint": "one", "caller": "e2e"}
+			snap := mustCall(t, nc, "snapshot-kept", req)
+			point := dumpState(t, js, module, local)
+			rec, _ := snap.Body["point"].(map[string]any)
+			size, _ := rec["archive_size"].(float64)
+			if rec["archive"] != "bus.tar.age" || size <= 0 {
+				t.Fatalf("the point is not encrypted: %v", rec)
+			}
+			var total int
+			for name, b := range stored() {
+				if strings.Contains(string(b), marker) {
+					t.Errorf("%s holds the plaintext payload", name)
+				}
+				total += len(b)
+			}
+			if total < int(size) {
+				t.Fatalf("the store holds %d bytes, fewer than the archive's %d: the grep read the wrong place", total, int(size))
+			}
+			if err := sample.Change(context.Background(), js, module, local); err != nil {
+				t.Fatal(err)
+			}
+			mustCall(t, nc, "restore-kept", map[string]any{"module": module, "local": local, "form": 1, "fingerprint": "one",
+				"why": "e2e", "caller": "e2e"})
+			if d := point.diff(dumpState(t, js, module, local)); d != "" {
+				t.Fatalf("after restore-kept the kept data differs from the point:\n%s", d)
+			}
+		})
+	}
+}
+
+// filesUnder reads every file under dir.
+func filesUnder(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		out[p] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -319,28 +319,12 @@ func TestRetakenEncryptedLeavesNoPlainArchive(t *testing.T) {
 // one with it completes the restore.
 func TestInterruptedEncryptedRestoreNeedsTheIdentity(t *testing.T) {
 	id := newIdentity(t)
-	step := "removed:" + sample.NamesOf(module, local).KVStream
-	var hookOn bool
-	e := newEnv(t, withCrypt(t, []string{id.Recipient().String()}, []age.Identity{id}), func(c *keeper.Config) {
-		c.StepHook = func(s string) {
-			if hookOn && s == step {
-				panic(crash{s})
-			}
-		}
-	})
+	e, stop := crashEnv(t, "removed:"+sample.NamesOf(module, local).KVStream,
+		withCrypt(t, []string{id.Recipient().String()}, []age.Identity{id}))
 	point := e.kept()
 	e.snapshot(1, "fp")
 	e.change()
-	func() {
-		hookOn = true
-		defer func() {
-			hookOn = false
-			if _, ok := recover().(crash); !ok {
-				t.Fatalf("the restore did not stop at %s", step)
-			}
-		}()
-		e.k.RestoreKept(e.ctx, req(1, "fp"))
-	}()
+	stop()
 	half := e.kept()
 
 	_, err := e.keeperWith(nil, nil).Recover(e.ctx)
