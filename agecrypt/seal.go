@@ -250,4 +250,3 @@ func (e *Writer) Abort() {
 	e.fail(errors.New("the encrypted object was aborted"))
 	e.w.Abort()
 }
-

@@ -3,8 +3,8 @@ package keeper
 import (
 	"context"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/nats-keeper/nats-keeper/store"
