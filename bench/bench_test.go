@@ -45,7 +45,7 @@ func TestShortRun(t *testing.T) {
 	if len(res.AsideRestore.Keeper) != 2 || len(res.AsideRestore.Nats) != 0 {
 		t.Errorf("aside + restore: %d keeper and %d nats samples, want 2 and 0", len(res.AsideRestore.Keeper), len(res.AsideRestore.Nats))
 	}
-	checkStoreRuns(t, res, []string{StoreNats, StoreS3})
+	checkStoreRuns(t, res, []string{StoreNats, StoreS3, StoreAge})
 	if res.Data.Messages != 2048 || res.ArchiveSize <= 0 {
 		t.Errorf("data: %d messages and a %d-byte archive, want 2048 and some", res.Data.Messages, res.ArchiveSize)
 	}
@@ -62,7 +62,8 @@ func TestShortRun(t *testing.T) {
 	for _, want := range []string{BeginMarker, EndMarker, "| comparison | keeper | nats CLI |", "`snapshot-kept` vs `nats backup stream`",
 		"`restore-kept` into an absent kept data", "verifying the point whole before anything is set aside", "set aside + restore", "peak RSS", "small KV", "### Exact commands",
 		"2 cores", "nats CLI v0.5.0", "go test ./bench -run TestShortRun",
-		"### Store backends against the targets", "on a second nats-server (the vault)", "s3: versitygw over a directory", "≤ 1.3×",
+		"### Store backends against the targets", "on a second nats-server (the vault)", "s3: versitygw over a directory", "≤ 1.30×",
+		"age: a directory, encrypted at rest (--encrypt-to, --identity)", "≤ 1.15×", "--encrypt-to RECIPIENT --identity DIR/age.key",
 		"--store nats://127.0.0.1:VAULTPORT/keeper_points", "--store s3://keeper-points/bench", "### Store backends: costs"} {
 		if want == "2 cores" {
 			want = res.Machine.CPU
@@ -172,7 +173,7 @@ func TestConfigBounds(t *testing.T) {
 		}
 	}
 	c, err := Config{Size: 4096, MsgSize: 1024}.withDefaults()
-	if err != nil || c.Subjects != 4 || c.Rounds != 5 || c.KVKeys != 10_000 || strings.Join(c.Stores, ",") != "file,nats,s3" {
+	if err != nil || c.Subjects != 4 || c.Rounds != 5 || c.KVKeys != 10_000 || strings.Join(c.Stores, ",") != "file,nats,s3,age" {
 		t.Errorf("defaults: %+v, %v", c, err)
 	}
 }

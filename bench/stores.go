@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"filippo.io/age"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -26,10 +28,11 @@ const (
 	StoreNats = "nats" // a JetStream object store, R1, on a second nats-server (the vault)
 	StoreBus  = "bus"  // a JetStream object store, R1, on the bus the kept data is on
 	StoreS3   = "s3"   // a bucket on a versitygw process over a directory
+	StoreAge  = "age"  // a directory, every archive encrypted at rest (--encrypt-to, --identity)
 )
 
 // DefaultStores are the backends a run measures unless told otherwise.
-func DefaultStores() []string { return []string{StoreFile, StoreNats, StoreS3} }
+func DefaultStores() []string { return []string{StoreFile, StoreNats, StoreS3, StoreAge} }
 
 // ParseStores reads a comma-separated list of backends such as file,nats,s3.
 func ParseStores(s string) ([]string, error) {
@@ -47,8 +50,8 @@ func checkStores(stores []string) error {
 		return fmt.Errorf("stores %q lack %s, the reference of every store ratio, so nothing was run", strings.Join(stores, ","), StoreFile)
 	}
 	for i, s := range stores {
-		if !slices.Contains([]string{StoreFile, StoreNats, StoreBus, StoreS3}, s) {
-			return fmt.Errorf("store %q is not file, nats, bus or s3, so nothing was run", s)
+		if !slices.Contains([]string{StoreFile, StoreNats, StoreBus, StoreS3, StoreAge}, s) {
+			return fmt.Errorf("store %q is not file, nats, bus, s3 or age, so nothing was run", s)
 		}
 		if slices.Contains(stores[:i], s) {
 			return fmt.Errorf("store %q is named twice, so nothing was run", s)
@@ -95,6 +98,14 @@ func (r *run) startStores(ctx context.Context, keeperBin, serverBin string) erro
 		case StoreBus:
 			spec.args = []string{"--store", r.url + "/" + vaultBucket, "--store-replicas", "1"}
 			spec.shownArgs = []string{"--store", "nats://127.0.0.1:PORT/" + vaultBucket, "--store-replicas", "1"}
+		case StoreAge:
+			recipient, key, err := r.writeAgeKey()
+			if err != nil {
+				return err
+			}
+			dir := filepath.Join(r.work, "keeper-age")
+			spec.args = []string{"--store", "file://" + dir, "--encrypt-to", recipient, "--identity", key}
+			spec.shownArgs = []string{"--store", "file://DIR-age", "--encrypt-to", "RECIPIENT", "--identity", "DIR/age.key"}
 		case StoreS3:
 			endpoint, access, secret, err := r.startVersityGW(ctx)
 			if err != nil {
@@ -157,6 +168,20 @@ func (r *run) startVersityGW(ctx context.Context) (endpoint, access, secret stri
 		return "", "", "", fmt.Errorf("create bucket %s on versitygw: %w", s3Bucket, err)
 	}
 	return endpoint, access, secret, nil
+}
+
+// writeAgeKey makes an age identity for the encrypting keeper, in a 0600
+// file of the run's directory, and returns its recipient and the file.
+func (r *run) writeAgeKey() (recipient, path string, err error) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		return "", "", err
+	}
+	path = filepath.Join(r.work, "age.key")
+	if err := os.WriteFile(path, []byte(id.String()+"\n"), 0o600); err != nil {
+		return "", "", fmt.Errorf("write the age identity: %w", err)
+	}
+	return id.Recipient().String(), path, nil
 }
 
 // stopSides stops the store servers.

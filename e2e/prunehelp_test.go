@@ -62,6 +62,16 @@ func mustCLI(t *testing.T, home, url string, args ...string) (*keeper.Reply, str
 // <tmp>/keeper with extra environment entries, and waits until it answers.
 func keptOnProcs(t *testing.T, tmp, module, local string, keeperEnv ...string) (*natsServer, *nats.Conn, jetstream.JetStream, *keeperProc) {
 	t.Helper()
+	srv, nc, js := sampleOnProc(t, tmp, module, local)
+	k := startKeeper(t, srv.url(), filepath.Join(tmp, "keeper"), tmp, keeperEnv...)
+	waitKeepers(t, nc, 1, k)
+	return srv, nc, js, k
+}
+
+// sampleOnProc runs a nats-server process (its store in <tmp>/store) with
+// the sample kept data module/local on it, and connects to it.
+func sampleOnProc(t *testing.T, tmp, module, local string) (*natsServer, *nats.Conn, jetstream.JetStream) {
+	t.Helper()
 	srv := startNatsServer(t, tools.NatsServer(t), filepath.Join(tmp, "store"))
 	nc := connect(t, srv.url())
 	js, err := jetstream.New(nc)
@@ -71,9 +81,7 @@ func keptOnProcs(t *testing.T, tmp, module, local string, keeperEnv ...string) (
 	if err := sample.Create(context.Background(), js, module, local); err != nil {
 		t.Fatal(err)
 	}
-	k := startKeeper(t, srv.url(), filepath.Join(tmp, "keeper"), tmp, keeperEnv...)
-	waitKeepers(t, nc, 1, k)
-	return srv, nc, js, k
+	return srv, nc, js
 }
 
 // pointsUnder are the fingerprints of the form 1 points of module/local

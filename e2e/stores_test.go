@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -240,11 +241,39 @@ func (s s3Server) env() []string {
 	return []string{"AWS_ACCESS_KEY_ID=" + s.access, "AWS_SECRET_ACCESS_KEY=" + s.secret, "AWS_REGION=us-east-1"}
 }
 
+// objects reads every object of bucket under prefix, by key.
+func (s s3Server) objects(t *testing.T, bucket, prefix string) map[string][]byte {
+	t.Helper()
+	c := s.client()
+	out := map[string][]byte{}
+	for _, k := range s.keys(t, bucket, prefix) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		o, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(prefix + k)})
+		if err != nil {
+			cancel()
+			t.Fatalf("get s3://%s/%s%s: %v", bucket, prefix, k, err)
+		}
+		b, err := io.ReadAll(o.Body)
+		o.Body.Close()
+		cancel()
+		if err != nil {
+			t.Fatalf("read s3://%s/%s%s: %v", bucket, prefix, k, err)
+		}
+		out[k] = b
+	}
+	return out
+}
+
+// client is an S3 client of the server.
+func (s s3Server) client() *s3.Client {
+	return s3.New(s3.Options{BaseEndpoint: aws.String(s.endpoint), Region: "us-east-1", UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(s.access, s.secret, "")})
+}
+
 // keys lists the objects of bucket under prefix, the prefix cut off, sorted.
 func (s s3Server) keys(t *testing.T, bucket, prefix string) []string {
 	t.Helper()
-	c := s3.New(s3.Options{BaseEndpoint: aws.String(s.endpoint), Region: "us-east-1", UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(s.access, s.secret, "")})
+	c := s.client()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out []string

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-keeper/nats-keeper/agecrypt"
 	"github.com/nats-keeper/nats-keeper/busarchive"
 	"github.com/nats-keeper/nats-keeper/store"
 )
@@ -66,13 +67,29 @@ func (archiveFile) Sync() error { return nil }
 type streamSource func(ctx context.Context, stream string, data, meta io.WriteCloser) error
 
 // writeArchive writes each stream, as take gives it, into a new archive at
-// rel/bus.tar, hashing as it goes, and returns its manifest and its Writer,
-// not yet committed: the caller commits it (or aborts it) when the order of
-// steps allows. serverVersion is recorded in the manifest.
+// rel/bus.tar (or, when the keeper encrypts, rel/bus.tar.age), hashing as it
+// goes, and returns its manifest and its Writer, not yet committed: the
+// caller commits it (or aborts it) when the order of steps allows, and
+// records k.sealingOf(the Writer). serverVersion is recorded in the
+// manifest.
 func (k *Keeper) writeArchive(ctx context.Context, rel string, streams []string, take streamSource, serverVersion string, p Progress) (*busarchive.Manifest, store.Writer, error) {
-	sw, err := k.store.Create(ctx, archiveKey(rel))
+	key := archiveKey(rel)
+	if k.seal != nil {
+		key = rel + "/" + sealedName
+	}
+	sw, err := k.store.Create(ctx, key)
 	if err != nil {
 		return nil, nil, err
+	}
+	if k.seal != nil {
+		// Encrypted in the same pass: the age header now, each chunk as it
+		// fills (see agecrypt), the store seeing only ciphertext.
+		enc, err := k.seal.Create(sw)
+		if err != nil {
+			sw.Abort()
+			return nil, nil, fmt.Errorf("encrypting the archive: %w", err)
+		}
+		sw = enc
 	}
 	ok := false
 	defer func() {
@@ -147,21 +164,35 @@ type openedArchive struct {
 
 func (a *openedArchive) Close() error { return a.obj.Close() }
 
-// openArchive opens rel/bus.tar, which checks its layout and its manifest's
-// seal without reading the streams' data, and checks it against its commit
-// mark rec (its size, and its checksum where the store reports one). Its
-// error is a *DamagedError (an archive that cannot be opened at all is
-// reported incomplete).
+// openArchive opens the archive of the point or aside at rel in the
+// keeper's store as openArchiveIn does, decrypting with the keeper's
+// identity (serve --identity) where rec says it is encrypted.
 func (k *Keeper) openArchive(ctx context.Context, rel string, rec *Point) (*openedArchive, error) {
-	return openArchiveIn(ctx, k.store, rel, rec, k.abs(archiveKey(rel)))
+	return openArchiveIn(ctx, k.store, rel, rec, k.abs(archiveKeyOf(rel, rec)), k.unseal)
 }
 
-// openArchiveIn is openArchive in any store; where names it for sentences.
-func openArchiveIn(ctx context.Context, st store.Store, rel string, rec *Point, where string) (*openedArchive, error) {
+// openArchiveIn opens the archive of the point or aside at rel in st as
+// its plain bus.tar: rel/bus.tar, or rel/bus.tar.age decrypted with open
+// when rec says it is encrypted. It is the one way every verb (restore,
+// verify, set-aside, copy, export) reads an archive. It checks the stored
+// object against its commit mark rec (its size, and its checksum where the
+// store reports one; both of the ciphertext when encrypted), then the
+// plaintext's layout and its manifest's seal, without reading the streams'
+// data. Its error is a *DamagedError (an archive that cannot be opened at
+// all is reported incomplete; one whose ciphertext does not decrypt,
+// damaged), or, for an encrypted archive that open cannot decrypt (no
+// identity, or the wrong one), one of ErrLocked, before anything is read
+// past the age header. where names it for sentences.
+func openArchiveIn(ctx context.Context, st store.Store, rel string, rec *Point, where string, open *agecrypt.Opener) (*openedArchive, error) {
 	damaged := func(kind error, detail string) error {
 		return &DamagedError{Path: where, Problems: problemSentences(&busarchive.EntryError{Kind: kind, Detail: detail})}
 	}
-	o, err := st.Open(ctx, archiveKey(rel))
+	if rec != nil {
+		if err := checkSealing(rec.Sealing); err != nil {
+			return nil, damaged(busarchive.ErrLayout, err.Error())
+		}
+	}
+	o, err := st.Open(ctx, archiveKeyOf(rel, rec))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, damaged(busarchive.ErrIncomplete, "the archive is missing from the store")
 	}
@@ -176,15 +207,41 @@ func openArchiveIn(ctx context.Context, st store.Store, rel string, rec *Point, 
 		o.Close()
 		return nil, damaged(busarchive.ErrChecksum, fmt.Sprintf("the archive's checksum is %s but its record says %s", sum, rec.ArchiveSum))
 	}
-	a, err := busarchive.Open(o, o.Size())
+	var plain store.Object = o
+	if rec != nil && rec.Encrypted != nil {
+		if plain, err = open.Open(o); err != nil {
+			o.Close()
+			return nil, lockedOrDamaged(err, rec, where)
+		}
+		if rec.Encrypted.PlainSize > 0 && plain.Size() != rec.Encrypted.PlainSize { // 0: a record rebuilt without it
+			plain.Close()
+			return nil, damaged(busarchive.ErrChecksum, fmt.Sprintf("the archive decrypts to %d bytes but its record says %d", plain.Size(), rec.Encrypted.PlainSize))
+		}
+	}
+	a, err := busarchive.Open(plain, plain.Size())
 	if err != nil {
-		o.Close()
+		plain.Close()
 		if len(busarchive.Problems(err)) == 0 {
 			err = &busarchive.EntryError{Kind: busarchive.ErrIncomplete, Detail: err.Error()}
 		}
 		return nil, &DamagedError{Path: where, Problems: problemSentences(err)}
 	}
-	return &openedArchive{Archive: a, obj: o, where: where}, nil
+	return &openedArchive{Archive: a, obj: plain, where: where}, nil
+}
+
+// lockedOrDamaged is the error of an encrypted archive that did not
+// decrypt: ErrLocked when no identity, or only other ones, were there.
+func lockedOrDamaged(err error, rec *Point, where string) error {
+	to := strings.Join(rec.Encrypted.Recipients, ", ")
+	switch {
+	case errors.Is(err, agecrypt.ErrNoIdentity):
+		return Errorf(ErrLocked, "%s is encrypted to %s and this keeper has no --identity to decrypt it", where, to)
+	case errors.Is(err, agecrypt.ErrWrongIdentity):
+		return Errorf(ErrLocked, "%s is encrypted to %s and this keeper's --identity is none of them", where, to)
+	case errors.Is(err, agecrypt.ErrDamaged):
+		return &DamagedError{Path: where, Problems: []string{err.Error()}}
+	}
+	return fmt.Errorf("decrypting %s: %w", where, err)
 }
 
 func problemSentences(err error) []string {

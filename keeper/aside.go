@@ -57,6 +57,9 @@ func (k *Keeper) setAside(ctx context.Context, r Request, pl *restorePlan) (*Asi
 // message meanwhile. Only when it returns nil may the live streams be
 // removed. On error, nothing was removed and no partial aside is left.
 func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []string, reason, pointRel string) (*Aside, error) {
+	if err := k.canReadOwn(); err != nil {
+		return nil, err
+	}
 	id, err := k.newAside(ctx, r.Module, r.Local)
 	if err != nil {
 		return nil, err
@@ -93,7 +96,7 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 	}
 	a := &Aside{ID: id, Module: r.Module, Local: r.Local, Taken: k.now().UTC(), Caller: r.Caller, Why: r.Why,
 		Reason: reason, Point: pointRel, Dir: rel, Streams: streamSums(m), Positions: positions,
-		ArchiveSize: info.Size, ArchiveSum: info.Sum}
+		ArchiveSize: info.Size, ArchiveSum: info.Sum, Sealing: k.sealingOf(w)}
 	// Read back from the store and verified whole, before it counts.
 	oa, err := k.openArchive(ctx, rel, asidePoint(a))
 	if err != nil {
@@ -126,10 +129,21 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 	return a, nil
 }
 
+// canReadOwn refuses, with ErrLocked, a keeper that encrypts what it writes
+// (Config.Seal) but holds no identity (Config.Unseal) to read it back: a
+// set-aside copy is verified whole from the store before any live stream
+// is removed, so such a keeper cannot set data aside.
+func (k *Keeper) canReadOwn() error {
+	if k.seal != nil && !k.unseal.Holds() {
+		return Errorf(ErrLocked, "this keeper encrypts what it writes (--encrypt-to) but has no --identity to read a set-aside copy back and verify it before the live data is removed")
+	}
+	return nil
+}
+
 // asidePoint is an aside as the Point record that restores and checks read.
 func asidePoint(a *Aside) *Point {
 	return &Point{Module: a.Module, Local: a.Local, Taken: a.Taken, Caller: a.Caller, Why: a.Why, Dir: a.Dir,
-		Streams: a.Streams, Positions: a.Positions, ArchiveSize: a.ArchiveSize, ArchiveSum: a.ArchiveSum}
+		Streams: a.Streams, Positions: a.Positions, ArchiveSize: a.ArchiveSize, ArchiveSum: a.ArchiveSum, Sealing: a.Sealing}
 }
 
 // recordAside puts aside.<id> in the index.

@@ -18,6 +18,11 @@ type CopyReport struct {
 	Copied  []string `json:"copied"`  // key prefixes copied and verified
 	Skipped []string `json:"skipped"` // already in the target, equal
 	Failed  []string `json:"failed"`  // with why, one sentence each
+	// Encrypted are the ones of Copied whose archive is encrypted: copied
+	// as it is stored, ciphertext, and checked against its record's
+	// checksum; their contents were not decrypted (no key is needed, nor
+	// used).
+	Encrypted []string `json:"encrypted,omitempty"`
 }
 
 // CopyStores copies the committed points and asides of from into to (of one
@@ -29,7 +34,10 @@ type CopyReport struct {
 // and checksum is skipped. A failure leaves that one invisible in the target
 // (its leftover archive is swept by the target's next keeper) and the
 // others go on. Neither store's index is touched: a keeper rebuilds its
-// index from its store when it starts.
+// index from its store when it starts. An encrypted archive (bus.tar.age)
+// is copied as it is stored, its ciphertext checked against the checksum
+// its record names; it is not decrypted, so no key is needed, and its
+// contents are verified only by a keeper with the identity (verify-kept).
 func CopyStores(ctx context.Context, from, to store.Store, module, local string, log *slog.Logger) (*CopyReport, error) {
 	if log == nil {
 		log = slog.Default()
@@ -54,11 +62,15 @@ func CopyStores(ctx context.Context, from, to store.Store, module, local string,
 		if (module != "" && m != module) || (local != "" && l != local) {
 			continue
 		}
-		copied, err := copyOne(ctx, from, to, rel)
+		copied, sealed, err := copyOne(ctx, from, to, rel)
 		switch {
 		case err != nil:
 			log.Error("not copied", "what", rel, "err", err)
 			rep.Failed = append(rep.Failed, fmt.Sprintf("%s: %v", rel, err))
+		case copied && sealed:
+			log.Info("copied as it is stored, encrypted; its ciphertext's checksum matches its record", "what", rel)
+			rep.Copied = append(rep.Copied, rel)
+			rep.Encrypted = append(rep.Encrypted, rel)
 		case copied:
 			log.Info("copied and verified", "what", rel)
 			rep.Copied = append(rep.Copied, rel)
@@ -95,39 +107,53 @@ func recordPrefixes(ctx context.Context, st store.Store) ([]string, error) {
 }
 
 // copyOne copies one point or aside; false means it was there, equal.
-func copyOne(ctx context.Context, from, to store.Store, rel string) (bool, error) {
+// sealed says its archive is encrypted, so it was copied as ciphertext and
+// checked by its checksum only.
+func copyOne(ctx context.Context, from, to store.Store, rel string) (copied, sealed bool, err error) {
 	raw, rec, err := readRecord(ctx, from, rel)
 	if err != nil {
-		return false, fmt.Errorf("its record does not read: %w", err)
+		return false, false, fmt.Errorf("its record does not read: %w", err)
 	}
-	src, err := from.Stat(ctx, archiveKey(rel))
+	if err := checkSealing(rec.Sealing); err != nil {
+		return false, false, err
+	}
+	sealed = rec.Encrypted != nil
+	key := archiveKeyOf(rel, rec)
+	src, err := from.Stat(ctx, key)
 	if err != nil {
-		return false, fmt.Errorf("its archive: %w", err)
+		return false, sealed, fmt.Errorf("its archive: %w", err)
 	}
 	if _, trec, err := readRecord(ctx, to, rel); err == nil && sameRecord(rec, trec) {
-		if dst, err := to.Stat(ctx, archiveKey(rel)); err == nil && dst.Size == src.Size &&
+		if dst, err := to.Stat(ctx, key); err == nil && dst.Size == src.Size &&
 			(trec.ArchiveSum == "" || dst.Sum == "" || dst.Sum == trec.ArchiveSum) {
-			return false, nil
+			return false, sealed, nil
 		}
 	}
-	info, err := store.CopyObject(ctx, from, archiveKey(rel), to, archiveKey(rel))
+	if sealed && rec.ArchiveSum == "" {
+		return false, sealed, fmt.Errorf("its archive is encrypted and its record names no checksum, so the copy could not be checked without the key and was not made")
+	}
+	info, err := store.CopyObject(ctx, from, key, to, key)
 	if err != nil {
-		return false, err
+		return false, sealed, err
 	}
 	if rec.ArchiveSum != "" && info.Sum != rec.ArchiveSum {
-		return false, fmt.Errorf("the copy's checksum %s differs from its record's %s", info.Sum, rec.ArchiveSum)
+		return false, sealed, fmt.Errorf("the copy's checksum %s differs from its record's %s", info.Sum, rec.ArchiveSum)
 	}
-	a, err := openArchiveIn(ctx, to, rel, rec, to.Describe().URL+"/"+archiveKey(rel))
-	if err != nil {
-		return false, fmt.Errorf("the copy does not open: %w", err)
-	}
-	m, _, err := verifyOpened(ctx, a)
-	a.Close()
-	if err != nil {
-		return false, fmt.Errorf("the copy does not verify: %w", err)
-	}
-	if got, want := manifestNames(m), streamSumNames(rec.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
-		return false, fmt.Errorf("its record names streams %v but its archive holds %v", want, got)
+	if !sealed {
+		// An encrypted archive's ciphertext was checked whole above; its
+		// contents are not decrypted here (copy needs no key).
+		a, err := openArchiveIn(ctx, to, rel, rec, to.Describe().URL+"/"+key, nil)
+		if err != nil {
+			return false, sealed, fmt.Errorf("the copy does not open: %w", err)
+		}
+		m, _, err := verifyOpened(ctx, a)
+		a.Close()
+		if err != nil {
+			return false, sealed, fmt.Errorf("the copy does not verify: %w", err)
+		}
+		if got, want := manifestNames(m), streamSumNames(rec.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
+			return false, sealed, fmt.Errorf("its record names streams %v but its archive holds %v", want, got)
+		}
 	}
 	if rec.ArchiveSum == "" {
 		// Taken before stores named checksums: the copy's record names it.
@@ -141,14 +167,14 @@ func copyOne(ctx context.Context, from, to store.Store, rel string) (bool, error
 	}
 	w, err := to.Create(ctx, recordKey(rel))
 	if err != nil {
-		return false, err
+		return false, sealed, err
 	}
 	defer w.Abort()
 	if _, err := w.Write(raw); err != nil {
-		return false, err
+		return false, sealed, err
 	}
 	_, err = w.Commit(ctx)
-	return err == nil, err
+	return err == nil, sealed, err
 }
 
 // sameRecord reports whether the target's record t is the copy of s (which

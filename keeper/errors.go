@@ -32,17 +32,21 @@ var (
 	// ErrDenied: the NATS server refused the caller's user the subject of the
 	// request, so it never reached a keeper.
 	ErrDenied = errors.New("denied by the server's permissions")
+	// ErrLocked: the archive is encrypted and this keeper holds no identity
+	// that decrypts it (serve --identity), so it was neither restored nor
+	// fully verified, and nothing was touched.
+	ErrLocked = errors.New("encrypted, and no identity here decrypts it")
 )
 
 // KindOf is the kind err carries: ErrBadRequest, ErrNotFound, ErrBusy,
-// ErrConflict, ErrFailed, ErrNoBus or ErrDenied, whichever errors.Is finds
+// ErrConflict, ErrLocked, ErrFailed, ErrNoBus or ErrDenied, whichever errors.Is finds
 // first in that order (so a busy error is ErrBusy, not ErrConflict). It is
 // nil for a nil error and for an error that carries no kind.
 func KindOf(err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, kind := range [...]error{ErrBadRequest, ErrNotFound, ErrBusy, ErrConflict, ErrFailed, ErrNoBus, ErrDenied} {
+	for _, kind := range [...]error{ErrBadRequest, ErrNotFound, ErrBusy, ErrConflict, ErrLocked, ErrFailed, ErrNoBus, ErrDenied} {
 		if errors.Is(err, kind) {
 			return kind
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/nats-keeper/nats-keeper/agecrypt"
 	"github.com/nats-keeper/nats-keeper/busarchive"
 	"github.com/nats-keeper/nats-keeper/store"
 )
@@ -17,6 +18,9 @@ type Export struct {
 	Fingerprint   string
 	Aside         string // an aside id instead of a point
 	To            string // the target directory: new, or empty
+	// Unseal decrypts an encrypted archive (the keeper's --identity); an
+	// encrypted point or aside is refused without it (ErrLocked).
+	Unseal *agecrypt.Opener
 }
 
 // ExportReport says what ExportKept wrote.
@@ -47,7 +51,7 @@ func ExportKept(ctx context.Context, st store.Store, e Export) (*ExportReport, e
 	if err != nil {
 		return nil, Errorf(ErrFailed, "the record of %s does not read (%v), so nothing was exported", where, err)
 	}
-	a, err := openForExport(ctx, st, rel, rec)
+	a, err := openForExport(ctx, st, rel, rec, e.Unseal)
 	if err != nil {
 		return nil, withKind(ErrFailed, fmt.Errorf("%w, so nothing was exported", err))
 	}
@@ -68,13 +72,16 @@ func ExportKept(ctx context.Context, st store.Store, e Export) (*ExportReport, e
 	}
 	said := fmt.Sprintf("Exported %s from %s to %s: %d nats backup director%s, %s, each checked against its manifest as it was written.",
 		exportWhat(e), where, e.To, len(streams), plural(len(streams), "y", "ies"), HumanBytes(n))
+	if rec.Encrypted != nil {
+		said += " The archive is encrypted at rest; it was decrypted with --identity, so the directories hold plain data."
+	}
 	return &ExportReport{Said: said, From: where, To: e.To, Streams: streams}, nil
 }
 
-// openForExport opens the archive an export reads. It is one function so
-// that an archive stored another way (encrypted) is opened here alone.
-func openForExport(ctx context.Context, st store.Store, rel string, rec *Point) (*openedArchive, error) {
-	return openArchiveIn(ctx, st, rel, rec, st.Describe().URL+"/"+archiveKey(rel))
+// openForExport opens the archive an export reads, decrypting it with
+// unseal when it is encrypted.
+func openForExport(ctx context.Context, st store.Store, rel string, rec *Point, unseal *agecrypt.Opener) (*openedArchive, error) {
+	return openArchiveIn(ctx, st, rel, rec, st.Describe().URL+"/"+archiveKeyOf(rel, rec), unseal)
 }
 
 // exportRel checks e's names and gives the store prefix it reads.

@@ -173,6 +173,9 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 		}
 	}
 	asides := []*Aside{&a}
+	if err := k.canOpen(p, &a); err != nil {
+		return "", fmt.Errorf("the interrupted restore of %s/%s was not taken up: %w; nothing was removed, and the keeper tries again once it has the identity", j.Module, j.Local, err)
+	}
 	found, err := k.foundOnBus(ctx, j, &a, p)
 	if err != nil {
 		return "", fmt.Errorf("the interrupted restore of %s/%s was not taken up: %w; nothing was removed", j.Module, j.Local, err)
@@ -338,4 +341,20 @@ func (k *Keeper) unfinished(ctx context.Context, verb, module, local string) err
 	}
 	return Errorf(ErrConflict, "%s refused: %s/%s has an unfinished restore (aside %s) that the keeper will finish or undo, so nothing was done",
 		verb, module, local, j.Aside)
+}
+
+// canOpen refuses, with ErrLocked, to take up an interrupted restore whose
+// point p (nil for an aside-only) or aside a is encrypted when this keeper
+// has no identity: finishing it and rolling it back both read them.
+func (k *Keeper) canOpen(p *Point, a *Aside) error {
+	if k.unseal.Holds() {
+		return nil
+	}
+	if p != nil && p.Encrypted != nil {
+		return Errorf(ErrLocked, "its point %s is encrypted and this keeper has no --identity to decrypt it", k.abs(p.Dir))
+	}
+	if a.Encrypted != nil {
+		return Errorf(ErrLocked, "its set-aside copy %s is encrypted and this keeper has no --identity to decrypt it", k.abs(a.Dir))
+	}
+	return nil
 }

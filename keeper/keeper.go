@@ -35,6 +35,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-keeper/nats-keeper/agecrypt"
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
@@ -70,6 +71,13 @@ type Config struct {
 	// Observer hears the points taken and the restores done, for metrics;
 	// nil hears nothing.
 	Observer Observer
+	// Seal, when set, encrypts every new archive, of points and asides, to
+	// its recipients (serve --encrypt-to); nil stores them plain.
+	Seal *agecrypt.Sealer
+	// Unseal decrypts encrypted archives (serve --identity); nil (or one
+	// without identities) cannot restore or fully verify them, and such a
+	// request is refused with ErrLocked before anything is touched.
+	Unseal *agecrypt.Opener
 }
 
 // DefaultAsideWarnAfter is how old an aside is when it is flagged.
@@ -93,7 +101,9 @@ type Keeper struct {
 	parallel int
 	// asideWarnAfter: asides older than this wait for a person
 	asideWarnAfter time.Duration
-	own            []string // Config.OwnStreams
+	own            []string         // Config.OwnStreams
+	seal           *agecrypt.Sealer // Config.Seal
+	unseal         *agecrypt.Opener // Config.Unseal
 	// files is held shared by every verb that changes the store and
 	// exclusively by Rebuild, so a rebuild never races a discard.
 	files sync.RWMutex
@@ -124,6 +134,7 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 		k.version = "dev"
 	}
 	k.observe = cfg.Observer
+	k.seal, k.unseal = cfg.Seal, cfg.Unseal
 	if k.observe == nil {
 		k.observe = nopObserver{}
 	}
@@ -180,6 +191,14 @@ func (k *Keeper) sweepLeftovers(ctx context.Context) error {
 		}
 		for _, o := range objs {
 			rel := path.Dir(o.Key)
+			if have[recordKey(rel)] && isRecordPlace(rel) && have[rel+"/"+archiveName] && have[rel+"/"+sealedName] {
+				// A point taken again with the other kind of archive, whose
+				// keeper stopped before it removed the earlier one (which is
+				// set aside whole).
+				if err := k.dropOtherArchive(ctx, rel); err != nil {
+					return err
+				}
+			}
 			if have[recordKey(rel)] || !isRecordPlace(rel) {
 				continue
 			}
@@ -195,6 +214,27 @@ func (k *Keeper) sweepLeftovers(ctx context.Context) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// dropOtherArchive removes the archive at rel that its record does not
+// name (bus.tar beside a point of bus.tar.age, or the other way round): the
+// earlier point's, left when the point was taken again encrypted or plain.
+// That earlier archive was set aside whole before the new one was
+// committed, so this removes no only copy; and a plain one must not stay
+// beside an encrypted point.
+func (k *Keeper) dropOtherArchive(ctx context.Context, rel string) error {
+	rec, err := k.readSource(ctx, rel)
+	if err != nil {
+		return nil // not this sweep's to judge: the record is reported where it is read
+	}
+	other := rel + "/" + sealedName
+	if rec.Encrypted != nil {
+		other = archiveKey(rel)
+	}
+	if err := k.store.Delete(ctx, other); err != nil {
+		return fmt.Errorf("removing %s, which the record beside it does not name: %w", k.abs(other), err)
 	}
 	return nil
 }

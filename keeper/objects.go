@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nats-keeper/nats-keeper/agecrypt"
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
@@ -23,6 +24,7 @@ const (
 	pointsDir     = "points"
 	asideDir      = "aside"
 	archiveName   = "bus.tar"
+	sealedName    = "bus.tar.age" // an encrypted archive (Sealing)
 	pointFile     = "point.json"
 	asideFile     = "aside.json"
 	maxRecordSize = 4 << 20 // point.json / aside.json
@@ -37,6 +39,39 @@ func pointRel(module, local string, form int, fingerprint string) string {
 func asideRel(id string) string { return path.Join(asideDir, id) }
 
 func archiveKey(rel string) string { return rel + "/" + archiveName }
+
+// archiveKeyOf is the key of the archive the record rec describes:
+// bus.tar.age when it is encrypted, bus.tar otherwise (and for a nil rec).
+func archiveKeyOf(rel string, rec *Point) string {
+	if rec != nil && rec.Encrypted != nil {
+		return rel + "/" + sealedName
+	}
+	return archiveKey(rel)
+}
+
+// checkSealing refuses a record whose Sealing does not hold together (it
+// is read from the store: outside input).
+func checkSealing(s Sealing) error {
+	switch {
+	case s.Encrypted == nil && s.Archive != "" && s.Archive != archiveName:
+		return fmt.Errorf("its record names the archive %.100q, not %s", s.Archive, archiveName)
+	case s.Encrypted == nil:
+		return nil
+	case s.Archive != sealedName:
+		return fmt.Errorf("its record says the archive is encrypted but names it %.100q, not %s", s.Archive, sealedName)
+	case s.Encrypted.Format != "age":
+		return fmt.Errorf("its record says the archive is encrypted with %.40q, which this keeper does not know (only age)", s.Encrypted.Format)
+	}
+	return nil
+}
+
+// sealingOf is what a record says of an archive written through w.
+func (k *Keeper) sealingOf(w store.Writer) Sealing {
+	if sw, ok := w.(*agecrypt.Writer); ok {
+		return Sealing{Archive: sealedName, Encrypted: &Encryption{Format: "age", Recipients: k.seal.Recipients(), PlainSize: sw.PlainSize()}}
+	}
+	return Sealing{}
+}
 
 // recordKey is the commit mark of a point or an aside.
 func recordKey(rel string) string {

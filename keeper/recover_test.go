@@ -77,11 +77,12 @@ func liveCrashSteps() []string {
 
 // crashEnv is an env whose keeper stops restoring at step, as a killed keeper
 // would: at a step hook, or ("mid-restore:<stream>") in the middle of that
-// stream's data. stop runs restore-kept until it stops there.
-func crashEnv(t *testing.T, step string) (e *env, stop func()) {
+// stream's data. stop runs restore-kept until it stops there. opts set up
+// the keeper further.
+func crashEnv(t *testing.T, step string, opts ...envOption) (e *env, stop func()) {
 	t.Helper()
 	var hookOn bool
-	e = newEnv(t, func(c *keeper.Config) {
+	e = newEnv(t, append(opts, func(c *keeper.Config) {
 		c.StepHook = func(s string) {
 			if hookOn && s == step {
 				panic(crash{s})
@@ -90,7 +91,7 @@ func crashEnv(t *testing.T, step string) (e *env, stop func()) {
 		if strings.HasPrefix(step, "mid-restore:") {
 			c.Bus = &crashBus{Bus: c.Bus, stream: strings.TrimPrefix(step, "mid-restore:")}
 		}
-	})
+	})...)
 	return e, func() {
 		t.Helper()
 		hookOn = true

@@ -39,6 +39,11 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 	if err != nil {
 		return nil, err
 	}
+	if len(live) > 0 {
+		if err := k.canReadOwn(); err != nil {
+			return nil, err
+		}
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -51,6 +56,9 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 			return nil, err
 		}
 		a, err := k.openArchive(ctx, rel, p)
+		if errors.Is(err, ErrLocked) {
+			return nil, fmt.Errorf("%s cannot be read here: %w", sourceName(p), err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s is damaged: %w", sourceName(p), err)
 		}

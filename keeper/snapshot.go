@@ -108,7 +108,7 @@ func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel st
 	}
 	info, err := w.Commit(ctx)
 	if err == nil {
-		point.ArchiveSize, point.ArchiveSum = info.Size, info.Sum
+		point.ArchiveSize, point.ArchiveSum, point.Sealing = info.Size, info.Sum, k.sealingOf(w)
 		_, err = k.putJSON(ctx, recordKey(rel), point) // the commit mark, last
 	}
 	if err != nil {
@@ -118,6 +118,13 @@ func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel st
 		return fail(Errorf(ErrFailed, "writing the point to the store: %v, so no point is visible", err))
 	}
 
+	if replaced != nil {
+		// The earlier point's archive, set aside whole, may have the other
+		// name (taken before with or without encryption): it must not stay.
+		if err := k.dropOtherArchive(ctx, rel); err != nil {
+			k.log.Warn("the replaced point's archive stays beside the new one until the next start", "dir", k.abs(rel), "err", err)
+		}
+	}
 	data, _ := json.Marshal(point)
 	if err := k.index.Put(ctx, pointKey(r.Module, r.Local, r.Form, r.Fingerprint), data); err != nil {
 		return nil, Errorf(ErrFailed, "restore point %s is complete in %s, but it could not be recorded in the index (%v); "+
@@ -149,23 +156,30 @@ func (k *Keeper) replaceEarlier(ctx context.Context, r Request, rel string) (*As
 	a := &Aside{Module: r.Module, Local: r.Local, Taken: k.now().UTC(), Caller: r.Caller,
 		Why:    "replaced by a new restore point of the same form and fingerprint",
 		Reason: ReasonReplaced, Point: rel, Streams: []StreamSum{}, Positions: []Position{}}
+	src := archiveKey(rel)
 	if old, err := k.loadSource(ctx, rel); err == nil {
-		a.Streams, a.Positions = old.Streams, old.Positions
+		a.Streams, a.Positions, a.Sealing = old.Streams, old.Positions, old.Sealing
+		src = archiveKeyOf(rel, old)
 	} else {
 		k.log.Warn("the replaced point's point.json is unreadable; it is set aside as it is", "dir", k.abs(rel), "err", err)
+		if _, err := k.store.Stat(ctx, rel+"/"+sealedName); err == nil {
+			// Encrypted, to recipients its lost record named.
+			src, a.Sealing = rel+"/"+sealedName, Sealing{Archive: sealedName, Encrypted: &Encryption{Format: "age", Recipients: []string{}}}
+		}
 	}
 	id, err := k.newAside(ctx, r.Module, r.Local)
 	if err != nil {
 		return nil, err
 	}
 	a.ID, a.Dir = id, asideRel(id)
-	info, err := k.copyObject(ctx, archiveKey(rel), archiveKey(a.Dir))
+	dst := archiveKeyOf(a.Dir, &Point{Sealing: a.Sealing})
+	info, err := k.copyObject(ctx, src, dst)
 	if err != nil {
 		return nil, fmt.Errorf("copying its archive: %w", err)
 	}
 	a.ArchiveSize, a.ArchiveSum = info.Size, info.Sum
 	if _, err := k.putJSON(ctx, recordKey(a.Dir), a); err != nil {
-		k.store.Delete(ctx, archiveKey(a.Dir))
+		k.store.Delete(ctx, dst)
 		return nil, fmt.Errorf("writing its aside.json: %w", err)
 	}
 	if err := k.recordAside(ctx, a); err != nil {

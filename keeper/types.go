@@ -202,10 +202,33 @@ type Point struct {
 	Dir         string      `json:"dir"`                  // its key prefix in the store (points/<module>/<local>/f<form>-<fingerprint>)
 	Streams     []StreamSum `json:"streams"`              // each stream as the archive holds it
 	Positions   []Position  `json:"positions"`            // the module's consumers' positions, read before the streams
-	ArchiveSize int64       `json:"archive_size"`         // bus.tar's bytes
+	ArchiveSize int64       `json:"archive_size"`         // the stored archive's bytes (the ciphertext, when encrypted)
 	// ArchiveSum is the archive's checksum as the store computed it when it
-	// was committed (store.Checksum); empty for points taken before stores.
+	// was committed (store.Checksum), of the bytes stored (the ciphertext,
+	// when encrypted, so a copy is checked without the key); empty for
+	// points taken before stores.
 	ArchiveSum string `json:"archive_sum,omitempty"`
+	Sealing
+}
+
+// Sealing says how a point's or an aside's archive is stored: absent for a
+// plain bus.tar, else the object's name and to whom it is encrypted.
+type Sealing struct {
+	// Archive is the archive's object name in Dir: bus.tar.age when
+	// encrypted; empty means bus.tar.
+	Archive string `json:"archive,omitempty"`
+	// Encrypted, when set, says the archive is an age file.
+	Encrypted *Encryption `json:"encrypted,omitempty"`
+}
+
+// Encryption describes an encrypted archive (serve --encrypt-to).
+type Encryption struct {
+	Format     string   `json:"format"`     // "age" (age-encryption.org/v1, X25519 recipients)
+	Recipients []string `json:"recipients"` // the public keys (age1…) it is encrypted to
+	// PlainSize is the plain bus.tar's bytes inside (ArchiveSize is the
+	// ciphertext's). The plaintext's own integrity is the manifest's: every
+	// entry's size and SHA-256, and the manifest's seal.
+	PlainSize int64 `json:"plain_size"`
 }
 
 // Aside is a set-aside copy: aside.json, and the value of aside.<id> in `kept`.
@@ -221,8 +244,9 @@ type Aside struct {
 	Dir         string      `json:"dir"`                   // its key prefix in the store (aside/<id>)
 	Streams     []StreamSum `json:"streams"`               // each stream as the archive holds it
 	Positions   []Position  `json:"positions"`             // the consumers' positions when it was set aside
-	ArchiveSize int64       `json:"archive_size"`          // bus.tar's bytes
+	ArchiveSize int64       `json:"archive_size"`          // as Point.ArchiveSize
 	ArchiveSum  string      `json:"archive_sum,omitempty"` // as Point.ArchiveSum
+	Sealing
 }
 
 // RestorePlan is exactly what a restore-kept would do; dry-run replies with it.

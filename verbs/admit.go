@@ -121,7 +121,7 @@ func (s *Service) timedOut(ctx context.Context, verb string, err error) error {
 // withFailed marks err as keeper.ErrFailed unless it wraps a sentinel of
 // its own.
 func withFailed(err error) error {
-	for _, k := range []error{keeper.ErrBadRequest, keeper.ErrNotFound, keeper.ErrBusy, keeper.ErrConflict, keeper.ErrFailed, keeper.ErrNoBus} {
+	for _, k := range []error{keeper.ErrBadRequest, keeper.ErrNotFound, keeper.ErrBusy, keeper.ErrConflict, keeper.ErrLocked, keeper.ErrFailed, keeper.ErrNoBus} {
 		if errors.Is(err, k) {
 			return err
 		}

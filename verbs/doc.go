@@ -31,8 +31,9 @@
 // A failure reply carries the micro error headers (Nats-Service-Error, the
 // sentence; Nats-Service-Error-Code, the code) and an ErrorBody. Code maps an
 // error's kind (keeper.KindOf) to its wire code, in this one place: 400 bad
-// request, 404 not found, 409 conflict or busy (ErrorBody.Busy), 500
-// failed, 503 no bus or a stopping keeper. The client turns a failure reply
+// request, 404 not found, 409 conflict or busy (ErrorBody.Busy), 423 locked
+// (an encrypted archive and no identity that decrypts it), 500 failed, 503
+// no bus or a stopping keeper. The client turns a failure reply
 // back into an *Error that errors.Is matches to the keeper's sentinels
 // (keeper.ErrNotFound, keeper.ErrBusy, ...), and a request the server
 // refused the user, or that no keeper answered, into keeper.ErrDenied or

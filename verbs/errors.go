@@ -16,6 +16,7 @@ const (
 	CodeConflict   = 409 // keeper.ErrConflict, and keeper.ErrBusy (ErrorBody.Busy)
 	CodeFailed     = 500 // keeper.ErrFailed, and an error of no kind
 	CodeNoBus      = 503 // keeper.ErrNoBus: the keeper is stopping, or could not reach the bus
+	CodeLocked     = 423 // keeper.ErrLocked: the archive is encrypted and the keeper holds no identity that decrypts it
 	// CodeDenied is never sent by a keeper: the client gives it to a request
 	// the NATS server refused before it reached one (keeper.ErrDenied).
 	CodeDenied = 403
@@ -38,6 +39,8 @@ func Code(err error) int {
 		return CodeNoBus
 	case keeper.ErrDenied:
 		return CodeDenied
+	case keeper.ErrLocked:
+		return CodeLocked
 	default:
 		return CodeFailed
 	}
@@ -61,6 +64,8 @@ func kindOfCode(code int, busy bool) error {
 		return keeper.ErrNoBus
 	case CodeDenied:
 		return keeper.ErrDenied
+	case CodeLocked:
+		return keeper.ErrLocked
 	default:
 		return keeper.ErrFailed
 	}
@@ -86,7 +91,7 @@ func bodyOf(err error) ErrorBody {
 // keeper.ErrConflict (which a busy reply matches too), keeper.ErrFailed and
 // keeper.ErrNoBus work on it through Unwrap.
 type Error struct {
-	Code int    // the wire code: 400, 404, 409, 500, 503
+	Code int    // the wire code: 400, 404, 409, 423, 500, 503
 	Said string // the keeper's sentence: what happened and what did not
 	Busy bool   // a 409 because another verb holds the kept data (ErrorBody.Busy)
 	// RetryAfter, when not 0, is how long the keeper asked the caller to

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -127,6 +128,10 @@ func runCopy(ctx context.Context, o copyOptions) error {
 // printCopy prints one line per point and aside, then the total.
 func printCopy(w io.Writer, rep *keeper.CopyReport, from, to string) {
 	for _, s := range rep.Copied {
+		if slices.Contains(rep.Encrypted, s) {
+			fmt.Fprintf(w, "copied   %s (encrypted: copied as stored, its ciphertext's checksum matches its record; not decrypted, its contents not verified here)\n", s)
+			continue
+		}
 		fmt.Fprintf(w, "copied   %s\n", s)
 	}
 	for _, s := range rep.Skipped {

@@ -13,6 +13,7 @@ const (
 	exitBusy      = 4
 	exitNoService = 5
 	exitDenied    = 6
+	exitLocked    = 7
 )
 
 // exitCode is the documented exit code for err.
@@ -31,6 +32,8 @@ func exitCode(err error) int {
 		return exitNoService
 	case keeper.ErrDenied:
 		return exitDenied
+	case keeper.ErrLocked:
+		return exitLocked
 	default:
 		return exitFailed
 	}

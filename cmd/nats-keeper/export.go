@@ -13,6 +13,7 @@ import (
 
 type exportOptions struct {
 	Store    keeperStoreFlags
+	Seal     sealFlags // --identity only
 	Export   keeper.Export
 	JSON     bool
 	Out, Err io.Writer
@@ -35,8 +36,13 @@ written; nothing appears at DIR until every stream is whole (it is written
 beside DIR and renamed into place), and a failure leaves nothing behind.
 DIR must not exist, or be an empty directory; it is made 0700, its files 0600.
 
+An encrypted point or aside (bus.tar.age) is decrypted with --identity as
+it is written out, and the report says so; without the identity it is
+refused, exit 7, and nothing is written.
+
 Exits 2 on a bad request, 3 if there is no such point or aside, 4 if DIR
-exists and is not empty, 1 if the archive fails its check.`,
+exists and is not empty, 7 if it is encrypted and --identity does not open
+it, 1 if the archive fails its check.`,
 		Args: args(0, 2),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if len(a) == 1 || (len(a) == 0 && o.Export.Aside == "") {
@@ -54,6 +60,7 @@ exists and is not empty, 1 if the archive fails its check.`,
 	f.StringVar(&o.Export.Fingerprint, "before", "", "the fingerprint of the restore point")
 	f.StringVar(&o.Export.Aside, "aside", "", "export this set-aside copy (its id) instead of a restore point")
 	f.StringVar(&o.Export.To, "to", "", "the directory to write, new or empty: one nats backup directory per stream in it")
+	o.Seal.addIdentity(f, "exporting one needs it (the directories hold the decrypted data)")
 	f.BoolVar(&o.JSON, "json", false, "print the report as JSON")
 	_ = cmd.MarkFlagRequired("to")
 	return cmd
@@ -62,6 +69,11 @@ exists and is not empty, 1 if the archive fails its check.`,
 func runExport(ctx context.Context, o exportOptions) error {
 	done := outcome(o.Out, o.JSON, printExport)
 	log := slog.New(slog.NewTextHandler(o.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	_, unseal, err := o.Seal.open()
+	if err != nil {
+		return done(nil, keeper.Errorf(keeper.ErrBadRequest, "%w, so nothing was exported", err))
+	}
+	o.Export.Unseal = unseal
 	st, err := o.Store.open(ctx, log, "nothing was exported")
 	if err != nil {
 		return done(nil, err)

@@ -15,6 +15,7 @@ import (
 type importOptions struct {
 	Conn     connFlags
 	Store    keeperStoreFlags
+	Seal     sealFlags // --encrypt-to, --encrypt-to-file only
 	Prefix   string
 	Bucket   string
 	Request  keeper.Request
@@ -59,6 +60,7 @@ is busy, 5 if the bus or the store cannot be reached, 1 on a failure.`,
 	addKeeperStoreFlags(f, &o.Store, e)
 	f.StringVar(&o.Prefix, "prefix", verbs.DefaultPrefix, "subject prefix of the keeper's verbs (its acts are recorded under it)")
 	f.StringVar(&o.Bucket, "bucket", inproc.DefaultBucket, "KV bucket of the keeper's index")
+	o.Seal.addEncrypt(f)
 	f.IntVar(&o.Request.Form, "form", 0, "the form (shape version) of the kept data in the backups")
 	f.StringVar(&o.Request.Fingerprint, "before", "", "fingerprint of the change the point protects against")
 	f.StringVar(&o.Request.CatchUp, "catch-up", "", "the tool that brings data at this form up to the next")
@@ -90,12 +92,16 @@ func runImport(ctx context.Context, o importOptions) error {
 		return done(nil, err)
 	}
 	defer nc.Close()
+	seal, _, err := o.Seal.open()
+	if err != nil {
+		return done(nil, keeper.Errorf(keeper.ErrBadRequest, "%w, so nothing was imported", err))
+	}
 	st, err := o.Store.open(ctx, log, "nothing was imported")
 	if err != nil {
 		return done(nil, err)
 	}
 	defer st.Close()
-	k, err := inproc.Open(ctx, nc, inproc.Setup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket, Version: buildVersion(), Logger: log})
+	k, err := inproc.Open(ctx, nc, inproc.Setup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket, Version: buildVersion(), Logger: log, Seal: seal})
 	if err != nil {
 		return done(nil, err)
 	}

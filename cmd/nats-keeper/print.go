@@ -84,6 +84,14 @@ func list(ss []string) string {
 	return strings.Join(ss, ", ")
 }
 
+// sealedMark marks the size of an archive encrypted at rest.
+func sealedMark(s keeper.Sealing) string {
+	if s.Encrypted != nil {
+		return ", encrypted"
+	}
+	return ""
+}
+
 // printList prints list-kept's points and asides as two tables.
 func printList(w io.Writer, rep *keeper.Reply) error {
 	fmt.Fprintln(w, rep.Said)
@@ -94,7 +102,7 @@ func printList(w io.Writer, rep *keeper.Reply) error {
 		fmt.Fprintln(tw, "  MODULE\tLOCAL\tFORM\tBEFORE\tTAKEN\tAGE\tSIZE\tCATCH-UP\tBY")
 		for _, p := range rep.Points {
 			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Module, p.Local, p.Form, p.Fingerprint,
-				p.Taken.UTC().Format("2006-01-02 15:04:05Z"), keeper.HumanAge(now.Sub(p.Taken)), humanBytes(p.ArchiveSize), dash(p.CatchUp), dash(p.Caller))
+				p.Taken.UTC().Format("2006-01-02 15:04:05Z"), keeper.HumanAge(now.Sub(p.Taken)), humanBytes(p.ArchiveSize)+sealedMark(p.Sealing), dash(p.CatchUp), dash(p.Caller))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -110,7 +118,7 @@ func printList(w io.Writer, rep *keeper.Reply) error {
 				flag = "WAITING"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.Reason, a.Taken.UTC().Format("2006-01-02 15:04:05Z"),
-				keeper.HumanAge(now.Sub(a.Taken)), humanBytes(a.ArchiveSize), dash(a.Caller), dash(a.Why), flag)
+				keeper.HumanAge(now.Sub(a.Taken)), humanBytes(a.ArchiveSize)+sealedMark(a.Sealing), dash(a.Caller), dash(a.Why), flag)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -18,7 +18,8 @@ const exitCodesHelp = `Exit codes:
   3  not found
   4  busy or conflict (another verb holds the kept data)
   5  no service or bus reachable
-  6  denied by the NATS server's permissions (nothing was done)`
+  6  denied by the NATS server's permissions (nothing was done)
+  7  locked: the archive is encrypted and the keeper has no identity that decrypts it (nothing was touched)`
 
 func newRoot(e env) *cobra.Command {
 	root := &cobra.Command{

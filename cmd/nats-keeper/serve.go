@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/nats-keeper/nats-keeper/agecrypt"
 	"github.com/nats-keeper/nats-keeper/internal/embedded"
 	"github.com/nats-keeper/nats-keeper/internal/inproc"
 	"github.com/nats-keeper/nats-keeper/internal/privdir"
@@ -45,6 +46,7 @@ type serveOptions struct {
 	MetricsListen   string        // host:port of /metrics and /healthz; "": none
 	MaxHeavy        int           // heavy verbs (snapshot, restore, verify) run at once
 	VerbTimeout     time.Duration // every verb's server-side deadline
+	Seal            sealFlags     // --encrypt-to, --encrypt-to-file, --identity
 	Err             io.Writer     // logs
 
 	// ready, when set, is called once the service answers (tests).
@@ -94,6 +96,8 @@ undoes any restore they left half-way.`,
 	f.StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus /metrics and /healthz on this host:port, such as 127.0.0.1:9464 (default: none)")
 	f.IntVar(&o.MaxHeavy, "max-heavy", verbs.DefaultMaxHeavy, "how many heavy verbs (snapshot-kept, restore-kept, verify-kept) run at once; "+
 		"one more is refused at once with 503 and Retry-After, and list-kept and dry runs never wait behind them")
+	o.Seal.addEncrypt(f)
+	o.Seal.addIdentity(f, "restoring or fully verifying one needs it, and so does setting live data aside while --encrypt-to is set")
 	f.DurationVar(&o.VerbTimeout, "verb-timeout", verbs.DefaultVerbTimeout, "every verb's server-side deadline: a verb past it is cancelled, and leaves the data whole")
 	return cmd
 }
@@ -150,6 +154,10 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if o.MemoryMiB < 0 {
 		return keeper.Errorf(keeper.ErrBadRequest, "--memory-limit %d is negative, so nothing is served", o.MemoryMiB)
 	}
+	seal, unseal, err := o.Seal.open()
+	if err != nil {
+		return keeper.Errorf(keeper.ErrBadRequest, "%w, so nothing is served", err)
+	}
 	pd, err := privdir.Open("--dir", o.Dir)
 	if err != nil {
 		if rf := (*privdir.Refusal)(nil); errors.As(err, &rf) {
@@ -183,7 +191,8 @@ func runServe(ctx context.Context, o serveOptions) error {
 	defer st.Close()
 	svc, err := startKeeper(ctx, nc, keeperSetup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket,
 		RestoreParallel: o.RestoreParallel, AsideWarnAfter: o.AsideWarnAfter, PruneEvery: o.PruneEvery,
-		MetricsListen: o.MetricsListen, MaxHeavy: o.MaxHeavy, VerbTimeout: o.VerbTimeout, Dir: pd, Replicas: o.Replicas}, log,
+		MetricsListen: o.MetricsListen, MaxHeavy: o.MaxHeavy, VerbTimeout: o.VerbTimeout, Dir: pd, Replicas: o.Replicas,
+		Seal: seal, Unseal: unseal}, log,
 		verbs.WithStopTimeout(o.StopTimeout))
 	if err != nil {
 		return err
@@ -210,16 +219,18 @@ func runServe(ctx context.Context, o serveOptions) error {
 // the defaults.
 type keeperSetup struct {
 	Store           store.Store
-	Prefix          string        // of the verbs; "" is verbs.DefaultPrefix
-	Bucket          string        // of the index; "" is kept
-	RestoreParallel int           // streams one restore restores at once; 0 is keeper.DefaultRestoreParallel
-	AsideWarnAfter  time.Duration // asides older than this are flagged; 0 is keeper.DefaultAsideWarnAfter
-	PruneEvery      time.Duration // apply the recorded retention policies this often; 0: never
-	Replicas        int           // of the index bucket and acts stream; 0: the default
-	MetricsListen   string        // host:port of /metrics and /healthz; "": none
-	MaxHeavy        int           // 0 is verbs.DefaultMaxHeavy
-	VerbTimeout     time.Duration // 0 is verbs.DefaultVerbTimeout
-	Dir             *privdir.Dir  // checked before each verb that writes; nil: not checked
+	Prefix          string           // of the verbs; "" is verbs.DefaultPrefix
+	Bucket          string           // of the index; "" is kept
+	RestoreParallel int              // streams one restore restores at once; 0 is keeper.DefaultRestoreParallel
+	AsideWarnAfter  time.Duration    // asides older than this are flagged; 0 is keeper.DefaultAsideWarnAfter
+	PruneEvery      time.Duration    // apply the recorded retention policies this often; 0: never
+	Replicas        int              // of the index bucket and acts stream; 0: the default
+	MetricsListen   string           // host:port of /metrics and /healthz; "": none
+	MaxHeavy        int              // 0 is verbs.DefaultMaxHeavy
+	VerbTimeout     time.Duration    // 0 is verbs.DefaultVerbTimeout
+	Dir             *privdir.Dir     // checked before each verb that writes; nil: not checked
+	Seal            *agecrypt.Sealer // encrypts new archives; nil: plain
+	Unseal          *agecrypt.Opener // decrypts stored ones; nil: none
 }
 
 // startKeeper starts the keeper on nc and the store through inproc.Start,
@@ -230,6 +241,7 @@ func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.L
 	k, err := inproc.Start(ctx, nc, inproc.Setup{Store: ks.Store, Prefix: ks.Prefix, Bucket: ks.Bucket,
 		RestoreParallel: ks.RestoreParallel, AsideWarnAfter: ks.AsideWarnAfter, PruneEvery: ks.PruneEvery,
 		MetricsListen: ks.MetricsListen, MaxHeavy: ks.MaxHeavy, VerbTimeout: ks.VerbTimeout, Dir: ks.Dir, Replicas: ks.Replicas,
+		Seal: ks.Seal, Unseal: ks.Unseal,
 		Version: buildVersion(), Logger: log, StepHook: crashHook(log), Now: clockHook(log),
 		Engine: func(k *keeper.Keeper) verbs.Engine { return hangHook(k, log) },
 		BusError: func(err error) error {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/nats-keeper/nats-keeper/agecrypt"
 	"github.com/nats-keeper/nats-keeper/internal/metrics"
 	"github.com/nats-keeper/nats-keeper/internal/privdir"
 	"github.com/nats-keeper/nats-keeper/jsbus"
@@ -61,6 +62,10 @@ type Setup struct {
 	// Dir, when set, is the keeper's private directory: checked to be the
 	// same one before each verb that writes (privdir.Dir.Check).
 	Dir *privdir.Dir
+	// Seal, when set, encrypts every new archive to its recipients
+	// (keeper.Config.Seal); Unseal decrypts stored ones (keeper.Config.Unseal).
+	Seal   *agecrypt.Sealer
+	Unseal *agecrypt.Opener
 }
 
 // Keeper is a keeper serving its verbs in this process.
@@ -191,7 +196,7 @@ func engine(ctx context.Context, nc *nats.Conn, s Setup, bucket, prefix string, 
 	}
 	k, err := keeper.New(ctx, keeper.Config{Store: s.Store, Bus: a, Index: a, Acts: a, Logger: log, Version: s.Version,
 		StepHook: s.StepHook, Now: s.Now, RestoreParallel: s.RestoreParallel, AsideWarnAfter: s.AsideWarnAfter,
-		OwnStreams: a.OwnStreams(), Observer: obs})
+		OwnStreams: a.OwnStreams(), Observer: obs, Seal: s.Seal, Unseal: s.Unseal})
 	if err != nil {
 		return nil, fmt.Errorf("could not open the keeper's store %s, so %s: %w", s.Store.Describe().URL, nothing, err)
 	}

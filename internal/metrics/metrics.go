@@ -75,7 +75,7 @@ func New(log *slog.Logger) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "verb_requests_total",
-			Help: "Requests answered, per verb and outcome (ok, bad_request, not_found, conflict, failed, unavailable)."},
+			Help: "Requests answered, per verb and outcome (ok, bad_request, not_found, conflict, locked, failed, unavailable)."},
 			[]string{"verb", "outcome"}),
 		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "verb_duration_seconds",
 			Help:    "Time from a request's arrival to its reply, per verb and outcome.",
@@ -118,6 +118,8 @@ func Outcome(code int) string {
 		return "conflict"
 	case verbs.CodeNoBus:
 		return "unavailable"
+	case verbs.CodeLocked:
+		return "locked"
 	case verbs.CodeFailed:
 		return "failed"
 	}

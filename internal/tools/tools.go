@@ -1,5 +1,5 @@
 // Package tools installs pinned command-line tools for tests and the benchmark: the nats CLI,
-// a nats-server binary and versitygw (an S3 server over a directory), built through the Go module proxy into a cache
+// a nats-server binary, versitygw (an S3 server over a directory) and the age CLI, built through the Go module proxy into a cache
 // directory and reused from there.
 //
 // The cache directory is $NATS_KEEPER_TOOLS when set, else
@@ -73,6 +73,21 @@ func NatsServerPath(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return install(ctx, "nats-server-"+v, "nats-server", serverModule+"@"+v)
+}
+
+// AgeVersion is the age CLI version Age installs: the one the keeper's own
+// filippo.io/age is, so e2e tests decrypt a point as an operator would.
+const AgeVersion = "v1.3.2"
+
+// Age returns the path of the age CLI at AgeVersion, installing it when
+// missing.
+func Age(t testing.TB) string {
+	t.Helper()
+	path, err := install(context.Background(), "age-"+AgeVersion, "age", "filippo.io/age/cmd/age@"+AgeVersion)
+	if err != nil {
+		t.Fatalf("tools: %v", err)
+	}
+	return path
 }
 
 // VersityGW returns the path of versitygw at VersityGWVersion (an S3 server

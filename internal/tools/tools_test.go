@@ -35,6 +35,17 @@ func TestNatsServer(t *testing.T) {
 	}
 }
 
+func TestAge(t *testing.T) {
+	path := Age(t)
+	out, err := exec.Command(path, "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s --version: %v\n%s", path, err, out)
+	}
+	if !strings.Contains(string(out), AgeVersion) {
+		t.Fatalf("%s --version says %q, want %s", path, out, AgeVersion)
+	}
+}
+
 func TestVersityGW(t *testing.T) {
 	path := VersityGW(t)
 	// Its --version prints "git" unless built with ldflags, so the module

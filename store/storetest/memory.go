@@ -22,7 +22,7 @@ const (
 // Writing a 64 MiB object through Write keeps the heap within heapBound of
 // where it began: a writer holds a few parts, never the object.
 func testMemoryWriting(t *testing.T, s store.Store) {
-	stop := watchHeap(t)
+	stop := WatchHeap(t)
 	sum := writeRandom(t, s, "points/m/l/f1-big/bus.tar", bigSize)
 	growth := stop()
 	t.Logf("writing %d MiB, the heap grew by at most %.1f MiB", bigSize>>20, float64(growth)/(1<<20))
@@ -40,7 +40,7 @@ func testMemoryWriting(t *testing.T, s store.Store) {
 func testMemoryReading(t *testing.T, s store.Store) {
 	key := "points/m/l/f1-big/bus.tar"
 	sum := writeRandom(t, s, key, bigSize)
-	stop := watchHeap(t)
+	stop := WatchHeap(t)
 	o, err := s.Open(t.Context(), key)
 	if err != nil {
 		t.Fatal(err)
@@ -92,10 +92,11 @@ func writeRandom(t *testing.T, s store.Store, key string, size int) string {
 	return c.Sum()
 }
 
-// watchHeap samples the bytes in heap objects until stop is called, which
-// returns the peak's growth over the start. The collector runs at GOGC=10
+// WatchHeap samples the bytes in heap objects until stop is called, which
+// returns the peak's growth over the start (for memory tests of what writes
+// or reads through a store, such as agecrypt's). The collector runs at GOGC=10
 // meanwhile, so that garbage does not pass for memory held.
-func watchHeap(t *testing.T) (stop func() uint64) {
+func WatchHeap(t *testing.T) (stop func() uint64) {
 	old := debug.SetGCPercent(10)
 	t.Cleanup(func() { debug.SetGCPercent(old) })
 	runtime.GC()
