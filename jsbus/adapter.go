@@ -41,8 +41,8 @@ const (
 
 // Limits of what the adapter makes.
 const (
-	actsMaxBytes     = 256 << 20 // the acts stream keeps the newest 256 MiB of acts
-	actsMaxMsgSize   = 1 << 20
+	actsMaxBytes   = 256 << 20 // the acts stream keeps the newest 256 MiB of acts
+	actsMaxMsgSize = 1 << 20
 	// ActsDuplicates is the acts stream's duplicate window: a message id
 	// (an act's id) seen within it is stored once. An act is published
 	// again when its acknowledgement was lost (a leader died after storing
@@ -53,7 +53,7 @@ const (
 	// the window, and acts are few (one or two per verb), so a day costs
 	// kilobytes. `nats-keeper acts` also shows an id once, should a replay
 	// come later still.
-	ActsDuplicates = 24 * time.Hour
+	ActsDuplicates   = 24 * time.Hour
 	indexMaxValue    = 1 << 20
 	maxMetaSize      = 16 << 20 // backup.json
 	maxChunk         = 8 << 20  // a restore chunk: the max payload, up to this

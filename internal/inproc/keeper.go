@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/nats-keeper/nats-keeper/internal/metrics"
+	"github.com/nats-keeper/nats-keeper/internal/outbox"
 	"github.com/nats-keeper/nats-keeper/internal/privdir"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
@@ -61,6 +62,14 @@ type Setup struct {
 	// Dir, when set, is the keeper's private directory: checked to be the
 	// same one before each verb that writes (privdir.Dir.Check).
 	Dir *privdir.Dir
+	// ActsQueue, when set, is the directory of the on-disk acts queue
+	// (serve: <dir>/acts-queue): acts the bus does not take now wait
+	// there and are delivered in order when it takes them again. "": acts
+	// are recorded on the bus or not at all, as a verb ends.
+	ActsQueue string
+	// ActsQueueBounds bound the acts queue; zero fields take outbox's
+	// defaults.
+	ActsQueueBounds outbox.Options
 }
 
 // Keeper is a keeper serving its verbs in this process.
@@ -70,6 +79,7 @@ type Keeper struct {
 	Metrics *metrics.Metrics // its metrics, also in the service's stats
 
 	metricsSrv *metrics.Server // nil without MetricsListen
+	queue      *outbox.Queue   // nil without ActsQueue
 
 	cancel context.CancelFunc
 	loops  sync.WaitGroup
@@ -122,7 +132,22 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 		}
 		return nil, fmt.Errorf("could not open the keeper's state on the bus, so nothing is served: %w", err)
 	}
-	k, err := keeper.New(ctx, keeper.Config{Store: s.Store, Bus: a, Index: a, Acts: a, Logger: log, Version: s.Version,
+	var acts keeper.Acts = a
+	var queue *outbox.Queue
+	if s.ActsQueue != "" {
+		qo := s.ActsQueueBounds
+		qo.Logger = log
+		if queue, err = outbox.Open(s.ActsQueue, a, qo); err != nil {
+			return nil, fmt.Errorf("could not open the acts queue, so nothing is served: %w", err)
+		}
+		acts = queue
+		defer func() {
+			if !ok {
+				_ = queue.Close()
+			}
+		}()
+	}
+	k, err := keeper.New(ctx, keeper.Config{Store: s.Store, Bus: a, Index: a, Acts: acts, Logger: log, Version: s.Version,
 		StepHook: s.StepHook, Now: s.Now, RestoreParallel: s.RestoreParallel, AsideWarnAfter: s.AsideWarnAfter,
 		OwnStreams: a.OwnStreams(), Observer: m})
 	if err != nil {
@@ -159,7 +184,7 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 	}
 	ok = true
 	loopCtx, cancel := context.WithCancel(ctx)
-	ik := &Keeper{Keeper: k, Service: svc, Metrics: m, metricsSrv: msrv, cancel: cancel}
+	ik := &Keeper{Keeper: k, Service: svc, Metrics: m, metricsSrv: msrv, queue: queue, cancel: cancel}
 	ik.loops.Go(func() { recoverLoop(loopCtx, k, log) })
 	if s.PruneEvery > 0 {
 		ik.loops.Go(func() { pruneLoop(loopCtx, k, s.PruneEvery, log) })
@@ -173,6 +198,9 @@ func (k *Keeper) Stop() error {
 	err := k.Service.Stop()
 	k.cancel()
 	k.loops.Wait()
+	if k.queue != nil {
+		_ = k.queue.Close() // what it holds stays on disk for the next start
+	}
 	if k.metricsSrv != nil {
 		_ = k.metricsSrv.Close()
 	}
