@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/nats-keeper/nats-keeper/internal/inproc"
+	"github.com/nats-keeper/nats-keeper/internal/jstest"
 	"github.com/nats-keeper/nats-keeper/internal/outbox"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
@@ -62,36 +61,10 @@ func loggedActs(t *testing.T, log *syncbuf.Buffer) (made, refused []string) {
 	return slices.DeleteFunc(made, func(id string) bool { return slices.Contains(refused, id) }), refused
 }
 
-// storedActs is every act KEEPER_ACTS holds, in stream order, and checks
-// that each was published with its id as Nats-Msg-Id.
+// storedActs is every act KEEPER_ACTS holds, in stream order.
 func (b *bed) storedActs() []keeper.Act {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := b.js.Stream(ctx, jsbus.DefaultActsStream)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	var acts []keeper.Act
-	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			b.t.Fatalf("act at sequence %d: %v", seq, err)
-		}
-		var a keeper.Act
-		if err := json.Unmarshal(m.Data, &a); err != nil {
-			b.t.Fatal(err)
-		}
-		if m.Header.Get(jetstream.MsgIDHeader) != a.ID {
-			b.t.Errorf("act %s was published with Nats-Msg-Id %q", a.ID, m.Header.Get(jetstream.MsgIDHeader))
-		}
-		acts = append(acts, a)
-	}
-	return acts
+	return jstest.StoredActs(b.t, b.js, jsbus.DefaultActsStream)
 }
 
 func (b *bed) backlog() keeper.ActsBacklog {
@@ -184,10 +157,7 @@ func TestActsArriveOnceWhenTheActsStreamComesBack(t *testing.T) {
 	if len(refused) != 1 {
 		t.Errorf("the keeper logged %d acts it could not record, want 1 (the discard's intent): %v", len(refused), refused)
 	}
-	var got []string
-	for _, a := range b.storedActs() {
-		got = append(got, a.ID)
-	}
+	got := jstest.ActIDs(b.storedActs())
 	if len(got) <= before {
 		t.Fatalf("the acts stream holds %d acts, no more than the %d before it was removed", len(got), before)
 	}

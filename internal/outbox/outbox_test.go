@@ -2,10 +2,10 @@ package outbox_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,33 +81,17 @@ func (b *bed) removeActs() {
 // stored is the ids of the acts KEEPER_ACTS holds, in stream order.
 func (b *bed) stored() []string {
 	b.t.Helper()
-	return storedIDs(b.t, b.js)
+	return jstest.ActIDs(jstest.StoredActs(b.t, b.js, jsbus.DefaultActsStream))
 }
 
-func storedIDs(t *testing.T, js jetstream.JetStream) []string {
+// queue queues n acts and returns their ids.
+func queue(t *testing.T, q *outbox.Queue, n int) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := js.Stream(ctx, jsbus.DefaultActsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ids []string
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatalf("act at sequence %d: %v", seq, err)
-		}
-		var a keeper.Act
-		if err := json.Unmarshal(m.Data, &a); err != nil {
+	for i := range n {
+		a := act(i)
+		if err := q.Queue(context.Background(), a); err != nil {
 			t.Fatal(err)
-		}
-		if got := m.Header.Get(jetstream.MsgIDHeader); got != a.ID {
-			t.Errorf("act %s was published with Nats-Msg-Id %q", a.ID, got)
 		}
 		ids = append(ids, a.ID)
 	}
@@ -184,20 +168,13 @@ func TestQueueReplayedTwiceStoresEachActOnce(t *testing.T) {
 	b := newBed(t)
 	b.removeActs()
 	q := b.open(outbox.Options{})
-	var want []string
-	for i := range 5 {
-		a := act(i)
-		if err := q.Queue(context.Background(), a); err != nil {
-			t.Fatal(err)
-		}
-		want = append(want, a.ID)
-	}
+	want := queue(t, q, 5)
 	if n := q.ActsQueued(); n != 5 {
 		t.Fatalf("%d acts queued while no stream takes them, want 5", n)
 	}
 	saved := queueFiles(t, b.dir)
 	if len(saved) != 5 {
-		t.Fatalf("the queue directory holds %d files, want 5: %v", len(saved), slices.Collect(mapKeys(saved)))
+		t.Fatalf("the queue directory holds %d files, want 5: %v", len(saved), slices.Collect(maps.Keys(saved)))
 	}
 	for name := range saved {
 		st, err := os.Lstat(filepath.Join(b.dir, name))
@@ -218,7 +195,7 @@ func TestQueueReplayedTwiceStoresEachActOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	if left := queueFiles(t, b.dir); len(left) != 0 {
-		t.Fatalf("delivered acts left files: %v", slices.Collect(mapKeys(left)))
+		t.Fatalf("delivered acts left files: %v", slices.Collect(maps.Keys(left)))
 	}
 
 	for replay := 1; replay <= 2; replay++ {
@@ -238,16 +215,6 @@ func TestQueueReplayedTwiceStoresEachActOnce(t *testing.T) {
 	}
 	if !strings.Contains(b.log.String(), "act already recorded; the bus kept its first copy") {
 		t.Errorf("the replays were not told apart as duplicates in the log:\n%s", b.log)
-	}
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
 	}
 }
 
@@ -321,16 +288,9 @@ func TestDamagedQueueFileIsSetAsideAndLogged(t *testing.T) {
 	b := newBed(t)
 	b.removeActs()
 	q := b.open(outbox.Options{})
-	var want []string
-	for i := range 3 {
-		a := act(i)
-		if err := q.Queue(context.Background(), a); err != nil {
-			t.Fatal(err)
-		}
-		want = append(want, a.ID)
-	}
+	want := queue(t, q, 3)
 	q.Close()
-	names := slices.Sorted(mapKeys(queueFiles(t, b.dir)))
+	names := slices.Sorted(maps.Keys(queueFiles(t, b.dir)))
 	if err := os.WriteFile(filepath.Join(b.dir, names[1]), []byte(`{"format":1,"act":{"id":"x y"`), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +303,7 @@ func TestDamagedQueueFileIsSetAsideAndLogged(t *testing.T) {
 	if got := b.stored(); !slices.Equal(got, []string{want[0], want[2]}) {
 		t.Fatalf("the stream holds %v, want %v (the damaged one left out)", got, []string{want[0], want[2]})
 	}
-	left := slices.Sorted(mapKeys(queueFiles(t, b.dir)))
+	left := slices.Sorted(maps.Keys(queueFiles(t, b.dir)))
 	if !slices.Equal(left, []string{names[1] + ".damaged"}) {
 		t.Fatalf("the queue directory holds %v, want only %s.damaged", left, names[1])
 	}
