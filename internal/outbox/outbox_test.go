@@ -345,3 +345,31 @@ func TestQueueDirMustBePrivate(t *testing.T) {
 		t.Fatalf("a 0755 queue directory: %v", err)
 	}
 }
+
+// A queued act the bus refuses as it stands (over the acts stream's 1 MiB
+// message size) is set aside and counted as dropped; the act behind it is
+// delivered.
+func TestActTheBusRefusesIsSetAsideAndCounted(t *testing.T) {
+	b := newBed(t)
+	q := b.open(outbox.Options{})
+	big := act(0)
+	big.What = strings.Repeat("x", 1<<20+100)
+	if err := q.Queue(context.Background(), big); err != nil {
+		t.Fatalf("an act of just over 1 MiB was not kept: %v", err)
+	}
+	next := queue(t, q, 1)
+	waitEmpty(t, q)
+	if got := b.stored(); !slices.Equal(got, next) {
+		t.Fatalf("the stream holds %v, want only the act behind the refused one", got)
+	}
+	if q.ActsDropped() != 1 {
+		t.Errorf("dropped %d, want 1", q.ActsDropped())
+	}
+	left := slices.Sorted(maps.Keys(queueFiles(t, b.dir)))
+	if len(left) != 1 || !strings.HasSuffix(left[0], ".act.damaged") {
+		t.Errorf("the queue directory holds %v, want the refused act set aside", left)
+	}
+	if !strings.Contains(b.log.String(), "the bus refuses it as it stands") {
+		t.Errorf("the refusal is not logged:\n%s", b.log)
+	}
+}
