@@ -362,6 +362,12 @@ func listing(t *testing.T, dir string) map[string]fileEntry {
 			e.Size = 0 // a directory's size follows its entries' names, which the mtime already shows
 		}
 		rel, _ := filepath.Rel(dir, path)
+		if rel == "acts-queue" {
+			// The acts queue directory changes with every act that passes
+			// through it on its way to KEEPER_ACTS, a refused verb's
+			// failed act too; an act left waiting in it still shows.
+			return nil
+		}
 		out[rel] = e
 		return nil
 	})

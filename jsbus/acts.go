@@ -17,6 +17,9 @@ func (a *Adapter) Record(ctx context.Context, act keeper.Act) error {
 	if !validName(act.Verb) {
 		return fmt.Errorf("jsbus: act verb %q is not a plain name, so the act was not recorded: %w", act.Verb, keeper.ErrBadRequest)
 	}
+	if len(act.ID) > keeper.MaxActID || (act.ID != "" && !validName(act.ID)) {
+		return fmt.Errorf("jsbus: act id %q is not a plain name of at most %d bytes, so the act was not recorded: %w", act.ID, keeper.MaxActID, keeper.ErrBadRequest)
+	}
 	b, err := json.Marshal(act)
 	if err != nil {
 		return fmt.Errorf("jsbus: encode the %s act, so it was not recorded: %w", act.Verb, err)
@@ -25,9 +28,15 @@ func (a *Adapter) Record(ctx context.Context, act keeper.Act) error {
 		return fmt.Errorf("jsbus: the %s act is %d bytes, over %d, so it was not recorded: %w", act.Verb, len(b), actsMaxMsgSize, keeper.ErrBadRequest)
 	}
 	subject := a.actsSub + "." + act.Verb
-	// One message id for every try: the acts stream's duplicate window
-	// keeps one copy of an act whose acknowledgement was lost.
-	id := nuid.Next()
+	// The act's own id is its message id on every try and every replay of
+	// it (a queue delivering it again after a restart): the acts stream's
+	// duplicate window (ActsDuplicates) keeps one copy of an act whose
+	// acknowledgement was lost. An act without one (a caller that made it
+	// by hand) gets one for its tries.
+	id := act.ID
+	if id == "" {
+		id = nuid.Next()
+	}
 	var ack *jetstream.PubAck
 	err = a.retry(ctx, "record the "+act.Verb+" act", func(ctx context.Context) (err error) {
 		ack, err = a.js.Publish(ctx, subject, b, jetstream.WithMsgID(id))
@@ -39,7 +48,10 @@ func (a *Adapter) Record(ctx context.Context, act keeper.Act) error {
 	if ack.Stream != a.cfg.acts {
 		a.log.Warn("act stored in another stream than the acts stream", "subject", subject, "stream", ack.Stream)
 	}
-	a.log.Debug("act recorded", "verb", act.Verb, "module", act.Module, "local", act.Local, "outcome", act.Outcome,
+	if ack.Duplicate {
+		a.log.Info("act already recorded; the bus kept its first copy", "id", id, "verb", act.Verb, "seq", ack.Sequence)
+	}
+	a.log.Debug("act recorded", "id", id, "verb", act.Verb, "module", act.Module, "local", act.Local, "outcome", act.Outcome,
 		"caller", act.Caller, "what", act.What, "seq", ack.Sequence)
 	return nil
 }

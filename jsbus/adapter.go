@@ -41,8 +41,19 @@ const (
 
 // Limits of what the adapter makes.
 const (
-	actsMaxBytes     = 256 << 20 // the acts stream keeps the newest 256 MiB of acts
-	actsMaxMsgSize   = 1 << 20
+	actsMaxBytes   = 256 << 20 // the acts stream keeps the newest 256 MiB of acts
+	actsMaxMsgSize = 1 << 20
+	// ActsDuplicates is the acts stream's duplicate window: a message id
+	// (an act's id) seen within it is stored once. An act is published
+	// again when its acknowledgement was lost (a leader died after storing
+	// it) and it waited in the keeper's queue, or when the keeper stopped
+	// between the acknowledgement and taking it off the queue and starts
+	// again later. A day covers a bus away overnight and a keeper started
+	// again the next morning; the server keeps one small entry per act in
+	// the window, and acts are few (one or two per verb), so a day costs
+	// kilobytes. `nats-keeper acts` also shows an id once, should a replay
+	// come later still.
+	ActsDuplicates   = 24 * time.Hour
 	indexMaxValue    = 1 << 20
 	maxMetaSize      = 16 << 20 // backup.json
 	maxChunk         = 8 << 20  // a restore chunk: the max payload, up to this
@@ -191,6 +202,9 @@ func (a *Adapter) ensureActs(ctx context.Context) error {
 	if err == nil {
 		for _, subj := range s.CachedInfo().Config.Subjects {
 			if subj == subject || subj == ">" || (strings.HasSuffix(subj, ".>") && strings.HasPrefix(subject, strings.TrimSuffix(subj, ">"))) {
+				if err := a.raiseDuplicates(ctx, s.CachedInfo().Config); err != nil {
+					return err
+				}
 				return a.raiseReplicas(ctx, a.cfg.acts)
 			}
 		}
@@ -205,7 +219,7 @@ func (a *Adapter) ensureActs(ctx context.Context) error {
 			Name: a.cfg.acts, Description: "nats-keeper acts: what the keeper did, who asked and why",
 			Subjects: []string{subject}, Storage: jetstream.FileStorage, Replicas: replicas,
 			Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardOld,
-			MaxBytes: actsMaxBytes, MaxMsgSize: actsMaxMsgSize, Duplicates: 2 * time.Minute,
+			MaxBytes: actsMaxBytes, MaxMsgSize: actsMaxMsgSize, Duplicates: ActsDuplicates,
 		})
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) { // made by another keeper meanwhile
 			err = nil
@@ -216,6 +230,34 @@ func (a *Adapter) ensureActs(ctx context.Context) error {
 		return busErr(fmt.Errorf("jsbus: create the acts stream %s: %w", a.cfg.acts, err))
 	}
 	a.log.Info("created the acts stream", "stream", a.cfg.acts, "subjects", subject, "replicas", replicas)
+	return nil
+}
+
+// raiseDuplicates widens the duplicate window of an existing acts stream
+// to ActsDuplicates (one made by an older keeper has 2 minutes), with a
+// stream config update, and logs it. A wider window is left alone, and so
+// is one the stream's MaxAge bounds (the server refuses a window longer
+// than the stream keeps messages), with a warning.
+func (a *Adapter) raiseDuplicates(ctx context.Context, cfg jetstream.StreamConfig) error {
+	if cfg.Duplicates >= ActsDuplicates {
+		return nil
+	}
+	if cfg.MaxAge > 0 && cfg.MaxAge < ActsDuplicates {
+		a.log.Warn("the acts stream keeps acts for less than the duplicate window the keeper wants; a replayed act may be stored twice",
+			"stream", cfg.Name, "max_age", cfg.MaxAge, "duplicates", cfg.Duplicates, "want", ActsDuplicates)
+		return nil
+	}
+	had := cfg.Duplicates
+	cfg.Duplicates = ActsDuplicates
+	err := a.retry(ctx, "widen the duplicate window of "+cfg.Name, func(ctx context.Context) error {
+		_, err := a.js.UpdateStream(ctx, cfg)
+		return err
+	})
+	if err != nil {
+		return busErr(fmt.Errorf("jsbus: widen the duplicate window of the acts stream %s from %s to %s, so acts replayed from the keeper's queue could be stored twice: %w",
+			cfg.Name, had, ActsDuplicates, err))
+	}
+	a.log.Info("widened the duplicate window of the acts stream", "stream", cfg.Name, "from", had, "to", ActsDuplicates)
 	return nil
 }
 

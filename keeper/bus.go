@@ -2,9 +2,12 @@ package keeper
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -115,17 +118,45 @@ var (
 //
 // Two verbs record an act before they remove anything: discard-aside (its
 // hand act, outcome "intent") and prune-kept (one "intent" act per point it
-// removes); if that act cannot be recorded, nothing is removed. The other
-// verbs record their act when they end ("done", "failed", "planned"); what
-// a restore writes before it removes live data is its journal in the index,
-// not an act.
+// removes); if that act cannot be recorded, nothing is removed. They call
+// Record, always: an intent counts only once the bus acknowledged it. The
+// other verbs record their act when they end ("done", "failed",
+// "planned"); what a restore writes before it removes live data is its
+// journal in the index, not an act. Those acts go through Queue when the
+// keeper's Acts is an ActsQueue.
 type Acts interface {
 	// Record stores a durably, or returns why it could not.
 	Record(ctx context.Context, a Act) error
 }
 
+// ActsQueue is an Acts that can keep an act it cannot record now (the bus
+// away, the acts stream not taking messages) and deliver it later, in the
+// order acts were given to it.
+type ActsQueue interface {
+	Acts
+	// Queue keeps a durably and delivers it behind every act queued
+	// before it; nil once a is kept or recorded. Its error says a is
+	// neither: dropped (the queue is full) or not written.
+	Queue(ctx context.Context, a Act) error
+}
+
+// MaxActID bounds an act's id.
+const MaxActID = 64
+
+// NewActID is a fresh act id: 26 characters of lowercase base32 from 128
+// random bits, a plain name that is the act's Nats-Msg-Id on every try.
+func NewActID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
 // Act is one record of what the keeper did.
 type Act struct {
+	// ID names the act for good: set once by the keeper when the act is
+	// made, it is the act's Nats-Msg-Id on every publish, so a replay
+	// collapses into one message.
+	ID      string          `json:"id"`
 	Verb    string          `json:"verb"`             // the verb that did it
 	Module  string          `json:"module,omitempty"` // the module, when the act is of one kept data
 	Local   string          `json:"local,omitempty"`  // the kept data

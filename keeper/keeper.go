@@ -256,12 +256,34 @@ func keptOf(rel string) (module, local string) {
 	return parts[1], parts[2]
 }
 
+// record records an act the verb does not wait for: queued when the
+// keeper's Acts is an ActsQueue and the bus does not take it now.
 func (k *Keeper) record(ctx context.Context, a Act) error {
-	a.Time = k.now().UTC()
-	k.log.Info("act", "verb", a.Verb, "module", a.Module, "local", a.Local, "caller", a.Caller,
+	return k.recordAct(ctx, a, false)
+}
+
+// recordNow records an act that must be acknowledged by the bus before the
+// verb goes on (an intent before a removal): never queued.
+func (k *Keeper) recordNow(ctx context.Context, a Act) error {
+	return k.recordAct(ctx, a, true)
+}
+
+// recordAct makes the act (its id and time) and records it: through the
+// queue when the keeper's Acts has one and now is false, else straight to
+// the bus.
+func (k *Keeper) recordAct(ctx context.Context, a Act, now bool) error {
+	a.ID, a.Time = NewActID(), k.now().UTC()
+	k.log.Info("act", "id", a.ID, "verb", a.Verb, "module", a.Module, "local", a.Local, "caller", a.Caller,
 		"why", a.Why, "hand", a.Hand, "outcome", a.Outcome, "what", a.What)
-	if err := k.acts.Record(ctx, a); err != nil {
-		k.log.Error("act not recorded", "verb", a.Verb, "err", err)
+	q, queued := k.acts.(ActsQueue)
+	var err error
+	if queued && !now {
+		err = q.Queue(ctx, a)
+	} else {
+		err = k.acts.Record(ctx, a)
+	}
+	if err != nil {
+		k.log.Error("act not recorded", "id", a.ID, "verb", a.Verb, "err", err)
 		return err
 	}
 	return nil

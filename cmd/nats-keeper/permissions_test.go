@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
@@ -181,5 +183,37 @@ func TestReadmePermissions(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "keeper", "aside", asideID, "bus.tar")); err != nil {
 		t.Fatalf("the aside is gone: %v", err)
+	}
+
+	// The viewer reads the trail of acts back (nats-keeper acts), straight
+	// from the acts stream, and may not write to it.
+	var verbsRead []string
+	actsCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := jsbus.ReadActs(actsCtx, viewer, verbs.DefaultPrefix, time.Time{}, func(sa jsbus.StoredAct) error {
+		if sa.Bad != nil {
+			t.Errorf("act #%d: %v", sa.Seq, sa.Bad)
+		}
+		verbsRead = append(verbsRead, sa.Act.Verb)
+		return nil
+	}); err != nil {
+		t.Fatalf("the viewer reading the acts: %v", err)
+	}
+	if !slices.Contains(verbsRead, verbs.VerbSnapshot) || !slices.Contains(verbsRead, verbs.VerbRestore) {
+		t.Errorf("the viewer read the acts %v, want the snapshot's and the restore's among them", verbsRead)
+	}
+	if err := viewer.Publish(verbs.DefaultPrefix+".acts.discard-aside", []byte(`{"verb":"discard-aside"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := viewer.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case msg := <-denied:
+		if !strings.Contains(msg, ".acts.discard-aside") {
+			t.Errorf("a forged act: the violation names another subject: %s", msg)
+		}
+	case <-time.After(time.Minute): // a guard against hanging, not a measurement
+		t.Fatal("the viewer could publish an act")
 	}
 }

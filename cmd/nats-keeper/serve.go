@@ -20,6 +20,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/agecrypt"
 	"github.com/nats-keeper/nats-keeper/internal/embedded"
 	"github.com/nats-keeper/nats-keeper/internal/inproc"
+	"github.com/nats-keeper/nats-keeper/internal/outbox"
 	"github.com/nats-keeper/nats-keeper/internal/privdir"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/store"
@@ -47,6 +48,8 @@ type serveOptions struct {
 	MaxHeavy        int           // heavy verbs (snapshot, restore, verify) run at once
 	VerbTimeout     time.Duration // every verb's server-side deadline
 	Seal            sealFlags     // --encrypt-to, --encrypt-to-file, --identity
+	ActsQueueMax    int           // acts the on-disk queue holds at most
+	ActsQueueMiB    int           // MiB the on-disk queue holds at most
 	Err             io.Writer     // logs
 
 	// ready, when set, is called once the service answers (tests).
@@ -98,6 +101,9 @@ undoes any restore they left half-way.`,
 		"one more is refused at once with 503 and Retry-After, and list-kept and dry runs never wait behind them")
 	o.Seal.addEncrypt(f)
 	o.Seal.addIdentity(f, "restoring or fully verifying one needs it, and so does setting live data aside while --encrypt-to is set")
+	f.IntVar(&o.ActsQueueMax, "acts-queue-max", outbox.DefaultMaxActs, "how many acts wait at most in <dir>/acts-queue while the bus does not take them; "+
+		"one more is dropped, counted in nats_keeper_acts_dropped_total and logged")
+	f.IntVar(&o.ActsQueueMiB, "acts-queue-mib", outbox.DefaultMaxBytes>>20, "how many MiB of acts wait at most in <dir>/acts-queue")
 	f.DurationVar(&o.VerbTimeout, "verb-timeout", verbs.DefaultVerbTimeout, "every verb's server-side deadline: a verb past it is cancelled, and leaves the data whole")
 	return cmd
 }
@@ -151,6 +157,12 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if o.AsideWarnAfter < 0 {
 		return keeper.Errorf(keeper.ErrBadRequest, "--aside-warn-after %s is negative, so nothing is served", o.AsideWarnAfter)
 	}
+	if o.ActsQueueMax < 0 || o.ActsQueueMax > 1_000_000 {
+		return keeper.Errorf(keeper.ErrBadRequest, "--acts-queue-max %d is not between 1 and 1000000 (0: the default), so nothing is served", o.ActsQueueMax)
+	}
+	if o.ActsQueueMiB < 0 || o.ActsQueueMiB > 64<<10 {
+		return keeper.Errorf(keeper.ErrBadRequest, "--acts-queue-mib %d is not between 1 and 65536 (0: the default), so nothing is served", o.ActsQueueMiB)
+	}
 	if o.MemoryMiB < 0 {
 		return keeper.Errorf(keeper.ErrBadRequest, "--memory-limit %d is negative, so nothing is served", o.MemoryMiB)
 	}
@@ -192,7 +204,8 @@ func runServe(ctx context.Context, o serveOptions) error {
 	svc, err := startKeeper(ctx, nc, keeperSetup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket,
 		RestoreParallel: o.RestoreParallel, AsideWarnAfter: o.AsideWarnAfter, PruneEvery: o.PruneEvery,
 		MetricsListen: o.MetricsListen, MaxHeavy: o.MaxHeavy, VerbTimeout: o.VerbTimeout, Dir: pd, Replicas: o.Replicas,
-		Seal: seal, Unseal: unseal}, log,
+		Seal: seal, Unseal: unseal,
+		ActsQueue: filepath.Join(dir, "acts-queue"), ActsQueueBounds: outbox.Options{MaxActs: o.ActsQueueMax, MaxBytes: int64(o.ActsQueueMiB) << 20}}, log,
 		verbs.WithStopTimeout(o.StopTimeout))
 	if err != nil {
 		return err
@@ -231,6 +244,8 @@ type keeperSetup struct {
 	Dir             *privdir.Dir     // checked before each verb that writes; nil: not checked
 	Seal            *agecrypt.Sealer // encrypts new archives; nil: plain
 	Unseal          *agecrypt.Opener // decrypts stored ones; nil: none
+	ActsQueue       string           // the acts queue's directory; "": none
+	ActsQueueBounds outbox.Options
 }
 
 // startKeeper starts the keeper on nc and the store through inproc.Start,
@@ -242,6 +257,7 @@ func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.L
 		RestoreParallel: ks.RestoreParallel, AsideWarnAfter: ks.AsideWarnAfter, PruneEvery: ks.PruneEvery,
 		MetricsListen: ks.MetricsListen, MaxHeavy: ks.MaxHeavy, VerbTimeout: ks.VerbTimeout, Dir: ks.Dir, Replicas: ks.Replicas,
 		Seal: ks.Seal, Unseal: ks.Unseal,
+		ActsQueue: ks.ActsQueue, ActsQueueBounds: ks.ActsQueueBounds,
 		Version: buildVersion(), Logger: log, StepHook: crashHook(log), Now: clockHook(log),
 		Engine: func(k *keeper.Keeper) verbs.Engine { return hangHook(k, log) },
 		BusError: func(err error) error {

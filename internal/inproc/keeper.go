@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/agecrypt"
 	"github.com/nats-keeper/nats-keeper/internal/metrics"
+	"github.com/nats-keeper/nats-keeper/internal/outbox"
 	"github.com/nats-keeper/nats-keeper/internal/privdir"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
@@ -66,6 +67,14 @@ type Setup struct {
 	// (keeper.Config.Seal); Unseal decrypts stored ones (keeper.Config.Unseal).
 	Seal   *agecrypt.Sealer
 	Unseal *agecrypt.Opener
+	// ActsQueue, when set, is the directory of the on-disk acts queue
+	// (serve: <dir>/acts-queue): acts the bus does not take now wait
+	// there and are delivered in order when it takes them again. "": acts
+	// are recorded on the bus or not at all, as a verb ends.
+	ActsQueue string
+	// ActsQueueBounds bound the acts queue; zero fields take outbox's
+	// defaults.
+	ActsQueueBounds outbox.Options
 }
 
 // Keeper is a keeper serving its verbs in this process.
@@ -75,6 +84,7 @@ type Keeper struct {
 	Metrics *metrics.Metrics // its metrics, also in the service's stats
 
 	metricsSrv *metrics.Server // nil without MetricsListen
+	queue      *outbox.Queue   // nil without ActsQueue
 
 	cancel context.CancelFunc
 	loops  sync.WaitGroup
@@ -111,10 +121,15 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 			_ = msrv.Close()
 		}
 	}()
-	k, err := engine(ctx, nc, s, bucket, prefix, log, m, "nothing is served")
+	k, queue, err := engine(ctx, nc, s, bucket, prefix, log, m, "nothing is served")
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if !ok && queue != nil {
+			_ = queue.Close()
+		}
+	}()
 	recovered, err := k.Recover(ctx)
 	for _, said := range recovered {
 		log.Warn("recovered an interrupted restore", "said", said)
@@ -146,7 +161,7 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 	}
 	ok = true
 	loopCtx, cancel := context.WithCancel(ctx)
-	ik := &Keeper{Keeper: k, Service: svc, Metrics: m, metricsSrv: msrv, cancel: cancel}
+	ik := &Keeper{Keeper: k, Service: svc, Metrics: m, metricsSrv: msrv, queue: queue, cancel: cancel}
 	ik.loops.Go(func() { recoverLoop(loopCtx, k, log) })
 	if s.PruneEvery > 0 {
 		ik.loops.Go(func() { pruneLoop(loopCtx, k, s.PruneEvery, log) })
@@ -181,26 +196,42 @@ func Open(ctx context.Context, nc *nats.Conn, s Setup) (*keeper.Keeper, error) {
 		return nil, errors.New("inproc.Open needs a store, so nothing was done")
 	}
 	prefix, bucket, log := s.defaults()
-	return engine(ctx, nc, s, bucket, prefix, log, nil, "nothing was done")
+	s.ActsQueue = "" // one verb in this process: its act is recorded on the bus or the verb says why not
+	k, _, err := engine(ctx, nc, s, bucket, prefix, log, nil, "nothing was done")
+	return k, err
 }
 
-// engine builds the jsbus adapter and the keeper on it; each failure is a
-// sentence ending ", so "+nothing.
-func engine(ctx context.Context, nc *nats.Conn, s Setup, bucket, prefix string, log *slog.Logger, obs keeper.Observer, nothing string) (*keeper.Keeper, error) {
+// engine builds the jsbus adapter, the acts queue in front of it when
+// s.ActsQueue is set (nil otherwise; the caller closes it), and the keeper
+// on them; each failure is a sentence ending ", so "+nothing.
+func engine(ctx context.Context, nc *nats.Conn, s Setup, bucket, prefix string, log *slog.Logger, obs keeper.Observer, nothing string) (*keeper.Keeper, *outbox.Queue, error) {
 	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log), jsbus.WithReplicas(s.Replicas))
 	if err != nil {
 		if s.BusError != nil {
 			err = s.BusError(err)
 		}
-		return nil, fmt.Errorf("could not open the keeper's state on the bus, so %s: %w", nothing, err)
+		return nil, nil, fmt.Errorf("could not open the keeper's state on the bus, so %s: %w", nothing, err)
 	}
-	k, err := keeper.New(ctx, keeper.Config{Store: s.Store, Bus: a, Index: a, Acts: a, Logger: log, Version: s.Version,
+	var acts keeper.Acts = a
+	var queue *outbox.Queue
+	if s.ActsQueue != "" {
+		qo := s.ActsQueueBounds
+		qo.Logger = log
+		if queue, err = outbox.Open(s.ActsQueue, a, qo); err != nil {
+			return nil, nil, fmt.Errorf("could not open the acts queue, so %s: %w", nothing, err)
+		}
+		acts = queue
+	}
+	k, err := keeper.New(ctx, keeper.Config{Store: s.Store, Bus: a, Index: a, Acts: acts, Logger: log, Version: s.Version,
 		StepHook: s.StepHook, Now: s.Now, RestoreParallel: s.RestoreParallel, AsideWarnAfter: s.AsideWarnAfter,
 		OwnStreams: a.OwnStreams(), Observer: obs, Seal: s.Seal, Unseal: s.Unseal})
 	if err != nil {
-		return nil, fmt.Errorf("could not open the keeper's store %s, so %s: %w", s.Store.Describe().URL, nothing, err)
+		if queue != nil {
+			_ = queue.Close()
+		}
+		return nil, nil, fmt.Errorf("could not open the keeper's store %s, so %s: %w", s.Store.Describe().URL, nothing, err)
 	}
-	return k, nil
+	return k, queue, nil
 }
 
 // Stop stops the service, as verbs.Service.Stop does, then ends the
@@ -209,6 +240,9 @@ func (k *Keeper) Stop() error {
 	err := k.Service.Stop()
 	k.cancel()
 	k.loops.Wait()
+	if k.queue != nil {
+		_ = k.queue.Close() // what it holds stays on disk for the next start
+	}
 	if k.metricsSrv != nil {
 		_ = k.metricsSrv.Close()
 	}

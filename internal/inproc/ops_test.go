@@ -76,7 +76,9 @@ func newBed(t *testing.T, s inproc.Setup) *bed {
 	t.Cleanup(func() { _ = st.Close() })
 	s.Store = st
 	s.MetricsListen = "127.0.0.1:0"
-	s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	b.k, err = inproc.Start(context.Background(), b.nc, s)
 	if err != nil {
 		t.Fatal(err)

@@ -109,7 +109,7 @@ var (
 	descJournal = desc("journals_open", "Restore journals in the index: restores in progress or waiting to be finished or undone.")
 	descLeases  = desc("leases_held", "Leases this keeper holds in the index.")
 	descQueued  = desc("acts_queued", "Acts waiting to be recorded on the bus.")
-	descDropped = desc("acts_dropped_total", "Acts dropped because the queue's bound was reached.")
+	descDropped = desc("acts_dropped_total", "Acts dropped: the acts queue was full, or an act could be neither queued nor recorded.")
 )
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
