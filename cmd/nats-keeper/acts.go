@@ -37,12 +37,7 @@ works while no keeper runs; the NATS user needs read access to that stream
 (see Permissions in the README). An act id seen twice is shown once.`,
 		Args: args(0, 2),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if len(a) > 0 {
-				o.Module = a[0]
-			}
-			if len(a) > 1 {
-				o.Local = a[1]
-			}
+			optionalKept(a, &o.Module, &o.Local)
 			return ran(runActs(cmd.Context(), *o))
 		},
 	}

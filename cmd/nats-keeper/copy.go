@@ -51,12 +51,7 @@ total; --json prints the report as JSON. Exits 1 if any failed (the others
 are copied), 2 if a store is not given, 5 if a store cannot be opened.`,
 		Args: args(0, 2),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if len(a) > 0 {
-				o.Module = a[0]
-			}
-			if len(a) > 1 {
-				o.Local = a[1]
-			}
+			optionalKept(a, &o.Module, &o.Local)
 			return ran(runCopy(cmd.Context(), *o))
 		},
 	}

@@ -23,12 +23,7 @@ func newListCmd(e env) *cobra.Command {
 		Short: "List restore points and set-aside data",
 		Args:  args(0, 2),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if len(a) > 0 {
-				o.Module = a[0]
-			}
-			if len(a) > 1 {
-				o.Local = a[1]
-			}
+			optionalKept(a, &o.Module, &o.Local)
 			return ran(runList(cmd.Context(), *o))
 		},
 	}

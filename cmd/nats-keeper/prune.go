@@ -44,12 +44,7 @@ applied (nats-keeper policy set); with neither, prune is refused and removes not
 itself gives the same list. Each removal is recorded as an act before the point goes.`,
 		Args: args(0, 2),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if len(a) > 0 {
-				o.Module = a[0]
-			}
-			if len(a) > 1 {
-				o.Local = a[1]
-			}
+			optionalKept(a, &o.Module, &o.Local)
 			return ran(runPrune(cmd.Context(), *o))
 		},
 	}

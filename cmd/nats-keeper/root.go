@@ -104,6 +104,16 @@ func defaultCaller(e env) string {
 }
 
 // args checks positional arguments, as a usage error.
+// optionalKept sets module and local from the arguments [MODULE [LOCAL]].
+func optionalKept(a []string, module, local *string) {
+	if len(a) > 0 {
+		*module = a[0]
+	}
+	if len(a) > 1 {
+		*local = a[1]
+	}
+}
+
 func args(min, max int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, a []string) error {
 		if len(a) < min || len(a) > max {
