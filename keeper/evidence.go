@@ -85,24 +85,32 @@ type ArchiveFigures struct {
 }
 
 // StreamCount is what one stream held, as a manifest or an aside records
-// it (want) or as the bus told it (got). Subjects and Objects are set only
-// where the check counts them.
+// it (want) or as the bus told it (got).
 type StreamCount struct {
-	Messages uint64  `json:"messages"`
-	Bytes    uint64  `json:"bytes"`
-	FirstSeq uint64  `json:"first_seq"`
-	LastSeq  uint64  `json:"last_seq"`
-	Subjects *uint64 `json:"subjects,omitempty"` // subjects holding a message (a KV bucket's keys)
-	Objects  *uint64 `json:"objects,omitempty"`  // an object store's objects (subjects of its meta messages)
+	Messages uint64 `json:"messages"`
+	Bytes    uint64 `json:"bytes"`
+	FirstSeq uint64 `json:"first_seq"`
+	LastSeq  uint64 `json:"last_seq"`
+}
+
+// SubjectFigures is the count of a KV bucket's keys or an object store's
+// objects: subjects holding a message, in the point (as the server wrote
+// them in its snapshot's backup.json) and on the bus after the restore.
+type SubjectFigures struct {
+	Want    uint64  `json:"want_subjects"`
+	Got     uint64  `json:"got_subjects"`
+	Objects *uint64 `json:"objects,omitempty"`        // an object store's objects: subjects of its meta messages
+	Chunks  *uint64 `json:"chunk_subjects,omitempty"` // and of its chunks
 }
 
 // StreamFigures is one stream of a check: what was wanted and what was got.
 type StreamFigures struct {
-	Stream  string       `json:"stream"`
-	Verdict string       `json:"verdict"`
-	Want    StreamCount  `json:"want"`
-	Got     *StreamCount `json:"got,omitempty"` // nil when it could not be read (Note says why)
-	Note    string       `json:"note,omitempty"`
+	Stream  string          `json:"stream"`
+	Verdict string          `json:"verdict"`
+	Want    *StreamCount    `json:"want,omitempty"`
+	Got     *StreamCount    `json:"got,omitempty"`   // nil when it could not be read (Note says why)
+	Count   *SubjectFigures `json:"count,omitempty"` // kv-keys and objects
+	Note    string          `json:"note,omitempty"`
 }
 
 // ConsumerFigures is one consumer of the consumers-set check.

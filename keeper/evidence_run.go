@@ -80,8 +80,8 @@ func dataBytes(m *busarchive.Manifest) int64 {
 	return n
 }
 
-func countOf(s StreamSum) StreamCount {
-	return StreamCount{Messages: s.Messages, Bytes: s.Bytes, FirstSeq: s.FirstSeq, LastSeq: s.LastSeq}
+func countOf(s StreamSum) *StreamCount {
+	return &StreamCount{Messages: s.Messages, Bytes: s.Bytes, FirstSeq: s.FirstSeq, LastSeq: s.LastSeq}
 }
 
 func countOfInfo(si *StreamInfo) *StreamCount {
@@ -152,7 +152,7 @@ func (x *run) checkRestored(ctx context.Context) {
 			streams = append(streams, StreamFigures{Stream: s, Verdict: Fail, Note: "not in the point's manifest"})
 			continue
 		}
-		want := StreamCount{Messages: sm.State.Msgs, Bytes: sm.State.Bytes, FirstSeq: sm.State.FirstSeq, LastSeq: sm.State.LastSeq}
+		want := &StreamCount{Messages: sm.State.Msgs, Bytes: sm.State.Bytes, FirstSeq: sm.State.FirstSeq, LastSeq: sm.State.LastSeq}
 		f := StreamFigures{Stream: s, Want: want, Verdict: Fail}
 		si, err := x.k.bus.Stream(ctx, s)
 		if err != nil {
@@ -161,7 +161,7 @@ func (x *run) checkRestored(ctx context.Context) {
 			continue
 		}
 		f.Got = countOfInfo(si)
-		f.Verdict = verdictOf(*f.Got == want)
+		f.Verdict = verdictOf(*f.Got == *want)
 		streams = append(streams, f)
 		if bucket, ok := strings.CutPrefix(s, "KV_"); ok && hasSubject(sm, "$KV."+bucket+".>") {
 			kv = append(kv, x.kvFigures(s, si))
@@ -235,8 +235,7 @@ func (x *run) kvFigures(stream string, si *StreamInfo) StreamFigures {
 		return f
 	}
 	got := si.NumSubjects
-	f.Want = StreamCount{Subjects: &want}
-	f.Got = &StreamCount{Subjects: &got}
+	f.Count = &SubjectFigures{Want: want, Got: got}
 	f.Verdict = verdictOf(got == want)
 	f.Note = fmt.Sprintf("%d key(s) in the point, %d on the bus", want, got)
 	return f
@@ -255,7 +254,6 @@ func (x *run) objectFigures(ctx context.Context, stream, bucket string, si *Stre
 		f.Note = "not checked: the point's count of subjects could not be read: " + err.Error()
 		return f
 	}
-	f.Want.Subjects = &want
 	objects, err := x.k.bus.SubjectCount(ctx, stream, "$O."+bucket+".M.>")
 	if err != nil {
 		f.Note = "not checked: its objects could not be counted: " + err.Error()
@@ -267,7 +265,7 @@ func (x *run) objectFigures(ctx context.Context, stream, bucket string, si *Stre
 		return f
 	}
 	got := si.NumSubjects
-	f.Got = &StreamCount{Subjects: &got, Objects: &objects}
+	f.Count = &SubjectFigures{Want: want, Got: got, Objects: &objects, Chunks: &chunks}
 	f.Verdict = verdictOf(got == want && objects+chunks == want)
 	f.Note = fmt.Sprintf("%d object(s) and %d chunk subject(s) on the bus make %d subject(s); the point held %d",
 		objects, chunks, objects+chunks, want)

@@ -65,11 +65,8 @@ func writeItems(b *strings.Builder, c Check) {
 	case len(c.Streams) > 0:
 		fmt.Fprintf(b, "\n## %s\n\n| stream | verdict | want | got | note |\n|---|---|---|---|---|\n", c.Name)
 		for _, s := range c.Streams {
-			got := "not read"
-			if s.Got != nil {
-				got = s.Got.String()
-			}
-			fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", cell(s.Stream), s.Verdict, s.Want.String(), got, cell(s.Note))
+			want, got := s.wantGot()
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", cell(s.Stream), s.Verdict, want, got, cell(s.Note))
 		}
 	case len(c.Consumers) > 0:
 		fmt.Fprintf(b, "\n## %s\n\n| consumer | by | verdict | ack floor want | ack floor got | config | note |\n|---|---|---|---|---|---|---|\n", c.Name)
@@ -95,27 +92,28 @@ func writeItems(b *strings.Builder, c Check) {
 	}
 }
 
-// String is the count as a table cell: "12 msgs, 3456 bytes, seq 1..12", or
-// only its subjects and objects where those alone are counted.
+// String is the count as a table cell: "12 msgs, 3456 bytes, seq 1..12".
 func (s StreamCount) String() string {
-	if (s.Subjects != nil || s.Objects != nil) && s.Messages == 0 && s.LastSeq == 0 {
-		var parts []string
-		if s.Subjects != nil {
-			parts = append(parts, fmt.Sprintf("%d subjects", *s.Subjects))
+	return fmt.Sprintf("%d msgs, %d bytes, seq %d..%d", s.Messages, s.Bytes, s.FirstSeq, s.LastSeq)
+}
+
+// wantGot are a stream's figures as two table cells.
+func (f StreamFigures) wantGot() (string, string) {
+	want, got := "not read", "not read"
+	switch {
+	case f.Count != nil:
+		want, got = fmt.Sprintf("%d subjects", f.Count.Want), fmt.Sprintf("%d subjects", f.Count.Got)
+		if f.Count.Objects != nil && f.Count.Chunks != nil {
+			got += fmt.Sprintf(" (%d objects, %d chunk subjects)", *f.Count.Objects, *f.Count.Chunks)
 		}
-		if s.Objects != nil {
-			parts = append(parts, fmt.Sprintf("%d objects", *s.Objects))
-		}
-		return strings.Join(parts, ", ")
+		return want, got
+	case f.Want != nil:
+		want = f.Want.String()
 	}
-	out := fmt.Sprintf("%d msgs, %d bytes, seq %d..%d", s.Messages, s.Bytes, s.FirstSeq, s.LastSeq)
-	if s.Subjects != nil {
-		out += fmt.Sprintf(", %d subjects", *s.Subjects)
+	if f.Got != nil {
+		got = f.Got.String()
 	}
-	if s.Objects != nil {
-		out += fmt.Sprintf(", %d objects", *s.Objects)
-	}
-	return out
+	return want, got
 }
 
 func orNone(s string) string {
