@@ -519,6 +519,7 @@ func (f *fakeEngine) ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Re
 func (f *fakeEngine) RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
 	return f.fn(ctx, VerbRemovePlan, r)
 }
+
 func (f *fakeEngine) ShowEvidence(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
 	return f.fn(ctx, VerbShowEvidence, r)
 }
