@@ -118,7 +118,7 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 	rep.Evidence = ev
 	if ev != nil && ev.Verdict != Pass {
 		// Done, and failed: the journal goes, as for any finished restore.
-		return fail(k.evidenceFailed(j, rep, ev, werr))
+		return fail(k.evidenceFailed(j, pl, ev, werr))
 	}
 	rep.Said += k.evidenceSaid(ev, werr)
 	return k.done(ctx, act, rep)
@@ -145,14 +145,24 @@ func (k *Keeper) beginEvidence(j *journal, pl *restorePlan, aside *Aside, asideR
 
 // evidenceFailed is the failure of a restore that was done but whose
 // evidence fails: the data is left as the restore made it.
-func (k *Keeper) evidenceFailed(j *journal, rep *Reply, ev *Evidence, werr error) error {
+func (k *Keeper) evidenceFailed(j *journal, pl *restorePlan, ev *Evidence, werr error) error {
 	kept := "none of the kept data was live, so nothing was set aside"
 	if j.Aside != "" {
 		kept = fmt.Sprintf("the live data as it was stays set aside as %s in %s", j.Aside, k.abs(asideRel(j.Aside)))
 	}
-	return &EvidenceError{Evidence: ev, err: fmt.Errorf("restore-kept of %s/%s was done, but its evidence fails (%s), "+
-		"so it is reported as failed; the restored data is left as it is (a restore is not undone because of its evidence), and %s.%s Done: %s",
-		j.Module, j.Local, strings.Join(ev.Failed, ", "), kept, k.evidenceSaid(ev, werr), rep.Said)}
+	what := fmt.Sprintf("restored %d stream(s) from %s", len(pl.Restore), pl.source())
+	if j.kind() == KindAsideOnly {
+		what = "set the live data aside and removed it"
+	}
+	var failed []string
+	for _, c := range ev.Checks {
+		if c.Verdict != Pass {
+			failed = append(failed, c.Name+" ("+c.Said+")")
+		}
+	}
+	return &EvidenceError{Evidence: ev, err: Errorf(ErrFailed, "restore-kept of %s/%s %s, but its evidence fails: %s; so it is reported as failed. "+
+		"The restored data is left as it is (a restore is not undone because of its evidence), and %s.%s",
+		j.Module, j.Local, what, strings.Join(failed, "; "), kept, k.evidenceSaid(ev, werr))}
 }
 
 // restoredReply is the reply of a restore that ran to its end.
