@@ -368,3 +368,26 @@ func TestEvidenceOfARecoveredRestore(t *testing.T) {
 		t.Errorf("checks %v", got)
 	}
 }
+
+// TestEvidenceOfAnAsideOnly: an aside-only request restores nothing, so its
+// report holds the aside's checks only, beside the aside.
+func TestEvidenceOfAnAsideOnly(t *testing.T) {
+	e := newEnv(t)
+	r := req(1, "fp")
+	r.AsideOnly = true
+	rep, err := e.k.RestoreKept(e.ctx, r)
+	if err != nil {
+		t.Fatalf("aside-only: %v", err)
+	}
+	ev := rep.Evidence
+	if ev == nil || ev.Verdict != keeper.Pass || ev.Kind != keeper.KindAsideOnly || ev.Point != "" {
+		t.Fatalf("evidence %+v", ev)
+	}
+	if got, want := checkNames(ev), []string{keeper.CheckAsideVerified, keeper.CheckNoWritesAfter}; !slices.Equal(got, want) {
+		t.Fatalf("checks %v, want %v", got, want)
+	}
+	if n := len(checkOf(t, ev, keeper.CheckNoWritesAfter).Streams); n != 3 {
+		t.Errorf("no-late-writes lists %d streams, want 3", n)
+	}
+	sameJSON(t, storedEvidence(t, rep.Dir), ev)
+}
