@@ -443,24 +443,10 @@ func (k *Keeper) finishEvidence(ctx context.Context, j *journal) (*Evidence, err
 	if _, err := k.putJSON(ctx, path.Join(ev.Dir, evidenceFile), ev); err != nil {
 		return ev, err
 	}
-	if err := k.putText(ctx, path.Join(ev.Dir, summaryFile), ev.Summary()); err != nil {
+	if _, err := k.putBytes(ctx, path.Join(ev.Dir, summaryFile), []byte(ev.Summary())); err != nil {
 		return ev, err
 	}
 	return ev, nil
-}
-
-// putText writes a small text object, visible whole or not at all.
-func (k *Keeper) putText(ctx context.Context, key, text string) error {
-	w, err := k.store.Create(ctx, key)
-	if err != nil {
-		return err
-	}
-	defer w.Abort()
-	if _, err := io.WriteString(w, text); err != nil {
-		return err
-	}
-	_, err = w.Commit(ctx)
-	return err
 }
 
 // EvidenceError is the failure of a restore that was done, whose evidence

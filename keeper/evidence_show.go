@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"path"
 	"strings"
 
@@ -62,22 +61,4 @@ func (k *Keeper) evidenceFrom(r Request) (string, error) {
 		return asideRel(r.From), nil
 	}
 	return k.relFrom(r.From)
-}
-
-// readSmall reads one small object whole, refusing one over limit bytes.
-func (k *Keeper) readSmall(ctx context.Context, key string, limit int64) ([]byte, error) {
-	o, err := k.store.Open(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	defer o.Close()
-	if o.Size() > limit {
-		return nil, fmt.Errorf("it is %d bytes, over the limit of %d", o.Size(), limit)
-	}
-	rd, err := o.Reader(ctx, 0, o.Size())
-	if err != nil {
-		return nil, err
-	}
-	defer rd.Close()
-	return io.ReadAll(io.LimitReader(rd, limit+1))
 }
