@@ -440,6 +440,17 @@ func (k *Keeper) finishEvidence(ctx context.Context, j *journal) (*Evidence, err
 		return ev, errors.New("it has no place in the store")
 	}
 	ctx = context.WithoutCancel(ctx)
+	if j.Aside == "" && isAsideRel(ev.Dir) {
+		// An aside put back into absent kept data: the aside keeps the
+		// report of the restore that made it.
+		there, err := k.exists(ctx, path.Join(ev.Dir, evidenceFile))
+		if err != nil {
+			return ev, err
+		}
+		if there {
+			return ev, fmt.Errorf("aside %s keeps the report of the restore that made it", path.Base(ev.Dir))
+		}
+	}
 	if _, err := k.putJSON(ctx, path.Join(ev.Dir, evidenceFile), ev); err != nil {
 		return ev, err
 	}

@@ -391,3 +391,27 @@ func TestEvidenceOfAnAsideOnly(t *testing.T) {
 	}
 	sameJSON(t, storedEvidence(t, rep.Dir), ev)
 }
+
+// TestEvidenceOfAnAsidePutBackIntoAbsentData: the aside keeps the report of
+// the restore that made it; the report of putting it back is in the reply,
+// which says why it is not in the store.
+func TestEvidenceOfAnAsidePutBackIntoAbsentData(t *testing.T) {
+	e := newEnv(t)
+	e.snapshot(1, "fp")
+	first, err := e.k.RestoreKept(e.ctx, req(1, "fp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.removeKept()
+	r := req(0, "")
+	r.From = "aside/" + first.Aside.ID
+	rep, err := e.k.RestoreKept(e.ctx, r)
+	if err != nil {
+		t.Fatalf("putting the aside back: %v", err)
+	}
+	if rep.Evidence == nil || rep.Evidence.Verdict != keeper.Pass || rep.Evidence.Kind != keeper.KindIntoAbsent {
+		t.Fatalf("evidence %+v", rep.Evidence)
+	}
+	mustContain(t, rep.Said, "Evidence: PASS", "keeps the report of the restore that made it", "only in this reply")
+	sameJSON(t, storedEvidence(t, first.Dir), first.Evidence)
+}
