@@ -230,6 +230,14 @@ func (k *Keeper) done(ctx context.Context, act Act, rep *Reply) (*Reply, error) 
 	act.What, act.Outcome = rep.Said, "done"
 	if data, err := json.Marshal(rep); err == nil && len(data) < 64<<10 {
 		act.Detail = data
+	} else if rep.Evidence != nil {
+		// Too big with its evidence report, which is in the store: the
+		// rest of the reply goes without it.
+		bare := *rep
+		bare.Evidence = nil
+		if data, err := json.Marshal(&bare); err == nil && len(data) < 64<<10 {
+			act.Detail = data
+		}
 	}
 	if err := k.record(ctx, act); err != nil {
 		rep.Said += fmt.Sprintf(" (The act could not be recorded on the bus: %v; it is in the keeper's log.)", err)
