@@ -45,6 +45,12 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 	act := Act{Verb: VerbRestore, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why, Hand: hand}
 	fail := func(err error) (*Reply, error) {
 		act.What, act.Outcome = err.Error(), "failed"
+		var ee *EvidenceError
+		if errors.As(err, &ee) && ee.Evidence != nil {
+			if data, jerr := json.Marshal(map[string]*Evidence{"evidence": ee.Evidence}); jerr == nil && len(data) < 64<<10 {
+				act.Detail = data
+			}
+		}
 		k.record(ctx, act)
 		return nil, err
 	}
