@@ -322,7 +322,12 @@ func configSum(raw json.RawMessage, ignoreReplicas bool) string {
 // stopped is the error that stopped setting the positions, if any.
 func (x *run) checkConsumers(ctx context.Context, stopped error) {
 	ev := x.j.Evidence
-	if ev == nil || x.point == nil {
+	if ev == nil || x.j.kind() == KindAsideOnly {
+		return
+	}
+	if x.point == nil {
+		ev.setCheck(Check{Name: CheckConsumers, Verdict: Fail,
+			Said: "FAIL: not checked: what the restore restored from is gone, so no consumer was set back"})
 		return
 	}
 	if len(x.j.Expect) == 0 && stopped == nil {
