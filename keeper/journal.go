@@ -312,6 +312,12 @@ func (k *Keeper) recoverIntoAbsent(ctx context.Context, j *journal) (string, err
 		return said, nil
 	}
 	rep, err := k.restoreLocked(ctx, r, false)
+	var ee *EvidenceError
+	if errors.As(err, &ee) {
+		// Done, but its evidence fails: the restore's journal is closed.
+		k.closeJournalIfAbsent(ctx, j.Module, j.Local)
+		return "the interrupted restore of " + j.Module + "/" + j.Local + " was taken up and done, but it failed: " + err.Error(), nil
+	}
 	if err != nil {
 		if !errors.Is(err, ErrNoBus) {
 			// Not a bus that is away: trying again would fail again and
