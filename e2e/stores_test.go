@@ -122,8 +122,14 @@ func storeRoundTrip(t *testing.T, tmp string, bus *natsServer, args, env []strin
 			t.Errorf("the store does not hold %s; it holds %v", want, got)
 		}
 	}
-	if n := len(withPrefix(got, "aside/")); n != 2 { // aside.json and bus.tar
-		t.Errorf("the store holds %d aside object(s); want the restore's aside.json and bus.tar: %v", n, got)
+	asides := withPrefix(got, "aside/")
+	if n := len(asides); n != 4 { // aside.json, bus.tar, and the restore's evidence.json and summary.md
+		t.Errorf("the store holds %d aside object(s); want the restore's aside.json, bus.tar, evidence.json and summary.md: %v", n, got)
+	}
+	for _, name := range []string{"/evidence.json", "/summary.md"} {
+		if !slices.ContainsFunc(asides, func(k string) bool { return strings.HasSuffix(k, name) }) {
+			t.Errorf("the store holds no %s beside the aside: %v", name, got)
+		}
 	}
 	if files := keptFiles(t, dir); len(files) > 0 {
 		t.Errorf("the keeper's directory holds point or aside files, which belong in the store: %v", files)
@@ -155,7 +161,7 @@ func storeRoundTrip(t *testing.T, tmp string, bus *natsServer, args, env []strin
 	if two := "points/" + module + "/" + local + "/f1-two/"; !slices.Contains(got, two+"point.json") || !slices.Contains(got, two+"bus.tar") {
 		t.Errorf("the kept point f1-two is not whole in the store: %v", got)
 	}
-	if after := withPrefix(got, "aside/"); !slices.Equal(after, asidesBefore) || len(after) != 4 {
+	if after := withPrefix(got, "aside/"); !slices.Equal(after, asidesBefore) || len(after) != 8 {
 		t.Errorf("the asides in the store before the prune were %v, after it %v; want the two asides untouched", asidesBefore, after)
 	}
 	if got := pointFingerprints(mustCall(t, nc, "list-kept", map[string]any{"module": module})); !slices.Equal(got, []string{"two"}) {

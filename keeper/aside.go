@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+
+	"github.com/nats-keeper/nats-keeper/busarchive"
 )
 
 func asideKey(id string) string { return "aside." + id }
@@ -43,8 +45,9 @@ func (k *Keeper) newAside(ctx context.Context, module, local string) (string, er
 	return "", fmt.Errorf("making a set-aside copy: %s and %d more ids are all taken", base, maxAsideTries-1)
 }
 
-// setAside snapshots the plan's live streams into a new aside for restore r.
-func (k *Keeper) setAside(ctx context.Context, r Request, pl *restorePlan) (*Aside, error) {
+// setAside snapshots the plan's live streams into a new aside for restore
+// r, and returns it with its verification's report.
+func (k *Keeper) setAside(ctx context.Context, r Request, pl *restorePlan) (*Aside, *busarchive.Report, error) {
 	reason := ReasonRestore
 	if r.AsideOnly {
 		reason = ReasonAsideOnly
@@ -55,14 +58,15 @@ func (k *Keeper) setAside(ctx context.Context, r Request, pl *restorePlan) (*Asi
 // setAsideStreams snapshots the live streams into a new aside, verifies it,
 // writes its aside.json (the commit mark), records it, and checks that no stream took a new
 // message meanwhile. Only when it returns nil may the live streams be
-// removed. On error, nothing was removed and no partial aside is left.
-func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []string, reason, pointRel string) (*Aside, error) {
+// removed. On error, nothing was removed and no partial aside is left. It
+// returns the aside and the report of its verification.
+func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []string, reason, pointRel string) (*Aside, *busarchive.Report, error) {
 	if err := k.canReadOwn(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	id, err := k.newAside(ctx, r.Module, r.Local)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rel := asideRel(id)
 	placed := false
@@ -73,7 +77,7 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 	}()
 	positions, err := k.positions(ctx, r.Module, r.Local)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var live []StreamInfo
 	for _, s := range streams {
@@ -82,17 +86,17 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 		}
 	}
 	if err := k.checkRoom(ctx, storedBytes(live)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m, w, err := k.snapshotArchive(ctx, rel, streams,
 		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "aside", BytesTotal: storedBytes(live)})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer w.Abort()
 	info, err := w.Commit(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("writing the set-aside copy to the store: %w", err)
+		return nil, nil, fmt.Errorf("writing the set-aside copy to the store: %w", err)
 	}
 	a := &Aside{ID: id, Module: r.Module, Local: r.Local, Taken: k.now().UTC(), Caller: r.Caller, Why: r.Why,
 		Reason: reason, Point: pointRel, Dir: rel, Streams: streamSums(m), Positions: positions,
@@ -100,33 +104,33 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 	// Read back from the store and verified whole, before it counts.
 	oa, err := k.openArchive(ctx, rel, asidePoint(a))
 	if err != nil {
-		return nil, fmt.Errorf("the set-aside copy does not verify: %w", err)
+		return nil, nil, fmt.Errorf("the set-aside copy does not verify: %w", err)
 	}
-	_, _, err = k.verifyArchive(ctx, oa)
+	_, rep, err := k.verifyArchive(ctx, oa)
 	oa.Close()
 	if err != nil {
-		return nil, fmt.Errorf("the set-aside copy does not verify: %w", err)
+		return nil, nil, fmt.Errorf("the set-aside copy does not verify: %w", err)
 	}
 	// Anything written to the live streams after their snapshot began is not
 	// in the aside: removing them now would lose it.
 	for _, s := range m.Streams {
 		si, err := k.bus.Stream(ctx, s.Name)
 		if err != nil {
-			return nil, fmt.Errorf("looking up stream %s after setting it aside: %w", s.Name, err)
+			return nil, nil, fmt.Errorf("looking up stream %s after setting it aside: %w", s.Name, err)
 		}
 		if si.LastSeq != s.State.LastSeq {
-			return nil, Errorf(ErrConflict, "stream %s took new messages while it was being set aside (last sequence %d, now %d); "+
+			return nil, nil, Errorf(ErrConflict, "stream %s took new messages while it was being set aside (last sequence %d, now %d); "+
 				"stop the module's writers and try again", s.Name, s.State.LastSeq, si.LastSeq)
 		}
 	}
 	if _, err := k.putJSON(ctx, recordKey(rel), a); err != nil { // the commit mark
-		return nil, fmt.Errorf("writing aside.json: %w", err)
+		return nil, nil, fmt.Errorf("writing aside.json: %w", err)
 	}
 	placed = true
 	if err := k.recordAside(ctx, a); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return a, nil
+	return a, rep, nil
 }
 
 // canReadOwn refuses, with ErrLocked, a keeper that encrypts what it writes

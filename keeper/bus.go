@@ -24,6 +24,9 @@ type StreamInfo struct {
 	FirstSeq  uint64   `json:"first_seq"`          // its first sequence
 	LastSeq   uint64   `json:"last_seq"`           // its last sequence
 	Consumers int      `json:"consumers"`          // how many consumers it has
+	// NumSubjects is how many subjects hold a message (a KV bucket's keys,
+	// counting those whose last entry is a delete or purge marker).
+	NumSubjects uint64 `json:"num_subjects,omitempty"`
 }
 
 // Bus is the keeper's view of a JetStream system. Implementations must be safe
@@ -77,6 +80,17 @@ type Bus interface {
 	// all (the server's consumer reset). A consumer of that name that does
 	// not exist is made from p.Config as it was recorded, then moved.
 	SetPosition(ctx context.Context, p Position) error
+
+	// Consumer reads one durable consumer as Consumers lists it: its ack
+	// floor and its configuration as the server holds it. A missing
+	// consumer is an error wrapping ErrNotFound, a missing stream one
+	// wrapping ErrNoStream. The restore's evidence reads it.
+	Consumer(ctx context.Context, stream, consumer string) (*Position, error)
+
+	// SubjectCount is how many subjects of the stream that match filter
+	// hold a message (an object store's objects are the subjects of its
+	// meta messages). A missing stream is an error wrapping ErrNoStream.
+	SubjectCount(ctx context.Context, stream, filter string) (uint64, error)
 }
 
 // Index is the `kept` KV bucket: the keeper's index of points, asides and

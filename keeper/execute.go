@@ -71,7 +71,7 @@ type run struct {
 func (x *run) execute(ctx context.Context) ([]Position, error) {
 	j := x.j
 	if j.Step == StepRemove {
-		if err := x.remove(ctx); err != nil {
+		if err := x.timed("remove", func() error { return x.remove(ctx) }); err != nil {
 			return nil, x.giveUp(ctx, err)
 		}
 		if j.kind() == KindAsideOnly {
@@ -85,9 +85,10 @@ func (x *run) execute(ctx context.Context) ([]Position, error) {
 		if x.point == nil || x.arch == nil {
 			return nil, x.giveUp(ctx, fmt.Errorf("what it restores from, %s, is gone", j.Point))
 		}
-		if err := x.restore(ctx); err != nil {
+		if err := x.timed("restore", func() error { return x.restore(ctx) }); err != nil {
 			return nil, x.giveUp(ctx, err)
 		}
+		x.checkRestored(ctx)
 		if err := x.advance(ctx, StepPosition); err != nil {
 			return nil, x.giveUp(ctx, err)
 		}
@@ -96,7 +97,12 @@ func (x *run) execute(ctx context.Context) ([]Position, error) {
 	if len(x.asides) > 0 {
 		own = x.asides[0]
 	}
-	set, err := x.k.setPositions(ctx, j.Module, j.Local, x.point, j.Reposition, own)
+	var set []Position
+	err := x.timed("position", func() (err error) {
+		set, err = x.k.setPositions(ctx, j.Module, j.Local, x.point, j.Reposition, own)
+		return err
+	})
+	x.checkConsumers(ctx, err)
 	if err != nil {
 		x.k.closeJournal(ctx, j)
 		return set, err
@@ -124,9 +130,11 @@ func (x *run) remove(ctx context.Context) error {
 		if contains(j.Removed, s) {
 			continue
 		}
-		if err := x.k.removeCovered(ctx, x.asides, s); err != nil {
+		seen, err := x.k.removeCoveredSeen(ctx, x.asides, s)
+		if err != nil {
 			return fmt.Errorf("removing the live streams failed: %w", err)
 		}
+		x.sawRemoval(s, seen)
 		j.Removed = append(j.Removed, s)
 		if err := x.k.saveJournal(ctx, j); err != nil {
 			return err
@@ -248,26 +256,33 @@ func (x *run) giveUp(ctx context.Context, err error) error {
 // messages since, or that no aside holds, is not removed: that would lose
 // it. A stream that is not there is not an error.
 func (k *Keeper) removeCovered(ctx context.Context, asides []*Aside, stream string) error {
+	_, err := k.removeCoveredSeen(ctx, asides, stream)
+	return err
+}
+
+// removeCoveredSeen is removeCovered that also returns the stream as it
+// stood the moment before it was removed (nil when it was not there).
+func (k *Keeper) removeCoveredSeen(ctx context.Context, asides []*Aside, stream string) (*StreamInfo, error) {
 	si, err := k.bus.Stream(ctx, stream)
 	if errors.Is(err, ErrNoStream) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	held, ok := newestHolding(asides, stream)
 	if !ok {
-		return Errorf(ErrConflict, "stream %s is on the bus but in no set-aside copy, so it was not removed", stream)
+		return nil, Errorf(ErrConflict, "stream %s is on the bus but in no set-aside copy, so it was not removed", stream)
 	}
 	if !sameState(held, si) {
-		return Errorf(ErrConflict, "stream %s changed after it was set aside (last sequence %d, now %d; %d message(s), now %d), so it was not removed",
+		return nil, Errorf(ErrConflict, "stream %s changed after it was set aside (last sequence %d, now %d; %d message(s), now %d), so it was not removed",
 			stream, held.LastSeq, si.LastSeq, held.Messages, si.Messages)
 	}
 	k.hook("remove:" + stream)
 	if err := k.bus.DeleteStream(ctx, stream); err != nil && !errors.Is(err, ErrNoStream) {
-		return fmt.Errorf("deleting stream %s: %w", stream, err)
+		return nil, fmt.Errorf("deleting stream %s: %w", stream, err)
 	}
-	return nil
+	return si, nil
 }
 
 // sameState reports whether the live stream si took nothing since s was

@@ -35,6 +35,11 @@ type journal struct {
 	Caller     string     `json:"caller,omitempty"`
 	Why        string     `json:"why,omitempty"`
 	Started    time.Time  `json:"started"`
+	// Evidence is the restore's evidence report so far, and Expect what
+	// each consumer it sets back must be once it is done (see
+	// evidence_run.go); absent in journals of keepers that kept none.
+	Evidence *Evidence         `json:"evidence,omitempty"`
+	Expect   []ConsumerFigures `json:"expect,omitempty"`
 }
 
 func journalKey(module, local string) string { return "journal." + module + "." + local }
@@ -182,13 +187,17 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 	}
 	if len(found) > 0 {
 		k.log.Warn("setting aside what is on the bus before recovery removes it", "module", j.Module, "local", j.Local, "streams", found)
-		ra, err := k.setAsideStreams(ctx, r, found, ReasonRecovery, j.Point)
+		ra, _, err := k.setAsideStreams(ctx, r, found, ReasonRecovery, j.Point)
 		if err != nil {
 			return "", fmt.Errorf("the interrupted restore of %s/%s was not taken up: setting aside %s, found on the bus, failed: %w; nothing was removed, and the keeper tries again",
 				j.Module, j.Local, strings.Join(found, ", "), err)
 		}
 		asides = append(asides, ra)
 	}
+	if j.Evidence == nil {
+		j.Evidence = unprovenStart(j)
+	}
+	j.Evidence.Recovered = true
 	x := &run{k: k, j: j, asides: asides, point: p, parallel: k.parallel}
 	if p != nil {
 		if x.arch, err = k.openArchive(ctx, j.Point, p); err != nil {
@@ -199,6 +208,11 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 		}
 	}
 	set, err := x.execute(ctx)
+	var evSaid string
+	if err == nil || x.done() {
+		ev, werr := k.finishEvidence(ctx, j)
+		evSaid = k.evidenceSaid(ev, werr)
+	}
 	said := fmt.Sprintf("the interrupted restore of %s/%s was completed: the %d stream(s) restored are on the bus and %d consumer position(s) were set back; the live data as it was stays set aside as %s",
 		j.Module, j.Local, len(j.Restore), len(set), j.Aside)
 	if j.Point == "" {
@@ -210,12 +224,13 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 	}
 	if err != nil {
 		// Putting the aside back is one of the two outcomes recovery may end in.
-		said = "the interrupted restore was not completed: " + err.Error()
+		said = "the interrupted restore was not completed: " + err.Error() + evSaid
 		k.log.Error("interrupted restore rolled back", "module", j.Module, "local", j.Local, "err", err)
 		act.What, act.Outcome = said, "rolled back"
 		k.record(ctx, act)
 		return said, nil
 	}
+	said += "." + evSaid
 	act.What, act.Outcome = "interrupted restore: "+said, "done"
 	k.record(ctx, act)
 	k.closeJournal(ctx, j)
@@ -300,6 +315,12 @@ func (k *Keeper) recoverIntoAbsent(ctx context.Context, j *journal) (string, err
 		return said, nil
 	}
 	rep, err := k.restoreLocked(ctx, r, false)
+	var ee *EvidenceError
+	if errors.As(err, &ee) {
+		// Done, but its evidence fails: the restore's journal is closed.
+		k.closeJournalIfAbsent(ctx, j.Module, j.Local)
+		return "the interrupted restore of " + j.Module + "/" + j.Local + " was taken up and done, but it failed: " + err.Error(), nil
+	}
 	if err != nil {
 		if !errors.Is(err, ErrNoBus) {
 			// Not a bus that is away: trying again would fail again and

@@ -103,6 +103,8 @@ const (
 	VerbSetPlan    = "set-plan"
 	VerbShowPlan   = "show-plan"
 	VerbRemovePlan = "remove-plan"
+	// VerbShowEvidence reads back the evidence report of a restore.
+	VerbShowEvidence = "show-evidence"
 )
 
 // VerbImport is what ImportKept records its acts as. It is no verb on the
@@ -233,6 +235,14 @@ func checkRequest(verb string, r Request) error {
 			return checkPlanShape(r.Streams, r.Consumers)
 		}
 		return nil
+	case VerbShowEvidence:
+		if r.From != "" {
+			if r.Module != "" || r.Local != "" || r.Form != 0 || r.Fingerprint != "" {
+				return Errorf(ErrBadRequest, "show-evidence takes a from, or module, local, form and fingerprint, not both")
+			}
+			return checkFromShape(r.From)
+		}
+		return needPoint()
 	case VerbDiscard:
 		if r.Why == "" {
 			return Errorf(ErrBadRequest, "why is required for discard-aside")

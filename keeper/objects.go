@@ -101,12 +101,17 @@ func (k *Keeper) putJSON(ctx context.Context, key string, v any) (store.Info, er
 	if err != nil {
 		return store.Info{}, err
 	}
+	return k.putBytes(ctx, key, append(data, '\n'))
+}
+
+// putBytes writes a small object, visible whole or not at all.
+func (k *Keeper) putBytes(ctx context.Context, key string, data []byte) (store.Info, error) {
 	w, err := k.store.Create(ctx, key)
 	if err != nil {
 		return store.Info{}, err
 	}
 	defer w.Abort()
-	if _, err := w.Write(append(data, '\n')); err != nil {
+	if _, err := w.Write(data); err != nil {
 		return store.Info{}, err
 	}
 	return w.Commit(ctx)
@@ -115,27 +120,37 @@ func (k *Keeper) putJSON(ctx context.Context, key string, v any) (store.Info, er
 // getJSON reads a small record strictly. Its error wraps store.ErrNotFound
 // when there is none.
 func (k *Keeper) getJSON(ctx context.Context, key string, v any) error {
-	o, err := k.store.Open(ctx, key)
+	data, err := k.readSmall(ctx, key, maxRecordSize)
 	if err != nil {
 		return err
 	}
-	defer o.Close()
-	if o.Size() > maxRecordSize {
-		return fmt.Errorf("%s is %d bytes, over %d", key, o.Size(), maxRecordSize)
-	}
-	r, err := o.Reader(ctx, 0, o.Size())
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	var buf bytes.Buffer
-	if _, err := io.Copy(&buf, io.LimitReader(r, maxRecordSize+1)); err != nil {
-		return fmt.Errorf("reading %s: %w", key, err)
-	}
-	if err := json.Unmarshal(buf.Bytes(), v); err != nil {
+	if err := json.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("%s is not valid JSON: %w", key, err)
 	}
 	return nil
+}
+
+// readSmall reads one small object whole, refusing one over limit bytes.
+// Its error wraps store.ErrNotFound when there is none.
+func (k *Keeper) readSmall(ctx context.Context, key string, limit int64) ([]byte, error) {
+	o, err := k.store.Open(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer o.Close()
+	if o.Size() > limit {
+		return nil, fmt.Errorf("%s is %d bytes, over %d", key, o.Size(), limit)
+	}
+	rd, err := o.Reader(ctx, 0, o.Size())
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	var buf bytes.Buffer
+	if _, err := io.Copy(&buf, io.LimitReader(rd, limit+1)); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", key, err)
+	}
+	return buf.Bytes(), nil
 }
 
 // removePrefix deletes every object under rel: its record first, so that

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/nats-keeper/nats-keeper/busarchive"
 )
 
 // RestoreKept restores a point beside the live data, or with AsideOnly only
@@ -42,10 +45,17 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 	act := Act{Verb: VerbRestore, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why, Hand: hand}
 	fail := func(err error) (*Reply, error) {
 		act.What, act.Outcome = err.Error(), "failed"
+		var ee *EvidenceError
+		if errors.As(err, &ee) && ee.Evidence != nil {
+			if data, jerr := json.Marshal(map[string]*Evidence{"evidence": ee.Evidence}); jerr == nil && len(data) < 64<<10 {
+				act.Detail = data
+			}
+		}
 		k.record(ctx, act)
 		return nil, err
 	}
 
+	began := k.now()
 	pl, err := k.planRestore(ctx, r)
 	if err != nil {
 		return fail(fmt.Errorf("restore-kept of %s/%s: %w, so nothing was set aside or removed", r.Module, r.Local, err))
@@ -62,8 +72,10 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 	// live stream be removed.
 	kind := KindIntoAbsent
 	var aside *Aside
+	var asideRep *busarchive.Report
+	asideBegan := k.now()
 	if len(pl.SetAside) > 0 {
-		if aside, err = k.setAside(ctx, r, pl); err != nil {
+		if aside, asideRep, err = k.setAside(ctx, r, pl); err != nil {
 			return fail(fmt.Errorf("restore-kept of %s/%s: setting the live data aside failed: %w, so nothing was removed",
 				r.Module, r.Local, withKind(ErrFailed, err)))
 		}
@@ -75,13 +87,14 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 	j := &journal{Module: r.Module, Local: r.Local, Kind: kind, Point: pl.pointRel,
 		Remove: pl.Remove, Removed: []string{}, Restore: pl.Restore, Restored: []string{},
 		Reposition: pl.Reposition, Step: StepRemove, Caller: r.Caller, Why: r.Why, Started: k.now().UTC(),
-		Overrides: pl.Overrides}
+		Overrides: pl.Overrides, Expect: pl.expect}
 	asides := []*Aside{}
 	if aside != nil {
 		j.Aside, asides = aside.ID, append(asides, aside)
 	} else {
 		j.Step = StepRestore // nothing is live, so nothing is removed
 	}
+	j.Evidence = k.beginEvidence(j, pl, aside, asideRep, began, asideBegan, !hand)
 	if err := k.saveJournal(ctx, j); err != nil {
 		if aside != nil {
 			return fail(Errorf(ErrFailed, "restore-kept of %s/%s: %w, so nothing was removed; the live data is also set aside as %s in %s",
@@ -94,13 +107,68 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 	x := &run{k: k, j: j, asides: asides, point: pl.point, arch: pl.arch, parallel: k.parallel}
 	set, err := x.execute(ctx)
 	if err != nil {
+		if x.done() {
+			// The streams are restored; only the positions failed. The
+			// evidence says which consumers are not where they must be.
+			ev, werr := k.finishEvidence(ctx, j)
+			return fail(&EvidenceError{Evidence: ev, err: fmt.Errorf("%w.%s", err, k.evidenceSaid(ev, werr))})
+		}
 		return fail(err)
 	}
 	defer k.closeJournal(ctx, j) // after the act below is recorded
 	if pl.point != nil {
 		k.observe.Restored(r.Module, r.Local, pl.point.ArchiveSize, k.now().UTC())
 	}
-	return k.done(ctx, act, k.restoredReply(r, pl, aside, set))
+	rep := k.restoredReply(r, pl, aside, set)
+	ev, werr := k.finishEvidence(ctx, j)
+	rep.Evidence = ev
+	if ev != nil && ev.Verdict != Pass {
+		// Done, and failed: the journal goes, as for any finished restore.
+		return fail(k.evidenceFailed(j, pl, ev, werr))
+	}
+	rep.Said += k.evidenceSaid(ev, werr)
+	return k.done(ctx, act, rep)
+}
+
+// beginEvidence is the evidence of a restore about to run: the point's
+// verification, and the aside's, made before anything was removed.
+func (k *Keeper) beginEvidence(j *journal, pl *restorePlan, aside *Aside, asideRep *busarchive.Report, began, asideBegan time.Time, recovered bool) *Evidence {
+	ev := newEvidence(j, began)
+	ev.Recovered = recovered
+	if pl.point != nil {
+		ev.PointSum = pl.point.ArchiveSum
+	}
+	if pl.verified != nil {
+		ev.setCheck(pointCheck(pl.point, pl.manifest, pl.verified, true))
+		ev.timed("verify", pl.verifyBegan, pl.verifyEnded)
+	}
+	if aside != nil && asideRep != nil {
+		ev.setCheck(asideCheck(aside, asideRep))
+		ev.timed("aside", asideBegan, k.now())
+	}
+	return ev
+}
+
+// evidenceFailed is the failure of a restore that was done but whose
+// evidence fails: the data is left as the restore made it.
+func (k *Keeper) evidenceFailed(j *journal, pl *restorePlan, ev *Evidence, werr error) error {
+	kept := "none of the kept data was live, so nothing was set aside"
+	if j.Aside != "" {
+		kept = fmt.Sprintf("the live data as it was stays set aside as %s in %s", j.Aside, k.abs(asideRel(j.Aside)))
+	}
+	what := fmt.Sprintf("restored %d stream(s) from %s", len(pl.Restore), pl.source())
+	if j.kind() == KindAsideOnly {
+		what = "set the live data aside and removed it"
+	}
+	var failed []string
+	for _, c := range ev.Checks {
+		if c.Verdict != Pass {
+			failed = append(failed, c.Name+" ("+c.Said+")")
+		}
+	}
+	return &EvidenceError{Evidence: ev, err: Errorf(ErrFailed, "restore-kept of %s/%s %s, but its evidence fails: %s; so it is reported as failed. "+
+		"The restored data is left as it is (a restore is not undone because of its evidence), and %s.%s",
+		j.Module, j.Local, what, strings.Join(failed, "; "), kept, k.evidenceSaid(ev, werr))}
 }
 
 // restoredReply is the reply of a restore that ran to its end.
@@ -168,6 +236,14 @@ func (k *Keeper) done(ctx context.Context, act Act, rep *Reply) (*Reply, error) 
 	act.What, act.Outcome = rep.Said, "done"
 	if data, err := json.Marshal(rep); err == nil && len(data) < 64<<10 {
 		act.Detail = data
+	} else if rep.Evidence != nil {
+		// Too big with its evidence report, which is in the store: the
+		// rest of the reply goes without it.
+		bare := *rep
+		bare.Evidence = nil
+		if data, err := json.Marshal(&bare); err == nil && len(data) < 64<<10 {
+			act.Detail = data
+		}
 	}
 	if err := k.record(ctx, act); err != nil {
 		rep.Said += fmt.Sprintf(" (The act could not be recorded on the bus: %v; it is in the keeper's log.)", err)

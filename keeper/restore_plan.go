@@ -18,6 +18,14 @@ type restorePlan struct {
 	arch     *openedArchive // the point's archive, opened once; nil for aside-only
 	manifest *busarchive.Manifest
 	live     []StreamInfo // what will be set aside and removed
+	// verified is the point's verification before anything is touched
+	// (nil when none of the kept data is live: the restore checks it as it
+	// reads it), made from verifyBegan to verifyEnded.
+	verified                 *busarchive.Report
+	verifyBegan, verifyEnded time.Time
+	// expect is what each consumer set back must be once the restore is
+	// done (expectConsumer).
+	expect []ConsumerFigures
 }
 
 // planRestore works out exactly what a restore-kept would do, touching
@@ -98,12 +106,13 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 	if !r.AsideOnly && (len(live) > 0 || r.DryRun) {
 		progressFrom(ctx)(Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "verify",
 			StreamsTotal: len(pl.Restore), BytesTotal: pl.point.ArchiveSize})
-		began := time.Now()
+		began := k.now()
 		_, rep, err := k.verifyArchive(ctx, pl.arch)
 		if err != nil {
 			return nil, fmt.Errorf("%s is damaged: %w", sourceName(pl.point), err)
 		}
-		k.log.Debug("restore point verified", "module", r.Module, "local", r.Local, "point", sourceName(pl.point), "bytes", rep.Bytes, "took", time.Since(began))
+		pl.verified, pl.verifyBegan, pl.verifyEnded = rep, began, k.now()
+		k.log.Debug("restore point verified", "module", r.Module, "local", r.Local, "point", sourceName(pl.point), "bytes", rep.Bytes, "took", pl.verifyEnded.Sub(began))
 	}
 	pl.live = live
 	if !r.AsideOnly {
@@ -157,6 +166,7 @@ func (k *Keeper) planPositions(ctx context.Context, r Request, pl *restorePlan) 
 		if contains(pl.Restore, pos.Stream) {
 			mv.By = MoveWithStream
 			pl.Moves = append(pl.Moves, mv)
+			pl.expect = append(pl.expect, expectConsumer(mv, pos, nil, pl.Overrides))
 			continue
 		}
 		_, err := k.bus.Stream(ctx, pos.Stream)
@@ -181,6 +191,11 @@ func (k *Keeper) planPositions(ctx context.Context, r Request, pl *restorePlan) 
 		}
 		pl.Moves = append(pl.Moves, mv)
 		pl.Reposition = append(pl.Reposition, pos)
+		var was *Position
+		if isLive {
+			was = &cur
+		}
+		pl.expect = append(pl.expect, expectConsumer(mv, pos, was, pl.Overrides))
 	}
 	return nil
 }

@@ -102,6 +102,9 @@ type Reply struct {
 	Pruned []PruneDecision `json:"pruned,omitempty"`
 	// KeptPlan is the plan that set-plan recorded, or that show-plan found.
 	KeptPlan *Plan `json:"kept-plan,omitempty"`
+	// Evidence is restore-kept's evidence report (not on a dry run), and
+	// what show-evidence read back.
+	Evidence *Evidence `json:"evidence,omitempty"`
 }
 
 // KeptTotal is what one kept data has kept: its points and asides and

@@ -25,14 +25,16 @@ const (
 	VerbSetPlan    = keeper.VerbSetPlan
 	VerbShowPlan   = keeper.VerbShowPlan
 	VerbRemovePlan = keeper.VerbRemovePlan
+	// VerbShowEvidence reads back a restore's evidence report.
+	VerbShowEvidence = keeper.VerbShowEvidence
 )
 
 // Verbs lists the verbs a Service answers, one endpoint each, in the order
-// the contract gives them, then prune-kept and the plan verbs. Each call
-// returns a new slice.
+// the contract gives them, then prune-kept, the plan verbs and
+// show-evidence. Each call returns a new slice.
 func Verbs() []string {
 	return []string{VerbSnapshot, VerbRestore, VerbDiscard, VerbList, VerbVerify, VerbPrune,
-		VerbSetPlan, VerbShowPlan, VerbRemovePlan}
+		VerbSetPlan, VerbShowPlan, VerbRemovePlan, VerbShowEvidence}
 }
 
 // badRequest is a request refused before anything was done: its sentence,

@@ -124,6 +124,14 @@ func (c *Client) RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Repl
 	return c.Do(ctx, VerbRemovePlan, r)
 }
 
+// ShowEvidence returns the evidence report of a restore in the reply's
+// Evidence: r.From is the aside id the restore made, or, for a restore into
+// absent kept data, the point's directory (points/<module>/<local>/f<form>-<fingerprint>);
+// an error wrapping keeper.ErrNotFound when there is none.
+func (c *Client) ShowEvidence(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return c.Do(ctx, VerbShowEvidence, r)
+}
+
 // VerifyKept re-checks one point's archive against its manifest.
 func (c *Client) VerifyKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
 	return c.Do(ctx, VerbVerify, r)
@@ -211,7 +219,7 @@ func decodeReply(subject string, msg *nats.Msg) (*keeper.Reply, error) {
 		if said == "" {
 			said = fmt.Sprintf("the keeper answered %s with code %d and no sentence", subject, code)
 		}
-		e := &Error{Code: code, Said: said, Busy: code == CodeConflict && eb.Busy}
+		e := &Error{Code: code, Said: said, Busy: code == CodeConflict && eb.Busy, Evidence: eb.Evidence}
 		if secs, err := strconv.Atoi(msg.Header.Get(RetryAfterHeader)); err == nil && secs > 0 && secs <= 24*3600 {
 			e.RetryAfter = time.Duration(secs) * time.Second
 		}

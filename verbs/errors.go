@@ -79,11 +79,20 @@ type ErrorBody struct {
 	// (keeper.ErrBusy): trying again later may succeed. A 409 without it is
 	// a conflict that waiting does not clear.
 	Busy bool `json:"busy,omitempty"`
+	// Evidence is the evidence report of a restore-kept that was done but
+	// whose evidence fails (keeper.EvidenceError, code 500): the data is
+	// left as the restore made it.
+	Evidence *keeper.Evidence `json:"evidence,omitempty"`
 }
 
 // bodyOf is the failure reply's body for err.
 func bodyOf(err error) ErrorBody {
-	return ErrorBody{Error: err.Error(), Code: Code(err), Busy: errors.Is(err, keeper.ErrBusy)}
+	eb := ErrorBody{Error: err.Error(), Code: Code(err), Busy: errors.Is(err, keeper.ErrBusy)}
+	var ee *keeper.EvidenceError
+	if errors.As(err, &ee) {
+		eb.Evidence = ee.Evidence
+	}
+	return eb
 }
 
 // Error is a failure reply from the keeper, as a Client returns it.
@@ -98,6 +107,9 @@ type Error struct {
 	// wait before trying again (its Retry-After header): it refused a heavy
 	// verb because it runs as many as it may.
 	RetryAfter time.Duration
+	// Evidence is the evidence report a failed restore-kept carried
+	// (ErrorBody.Evidence), or nil.
+	Evidence *keeper.Evidence
 }
 
 // Error is the keeper's sentence.

@@ -48,6 +48,7 @@ type Engine interface {
 	SetPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)      // set-plan: record a kept data's streams
 	ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)     // show-plan: the recorded plan
 	RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)   // remove-plan: back to the naming rule
+	ShowEvidence(ctx context.Context, r keeper.Request) (*keeper.Reply, error) // show-evidence: a restore's evidence report
 }
 
 var _ Engine = (*keeper.Keeper)(nil)
@@ -572,6 +573,8 @@ func (s *Service) call(ctx context.Context, verb string, r keeper.Request) (rep 
 		return s.engine.ShowPlan(ctx, r)
 	case VerbRemovePlan:
 		return s.engine.RemovePlan(ctx, r)
+	case VerbShowEvidence:
+		return s.engine.ShowEvidence(ctx, r)
 	}
 	return nil, badRequest(verb, "is not a verb of nats-keeper")
 }

@@ -554,3 +554,7 @@ func TestClientWaitsForAKeeperToSubscribe(t *testing.T) {
 		t.Errorf("with no keeper in the wait: %v", err)
 	}
 }
+
+func (f *fakeEngine) ShowEvidence(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f.fn(ctx, VerbShowEvidence, r)
+}

@@ -495,3 +495,7 @@ func (f engineFunc) ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Rep
 func (f engineFunc) RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
 	return f(ctx, verbs.VerbRemovePlan, r)
 }
+
+func (f engineFunc) ShowEvidence(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f(ctx, verbs.VerbShowEvidence, r)
+}

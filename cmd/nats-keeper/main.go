@@ -82,7 +82,7 @@ func printJSONError(w io.Writer, err error) {
 	body := verbs.ErrorBody{Error: err.Error(), Code: verbs.Code(err), Busy: errors.Is(err, keeper.ErrBusy)}
 	var ve *verbs.Error
 	if errors.As(err, &ve) {
-		body.Code = ve.Code
+		body.Code, body.Evidence = ve.Code, ve.Evidence
 	}
 	b, _ := json.MarshalIndent(body, "", "  ")
 	fmt.Fprintf(w, "%s\n", b)

@@ -127,6 +127,11 @@ func TestReadmePermissions(t *testing.T) {
 	if _, err := vc.VerifyKept(ctx, keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "f"}); err != nil {
 		t.Fatalf("verify-kept as the viewer: %v", err)
 	}
+	// The restore's evidence was gathered with the keeper user's rights,
+	// and the viewer may read it back.
+	if ev, err := vc.ShowEvidence(ctx, keeper.Request{From: asideID}); err != nil || ev.Evidence == nil || ev.Evidence.Verdict != keeper.Pass {
+		t.Fatalf("show-evidence as the viewer: %+v, %v", ev, err)
+	}
 	// The server refuses the changing verbs: the viewer's publish is a
 	// permissions violation reported to its error handler, and the keeper
 	// never counts the request.
