@@ -141,6 +141,9 @@ func TestPruneOnRealProcesses(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
+	// The point's record goes first; the keeper logs the prune once it has
+	// removed the rest and recorded its acts.
+	waitLog(t, s, "the scheduled prune ran", time.Minute)
 	t.Logf("serve --prune-every 1m pruned f1-p5 %s after the keeper started", time.Since(start).Round(time.Second))
 	checkPruned(t, dir, nc, js, module, local, []string{"held", "p6", "p7"}, []string{"p5"})
 	checkActs(t, js, module, local, []string{"p5"}, "the recorded retention policies, on schedule")
