@@ -41,12 +41,6 @@ func chunkNonce(i int64, last bool) []byte {
 	return n[:]
 }
 
-// cipherSize is the payload's size for plain bytes of plaintext.
-func cipherSize(plain int64) int64 {
-	chunks := max(1, (plain+ChunkSize-1)/ChunkSize)
-	return plain + chunks*overhead
-}
-
 // plainSize is the plaintext's size for a payload of n bytes, and whether
 // n is a size a payload can have.
 func plainSize(n int64) (int64, bool) {

@@ -184,7 +184,7 @@ func TestEncryptedPointEndToEnd(t *testing.T) {
 	}
 
 	k.p.stop(t, syscall.SIGTERM, time.Minute)
-	k = serve("--encrypt-to", recipient, "--identity", idFile)
+	serve("--encrypt-to", recipient, "--identity", idFile) // stopped by the test's cleanup
 	mustCLI(t, tmp, srv.url(), "verify", module, local, "--form", "2", "--before", "sealed")
 	mustCLI(t, tmp, srv.url(), "restore-kept", module, local, "--form", "2", "--before", "sealed", "--why", "e2e")
 	if d := sample.Diff(before, dump()); d != "" {
