@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
 // restoreState is the part of the server's final restore reply the adapter
@@ -44,13 +46,33 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 	// to be ended (endRestore), which takes the subject of its reply.
 	// A restore request must not be sent twice (a second would find the
 	// first's stream): it is tried again only when no one heard it.
-	err := a.retryUnheard(context.WithoutCancel(ctx), "start the restore of "+stream, func(rctx context.Context) error {
-		rctx, cancel := context.WithTimeout(rctx, restoreStartWait)
-		defer cancel()
-		return a.requestOnce(rctx, "$JS.API.STREAM.RESTORE."+stream, json.RawMessage(meta), &start)
-	})
-	if err != nil {
-		return nil, err
+	for try := 1; ; try++ {
+		err := a.retryUnheard(context.WithoutCancel(ctx), "start the restore of "+stream, func(rctx context.Context) error {
+			rctx, cancel := context.WithTimeout(rctx, restoreStartWait)
+			defer cancel()
+			return a.requestOnce(rctx, "$JS.API.STREAM.RESTORE."+stream, json.RawMessage(meta), &start)
+		})
+		if err == nil {
+			break
+		}
+		if !startLost(err) || try == restoreStartTries || ctx.Err() != nil {
+			return nil, err
+		}
+		// See restoreStartTries: what the unanswered request made is
+		// removed, and the restore asked for again. If the request was
+		// answered after all and the answer lost, the server's restore
+		// waits for data that never comes and ends itself after its stall
+		// timer; a stream is removed only after that (see finishRestore).
+		a.log.Warn("a restore's start went unanswered; removing what it may have made and asking again",
+			"stream", stream, "try", try, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(serverRestoreStall):
+		}
+		if derr := a.DeleteStream(ctx, stream); derr != nil && !errors.Is(derr, keeper.ErrNoStream) {
+			return nil, fmt.Errorf("%w; removing what it may have made failed too: %w", err, derr)
+		}
 	}
 	if start.DeliverSubject == "" {
 		return nil, errors.New("the server named no subject to send the snapshot to")
@@ -202,13 +224,29 @@ const restoreWindow = 4
 
 // restoreStartWait bounds the wait for the answer to a restore request. A
 // cluster answers once the new stream's group has a leader subscribed to
-// the deliver subject, in well under a second; right after a server died,
-// one was seen to stay unanswered for the whole 30 s request timeout while
-// the same request sent again was answered at once. A restore whose start
-// goes unanswered fails, and the keeper removes what it may have made and
-// restores the stream again (keeper.Config's restore tries), so a shorter
-// wait only brings that forward.
-const restoreStartWait = 15 * time.Second
+// the deliver subject, in well under a second on a loaded machine; one
+// that never gets a leader (see restoreStartTries) is not answered at all.
+const restoreStartWait = 8 * time.Second
+
+// restoreStartTries bounds the starts of one stream's restore that go
+// unanswered. On a cluster whose server just died, nats-server places a new
+// replicated stream on its peers, the dead one included until it counts as
+// offline (up to 2.5 minutes after a kill: five missed 30 s heartbeats), and
+// picks a preferred leader at random among them; the other peers wait for
+// the preferred one (the group's ScaleUp), so when the dead server is
+// picked the group never gets a leader and the restore is never answered
+// (nats-server 2.15.3, jsClusteredStreamRestoreRequest and
+// setPreferredMember). Asked again, the pick is made anew.
+const restoreStartTries = 6
+
+// serverRestoreStall is a little over nats-server's own stall timer for a
+// restore that gets no data (its activityInterval, 5 s).
+const serverRestoreStall = 6 * time.Second
+
+// startLost reports whether a restore's start got no answer in its time.
+func startLost(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+}
 
 // chunkAckWait bounds the wait for one chunk's acknowledgement once the
 // server has taken the first: it acknowledges each chunk once it has written
