@@ -6,8 +6,8 @@
 // start is often unanswered and asked again, see jsbus restoreStartTries),
 // and in a run of the keeper-kill phase alone the others finished the
 // killed keeper's restore 18 s after it died. It takes about 12 minutes and
-// has passed whole once, so it goes into CI once it has passed more. Run it
-// with
+// has not yet passed whole in one run, so it goes into CI once it has, more
+// than once. Run it with
 //
 //	go test -tags clusterkill -run TestClusterServerDies -v -timeout 60m ./e2e/
 //
