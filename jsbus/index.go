@@ -16,9 +16,9 @@ import (
 // Get returns the value of key in the index, or an error wrapping
 // keeper.ErrNotFound when the key is missing or deleted.
 func (a *Adapter) Get(ctx context.Context, key string) ([]byte, error) {
-	var e jetstream.KeyValueEntry
+	var value []byte
 	err := a.retry(ctx, "read "+key, func(ctx context.Context) (err error) {
-		e, err = a.kv.Get(ctx, key)
+		value, _, err = a.leaderGet(ctx, key)
 		return err
 	})
 	switch {
@@ -29,7 +29,7 @@ func (a *Adapter) Get(ctx context.Context, key string) ([]byte, error) {
 	case err != nil:
 		return nil, busErr(fmt.Errorf("jsbus: read %s from the index %s: %w", key, a.cfg.bucket, err))
 	}
-	return e.Value(), nil
+	return value, nil
 }
 
 // Put sets key to value in the index.

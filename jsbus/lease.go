@@ -58,11 +58,7 @@ func (a *Adapter) GetRev(ctx context.Context, key string) ([]byte, uint64, error
 
 // getRev is one try of GetRev.
 func (a *Adapter) getRev(ctx context.Context, key string) ([]byte, uint64, error) {
-	e, err := a.kv.Get(ctx, key)
-	if err != nil {
-		return nil, 0, err
-	}
-	return e.Value(), e.Revision(), nil
+	return a.leaderGet(ctx, key)
 }
 
 // Update sets key only if its revision is still rev.
