@@ -17,6 +17,8 @@ func Change(ctx context.Context, js jetstream.JetStream, module, local string) e
 	if err := checkNames(module, local); err != nil {
 		return err
 	}
+	ctx, cancel := setupCtx(ctx)
+	defer cancel()
 	n := NamesOf(module, local)
 	r := seedOf(module, local, 1)
 

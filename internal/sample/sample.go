@@ -124,6 +124,8 @@ func Create(ctx context.Context, js jetstream.JetStream, module, local string, o
 	for _, o := range opts {
 		o(&c)
 	}
+	ctx, cancel := setupCtx(ctx)
+	defer cancel()
 	n := NamesOf(module, local)
 	r := seedOf(module, local, 0)
 	if err := createKV(ctx, js, n, c, r); err != nil {
@@ -332,6 +334,7 @@ func createEvents(ctx context.Context, js jetstream.JetStream, module string, n 
 // moves forward by count messages. The messages must already be in the stream.
 func Ack(ctx context.Context, c jetstream.Consumer, count int) error {
 	name := c.CachedInfo().Name
+	unheard := time.Now().Add(30 * time.Second)
 	for got := 0; got < count; {
 		batch, err := c.Fetch(count-got, jetstream.FetchMaxWait(10*time.Second))
 		if err != nil {
@@ -344,15 +347,32 @@ func Ack(ctx context.Context, c jetstream.Consumer, count int) error {
 			}
 			n++
 		}
-		if err := batch.Error(); err != nil {
-			return fmt.Errorf("sample: fetch from %s after %d of %d messages: %w", name, got+n, count, err)
+		got += n
+		err = batch.Error()
+		// A consumer just made can miss its first pull on a loaded server
+		// (no responders): pull again, for a while.
+		if n == 0 && errors.Is(err, nats.ErrNoResponders) && time.Now().Before(unheard) && ctx.Err() == nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("sample: fetch from %s after %d of %d messages: %w", name, got, count, err)
 		}
 		if n == 0 {
 			return fmt.Errorf("sample: %s had only %d of %d messages to ack", name, got, count)
 		}
-		got += n
 	}
 	return nil
+}
+
+// setupCtx bounds the requests that make or change a sample by ctx's
+// deadline, or by 2 minutes where ctx has none, instead of the JetStream
+// client's default of 5 s per request, which a loaded machine can exceed.
+func setupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, 2*time.Minute)
 }
 
 // untilHeard runs fn again while it finds no responders, for up to 30 s.
