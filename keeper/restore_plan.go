@@ -97,7 +97,7 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 				live = append(live, *si)
 			}
 		}
-		if err := k.planPositions(ctx, r, pl); err != nil {
+		if err := k.planPositions(ctx, r, pl, live); err != nil {
 			return nil, err
 		}
 	} else if len(live) == 0 {
@@ -143,7 +143,7 @@ func (pl *restorePlan) close() {
 // configuration decides, so a consumer that now declares another owner, or
 // that a longer module the bus now knows owns, is left alone); one that no
 // longer exists is made again from its recorded configuration.
-func (k *Keeper) planPositions(ctx context.Context, r Request, pl *restorePlan) error {
+func (k *Keeper) planPositions(ctx context.Context, r Request, pl *restorePlan, removed []StreamInfo) error {
 	live, err := k.bus.Consumers(ctx)
 	if err != nil {
 		return Errorf(ErrFailed, "reading the consumers on the bus: %v", err)
@@ -167,6 +167,13 @@ func (k *Keeper) planPositions(ctx context.Context, r Request, pl *restorePlan) 
 			mv.By = MoveWithStream
 			pl.Moves = append(pl.Moves, mv)
 			pl.expect = append(pl.expect, expectConsumer(mv, pos, nil, pl.Overrides))
+			continue
+		}
+		if containsStream(removed, pos.Stream) {
+			// A stream of the kept data the point does not carry: the
+			// restore sets it aside and removes it, so it is not there to
+			// set a consumer on.
+			pl.Unplaced = append(pl.Unplaced, pos)
 			continue
 		}
 		_, err := k.bus.Stream(ctx, pos.Stream)
@@ -222,7 +229,8 @@ func (pl *restorePlan) said(r Request) string {
 }
 
 // unplacedSaid names the recorded positions that cannot be set back because
-// their stream is gone.
+// their stream is gone, or is one of the kept data's that the point does not
+// carry (the restore removes it).
 func (pl *restorePlan) unplacedSaid() string {
 	if len(pl.Unplaced) == 0 {
 		return ""
@@ -231,7 +239,7 @@ func (pl *restorePlan) unplacedSaid() string {
 	for _, p := range pl.Unplaced {
 		names = append(names, p.Consumer+" on "+p.Stream)
 	}
-	return fmt.Sprintf(" %d recorded position(s) cannot be set back because their stream no longer exists: %s.",
+	return fmt.Sprintf(" %d recorded position(s) cannot be set back because their stream no longer exists, or is not in the point and so is removed: %s.",
 		len(pl.Unplaced), strings.Join(names, ", "))
 }
 
