@@ -147,3 +147,27 @@ func TestOldIndexRecordsWithPositions(t *testing.T) {
 		t.Errorf("restore-kept of the point after the rebuild: %v", err)
 	}
 }
+
+// TestConsumerMadeJustBeforeASnapshot makes a stream with no consumer and
+// then, right before snapshot-kept, one of the module's consumers on it:
+// the snapshot records its position. Only streams with a consumer are
+// asked for their consumers, and the stream list is read by the snapshot.
+func TestConsumerMadeJustBeforeASnapshot(t *testing.T) {
+	e := newEnv(t)
+	e.snapshot(3, "before") // the keeper has listed the bus once
+	st, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: "LATE", Subjects: []string{"late.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateConsumer(e.ctx, jetstream.ConsumerConfig{Durable: module + "-late", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	snap := e.snapshot(3, "after")
+	found := false
+	for _, p := range snap.Positions {
+		found = found || (p.Stream == "LATE" && p.Consumer == module+"-late")
+	}
+	if !found {
+		t.Errorf("the consumer made just before the snapshot is not among its %d positions", len(snap.Positions))
+	}
+}

@@ -44,14 +44,30 @@ type owners struct {
 	streams map[string][2]string // stream a plan lists -> {module, local}
 }
 
-// owners reads what the bus knows of modules: its streams, and the points,
-// asides and plans in the index.
-func (k *Keeper) owners(ctx context.Context) (*owners, error) {
-	o := &owners{known: map[string]bool{}, planned: map[string][2]string{}, streams: map[string][2]string{}}
+// census lists every stream on the bus, once, and every durable consumer
+// on those that have a consumer: a stream with none is not asked.
+func (k *Keeper) census(ctx context.Context) ([]StreamInfo, []Position, error) {
 	streams, err := k.bus.Streams(ctx)
 	if err != nil {
-		return nil, Errorf(ErrFailed, "listing the streams on the bus: %v", err)
+		return nil, nil, Errorf(ErrFailed, "listing the streams on the bus: %v", err)
 	}
+	var with []string // those with a consumer, and those whose count is not known (-1)
+	for _, s := range streams {
+		if s.Consumers != 0 {
+			with = append(with, s.Name)
+		}
+	}
+	consumers, err := k.bus.Consumers(ctx, with)
+	if err != nil {
+		return nil, nil, Errorf(ErrFailed, "reading the consumers on the bus: %v", err)
+	}
+	return streams, consumers, nil
+}
+
+// owners reads what the bus knows of modules: its streams (as census
+// listed them), and the points, asides and plans in the index.
+func (k *Keeper) owners(ctx context.Context, streams []StreamInfo) (*owners, error) {
+	o := &owners{known: map[string]bool{}, planned: map[string][2]string{}, streams: map[string][2]string{}}
 	for _, s := range streams {
 		name := s.Name
 		for _, p := range []string{"KV_", "OBJ_"} {
@@ -161,11 +177,11 @@ func consumerMetadata(cfg json.RawMessage) map[string]string {
 
 // positions reads where module's consumers of kept data local stand now.
 func (k *Keeper) positions(ctx context.Context, module, local string) ([]Position, error) {
-	all, err := k.bus.Consumers(ctx)
+	streams, all, err := k.census(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the positions of %s's consumers: %w", module, err)
 	}
-	o, err := k.owners(ctx)
+	o, err := k.owners(ctx, streams)
 	if err != nil {
 		return nil, fmt.Errorf("reading the positions of %s's consumers: %w", module, err)
 	}

@@ -1,0 +1,63 @@
+package keeper_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/internal/jstest"
+	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// BenchmarkSnapshotManyKept is a sequential snapshot-kept of one 10-key KV
+// bucket while the bus holds many such kept data, each with a point in
+// the index (KEEPER_BENCH_KEPT, default 100). Its cost must not grow with
+// their number.
+func BenchmarkSnapshotManyKept(b *testing.B) {
+	n := 100
+	if v, err := strconv.Atoi(os.Getenv("KEEPER_BENCH_KEPT")); err == nil && v > 0 {
+		n = v
+	}
+	ctx := context.Background()
+	_, nc, js := jstest.Start(b, nil)
+	ad, err := jsbus.New(ctx, nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: fmt.Sprintf("m%d_kv", i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for j := range 10 {
+			if _, err := kv.PutString(ctx, fmt.Sprintf("k%d", j), "value"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	k, err := keeper.New(ctx, keeper.Config{Store: fileStore(b, b.TempDir()), Bus: ad, Index: ad, Acts: ad,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Each kept data has a point in the index (written after New, whose
+	// rebuild would remove records without files).
+	for i := range n {
+		if err := ad.Put(ctx, fmt.Sprintf("point.m%d.kv.1.x", i), []byte(`{"module":"m`+strconv.Itoa(i)+`","local":"kv"}`)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if _, err := k.SnapshotKept(ctx, keeper.Request{Module: "m0", Local: "kv", Form: 1, Fingerprint: "f" + strconv.Itoa(i)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
