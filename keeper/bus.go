@@ -107,6 +107,9 @@ type Index interface {
 	Delete(ctx context.Context, key string) error
 	// Keys lists the keys that begin with prefix, sorted.
 	Keys(ctx context.Context, prefix string) ([]string, error)
+	// KeysUnder lists the keys that begin with any of prefixes, sorted,
+	// reading (for prefixes that end in ".") only the keys under them.
+	KeysUnder(ctx context.Context, prefixes []string) ([]string, error)
 
 	// Create sets key to value only if the key holds no value (never set,
 	// or deleted), and returns the new revision; otherwise it returns an

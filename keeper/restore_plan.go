@@ -148,7 +148,7 @@ func (k *Keeper) planPositions(ctx context.Context, r Request, pl *restorePlan) 
 	if err != nil {
 		return err
 	}
-	o, err := k.owners(ctx, streams)
+	o, err := k.owners(ctx, streams, r.Module, consumerNames(pl.point.Positions))
 	if err != nil {
 		return err
 	}
