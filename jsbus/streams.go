@@ -61,11 +61,7 @@ func (a *Adapter) Stream(ctx context.Context, name string) (*keeper.StreamInfo, 
 // that is offline is listed by name alone with Consumers -1: it may hold
 // consumers, and who lists them must ask it.
 func (a *Adapter) Streams(ctx context.Context) ([]keeper.StreamInfo, error) {
-	var out []keeper.StreamInfo
-	err := a.retry(ctx, "list streams", func(ctx context.Context) (err error) {
-		out, err = a.streamsOnce(ctx)
-		return err
-	})
+	out, err := a.listStreams(ctx) // each page is retried on its own
 	if err != nil {
 		return nil, busErr(fmt.Errorf("jsbus: list streams: %w", err))
 	}
@@ -93,8 +89,8 @@ type streamListResponse struct {
 	Offline map[string]string `json:"offline"`
 }
 
-// streamsOnce is one try of Streams.
-func (a *Adapter) streamsOnce(ctx context.Context) ([]keeper.StreamInfo, error) {
+// listStreams lists the streams page by page.
+func (a *Adapter) listStreams(ctx context.Context) ([]keeper.StreamInfo, error) {
 	var out []keeper.StreamInfo
 	seen := map[string]bool{}
 	for offset, page := 0, 0; page < maxListResponses; page++ {
