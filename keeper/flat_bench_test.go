@@ -19,9 +19,15 @@ import (
 )
 
 // BenchmarkSnapshotManyKept is a sequential snapshot-kept of one 10-key KV
-// bucket while the bus holds many such kept data, each with a point in
-// the index (KEEPER_BENCH_KEPT, default 100). Its cost must not grow with
-// their number.
+// bucket while the bus holds many such kept data, each with a point in the
+// index (KEEPER_BENCH_KEPT of them, default 100); it reports the median.
+//
+//	KEEPER_BENCH_KEPT=5000 go test ./keeper -run XXX -bench SnapshotManyKept -benchtime 10x
+//
+// Medians measured on 2 shared cores (load 6-13), before and after the
+// snapshot listed the streams once and asked only those with consumers:
+// 100 kept data 82 -> 49 ms, 1,000 312 -> 87 ms, 5,000 3,059 -> 528 ms.
+// What remains grows with the streams on the bus: the server's stream list.
 func BenchmarkSnapshotManyKept(b *testing.B) {
 	n := 100
 	if v, err := strconv.Atoi(os.Getenv("KEEPER_BENCH_KEPT")); err == nil && v > 0 {
