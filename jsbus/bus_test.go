@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -224,6 +225,21 @@ func TestIndex(t *testing.T) {
 		if err != nil || !slices.Equal(got, want) {
 			t.Fatalf("Keys(%q) = %v %v, want %v", prefix, got, err, want)
 		}
+	}
+	// Several prefixes in one list; more than a watch takes filters for
+	// read from every key.
+	many := []string{"aside.billing.", "point.bills.", "plan.none."}
+	for i := range 300 {
+		many = append(many, fmt.Sprintf("point.m%d.", i))
+	}
+	for _, prefixes := range [][]string{many[:3], many} {
+		got, err := b.a.KeysUnder(ctx, prefixes)
+		if want := []string{"aside.billing.ledger.20260101T000000", "point.bills.x.1.a"}; err != nil || !slices.Equal(got, want) {
+			t.Fatalf("KeysUnder(%d prefixes) = %v %v, want %v", len(prefixes), got, err, want)
+		}
+	}
+	if got, err := b.a.KeysUnder(ctx, nil); err != nil || len(got) != 0 {
+		t.Fatalf("KeysUnder(no prefixes) = %v %v", got, err)
 	}
 	if err := b.a.Delete(ctx, "point.billing.ledger.3.ff"); err != nil {
 		t.Fatal(err)

@@ -74,7 +74,7 @@ func TestEvidenceReads(t *testing.T) {
 	}
 	// The same configuration as the list's, but for the server's own
 	// metadata, which a consumer info adds to (_nats.ver, _nats.level).
-	all, err := b.a.Consumers(ctx)
+	all, err := everyConsumer(ctx, b.a)
 	if err != nil || len(all) != 1 || all[0].AckFloor != p.AckFloor || withoutMetadata(t, all[0].Config) != withoutMetadata(t, p.Config) {
 		t.Errorf("Consumers lists %s, Consumer read %s (%v)", all[0].Config, p.Config, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/jstest"
 	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
 type bus struct {
@@ -78,4 +79,17 @@ func (t *trickle) Read(p []byte) (int, error) {
 		return n, io.EOF
 	}
 	return n, err
+}
+
+// everyConsumer lists the durable consumers on every stream of the bus.
+func everyConsumer(ctx context.Context, a *jsbus.Adapter) ([]keeper.Position, error) {
+	streams, err := a.Streams(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, s := range streams {
+		names = append(names, s.Name)
+	}
+	return a.Consumers(ctx, names)
 }

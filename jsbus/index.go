@@ -69,21 +69,41 @@ func (a *Adapter) Delete(ctx context.Context, key string) error {
 // Keys lists the live keys of the index that begin with prefix, sorted. An
 // empty index, or no key with that prefix, gives an empty list.
 func (a *Adapter) Keys(ctx context.Context, prefix string) ([]string, error) {
+	return a.KeysUnder(ctx, []string{prefix})
+}
+
+// maxKeyFilters bounds the filters of one key list; a list of more
+// prefixes reads every key and keeps those that match.
+const maxKeyFilters = 256
+
+// KeysUnder lists the live keys of the index that begin with any of
+// prefixes, sorted, with one watch of the index: a few prefixes ending in
+// "." read only the keys under them. No prefixes give an empty list.
+func (a *Adapter) KeysUnder(ctx context.Context, prefixes []string) ([]string, error) {
+	if len(prefixes) == 0 {
+		return []string{}, nil
+	}
 	var keys []string
 	err := a.retry(ctx, "list the keys of the index", func(ctx context.Context) (err error) {
-		keys, err = a.keysOnce(ctx, prefix)
+		keys, err = a.keysOnce(ctx, prefixes)
 		return err
 	})
 	return keys, err
 }
 
-// keysOnce is one try of Keys.
-func (a *Adapter) keysOnce(ctx context.Context, prefix string) ([]string, error) {
-	filter := ">"
-	if strings.HasSuffix(prefix, ".") && validKeyPrefix(prefix) {
-		filter = prefix + ">"
+// keysOnce is one try of KeysUnder.
+func (a *Adapter) keysOnce(ctx context.Context, prefixes []string) ([]string, error) {
+	filters := make([]string, 0, len(prefixes))
+	for _, p := range prefixes {
+		if !strings.HasSuffix(p, ".") || !validKeyPrefix(p) || len(prefixes) > maxKeyFilters {
+			filters = []string{">"}
+			break
+		}
+		filters = append(filters, p+">")
 	}
-	w, err := a.kv.WatchFiltered(ctx, []string{filter}, jetstream.IgnoreDeletes(), jetstream.MetaOnly())
+	slices.Sort(filters)
+	filters = slices.Compact(filters)
+	w, err := a.kv.WatchFiltered(ctx, filters, jetstream.IgnoreDeletes(), jetstream.MetaOnly())
 	if err != nil {
 		return nil, busErr(fmt.Errorf("jsbus: list the keys of the index %s: %w", a.cfg.bucket, err))
 	}
@@ -101,11 +121,11 @@ func (a *Adapter) keysOnce(ctx context.Context, prefix string) ([]string, error)
 				slices.Sort(keys)
 				return slices.Compact(keys), nil
 			}
-			if strings.HasPrefix(e.Key(), prefix) {
+			if slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(e.Key(), p) }) {
 				keys = append(keys, e.Key())
 			}
 			if len(keys) > maxKeys {
-				return nil, fmt.Errorf("jsbus: the index %s holds more than %d keys under %q", a.cfg.bucket, maxKeys, prefix)
+				return nil, fmt.Errorf("jsbus: the index %s holds more than %d keys under %q", a.cfg.bucket, maxKeys, prefixes)
 			}
 		}
 	}

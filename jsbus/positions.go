@@ -144,25 +144,13 @@ const (
 	missingBudget = 20 * time.Second
 )
 
-// Consumers lists every durable consumer on every stream, with its ack floor
-// and its configuration as the server holds it, sorted by stream and
+// Consumers lists every durable consumer on the named streams, with its ack
+// floor and its configuration as the server holds it, sorted by stream and
 // consumer. The ack floor is the last delivered message when no
-// acknowledgement is pending (see rawConsumer.floor). Streams deleted while
-// the list is made are skipped.
-func (a *Adapter) Consumers(ctx context.Context) ([]keeper.Position, error) {
-	var streams []string
-	err := a.retry(ctx, "list stream names", func(ctx context.Context) error {
-		streams = streams[:0]
-		names := a.js.StreamNames(ctx)
-		for n := range names.Name() {
-			streams = append(streams, n)
-		}
-		return names.Err()
-	})
-	if err != nil {
-		return nil, busErr(fmt.Errorf("jsbus: list streams: %w", err))
-	}
-	var out []keeper.Position
+// acknowledgement is pending (see rawConsumer.floor). Streams that do not
+// exist, or are deleted while the list is made, are skipped.
+func (a *Adapter) Consumers(ctx context.Context, streams []string) ([]keeper.Position, error) {
+	out := []keeper.Position{}
 	giveUp := time.Now().Add(missingBudget)
 	for _, s := range streams {
 		if !validName(s) {

@@ -58,7 +58,7 @@ func nextDelivered(t *testing.T, b *bus, stream, name string) uint64 {
 // and on SharedStream), in the order Consumers lists them.
 func positionsOf(t *testing.T, a *jsbus.Adapter, n sample.Names) []keeper.Position {
 	t.Helper()
-	all, err := a.Consumers(testCtx(t))
+	all, err := everyConsumer(testCtx(t), a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestConsumersListsEveryDurable(t *testing.T) {
 		Metadata: map[string]string{"nats-keeper.module": "shipping"}}); err != nil {
 		t.Fatal(err)
 	}
-	ps, err := b.a.Consumers(ctx)
+	ps, err := everyConsumer(ctx, b.a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func appConsumer(t *testing.T, s jetstream.Stream, cfg jetstream.ConsumerConfig,
 // positionOf is the position Consumers reads for one consumer.
 func positionOf(t *testing.T, a *jsbus.Adapter, stream, consumer string) keeper.Position {
 	t.Helper()
-	ps, err := a.Consumers(testCtx(t))
+	ps, err := everyConsumer(testCtx(t), a)
 	if err != nil {
 		t.Fatal(err)
 	}

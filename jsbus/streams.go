@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,24 +56,74 @@ func (a *Adapter) Stream(ctx context.Context, name string) (*keeper.StreamInfo, 
 	}, nil
 }
 
-// Streams lists every stream on the bus with its subjects and state.
+// Streams lists every stream on the bus with its subjects and state, page
+// by page. A stream whose leader did not answer the list (on a cluster) or
+// that is offline is listed by name alone with Consumers -1: it may hold
+// consumers, and who lists them must ask it.
 func (a *Adapter) Streams(ctx context.Context) ([]keeper.StreamInfo, error) {
-	var out []keeper.StreamInfo
-	err := a.retry(ctx, "list streams", func(ctx context.Context) error {
-		out = out[:0]
-		l := a.js.ListStreams(ctx)
-		for info := range l.Info() {
-			out = append(out, keeper.StreamInfo{
-				Name: info.Config.Name, Subjects: info.Config.Subjects, Messages: info.State.Msgs, Bytes: info.State.Bytes,
-				FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq, Consumers: info.State.Consumers,
-			})
-		}
-		return l.Err()
-	})
+	out, err := a.listStreams(ctx) // each page is retried on its own
 	if err != nil {
 		return nil, busErr(fmt.Errorf("jsbus: list streams: %w", err))
 	}
 	return out, nil
+}
+
+// streamListResponse is a page of the server's stream list, with only what
+// Streams keeps of each stream.
+type streamListResponse struct {
+	Total   int `json:"total"`
+	Streams []struct {
+		Config struct {
+			Name     string   `json:"name"`
+			Subjects []string `json:"subjects"`
+		} `json:"config"`
+		State struct {
+			Msgs      uint64 `json:"messages"`
+			Bytes     uint64 `json:"bytes"`
+			FirstSeq  uint64 `json:"first_seq"`
+			LastSeq   uint64 `json:"last_seq"`
+			Consumers int    `json:"consumer_count"`
+		} `json:"state"`
+	} `json:"streams"`
+	Missing []string          `json:"missing"`
+	Offline map[string]string `json:"offline"`
+}
+
+// listStreams lists the streams page by page.
+func (a *Adapter) listStreams(ctx context.Context) ([]keeper.StreamInfo, error) {
+	var out []keeper.StreamInfo
+	seen := map[string]bool{}
+	for offset, page := 0, 0; page < maxListResponses; page++ {
+		var resp streamListResponse
+		if err := a.listRequest(ctx, "$JS.API.STREAM.LIST", map[string]int{"offset": offset}, &resp); err != nil {
+			return nil, err
+		}
+		n := 0
+		for _, s := range resp.Streams {
+			n++
+			if seen[s.Config.Name] {
+				continue
+			}
+			seen[s.Config.Name] = true
+			out = append(out, keeper.StreamInfo{
+				Name: s.Config.Name, Subjects: s.Config.Subjects, Messages: s.State.Msgs, Bytes: s.State.Bytes,
+				FirstSeq: s.State.FirstSeq, LastSeq: s.State.LastSeq, Consumers: s.State.Consumers,
+			})
+		}
+		unknown := slices.Sorted(maps.Keys(resp.Offline))
+		for _, name := range append(unknown, resp.Missing...) {
+			n++
+			if !seen[name] {
+				seen[name] = true
+				out = append(out, keeper.StreamInfo{Name: name, Consumers: -1})
+			}
+		}
+		offset += n
+		if n == 0 || offset >= resp.Total {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("more than %d pages of streams", maxListResponses)
 }
 
 // DeleteStream removes a stream and its consumers, or returns an error

@@ -2,7 +2,6 @@ package keeper
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -99,7 +98,7 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 		return nil, nil, fmt.Errorf("writing the set-aside copy to the store: %w", err)
 	}
 	a := &Aside{ID: id, Module: r.Module, Local: r.Local, Taken: k.now().UTC(), Caller: r.Caller, Why: r.Why,
-		Reason: reason, Point: pointRel, Dir: rel, Streams: streamSums(m), Positions: positions,
+		Reason: reason, Point: pointRel, Dir: rel, Streams: streamSums(m), Positions: positions, PositionCount: len(positions),
 		ArchiveSize: info.Size, ArchiveSum: info.Sum, Sealing: k.sealingOf(w)}
 	// Read back from the store and verified whole, before it counts.
 	oa, err := k.openArchive(ctx, rel, asidePoint(a))
@@ -147,13 +146,12 @@ func (k *Keeper) canReadOwn() error {
 // asidePoint is an aside as the Point record that restores and checks read.
 func asidePoint(a *Aside) *Point {
 	return &Point{Module: a.Module, Local: a.Local, Taken: a.Taken, Caller: a.Caller, Why: a.Why, Dir: a.Dir,
-		Streams: a.Streams, Positions: a.Positions, ArchiveSize: a.ArchiveSize, ArchiveSum: a.ArchiveSum, Sealing: a.Sealing}
+		Streams: a.Streams, Positions: a.Positions, PositionCount: a.PositionCount, ArchiveSize: a.ArchiveSize, ArchiveSum: a.ArchiveSum, Sealing: a.Sealing}
 }
 
 // recordAside puts aside.<id> in the index.
 func (k *Keeper) recordAside(ctx context.Context, a *Aside) error {
-	data, _ := json.Marshal(a)
-	if err := k.index.Put(ctx, asideKey(a.ID), data); err != nil {
+	if err := k.index.Put(ctx, asideKey(a.ID), asideRecord(a)); err != nil {
 		return fmt.Errorf("the set-aside copy is complete in %s but could not be recorded in the index: %w", k.abs(a.Dir), err)
 	}
 	return nil

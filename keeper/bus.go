@@ -23,7 +23,7 @@ type StreamInfo struct {
 	Bytes     uint64   `json:"bytes"`              // bytes it holds
 	FirstSeq  uint64   `json:"first_seq"`          // its first sequence
 	LastSeq   uint64   `json:"last_seq"`           // its last sequence
-	Consumers int      `json:"consumers"`          // how many consumers it has
+	Consumers int      `json:"consumers"`          // how many consumers it has (Streams: -1 when not known: its leader did not answer the list)
 	// NumSubjects is how many subjects hold a message (a KV bucket's keys,
 	// counting those whose last entry is a delete or purge marker).
 	NumSubjects uint64 `json:"num_subjects,omitempty"`
@@ -67,11 +67,13 @@ type Bus interface {
 	// checks subject overlaps and which modules the bus knows from it).
 	Streams(ctx context.Context) ([]StreamInfo, error)
 
-	// Consumers lists every durable consumer on every stream, with its ack
-	// floor and its configuration as the server holds it (metadata
-	// included), sorted by stream and consumer. Which module a consumer
-	// belongs to is the keeper's business (Owner), not the bus's.
-	Consumers(ctx context.Context) ([]Position, error)
+	// Consumers lists every durable consumer on the named streams, with
+	// its ack floor and its configuration as the server holds it (metadata
+	// included), sorted by stream and consumer; a stream that is gone is
+	// skipped. The keeper names every stream that Streams says has a
+	// consumer, so no stream is asked for nothing. Which module a consumer
+	// belongs to is the keeper's business (owners), not the bus's.
+	Consumers(ctx context.Context, streams []string) ([]Position, error)
 
 	// SetPosition moves the durable consumer p.Consumer on p.Stream so that
 	// the next message it delivers is the one after p.AckFloor (or the
@@ -105,6 +107,9 @@ type Index interface {
 	Delete(ctx context.Context, key string) error
 	// Keys lists the keys that begin with prefix, sorted.
 	Keys(ctx context.Context, prefix string) ([]string, error)
+	// KeysUnder lists the keys that begin with any of prefixes, sorted,
+	// reading (for prefixes that end in ".") only the keys under them.
+	KeysUnder(ctx context.Context, prefixes []string) ([]string, error)
 
 	// Create sets key to value only if the key holds no value (never set,
 	// or deleted), and returns the new revision; otherwise it returns an

@@ -100,6 +100,9 @@ func (f *faults) Delete(ctx context.Context, k string) error        { return f.i
 func (f *faults) Keys(ctx context.Context, p string) ([]string, error) {
 	return f.index.Keys(ctx, p)
 }
+func (f *faults) KeysUnder(ctx context.Context, ps []string) ([]string, error) {
+	return f.index.KeysUnder(ctx, ps)
+}
 
 func (f *faults) Create(ctx context.Context, k string, v []byte) (uint64, error) {
 	return f.index.Create(ctx, k, v)

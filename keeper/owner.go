@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -44,14 +45,37 @@ type owners struct {
 	streams map[string][2]string // stream a plan lists -> {module, local}
 }
 
-// owners reads what the bus knows of modules: its streams, and the points,
-// asides and plans in the index.
-func (k *Keeper) owners(ctx context.Context) (*owners, error) {
-	o := &owners{known: map[string]bool{}, planned: map[string][2]string{}, streams: map[string][2]string{}}
+// census lists every stream on the bus, once, and every durable consumer
+// on those that have a consumer: a stream with none is not asked.
+func (k *Keeper) census(ctx context.Context) ([]StreamInfo, []Position, error) {
 	streams, err := k.bus.Streams(ctx)
 	if err != nil {
-		return nil, Errorf(ErrFailed, "listing the streams on the bus: %v", err)
+		return nil, nil, Errorf(ErrFailed, "listing the streams on the bus: %v", err)
 	}
+	var with []string // those with a consumer, and those whose count is not known (-1)
+	for _, s := range streams {
+		if s.Consumers != 0 {
+			with = append(with, s.Name)
+		}
+	}
+	consumers, err := k.bus.Consumers(ctx, with)
+	if err != nil {
+		return nil, nil, Errorf(ErrFailed, "reading the consumers on the bus: %v", err)
+	}
+	return streams, consumers, nil
+}
+
+// maxProbes bounds the module names owners asks the index about one by
+// one; more are answered from one list of every point and aside key.
+const maxProbes = 64
+
+// owners reads what the bus knows of modules, as far as it decides which of
+// the consumers named (live or recorded) are module's: its streams (as
+// census listed them), its plans, and, for each longer module those names
+// could belong to, whether the index holds a point or an aside of it. The
+// result answers owns for module only.
+func (k *Keeper) owners(ctx context.Context, streams []StreamInfo, module string, names []string) (*owners, error) {
+	o := &owners{known: map[string]bool{}, planned: map[string][2]string{}, streams: map[string][2]string{}}
 	for _, s := range streams {
 		name := s.Name
 		for _, p := range []string{"KV_", "OBJ_"} {
@@ -63,36 +87,73 @@ func (k *Keeper) owners(ctx context.Context) (*owners, error) {
 			}
 		}
 	}
-	for _, prefix := range []string{"point.", "aside.", "plan."} {
-		keys, err := k.index.Keys(ctx, prefix)
-		if err != nil {
-			return nil, Errorf(ErrFailed, "listing the index: %v", err)
+	if err := k.readPlans(ctx, o); err != nil {
+		return nil, err
+	}
+	// The longer modules that could own a consumer by its name, not yet
+	// known by a stream or a plan: only the index's points and asides
+	// can make them known.
+	var probe []string
+	for _, name := range names {
+		if !fitsModule(module, name) {
+			continue
 		}
-		for _, key := range keys {
-			parts := strings.Split(key, ".")
-			if len(parts) < 3 {
+		for i := len(module) + 1; i <= len(name); i++ {
+			if i < len(name) && name[i] != '_' && name[i] != '-' {
 				continue
 			}
-			o.known[parts[1]] = true
-			if prefix != "plan." {
-				continue
-			}
-			p, err := k.readPlan(ctx, parts[1], parts[2])
-			if err != nil {
-				if errors.Is(err, ErrNotFound) {
-					continue
-				}
-				return nil, err
-			}
-			for _, c := range p.Consumers {
-				o.planned[c.Stream+"\x00"+c.Consumer] = [2]string{p.Module, p.Local}
-			}
-			for _, s := range p.Streams {
-				o.streams[s] = [2]string{p.Module, p.Local}
+			if x := name[:i]; !o.known[x] && ValidName("module", x) == nil {
+				probe = append(probe, "point."+x+".", "aside."+x+".")
 			}
 		}
 	}
+	if len(probe) == 0 {
+		return o, nil
+	}
+	slices.Sort(probe)
+	if probe = slices.Compact(probe); len(probe) > 2*maxProbes {
+		probe = []string{"point.", "aside."}
+	}
+	keys, err := k.index.KeysUnder(ctx, probe)
+	if err != nil {
+		return nil, Errorf(ErrFailed, "listing the index: %v", err)
+	}
+	for _, key := range keys {
+		if parts := strings.Split(key, "."); len(parts) >= 3 {
+			o.known[parts[1]] = true
+		}
+	}
 	return o, nil
+}
+
+// readPlans adds every plan in the index to o: its module is known, and its
+// streams and consumers are its kept data's.
+func (k *Keeper) readPlans(ctx context.Context, o *owners) error {
+	keys, err := k.index.Keys(ctx, "plan.")
+	if err != nil {
+		return Errorf(ErrFailed, "listing the index: %v", err)
+	}
+	for _, key := range keys {
+		parts := strings.Split(key, ".")
+		if len(parts) < 3 {
+			continue
+		}
+		o.known[parts[1]] = true
+		p, err := k.readPlan(ctx, parts[1], parts[2])
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, c := range p.Consumers {
+			o.planned[c.Stream+"\x00"+c.Consumer] = [2]string{p.Module, p.Local}
+		}
+		for _, s := range p.Streams {
+			o.streams[s] = [2]string{p.Module, p.Local}
+		}
+	}
+	return nil
 }
 
 // owns reports whether the consumer (as its configuration stands in
@@ -161,11 +222,11 @@ func consumerMetadata(cfg json.RawMessage) map[string]string {
 
 // positions reads where module's consumers of kept data local stand now.
 func (k *Keeper) positions(ctx context.Context, module, local string) ([]Position, error) {
-	all, err := k.bus.Consumers(ctx)
+	streams, all, err := k.census(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the positions of %s's consumers: %w", module, err)
 	}
-	o, err := k.owners(ctx)
+	o, err := k.owners(ctx, streams, module, consumerNames(all))
 	if err != nil {
 		return nil, fmt.Errorf("reading the positions of %s's consumers: %w", module, err)
 	}
@@ -176,4 +237,13 @@ func (k *Keeper) positions(ctx context.Context, module, local string) ([]Positio
 		}
 	}
 	return out, nil
+}
+
+// consumerNames are the names of the consumers of ps.
+func consumerNames(ps []Position) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Consumer
+	}
+	return out
 }

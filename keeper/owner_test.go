@@ -190,3 +190,35 @@ func TestSiblingKeptDataKeepTheirConsumers(t *testing.T) {
 		}
 	}
 }
+
+// TestLongerModuleKnownByItsPointAlone: billing-eu has a restore point but
+// nothing on the bus any more; its consumer billing-eu_tail is still not
+// billing's, so billing's point does not record it.
+func TestLongerModuleKnownByItsPointAlone(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.js.CreateKeyValue(e.ctx, jetstream.KeyValueConfig{Bucket: "billing-eu_cfg"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.k.SnapshotKept(e.ctx, keeper.Request{Module: "billing-eu", Local: "cfg", Form: 1, Fingerprint: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.js.DeleteKeyValue(e.ctx, "billing-eu_cfg"); err != nil {
+		t.Fatal(err)
+	}
+	shared, err := e.js.Stream(e.ctx, sample.SharedStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"billing-eu_tail", "billing-east"} {
+		if _, err := shared.CreateConsumer(e.ctx, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recorded := map[string]bool{}
+	for _, p := range e.snapshot(1, "fp").Point.Positions {
+		recorded[p.Consumer] = true
+	}
+	if recorded["billing-eu_tail"] || !recorded["billing-east"] || !recorded[e.names.Events] {
+		t.Errorf("billing's point records %v; want billing-east and %s, and not billing-eu_tail (billing-eu has a point)", recorded, e.names.Events)
+	}
+}

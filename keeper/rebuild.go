@@ -2,7 +2,6 @@ package keeper
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path"
 	"strings"
@@ -21,16 +20,14 @@ func (k *Keeper) Rebuild(ctx context.Context) (written, removed int, err error) 
 		return 0, 0, err
 	}
 	for _, p := range points {
-		data, _ := json.Marshal(p)
-		want[pointKey(p.Module, p.Local, p.Form, p.Fingerprint)] = data
+		want[pointKey(p.Module, p.Local, p.Form, p.Fingerprint)] = pointRecord(p)
 	}
 	asides, err := k.scanAsides(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
 	for _, a := range asides {
-		data, _ := json.Marshal(a)
-		want[asideKey(a.ID)] = data
+		want[asideKey(a.ID)] = asideRecord(a)
 	}
 	for _, prefix := range []string{"point.", "aside."} {
 		keys, err := k.index.Keys(ctx, prefix)

@@ -144,11 +144,11 @@ func (pl *restorePlan) close() {
 // that a longer module the bus now knows owns, is left alone); one that no
 // longer exists is made again from its recorded configuration.
 func (k *Keeper) planPositions(ctx context.Context, r Request, pl *restorePlan, removed []StreamInfo) error {
-	live, err := k.bus.Consumers(ctx)
+	streams, live, err := k.census(ctx)
 	if err != nil {
-		return Errorf(ErrFailed, "reading the consumers on the bus: %v", err)
+		return err
 	}
-	o, err := k.owners(ctx)
+	o, err := k.owners(ctx, streams, r.Module, consumerNames(pl.point.Positions))
 	if err != nil {
 		return err
 	}

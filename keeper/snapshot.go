@@ -2,7 +2,6 @@ package keeper
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -93,10 +92,7 @@ func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel st
 	point := &Point{
 		Module: r.Module, Local: r.Local, Form: r.Form, Fingerprint: r.Fingerprint, CatchUp: r.CatchUp,
 		Taken: k.now().UTC(), Caller: r.Caller, Why: r.Why, Dir: rel,
-		Streams: streamSums(m), Positions: positions,
-	}
-	if point.Positions == nil {
-		point.Positions = []Position{}
+		Streams: streamSums(m), Positions: positions, PositionCount: len(positions),
 	}
 	if r.KeepFor > 0 {
 		until := point.Taken.Add(time.Duration(r.KeepFor))
@@ -125,8 +121,7 @@ func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel st
 			k.log.Warn("the replaced point's archive stays beside the new one until the next start", "dir", k.abs(rel), "err", err)
 		}
 	}
-	data, _ := json.Marshal(point)
-	if err := k.index.Put(ctx, pointKey(r.Module, r.Local, r.Form, r.Fingerprint), data); err != nil {
+	if err := k.index.Put(ctx, pointKey(r.Module, r.Local, r.Form, r.Fingerprint), pointRecord(point)); err != nil {
 		return nil, Errorf(ErrFailed, "restore point %s is complete in %s, but it could not be recorded in the index (%v); "+
 			"a keeper restart rebuilds the index from the files", what, k.abs(rel), err)
 	}
@@ -155,10 +150,10 @@ func (k *Keeper) replaceEarlier(ctx context.Context, r Request, rel string) (*As
 	}
 	a := &Aside{Module: r.Module, Local: r.Local, Taken: k.now().UTC(), Caller: r.Caller,
 		Why:    "replaced by a new restore point of the same form and fingerprint",
-		Reason: ReasonReplaced, Point: rel, Streams: []StreamSum{}, Positions: []Position{}}
+		Reason: ReasonReplaced, Point: rel, Streams: []StreamSum{}}
 	src := archiveKey(rel)
 	if old, err := k.loadSource(ctx, rel); err == nil {
-		a.Streams, a.Positions, a.Sealing = old.Streams, old.Positions, old.Sealing
+		a.Streams, a.Positions, a.PositionCount, a.Sealing = old.Streams, old.Positions, len(old.Positions), old.Sealing
 		src = archiveKeyOf(rel, old)
 	} else {
 		k.log.Warn("the replaced point's point.json is unreadable; it is set aside as it is", "dir", k.abs(rel), "err", err)

@@ -204,8 +204,14 @@ type Point struct {
 	Why         string      `json:"why,omitempty"`        // why
 	Dir         string      `json:"dir"`                  // its key prefix in the store (points/<module>/<local>/f<form>-<fingerprint>)
 	Streams     []StreamSum `json:"streams"`              // each stream as the archive holds it
-	Positions   []Position  `json:"positions"`            // the module's consumers' positions, read before the streams
-	ArchiveSize int64       `json:"archive_size"`         // the stored archive's bytes (the ciphertext, when encrypted)
+	// Positions are the module's consumers' positions, read before the
+	// streams. point.json holds them all; the index record holds none
+	// (records made before this held them too), only PositionCount.
+	Positions []Position `json:"positions,omitempty"`
+	// PositionCount is how many positions point.json holds (0 in records
+	// made before it was kept: then len(Positions) is the count).
+	PositionCount int   `json:"position_count,omitempty"`
+	ArchiveSize   int64 `json:"archive_size"` // the stored archive's bytes (the ciphertext, when encrypted)
 	// ArchiveSum is the archive's checksum as the store computed it when it
 	// was committed (store.Checksum), of the bytes stored (the ciphertext,
 	// when encrypted, so a copy is checked without the key); empty for
@@ -236,19 +242,22 @@ type Encryption struct {
 
 // Aside is a set-aside copy: aside.json, and the value of aside.<id> in `kept`.
 type Aside struct {
-	ID          string      `json:"id"`                    // <module>.<local>.<UTC yyyymmddThhmmss>, made unique if taken
-	Module      string      `json:"module"`                // the module
-	Local       string      `json:"local"`                 // the kept data
-	Taken       time.Time   `json:"taken"`                 // when it was set aside (UTC)
-	Caller      string      `json:"caller,omitempty"`      // who asked
-	Why         string      `json:"why,omitempty"`         // why
-	Reason      string      `json:"reason"`                // "restore" or "aside-only"
-	Point       string      `json:"point,omitempty"`       // the point restored in its place, if any
-	Dir         string      `json:"dir"`                   // its key prefix in the store (aside/<id>)
-	Streams     []StreamSum `json:"streams"`               // each stream as the archive holds it
-	Positions   []Position  `json:"positions"`             // the consumers' positions when it was set aside
-	ArchiveSize int64       `json:"archive_size"`          // as Point.ArchiveSize
-	ArchiveSum  string      `json:"archive_sum,omitempty"` // as Point.ArchiveSum
+	ID      string      `json:"id"`               // <module>.<local>.<UTC yyyymmddThhmmss>, made unique if taken
+	Module  string      `json:"module"`           // the module
+	Local   string      `json:"local"`            // the kept data
+	Taken   time.Time   `json:"taken"`            // when it was set aside (UTC)
+	Caller  string      `json:"caller,omitempty"` // who asked
+	Why     string      `json:"why,omitempty"`    // why
+	Reason  string      `json:"reason"`           // "restore" or "aside-only"
+	Point   string      `json:"point,omitempty"`  // the point restored in its place, if any
+	Dir     string      `json:"dir"`              // its key prefix in the store (aside/<id>)
+	Streams []StreamSum `json:"streams"`          // each stream as the archive holds it
+	// Positions are the consumers' positions when it was set aside:
+	// aside.json holds them all, the index record none (as Point's).
+	Positions     []Position `json:"positions,omitempty"`
+	PositionCount int        `json:"position_count,omitempty"` // as Point.PositionCount
+	ArchiveSize   int64      `json:"archive_size"`             // as Point.ArchiveSize
+	ArchiveSum    string     `json:"archive_sum,omitempty"`    // as Point.ArchiveSum
 	Sealing
 }
 

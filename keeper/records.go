@@ -1,0 +1,38 @@
+package keeper
+
+import "encoding/json"
+
+// The index records of points and asides stay small, whatever the number of
+// the module's consumers: the positions live in point.json and aside.json in
+// the store, beside the archive, and the record only counts them. With
+// thousands of consumers the positions alone pass the index's max value
+// size. Whoever needs the positions (restore, recovery, verify, copy,
+// export) reads the point's own record from the store; list-kept, prune,
+// rebuild and the checks of plans and stores read the index, and need none.
+
+// pointRecord is p's record in the index: p without its positions, which
+// it counts.
+func pointRecord(p *Point) []byte {
+	r := *p
+	r.PositionCount, r.Positions = positionCount(p.PositionCount, p.Positions), nil
+	data, _ := json.Marshal(&r)
+	return data
+}
+
+// asideRecord is a's record in the index: a without its positions, which
+// it counts.
+func asideRecord(a *Aside) []byte {
+	r := *a
+	r.PositionCount, r.Positions = positionCount(a.PositionCount, a.Positions), nil
+	data, _ := json.Marshal(&r)
+	return data
+}
+
+// positionCount is how many positions a record stands for: those it
+// carries, else (an index record) those it counts.
+func positionCount(counted int, carried []Position) int {
+	if len(carried) > 0 {
+		return len(carried)
+	}
+	return counted
+}
