@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
@@ -88,9 +89,10 @@ func (r *run) shapePoints(ctx context.Context, sr *ShapeResult) error {
 			sr.Points = append(sr.Points, tier)
 			return err
 		}
-		pid := r.file().proc.pid()
-		tier.RSS, _ = statusBytes(pid, "VmRSS")
-		tier.PeakRSS, _ = peakRSS(pid)
+		tier.RSS, _ = statusBytes(r.file().proc.pid(), "VmRSS")
+		for _, x := range slices.Concat(tier.Snapshot, tier.ListModule, tier.ListAll) {
+			tier.PeakRSS = max(tier.PeakRSS, x.PeakRSS)
+		}
 		for range startRounds {
 			s, err := r.restartKeeper(ctx)
 			if err != nil {
@@ -109,15 +111,15 @@ func (r *run) shapePoints(ctx context.Context, sr *ShapeResult) error {
 // bytes of their replies. A list-kept that fails is recorded, not fatal: a
 // reply past the max payload is one of the things measured.
 func (r *run) tierLists(ctx context.Context, tier *PointsTier) error {
-	for range listRounds {
-		for _, q := range []struct {
-			req   keeper.Request
-			into  *[]Sample
-			bytes *int
-		}{
-			{keeperRequest(pointsModule, "", 0, ""), &tier.ListModule, &tier.ModuleBytes},
-			{keeperRequest("", "", 0, ""), &tier.ListAll, &tier.AllBytes},
-		} {
+	for _, q := range []struct {
+		req   keeper.Request
+		into  *[]Sample
+		bytes *int
+	}{
+		{keeperRequest(pointsModule, "", 0, ""), &tier.ListModule, &tier.ModuleBytes},
+		{keeperRequest("", "", 0, ""), &tier.ListAll, &tier.AllBytes},
+	} {
+		for range listRounds {
 			var n int
 			s, _, err := r.keeperOp(ctx, r.file(), "points-list-kept", func(ctx context.Context) (*keeper.Reply, error) {
 				var err error
@@ -125,8 +127,10 @@ func (r *run) tierLists(ctx context.Context, tier *PointsTier) error {
 				return &keeper.Reply{}, err
 			})
 			if err != nil {
+				// Once is enough: a reply past the max payload fails
+				// every time, each after a minute's wait.
 				tier.ListErr = err.Error()
-				continue
+				break
 			}
 			*q.into, *q.bytes = append(*q.into, s), n
 		}
