@@ -36,13 +36,19 @@ func AllShapes() []string {
 
 // ParseShapes reads a comma-separated list of shapes such as random,module.
 func ParseShapes(s string) ([]string, error) {
+	out := commaList(s)
+	return out, checkShapes(out)
+}
+
+// commaList is the non-empty fields of a comma-separated list, trimmed.
+func commaList(s string) []string {
 	var out []string
 	for _, name := range strings.Split(s, ",") {
 		if name = strings.TrimSpace(name); name != "" {
 			out = append(out, name)
 		}
 	}
-	return out, checkShapes(out)
+	return out
 }
 
 func checkShapes(shapes []string) error {
@@ -50,10 +56,10 @@ func checkShapes(shapes []string) error {
 		return fmt.Errorf("no shape named (any of %s), so nothing was run", strings.Join(AllShapes(), ","))
 	}
 	for i, s := range shapes {
-		if !slices.Contains(AllShapes(), s) {
+		switch {
+		case !slices.Contains(AllShapes(), s):
 			return fmt.Errorf("shape %q is not one of %s, so nothing was run", s, strings.Join(AllShapes(), ","))
-		}
-		if slices.Contains(shapes[:i], s) {
+		case slices.Contains(shapes[:i], s):
 			return fmt.Errorf("shape %q is named twice, so nothing was run", s)
 		}
 	}
@@ -129,21 +135,18 @@ func (r *run) runShape(ctx context.Context, name string, sr *ShapeResult) error 
 	if err != nil {
 		return err
 	}
-	switch name {
-	case ShapeCompressible:
-		return s.shapeCompressible(ctx, sr)
-	case ShapeModule:
-		return s.shapeModule(ctx, sr)
-	case ShapeRollback:
-		return s.shapeRollback(ctx, sr)
-	case ShapePoints:
-		return s.shapePoints(ctx, sr)
-	case ShapeConsumers:
-		return s.shapeConsumers(ctx, sr)
-	case ShapeBigKV:
-		return s.shapeBigKV(ctx, sr)
+	measure, ok := map[string]func(*run, context.Context, *ShapeResult) error{
+		ShapeCompressible: (*run).shapeCompressible,
+		ShapeModule:       (*run).shapeModule,
+		ShapeRollback:     (*run).shapeRollback,
+		ShapePoints:       (*run).shapePoints,
+		ShapeConsumers:    (*run).shapeConsumers,
+		ShapeBigKV:        (*run).shapeBigKV,
+	}[name]
+	if !ok {
+		return fmt.Errorf("no such shape %q", name)
 	}
-	return fmt.Errorf("no such shape %q", name)
+	return measure(s, ctx, sr)
 }
 
 // subRun is a run of its own for one shape, in a directory of the parent
@@ -271,10 +274,7 @@ func (c *Config) shapeDefaults() error {
 // ParseInts reads a comma-separated list of counts such as 100,1000,10000.
 func ParseInts(s string) ([]int, error) {
 	var out []int
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
+	for _, f := range commaList(s) {
 		n, err := strconv.Atoi(strings.ReplaceAll(f, "_", ""))
 		if err != nil {
 			return nil, fmt.Errorf("%q is not a count", f)

@@ -69,10 +69,15 @@ func compressiblePayload(i int64, p []byte) {
 	}
 }
 
-// fillStream makes the stream name on subjects prefix.> and publishes total
-// bytes in messages of size bytes, on up to subjects subjects.
-func (r *run) fillStream(ctx context.Context, js *shapeJS, name, prefix string, total int64, size, subjects int, payload payloadFunc) (int64, error) {
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ".>"}, Storage: jetstream.FileStorage}); err != nil {
+// fillStream makes the stream name on subjects prefix.> (its configuration
+// changed by each of with) and publishes total bytes in messages of size
+// bytes, on up to subjects subjects.
+func (r *run) fillStream(ctx context.Context, js *shapeJS, name, prefix string, total int64, size, subjects int, payload payloadFunc, with ...func(*jetstream.StreamConfig)) (int64, error) {
+	cfg := jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ".>"}, Storage: jetstream.FileStorage}
+	for _, f := range with {
+		f(&cfg)
+	}
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
 		return 0, fmt.Errorf("create stream %s: %w", name, err)
 	}
 	msgs := max(total/int64(size), 1)

@@ -19,16 +19,8 @@ const objectSize = 16 << 20
 // with a durable consumer part-way; snapshot and restore against the CLI and
 // the server's own restore.
 func (r *run) shapeCompressible(ctx context.Context, sr *ShapeResult) error {
-	js, err := r.shapeJS()
-	if err != nil {
-		return err
-	}
 	const stream = "bench_zip"
-	msgs, err := r.fillStream(ctx, js, stream, "bench.zip", r.cfg.Size, r.cfg.MsgSize, r.cfg.Subjects, compressiblePayload)
-	if err != nil {
-		return err
-	}
-	floor, err := partWay(ctx, js, stream, "bench_zip_reader", uint64(msgs))
+	msgs, floor, err := r.readStream(ctx, stream, "bench.zip", compressiblePayload)
 	if err != nil {
 		return err
 	}
@@ -76,16 +68,8 @@ func (r *run) shapeModule(ctx context.Context, sr *ShapeResult) error {
 // shapeRollback: one stream of cfg.Size random bytes with a durable
 // consumer, rolled back to its point with the data live.
 func (r *run) shapeRollback(ctx context.Context, sr *ShapeResult) error {
-	js, err := r.shapeJS()
-	if err != nil {
-		return err
-	}
 	const stream = "bench_rb"
-	msgs, err := r.fillStream(ctx, js, stream, "bench.rb", r.cfg.Size, r.cfg.MsgSize, r.cfg.Subjects, randomPayload())
-	if err != nil {
-		return err
-	}
-	floor, err := partWay(ctx, js, stream, "bench_rb_reader", uint64(msgs))
+	msgs, floor, err := r.readStream(ctx, stream, "bench.rb", randomPayload())
 	if err != nil {
 		return err
 	}
@@ -116,14 +100,17 @@ const consumerMsgs = 10_000
 // shapeConsumers: one stream of small messages with cfg.Consumers durable
 // consumers of the module, each at its own position (started at its own
 // sequence, one message acknowledged); snapshot-kept reads their positions,
-// a restore sets them back.
+// a restore sets them back, into absent data and with the data live.
 func (r *run) shapeConsumers(ctx context.Context, sr *ShapeResult) error {
 	js, err := r.shapeJS()
 	if err != nil {
 		return err
 	}
 	const stream = "bench_many"
-	msgs, err := r.fillStream(ctx, js, stream, "bench.many", consumerMsgs*128, 128, 100, randomPayload())
+	// nats-server 2.15 allows 1,000 consumers on a stream unless its
+	// configuration says more.
+	msgs, err := r.fillStream(ctx, js, stream, "bench.many", consumerMsgs*128, 128, 100, randomPayload(),
+		func(c *jetstream.StreamConfig) { c.MaxConsumers = r.cfg.Consumers })
 	if err != nil {
 		return err
 	}
@@ -149,11 +136,33 @@ func (r *run) shapeConsumers(ctx context.Context, sr *ShapeResult) error {
 			r.cfg.Log.Info("making consumers", "made", i, "of", r.cfg.Consumers)
 		}
 	}
-	sr.Data = fmt.Sprintf("kept data `bench/many` = stream `%s`, %d messages of 128 random bytes, with %d durable consumers `bench_c00000`… of the module, each started at its own sequence with one message acknowledged (made in %s)",
-		stream, msgs, r.cfg.Consumers, time.Since(start).Round(time.Second))
+	sr.Data = fmt.Sprintf("kept data `bench/many` = stream `%s`, %d messages of 128 random bytes, with %d durable consumers `bench_c00000`… of the module, each started at its own sequence with one message acknowledged (made in %s); the stream's max_consumers is %d (nats-server 2.15 allows 1,000 by default)",
+		stream, msgs, r.cfg.Consumers, time.Since(start).Round(time.Second), r.cfg.Consumers)
 	// A reply that cannot be sent is waited for 5 minutes, not the default
 	// half hour: the shape then fails with what was measured so far.
-	return r.keptPairs(ctx, sr, kept{module: module, local: "many", streams: []string{stream}, wait: 5 * time.Minute})
+	k := kept{module: module, local: "many", streams: []string{stream}, wait: 5 * time.Minute}
+	if err := r.keptPairs(ctx, sr, k); err != nil {
+		return err
+	}
+	// With the consumers live: every one set aside with the stream, then
+	// set back by the restore.
+	return r.rollbackPairs(ctx, sr, k)
+}
+
+// readStream fills the stream of cfg.Size bytes on subjects prefix.> and
+// makes its durable consumer <stream>_reader part-way; it returns the
+// messages and the consumer's ack floor.
+func (r *run) readStream(ctx context.Context, stream, prefix string, payload payloadFunc) (int64, uint64, error) {
+	js, err := r.shapeJS()
+	if err != nil {
+		return 0, 0, err
+	}
+	msgs, err := r.fillStream(ctx, js, stream, prefix, r.cfg.Size, r.cfg.MsgSize, r.cfg.Subjects, payload)
+	if err != nil {
+		return 0, 0, err
+	}
+	floor, err := partWay(ctx, js, stream, stream+"_reader", uint64(msgs))
+	return msgs, floor, err
 }
 
 // noteBytes adds the stored bytes of each stream to the shape's notes.

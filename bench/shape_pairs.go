@@ -49,12 +49,9 @@ func (r *run) keeperVerb(ctx context.Context, name string, k kept, verb func(con
 // consumers every time, every message's digest in the first round. The
 // samples go in sr's rows, named by sr.Shape.
 func (r *run) keptPairs(ctx context.Context, sr *ShapeResult, k kept) error {
-	want, err := r.sumStreams(ctx, k.streams, true)
+	want, err := r.before(ctx, sr, k)
 	if err != nil {
 		return err
-	}
-	for _, w := range want {
-		sr.Bytes += float64(w.Bytes)
 	}
 	backup, restore := cliCommands(k.streams)
 	snap := ShapeRow{Op: "`snapshot-kept`", CLI: "`" + backup + "`", Target: 1.0}
@@ -130,6 +127,16 @@ func (r *run) keptPairs(ctx context.Context, sr *ShapeResult, k kept) error {
 	return nil
 }
 
+// before is the sums of k's streams before the rounds, every message
+// digested; it adds their bytes to sr's.
+func (r *run) before(ctx context.Context, sr *ShapeResult, k kept) (map[string]streamSum, error) {
+	want, err := r.sumStreams(ctx, k.streams, true)
+	for _, w := range want {
+		sr.Bytes += float64(w.Bytes)
+	}
+	return want, err
+}
+
 // cliRestoreOnce is cliRestore, once more after a refusal right after the
 // streams were removed (see measureBig).
 func (r *run) cliRestoreOnce(ctx context.Context, name string, streams []string) (Sample, error) {
@@ -150,12 +157,9 @@ func (r *run) cliRestoreOnce(ctx context.Context, name string, streams []string)
 // `nats backup restore stream` of a backup taken with the point (not timed).
 // The aside is discarded after each round (not timed), and the data checked.
 func (r *run) rollbackPairs(ctx context.Context, sr *ShapeResult, k kept) error {
-	want, err := r.sumStreams(ctx, k.streams, true)
+	want, err := r.before(ctx, sr, k)
 	if err != nil {
 		return err
-	}
-	for _, w := range want {
-		sr.Bytes += float64(w.Bytes)
 	}
 	if _, _, err := r.keeperVerb(ctx, sr.Shape+"-keeper-point", k, r.file().client.SnapshotKept); err != nil {
 		return fmt.Errorf("snapshot-kept of %s/%s, the point to roll back to: %w", k.module, k.local, err)

@@ -92,7 +92,10 @@ func (res *Result) shapesMarkdown(b *strings.Builder) {
 	b.WriteString("\n")
 	res.pointsMarkdown(b)
 	for _, s := range res.Shapes {
-		fmt.Fprintf(b, "**%s** (%s, load average as it began: %s). %s.", s.Shape, s.Took.Round(time.Second), s.Load, s.Data)
+		fmt.Fprintf(b, "**%s** (%s, load average as it began: %s).", s.Shape, s.Took.Round(time.Second), s.Load)
+		if s.Data != "" {
+			fmt.Fprintf(b, " %s.", s.Data)
+		}
 		for _, n := range s.Notes {
 			fmt.Fprintf(b, " %s%s.", strings.ToUpper(n[:1]), n[1:])
 		}

@@ -25,7 +25,7 @@ func TestShapes(t *testing.T) {
 		if s.Shape != shapes[i] || s.Failed != "" {
 			t.Errorf("shape %d: %s, failed: %q; want %s, not failed", i, s.Shape, s.Failed, shapes[i])
 		}
-		wantRows := map[string]int{ShapeRollback: 1, ShapePoints: 0}
+		wantRows := map[string]int{ShapeRollback: 1, ShapePoints: 0, ShapeConsumers: 3}
 		n, ok := wantRows[s.Shape]
 		if !ok {
 			n = 2
