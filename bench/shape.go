@@ -146,7 +146,10 @@ func (r *run) runShape(ctx context.Context, name string, sr *ShapeResult) error 
 	if !ok {
 		return fmt.Errorf("no such shape %q", name)
 	}
-	return measure(s, ctx, sr)
+	if err := measure(s, ctx, sr); err != nil {
+		return fmt.Errorf("%w; the server's log:\n%s", err, s.server.tail())
+	}
+	return nil
 }
 
 // subRun is a run of its own for one shape, in a directory of the parent
@@ -191,11 +194,17 @@ func (r *run) cliBackup(ctx context.Context, name string, streams []string) (Sam
 }
 
 // cliRestore is `nats backup restore stream` of each of streams' backups.
+// The CLI waits --timeout for each chunk's acknowledgement, 5 s by default,
+// which a loaded machine passes while the server creates a stream's many
+// consumers (the consumers shape); a minute changes no speed.
 func (r *run) cliRestore(ctx context.Context, name string, streams []string) (Sample, error) {
 	return r.natsOp(ctx, name, streams, func(s string) []string {
-		return []string{"backup", "restore", "stream", r.backupDir(s), "--no-progress"}
+		return []string{"--timeout", cliTimeout, "backup", "restore", "stream", r.backupDir(s), "--no-progress"}
 	})
 }
+
+// cliTimeout is the nats CLI's --timeout in the shapes' restores.
+const cliTimeout = "1m"
 
 // cliCommands are the nats CLI commands of a backup and a restore of
 // streams, as the report shows them.
@@ -203,7 +212,7 @@ func cliCommands(streams []string) (backup, restore string) {
 	var b, rs []string
 	for _, s := range streams {
 		b = append(b, fmt.Sprintf("nats backup stream %s DIR/%s --no-progress", s, s))
-		rs = append(rs, fmt.Sprintf("nats backup restore stream DIR/%s --no-progress", s))
+		rs = append(rs, fmt.Sprintf("nats --timeout %s backup restore stream DIR/%s --no-progress", cliTimeout, s))
 	}
 	return strings.Join(b, " && "), strings.Join(rs, " && ")
 }

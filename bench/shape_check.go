@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash"
 	"os"
@@ -155,8 +156,13 @@ func (r *run) checkSums(ctx context.Context, who string, want map[string]streamS
 // that removal ends cannot rename (the target is not empty), leaves the
 // message blocks in place, and the next restore of the stream then fails
 // with "expected sequence does not match store" (10062). A stream with many
-// consumers takes the longest.
+// consumers takes the longest. It also waits until the server no longer
+// knows the stream.
 func (r *run) waitRemoved(ctx context.Context, stream string) error {
+	js, err := jetstream.New(r.nc)
+	if err != nil {
+		return err
+	}
 	var dirs []string
 	for _, pattern := range []string{
 		filepath.Join(r.work, "store", "jetstream", "*", "streams", "."+stream),
@@ -172,7 +178,8 @@ func (r *run) waitRemoved(ctx context.Context, stream string) error {
 				left = append(left, d)
 			}
 		}
-		if dirs = left; len(dirs) == 0 {
+		_, err := js.Stream(ctx, stream)
+		if dirs = left; len(dirs) == 0 && errors.Is(err, jetstream.ErrStreamNotFound) {
 			return nil
 		}
 		if time.Now().After(deadline) {

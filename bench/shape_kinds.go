@@ -139,9 +139,10 @@ func (r *run) shapeConsumers(ctx context.Context, sr *ShapeResult) error {
 	}
 	sr.Data = fmt.Sprintf("kept data `bench/many` = stream `%s`, %d messages of 128 random bytes, with %d durable consumers `bench_c00000`… of the module, each started at its own sequence with one message acknowledged (made in %s); the stream's max_consumers is %d (nats-server 2.15 allows 1,000 by default)",
 		stream, msgs, r.cfg.Consumers, time.Since(start).Round(time.Second), maxc)
-	// A reply that cannot be sent is waited for 5 minutes, not the default
-	// half hour: the shape then fails with what was measured so far.
-	k := kept{module: module, local: "many", streams: []string{stream}, wait: 5 * time.Minute}
+	// A reply that cannot be sent is waited for 2 minutes, not the default
+	// half hour (its small stream takes seconds): the shape then fails with
+	// what was measured so far.
+	k := kept{module: module, local: "many", streams: []string{stream}, wait: 2 * time.Minute}
 	if err := r.keptPairs(ctx, sr, k); err != nil {
 		return err
 	}

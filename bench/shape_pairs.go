@@ -173,7 +173,7 @@ func (r *run) rollbackPairs(ctx context.Context, sr *ShapeResult, k kept) error 
 	}
 	var by []string
 	for _, s := range k.streams {
-		by = append(by, fmt.Sprintf("nats backup stream %s DIR/aside-%s --no-progress && nats stream rm -f %s && nats backup restore stream DIR/point-%s --no-progress", s, s, s, s))
+		by = append(by, fmt.Sprintf("nats backup stream %s DIR/aside-%s --no-progress && nats stream rm -f %s && nats --timeout %s backup restore stream DIR/point-%s --no-progress", s, s, s, cliTimeout, s))
 	}
 	sr.Rows = append(sr.Rows, ShapeRow{Op: "`restore-kept` with the kept data live (verify, set aside, restore)", CLI: "`" + strings.Join(by, " && ") + "`", Target: 0.75})
 	ri := len(sr.Rows) - 1
@@ -212,7 +212,7 @@ func (r *run) rollbackPairs(ctx context.Context, sr *ShapeResult, k kept) error 
 			}},
 			{"-nats-rm", func(s string) []string { return []string{"stream", "rm", "-f", s} }},
 			{"-nats-restore", func(s string) []string {
-				return []string{"backup", "restore", "stream", pointDir(s), "--no-progress"}
+				return []string{"--timeout", cliTimeout, "backup", "restore", "stream", pointDir(s), "--no-progress"}
 			}},
 		} {
 			one, err := r.natsOp(ctx, sr.Shape+step.name, k.streams, step.args)

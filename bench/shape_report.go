@@ -100,7 +100,9 @@ func (res *Result) shapesMarkdown(b *strings.Builder) {
 			fmt.Fprintf(b, " %s%s.", strings.ToUpper(n[:1]), n[1:])
 		}
 		if s.Failed != "" {
-			why, _, _ := strings.Cut(s.Failed, "; the keeper's log:") // the log is on keeper-bench's standard error
+			// The logs are on keeper-bench's standard error.
+			why, _, _ := strings.Cut(s.Failed, "; the keeper's log:")
+			why, _, _ = strings.Cut(why, "; the server's log:")
 			fmt.Fprintf(b, "\n\n**It stopped part-way**, so some of its rows are missing: %s", oneLine(why))
 		}
 		b.WriteString("\n\n")

@@ -135,8 +135,26 @@ func rawRestore(ctx context.Context, nc *nats.Conn, d rawData) error {
 			return ctx.Err()
 		}
 	}
+	// The first chunk waits for its acknowledgement, sent again while no
+	// one listens on the subject yet (as jsbus does: seen on one server
+	// too, with a stream of many consumers).
+	first := d.data[:min(rawChunk, len(d.data))]
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		a, err := nc.RequestWithContext(rctx, start.DeliverSubject, first)
+		if errors.Is(err, nats.ErrNoResponders) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("the first chunk: %w", err)
+		}
+		if len(a.Data) > 0 {
+			return fmt.Errorf("the first chunk was refused: %s", a.Data)
+		}
+		break
+	}
 	inFlight := 0
-	for off := 0; off < len(d.data); off += rawChunk {
+	for off := len(first); off < len(d.data); off += rawChunk {
 		if inFlight == rawWindow {
 			if err := await(); err != nil {
 				return err
