@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -150,40 +148,49 @@ func (r *run) checkSums(ctx context.Context, who string, want map[string]streamS
 	return nil
 }
 
-// waitRemoved waits until the server has removed a deleted stream's files.
-// nats-server deletes a stream by renaming its directory to .<name> and
-// removing that in the background; a second delete of the same name before
-// that removal ends cannot rename (the target is not empty), leaves the
-// message blocks in place, and the next restore of the stream then fails
-// with "expected sequence does not match store" (10062). A stream with many
-// consumers takes the longest. It also waits until the server no longer
-// knows the stream.
+// waitRemoved waits until the server no longer knows a deleted stream and
+// has removed its files (waitFiles).
 func (r *run) waitRemoved(ctx context.Context, stream string) error {
 	js, err := jetstream.New(r.nc)
 	if err != nil {
 		return err
 	}
-	var dirs []string
+	return r.waitFor(ctx, "deleted stream "+stream+" to be gone", func() bool {
+		_, err := js.Stream(ctx, stream)
+		return errors.Is(err, jetstream.ErrStreamNotFound) && r.filesGone(stream)
+	})
+}
+
+// waitFiles waits until the server has removed the files of a stream it
+// deleted. nats-server deletes a stream by renaming its directory to
+// .<name> and removing that in the background; a second delete of the same
+// name before that removal ends cannot rename (the target is not empty),
+// leaves the message blocks in place, and the next restore of the stream
+// then fails with "expected sequence does not match store" (10062). A
+// stream with many consumers takes the longest.
+func (r *run) waitFiles(ctx context.Context, stream string) error {
+	return r.waitFor(ctx, "files of the deleted stream "+stream+" to be removed", func() bool { return r.filesGone(stream) })
+}
+
+// filesGone reports whether no .<stream> directory of a deleted stream is
+// left in the server's store.
+func (r *run) filesGone(stream string) bool {
 	for _, pattern := range []string{
 		filepath.Join(r.work, "store", "jetstream", "*", "streams", "."+stream),
 		filepath.Join(r.work, "store", "*", "jetstream", "*", "streams", "."+stream),
 	} {
-		m, _ := filepath.Glob(pattern)
-		dirs = append(dirs, m...)
+		if m, _ := filepath.Glob(pattern); len(m) > 0 {
+			return false
+		}
 	}
-	for deadline := time.Now().Add(2 * time.Minute); ; {
-		left := dirs[:0]
-		for _, d := range dirs {
-			if _, err := os.Lstat(d); err == nil {
-				left = append(left, d)
-			}
-		}
-		_, err := js.Stream(ctx, stream)
-		if dirs = left; len(dirs) == 0 && errors.Is(err, jetstream.ErrStreamNotFound) {
-			return nil
-		}
+	return true
+}
+
+// waitFor polls done for up to 2 minutes.
+func (r *run) waitFor(ctx context.Context, what string, done func() bool) error {
+	for deadline := time.Now().Add(2 * time.Minute); !done(); {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("nats-server had not removed the files of the deleted stream %s (%s) after 2 minutes", stream, strings.Join(dirs, ", "))
+			return fmt.Errorf("waited 2 minutes for the %s, in vain", what)
 		}
 		select {
 		case <-ctx.Done():
@@ -191,4 +198,5 @@ func (r *run) waitRemoved(ctx context.Context, stream string) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	return nil
 }

@@ -180,7 +180,7 @@ func (r *run) rollbackPairs(ctx context.Context, sr *ShapeResult, k kept) error 
 	var verify []Sample
 	for i := range r.cfg.Rounds {
 		r.cfg.Log.Info("shape rollback pair", "shape", sr.Shape, "round", i+1, "of", r.cfg.Rounds)
-		if err := r.waitAllRemoved(ctx, k.streams); err != nil {
+		if err := r.waitAllFiles(ctx, k.streams); err != nil {
 			return err
 		}
 		ks, rep, err := r.keeperVerb(ctx, sr.Shape+"-keeper-rollback", k, r.file().client.RestoreKept)
@@ -198,7 +198,7 @@ func (r *run) rollbackPairs(ctx context.Context, sr *ShapeResult, k kept) error 
 		if _, err := r.file().client.DiscardAside(ctx, discard); err != nil {
 			return fmt.Errorf("discard-aside %s: %w", rep.Aside.ID, err)
 		}
-		if err := r.waitAllRemoved(ctx, k.streams); err != nil { // the files of what the keeper removed
+		if err := r.waitAllFiles(ctx, k.streams); err != nil { // the files of what the keeper removed
 			return err
 		}
 		var ns Sample
@@ -232,11 +232,11 @@ func (r *run) rollbackPairs(ctx context.Context, sr *ShapeResult, k kept) error 
 	return nil
 }
 
-// waitAllRemoved is waitRemoved of each stream (not timed), before an
+// waitAllFiles is waitFiles of each stream (not timed), before an
 // operation that removes them again.
-func (r *run) waitAllRemoved(ctx context.Context, streams []string) error {
+func (r *run) waitAllFiles(ctx context.Context, streams []string) error {
 	for _, s := range streams {
-		if err := r.waitRemoved(ctx, s); err != nil {
+		if err := r.waitFiles(ctx, s); err != nil {
 			return err
 		}
 	}
