@@ -15,7 +15,7 @@ import (
 func TestShortRun(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "BENCHMARKS.md")
 	res, err := Run(context.Background(), Config{Size: 2 << 20, KVKeys: 100, SmallKVKeys: 50, Rounds: 2, SmallRounds: 2,
-		Work: t.TempDir(), Command: "go test ./bench -run TestShortRun"})
+		Work: t.TempDir(), Command: "go test ./bench -run TestShortRun", Shapes: []string{ShapeRandom}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +46,9 @@ func TestShortRun(t *testing.T) {
 		t.Errorf("aside + restore: %d keeper and %d nats samples, want 2 and 0", len(res.AsideRestore.Keeper), len(res.AsideRestore.Nats))
 	}
 	checkStoreRuns(t, res, []string{StoreNats, StoreS3, StoreAge})
+	if len(res.ServerRestore) != 2 || res.ServerRestore[0].Wall <= 0 || res.ServerRestore[0].ServerCPU <= 0 {
+		t.Errorf("the server's own restore: %+v, want 2 samples with wall and server CPU", res.ServerRestore)
+	}
 	if res.Data.Messages != 2048 || res.ArchiveSize <= 0 {
 		t.Errorf("data: %d messages and a %d-byte archive, want 2048 and some", res.Data.Messages, res.ArchiveSize)
 	}
@@ -64,7 +67,8 @@ func TestShortRun(t *testing.T) {
 		"2 cores", "nats CLI v0.5.0", "go test ./bench -run TestShortRun",
 		"### Store backends against the targets", "on a second nats-server (the vault)", "s3: versitygw over a directory", "≤ 1.30×",
 		"age: a directory, encrypted at rest (--encrypt-to, --identity)", "≤ 1.15×", "--encrypt-to RECIPIENT --identity DIR/age.key",
-		"--store nats://127.0.0.1:VAULTPORT/keeper_points", "--store s3://keeper-points/bench", "### Store backends: costs"} {
+		"--store nats://127.0.0.1:VAULTPORT/keeper_points", "--store s3://keeper-points/bench", "### Store backends: costs",
+		"| random | `restore-kept` into an absent kept data (the rows above) |", "random: the server's own restore"} {
 		if want == "2 cores" {
 			want = res.Machine.CPU
 		}

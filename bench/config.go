@@ -32,6 +32,10 @@ type Config struct {
 	KeeperEnv   []string // extra KEY=VALUE settings of nats-keeper serve's environment only (such as GOMEMLIMIT=40MiB)
 	Stores      []string // store backends to measure, file among them (default DefaultStores: file, nats, s3)
 	Cluster     bool     // instead: three nats-server processes in one JetStream cluster, R3 kept data, the big comparisons of the file backend only (issue 13)
+	Shapes      []string // data shapes to measure (default AllShapes; see shape.go)
+	Points      []int    // tiers of the points shape (default 100, 1,000, 10,000)
+	Consumers   int      // durable consumers of the consumers shape (default 2,000)
+	BigKVKeys   int      // keys of the big KV shape (default 200,000)
 
 	Log *slog.Logger // what the run is doing; default discards
 }
@@ -82,6 +86,9 @@ func (c Config) withDefaults() (Config, error) {
 		c.Stores = DefaultStores()
 	case c.Cluster && (len(c.Stores) != 1 || c.Stores[0] != StoreFile):
 		return c, fmt.Errorf("the cluster comparison measures the file backend only, not %s, so nothing was run", strings.Join(c.Stores, ","))
+	}
+	if err := c.shapeDefaults(); err != nil {
+		return c, err
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))

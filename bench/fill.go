@@ -86,7 +86,7 @@ func fill(ctx context.Context, nc *nats.Conn, cfg Config) (*filled, error) {
 	if n := failed.Load(); n > 0 {
 		return nil, fmt.Errorf("%d publish(es) failed while filling, the first with: %v", n, firstErr.Load())
 	}
-	if f.AckFloor, err = partWay(ctx, js, uint64(f.Messages)); err != nil {
+	if f.AckFloor, err = partWay(ctx, js, dataStream, consumer, uint64(f.Messages)); err != nil {
 		return nil, err
 	}
 	for name, dst := range map[string]*uint64{dataStream: &f.Bytes, kvStream: &f.KVBytes, smallStream: &f.SmallSize} {
@@ -142,12 +142,12 @@ func makeKV(ctx context.Context, js jetstream.JetStream, bucket string, keys, re
 	return waitPublished(ctx, js)
 }
 
-// partWay makes the durable consumer bench_reader on the data stream and
-// acknowledges it to about the middle of the stream, with a few messages
-// delivered and not acknowledged. It returns the ack floor.
-func partWay(ctx context.Context, js jetstream.JetStream, msgs uint64) (uint64, error) {
+// partWay makes the durable consumer (bench_reader) on the stream (the data
+// stream) and acknowledges it to about the middle of the stream, with a few
+// messages delivered and not acknowledged. It returns the ack floor.
+func partWay(ctx context.Context, js jetstream.JetStream, stream, consumer string, msgs uint64) (uint64, error) {
 	startSeq := max(msgs/2, 1)
-	c, err := js.CreateConsumer(ctx, dataStream, jetstream.ConsumerConfig{Durable: consumer,
+	c, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: consumer,
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: startSeq,
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Hour})
 	if err != nil {

@@ -238,6 +238,9 @@ func (r *run) deleteStreams(ctx context.Context, streams []string) error {
 		if err := js.DeleteStream(ctx, s); err != nil {
 			return fmt.Errorf("delete stream %s between rounds: %w", s, err)
 		}
+		if err := r.waitRemoved(ctx, s); err != nil {
+			return err
+		}
 	}
 	return nil
 }

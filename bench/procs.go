@@ -185,25 +185,28 @@ func sumCPU(before, after []cpuTime) cpuTime {
 }
 
 // peakRSS is a running process's peak resident set (VmHWM), in bytes.
-func peakRSS(pid int) (int64, error) {
+func peakRSS(pid int) (int64, error) { return statusBytes(pid, "VmHWM") }
+
+// statusBytes is a field in kB of /proc/<pid>/status (VmHWM, VmRSS), in bytes.
+func statusBytes(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, fmt.Errorf("read the memory of process %d: %w", pid, err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(v)
 			if len(f) != 2 || f[1] != "kB" {
-				return 0, fmt.Errorf("/proc/%d/status: VmHWM reads %q", pid, v)
+				return 0, fmt.Errorf("/proc/%d/status: %s reads %q", pid, field, v)
 			}
 			n, err := strconv.ParseInt(f[0], 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("/proc/%d/status: VmHWM: %w", pid, err)
+				return 0, fmt.Errorf("/proc/%d/status: %s: %w", pid, field, err)
 			}
 			return n << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/status has no VmHWM", pid)
+	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, field)
 }
 
 // resetPeakRSS sets a process's VmHWM back to its current RSS (Linux 4.0 and

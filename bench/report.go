@@ -94,6 +94,9 @@ func yes(ok bool) string {
 // Markdown renders the run's figures: the machine, the versions, the data,
 // the comparisons against the targets, the costs, and the exact commands.
 func (res *Result) Markdown() string {
+	if !res.Config.hasShape(ShapeRandom) {
+		return res.shapesOnlyMarkdown()
+	}
 	var b strings.Builder
 	c, d := res.Config, res.Data
 	fmt.Fprintf(&b, "## Latest run\n\n")
@@ -143,6 +146,7 @@ func (res *Result) Markdown() string {
 		"means the server's one working core was the limit.\n\n")
 
 	res.storeMarkdown(&b)
+	res.shapesMarkdown(&b)
 
 	b.WriteString("### Exact commands\n\n```sh\n")
 	fmt.Fprintf(&b, "%s\n", res.Config.Command)

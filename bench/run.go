@@ -61,7 +61,9 @@ type Result struct {
 	Took          time.Duration
 	LoadBefore    string // /proc/loadavg when the run began and ended: other work on the machine
 	LoadAfter     string
-	PhaseLoads    []string // "<phase>: <load average>" as each phase of the big comparisons began
+	PhaseLoads    []string      // "<phase>: <load average>" as each phase of the big comparisons began
+	ServerRestore []Sample      // the server's own restore of the random shape's two streams (shape_server.go)
+	Shapes        []ShapeResult // the shapes other than random, each on its own server and keeper
 }
 
 // run holds what a benchmark run has started.
@@ -106,28 +108,41 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := r.start(ctx); err != nil {
 		return nil, err
 	}
-	cfg.Log.Info("filling the kept data", "bytes", cfg.Size, "message size", cfg.MsgSize)
-	f, err := fill(ctx, r.nc, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("fill the kept data: %w", err)
+	if cfg.hasShape(ShapeRandom) {
+		if err := r.measureRandom(ctx); err != nil {
+			return nil, err
+		}
 	}
-	r.res.Data = *f
-	cfg.Log.Info("filled", "messages", f.Messages, "bytes", f.Bytes, "took", f.Took)
-	if cfg.Cluster {
-		if err := r.measureCluster(ctx); err != nil {
-			return nil, err
-		}
-	} else {
-		if err := r.measure(ctx); err != nil {
-			return nil, err
-		}
-		if err := r.measureStores(ctx); err != nil {
-			return nil, err
-		}
+	if err := r.measureShapes(ctx); err != nil {
+		return nil, err
 	}
 	r.res.Took = time.Since(r.res.Started)
 	r.res.LoadAfter = loadAverage()
 	return r.res, nil
+}
+
+// measureRandom fills the random shape's kept data and measures it: the
+// comparisons of issue 6 and the server's own restore, then the store
+// backends; or, on the cluster, the cluster's comparisons.
+func (r *run) measureRandom(ctx context.Context) error {
+	cfg := r.cfg
+	cfg.Log.Info("filling the kept data", "bytes", cfg.Size, "message size", cfg.MsgSize)
+	f, err := fill(ctx, r.nc, cfg)
+	if err != nil {
+		return fmt.Errorf("fill the kept data: %w", err)
+	}
+	r.res.Data = *f
+	cfg.Log.Info("filled", "messages", f.Messages, "bytes", f.Bytes, "took", f.Took)
+	if cfg.Cluster {
+		return r.measureCluster(ctx)
+	}
+	if err := r.measure(ctx); err != nil {
+		return err
+	}
+	if err := r.measureServerRestore(ctx); err != nil {
+		return err
+	}
+	return r.measureStores(ctx)
 }
 
 // start installs the tools, builds the keeper, and starts the server and the

@@ -36,12 +36,7 @@ func DefaultStores() []string { return []string{StoreFile, StoreNats, StoreS3, S
 
 // ParseStores reads a comma-separated list of backends such as file,nats,s3.
 func ParseStores(s string) ([]string, error) {
-	var out []string
-	for _, name := range strings.Split(s, ",") {
-		if name = strings.TrimSpace(name); name != "" {
-			out = append(out, name)
-		}
-	}
+	out := commaList(s)
 	return out, checkStores(out)
 }
 

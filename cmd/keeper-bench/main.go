@@ -13,6 +13,11 @@
 //
 //	go run ./cmd/keeper-bench -cluster -size 256MiB -rounds 3 -out BENCHMARKS.md
 //
+// -shapes names the data shapes to measure (default all: random, compressible,
+// module, rollback, points, consumers, bigkv), each against the nats CLI:
+//
+//	go run ./cmd/keeper-bench -shapes compressible,rollback -size 64MiB -rounds 3 -out -
+//
 // See package bench.
 package main
 
@@ -55,6 +60,11 @@ func run(args []string, stderr io.Writer) int {
 	stores := fs.String("stores", strings.Join(bench.DefaultStores(), ","), "store backends to measure against the file backend: file (always), nats (an object store on a second nats-server), bus (an object store on the bus itself), s3 (versitygw), age (a directory, every archive encrypted at rest with --encrypt-to and --identity)")
 	fs.BoolVar(&cfg.Cluster, "cluster", false, "measure on three nats-server processes in one JetStream cluster instead, with R3 kept data "+
 		"(snapshot and restore against the nats CLI, file backend only; default -size 256MiB); the report gets a section of its own")
+	shapes := fs.String("shapes", strings.Join(bench.AllShapes(), ","), "data shapes to measure, a comma list of "+strings.Join(bench.AllShapes(), ", ")+
+		" (random is the comparison above with the store backends; each other shape runs on a nats-server and keeper of its own; -cluster: random only)")
+	points := fs.String("points", "100,1000,10000", "tiers of the points shape: kept data, each with one point, reached one after the other")
+	fs.IntVar(&cfg.Consumers, "consumers", 2_000, "durable consumers of the consumers shape")
+	fs.IntVar(&cfg.BigKVKeys, "big-kv-keys", 200_000, "keys of the bigkv shape's KV bucket")
 	out := fs.String("out", "BENCHMARKS.md", "the report to write (between its keeper-bench markers when it has them); - for stdout")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -84,6 +94,16 @@ func run(args []string, stderr io.Writer) int {
 			return 2
 		}
 	}
+	if !cfg.Cluster || set["shapes"] {
+		if cfg.Shapes, err = bench.ParseShapes(*shapes); err != nil {
+			fmt.Fprintf(stderr, "-shapes: %v\n", err)
+			return 2
+		}
+	}
+	if cfg.Points, err = bench.ParseInts(*points); err != nil {
+		fmt.Fprintf(stderr, "-points: %v; nothing was run\n", err)
+		return 2
+	}
 	cfg.Command = "go run ./cmd/keeper-bench " + strings.Join(args, " ")
 	cfg.Log = slog.New(slog.NewTextHandler(stderr, nil))
 
@@ -103,12 +123,25 @@ func run(args []string, stderr io.Writer) int {
 		} else {
 			fmt.Print(res.Markdown())
 		}
-		return 0
+		return shapesFailed(res, stderr)
 	}
 	if err := bench.WriteReport(*out, res); err != nil {
 		fmt.Fprintf(stderr, "keeper-bench: %v\n", err)
 		return 1
 	}
 	fmt.Fprintf(stderr, "wrote %s\n", *out)
-	return 0
+	return shapesFailed(res, stderr)
+}
+
+// shapesFailed says which shapes stopped part-way (their figures so far are
+// in the report) and is then 1.
+func shapesFailed(res *bench.Result, stderr io.Writer) int {
+	code := 0
+	for _, s := range res.Shapes {
+		if s.Failed != "" {
+			fmt.Fprintf(stderr, "keeper-bench: the %s shape stopped part-way: %s\n", s.Shape, s.Failed)
+			code = 1
+		}
+	}
+	return code
 }

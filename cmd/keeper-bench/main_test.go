@@ -16,6 +16,8 @@ func TestFlagsRefused(t *testing.T) {
 		{[]string{"-size", "lots"}, "-size:"},
 		{[]string{"-stores", "nats"}, "-stores:"},
 		{[]string{"extra"}, "takes no arguments"},
+		{[]string{"-shapes", "random,tape"}, "-shapes:"},
+		{[]string{"-points", "100,lots"}, "-points:"},
 	} {
 		var out strings.Builder
 		if code := run(tc.args, &out); code != 2 || !strings.Contains(out.String(), tc.said) {

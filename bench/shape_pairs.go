@@ -1,0 +1,250 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// kept is one kept data a shape measures: its module and name, and the
+// streams it is made of on the bus.
+type kept struct {
+	module, local string
+	streams       []string
+	wait          time.Duration // the longest a verb is waited for (default 30 min)
+}
+
+func (k kept) req() keeper.Request {
+	q := keeperRequest(k.module, k.local, 1, "bench")
+	q.Why = "benchmark restore"
+	return q
+}
+
+func (k kept) verbWait() time.Duration {
+	if k.wait > 0 {
+		return k.wait
+	}
+	return 30 * time.Minute
+}
+
+// keeperVerb times one verb on the shape's keeper, bounded by k's wait.
+func (r *run) keeperVerb(ctx context.Context, name string, k kept, verb func(context.Context, keeper.Request) (*keeper.Reply, error)) (Sample, *keeper.Reply, error) {
+	return r.keeperOp(ctx, r.file(), name, func(ctx context.Context) (*keeper.Reply, error) {
+		vctx, cancel := context.WithTimeout(ctx, k.verbWait())
+		defer cancel()
+		return verb(vctx, k.req())
+	})
+}
+
+// keptPairs measures the kept data k in rounds: snapshot-kept against `nats
+// backup stream` of its streams; then restore-kept into the absent kept data
+// against `nats backup restore stream` and against the server's own restore
+// (shape_server.go), each after the streams were removed (not timed). Every
+// restore is checked against what was there before: each stream's state and
+// consumers every time, every message's digest in the first round. The
+// samples go in sr's rows, named by sr.Shape.
+func (r *run) keptPairs(ctx context.Context, sr *ShapeResult, k kept) error {
+	want, err := r.before(ctx, sr, k)
+	if err != nil {
+		return err
+	}
+	backup, restore := cliCommands(k.streams)
+	snap := ShapeRow{Op: "`snapshot-kept`", CLI: "`" + backup + "`", Target: 1.0}
+	sr.Rows = append(sr.Rows, snap)
+	si := len(sr.Rows) - 1
+	var archive int64
+	for i := range r.cfg.Rounds {
+		r.cfg.Log.Info("shape snapshot pair", "shape", sr.Shape, "round", i+1, "of", r.cfg.Rounds)
+		ks, rep, err := r.keeperVerb(ctx, sr.Shape+"-keeper-snapshot", k, r.file().client.SnapshotKept)
+		if err != nil {
+			return fmt.Errorf("snapshot-kept of %s/%s, round %d: %w", k.module, k.local, i+1, err)
+		}
+		if rep.Point != nil {
+			archive = rep.Point.ArchiveSize
+		}
+		ns, err := r.cliBackup(ctx, sr.Shape+"-nats-backup", k.streams)
+		if err != nil {
+			return fmt.Errorf("nats backup stream, round %d: %w", i+1, err)
+		}
+		p := &sr.Rows[si].Pairs
+		p.Keeper, p.Nats = append(p.Keeper, ks), append(p.Nats, ns)
+	}
+	var cli int64
+	for _, s := range k.streams {
+		cli += dirBytes(r.backupDir(s))
+	}
+	sr.Notes = append(sr.Notes, fmt.Sprintf("the keeper's bus.tar: %s; the nats CLI's backup directories: %s", mib(float64(archive)), mib(float64(cli))))
+
+	raw, err := r.loadRaw(k.streams)
+	if err != nil {
+		return err
+	}
+	sr.Rows = append(sr.Rows, ShapeRow{Op: "`restore-kept` into an absent kept data", CLI: "`" + restore + "`", Target: 1.0})
+	ri := len(sr.Rows) - 1
+	for i := range r.cfg.Rounds {
+		r.cfg.Log.Info("shape restore round", "shape", sr.Shape, "round", i+1, "of", r.cfg.Rounds)
+		digest := i == 0
+		if err := r.deleteStreams(ctx, k.streams); err != nil {
+			return err
+		}
+		ks, _, err := r.keeperVerb(ctx, sr.Shape+"-keeper-restore", k, r.file().client.RestoreKept)
+		if err != nil {
+			return fmt.Errorf("restore-kept of %s/%s into absent data, round %d: %w", k.module, k.local, i+1, err)
+		}
+		if err := r.checkSums(ctx, "restore-kept", want, digest); err != nil {
+			return err
+		}
+		if err := r.deleteStreams(ctx, k.streams); err != nil {
+			return err
+		}
+		ns, err := r.cliRestoreOnce(ctx, sr.Shape+"-nats-restore", k.streams)
+		if err != nil {
+			return fmt.Errorf("nats backup restore stream, round %d: %w", i+1, err)
+		}
+		if err := r.checkSums(ctx, "nats backup restore stream", want, digest); err != nil {
+			return err
+		}
+		if err := r.deleteStreams(ctx, k.streams); err != nil {
+			return err
+		}
+		ss, err := r.serverRestoreOp(ctx, sr.Shape+"-server-restore", raw)
+		if err != nil {
+			return fmt.Errorf("round %d: %w", i+1, err)
+		}
+		if err := r.checkSums(ctx, "the server's own restore", want, digest); err != nil {
+			return err
+		}
+		row := &sr.Rows[ri]
+		row.Pairs.Keeper, row.Pairs.Nats, row.Server = append(row.Pairs.Keeper, ks), append(row.Pairs.Nats, ns), append(row.Server, ss)
+	}
+	sr.Notes = append(sr.Notes, fmt.Sprintf("after every restore by each tool: every stream's message count, bytes, first and last sequence, and each durable consumer's ack floor as before; "+
+		"in the first round also a SHA-256 of every message (sequence, subject, headers, data) of %s", strings.Join(k.streams, ", ")))
+	return nil
+}
+
+// before is the sums of k's streams before the rounds, every message
+// digested; it adds their bytes to sr's.
+func (r *run) before(ctx context.Context, sr *ShapeResult, k kept) (map[string]streamSum, error) {
+	want, err := r.sumStreams(ctx, k.streams, true)
+	for _, w := range want {
+		sr.Bytes += float64(w.Bytes)
+	}
+	return want, err
+}
+
+// cliRestoreOnce is cliRestore, once more after a refusal right after the
+// streams were removed (see measureBig).
+func (r *run) cliRestoreOnce(ctx context.Context, name string, streams []string) (Sample, error) {
+	s, err := r.cliRestore(ctx, name, streams)
+	if err != nil && strings.Contains(err.Error(), "(10062)") {
+		r.cfg.Log.Warn("the nats CLI's restore was refused by the server right after the streams were deleted; once more", "err", err)
+		r.deleteStreamsIfThere(ctx, streams)
+		time.Sleep(2 * time.Second)
+		s, err = r.cliRestore(ctx, name, streams)
+	}
+	return s, err
+}
+
+// rollbackPairs measures the rollback of k in rounds: restore-kept of its
+// point with the kept data live (verify the point, set the live data aside,
+// restore) against what an operator does by hand with the nats CLI: `nats
+// backup stream` of the live data (its aside), `nats stream rm -f`, and
+// `nats backup restore stream` of a backup taken with the point (not timed).
+// The aside is discarded after each round (not timed), and the data checked.
+func (r *run) rollbackPairs(ctx context.Context, sr *ShapeResult, k kept) error {
+	want, err := r.before(ctx, sr, k)
+	if err != nil {
+		return err
+	}
+	if _, _, err := r.keeperVerb(ctx, sr.Shape+"-keeper-point", k, r.file().client.SnapshotKept); err != nil {
+		return fmt.Errorf("snapshot-kept of %s/%s, the point to roll back to: %w", k.module, k.local, err)
+	}
+	pointDir := func(s string) string { return filepath.Join(r.work, "nats-backup", "point-"+s) }
+	asideDir := func(s string) string { return filepath.Join(r.work, "nats-backup", "aside-"+s) }
+	if _, err := r.natsOp(ctx, sr.Shape+"-nats-point", k.streams, func(s string) []string {
+		return []string{"backup", "stream", s, pointDir(s), "--no-progress"}
+	}); err != nil {
+		return fmt.Errorf("nats backup stream, the point to roll back to: %w", err)
+	}
+	var by []string
+	for _, s := range k.streams {
+		by = append(by, fmt.Sprintf("nats backup stream %s DIR/aside-%s --no-progress && nats stream rm -f %s && nats --timeout %s backup restore stream DIR/point-%s --no-progress", s, s, s, cliTimeout, s))
+	}
+	sr.Rows = append(sr.Rows, ShapeRow{Op: "`restore-kept` with the kept data live (verify, set aside, restore)", CLI: "`" + strings.Join(by, " && ") + "`", Target: 0.75})
+	ri := len(sr.Rows) - 1
+	var verify []Sample
+	for i := range r.cfg.Rounds {
+		r.cfg.Log.Info("shape rollback pair", "shape", sr.Shape, "round", i+1, "of", r.cfg.Rounds)
+		if err := r.waitAllFiles(ctx, k.streams); err != nil {
+			return err
+		}
+		ks, rep, err := r.keeperVerb(ctx, sr.Shape+"-keeper-rollback", k, r.file().client.RestoreKept)
+		if err != nil {
+			return fmt.Errorf("restore-kept of %s/%s with the kept data live, round %d: %w", k.module, k.local, i+1, err)
+		}
+		if rep.Aside == nil {
+			return fmt.Errorf("restore-kept with the kept data live, round %d, set nothing aside: %s", i+1, rep.Said)
+		}
+		if err := r.checkSums(ctx, "restore-kept with the kept data live", want, i == 0); err != nil {
+			return err
+		}
+		discard := keeperRequest("", "", 0, "")
+		discard.From, discard.Why = rep.Aside.ID, "benchmark: the aside is not needed"
+		if _, err := r.file().client.DiscardAside(ctx, discard); err != nil {
+			return fmt.Errorf("discard-aside %s: %w", rep.Aside.ID, err)
+		}
+		if err := r.waitAllFiles(ctx, k.streams); err != nil { // the files of what the keeper removed
+			return err
+		}
+		var ns Sample
+		for _, step := range []struct {
+			name string
+			args func(s string) []string
+		}{
+			{"-nats-aside", func(s string) []string {
+				os.RemoveAll(asideDir(s))
+				return []string{"backup", "stream", s, asideDir(s), "--no-progress"}
+			}},
+			{"-nats-rm", func(s string) []string { return []string{"stream", "rm", "-f", s} }},
+			{"-nats-restore", func(s string) []string {
+				return []string{"--timeout", cliTimeout, "backup", "restore", "stream", pointDir(s), "--no-progress"}
+			}},
+		} {
+			one, err := r.natsOp(ctx, sr.Shape+step.name, k.streams, step.args)
+			if err != nil {
+				return fmt.Errorf("the rollback by hand, round %d: %w", i+1, err)
+			}
+			ns = addSamples(ns, one)
+		}
+		if err := r.checkSums(ctx, "the rollback by hand", want, i == 0); err != nil {
+			return err
+		}
+		row := &sr.Rows[ri]
+		row.Pairs.Keeper, row.Pairs.Nats = append(row.Pairs.Keeper, ks), append(row.Pairs.Nats, ns)
+		verify = append(verify, ks)
+	}
+	sr.Notes = append(sr.Notes, "of the keeper's rollback, verifying the point whole before anything is set aside took "+secs(summarize(pick(verify, verifyTime))))
+	return nil
+}
+
+// waitAllFiles is waitFiles of each stream (not timed), before an
+// operation that removes them again.
+func (r *run) waitAllFiles(ctx context.Context, streams []string) error {
+	for _, s := range streams {
+		if err := r.waitFiles(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addSamples is the cost of two operations one after the other.
+func addSamples(a, b Sample) Sample {
+	return Sample{Wall: a.Wall + b.Wall, ClientCPU: a.ClientCPU + b.ClientCPU, ClientSys: a.ClientSys + b.ClientSys,
+		PeakRSS: max(a.PeakRSS, b.PeakRSS), ServerCPU: a.ServerCPU + b.ServerCPU, ServerSys: a.ServerSys + b.ServerSys}
+}

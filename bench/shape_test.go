@@ -1,0 +1,74 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestShapes runs a small version of every shape but random (TestShortRun
+// runs that one): real processes, each shape on its own server and keeper,
+// every restore checked against the data as it was (bench fails the shape
+// otherwise), and the report. It asserts no time, only that every
+// comparison was measured and reported and that no shape failed.
+func TestShapes(t *testing.T) {
+	shapes := []string{ShapeCompressible, ShapeModule, ShapeRollback, ShapePoints, ShapeConsumers, ShapeBigKV}
+	res, err := Run(context.Background(), Config{Size: 4 << 20, Rounds: 2, Points: []int{10, 50}, Consumers: 100, BigKVKeys: 2_000,
+		Shapes: shapes, Work: t.TempDir(), Command: "go test ./bench -run TestShapes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Shapes) != len(shapes) || len(res.Stores) != 0 || len(res.Snapshot.Keeper) != 0 {
+		t.Fatalf("%d shapes, %d stores and %d random snapshots measured, want %d, 0 and 0", len(res.Shapes), len(res.Stores), len(res.Snapshot.Keeper), len(shapes))
+	}
+	for i, s := range res.Shapes {
+		if s.Shape != shapes[i] || s.Failed != "" {
+			t.Errorf("shape %d: %s, failed: %q; want %s, not failed", i, s.Shape, s.Failed, shapes[i])
+		}
+		wantRows := map[string]int{ShapeRollback: 1, ShapePoints: 0, ShapeConsumers: 3}
+		n, ok := wantRows[s.Shape]
+		if !ok {
+			n = 2
+		}
+		if len(s.Rows) != n {
+			t.Errorf("%s: %d rows, want %d", s.Shape, len(s.Rows), n)
+		}
+		for _, row := range s.Rows {
+			if len(row.Pairs.Keeper) != 2 || len(row.Pairs.Nats) != 2 {
+				t.Errorf("%s %s: %d keeper and %d nats samples, want 2 and 2", s.Shape, row.Op, len(row.Pairs.Keeper), len(row.Pairs.Nats))
+			}
+			for _, x := range append(row.Pairs.Keeper, row.Pairs.Nats...) {
+				if x.Wall <= 0 || x.PeakRSS <= 0 {
+					t.Errorf("%s %s: a sample without wall time or peak RSS: %+v", s.Shape, row.Op, x)
+				}
+			}
+			if strings.HasPrefix(row.Op, "`restore-kept` into") && (len(row.Server) != 2 || row.Server[0].Wall <= 0) {
+				t.Errorf("%s: the server's own restore: %+v, want 2 samples", s.Shape, row.Server)
+			}
+		}
+	}
+	pts := res.Shapes[3].Points
+	if len(pts) != 2 || pts[0].Points != 10 || pts[1].Points != 50 {
+		t.Fatalf("points tiers: %+v", pts)
+	}
+	for _, tier := range pts {
+		if tier.ListErr != "" || len(tier.Snapshot) == 0 || len(tier.Pairs.Nats) == 0 || len(tier.ListModule) != listRounds ||
+			len(tier.Startup) != startRounds || tier.ModuleBytes <= 0 || tier.AllBytes < tier.ModuleBytes || tier.RSS <= 0 {
+			t.Errorf("points tier %d: %+v", tier.Points, tier)
+		}
+	}
+	if got := len(pts[0].Snapshot) + len(pts[1].Snapshot); got != 50 {
+		t.Errorf("%d snapshots taken to reach 50 points, want 50", got)
+	}
+	md := res.Markdown()
+	for _, want := range []string{"### Data shapes against the nats CLI", "| compressible | `restore-kept` into an absent kept data |",
+		"`nats backup stream KV_bench_mod DIR/KV_bench_mod --no-progress && nats backup stream OBJ_bench_mod", "nats stream rm -f bench_rb",
+		"#### Many points", "| 50 |", "100 durable consumers", "2000 keys", "#### Data shapes: costs", "SHA-256 of every message"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "It stopped part-way") {
+		t.Errorf("the report says a shape stopped:\n%s", md)
+	}
+}
