@@ -281,11 +281,15 @@ func (a *Adapter) ServerVersion() string { return a.nc.ConnectedServerVersion() 
 // single subject token: keeper.CheckStreamName, the one rule for such names.
 func validName(s string) bool { return keeper.CheckStreamName("name", s) == nil }
 
-func validPrefix(p string) bool {
-	if p == "" || len(p) > 255 {
+func validPrefix(p string) bool { return validTokens(p, 255) }
+
+// validTokens reports whether s, at most max bytes, is dot-separated
+// subject tokens: none empty, none with a space or a wildcard.
+func validTokens(s string, max int) bool {
+	if s == "" || len(s) > max {
 		return false
 	}
-	for _, t := range strings.Split(p, ".") {
+	for _, t := range strings.Split(s, ".") {
 		if t == "" || strings.ContainsAny(t, " *>\t\r\n\x00") {
 			return false
 		}

@@ -96,14 +96,4 @@ func (a *Adapter) getManyOnce(ctx context.Context, keys []string, out map[string
 
 // validIndexKey reports whether k can be named in a subject: tokens of
 // the characters a KV key may hold, no wildcard.
-func validIndexKey(k string) bool {
-	if k == "" || len(k) > 1024 {
-		return false
-	}
-	for _, t := range strings.Split(k, ".") {
-		if t == "" || strings.ContainsAny(t, " *>\t\r\n\x00") {
-			return false
-		}
-	}
-	return true
-}
+func validIndexKey(k string) bool { return validTokens(k, 1024) }

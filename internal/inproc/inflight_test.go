@@ -55,12 +55,7 @@ func concurrentSnapshots(t *testing.T, maxPending, inFlight int64, n, size int) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { embedded.Shutdown(srv) })
-	fill, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fill.Close()
-	js, err := jetstream.New(fill, jetstream.WithPublishAsyncMaxPending(64))
+	js, err := jetstream.New(connectTo(t, srv.ClientURL()), jetstream.WithPublishAsyncMaxPending(64))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,11 +81,7 @@ func concurrentSnapshots(t *testing.T, maxPending, inFlight int64, n, size int) 
 		t.Fatal("publishing did not finish")
 	}
 
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := connectTo(t, srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	st, err := filestore.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -102,12 +93,7 @@ func concurrentSnapshots(t *testing.T, maxPending, inFlight int64, n, size int) 
 		t.Fatal(err)
 	}
 	defer k.Stop()
-	callers, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer callers.Close()
-	c := verbs.NewClient(callers, verbs.WithTimeout(5*time.Minute))
+	c := verbs.NewClient(connectTo(t, srv.ClientURL()), verbs.WithTimeout(5*time.Minute))
 
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -137,4 +123,15 @@ func concurrentSnapshots(t *testing.T, maxPending, inFlight int64, n, size int) 
 	if len(rep.Points) != n {
 		t.Errorf("list-kept shows %d points of load, want %d", len(rep.Points), n)
 	}
+}
+
+// connectTo connects to url and closes the connection when the test ends.
+func connectTo(t *testing.T, url string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }
