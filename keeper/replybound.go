@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -64,8 +65,14 @@ func BoundReply(verb string, rep *Reply, max int) *Reply {
 	if err != nil || len(body) <= max {
 		return rep
 	}
-	for _, keep := range []int{ReplySample, 0} {
-		cut := cutReply(rep, keep)
+	// First the positions and figures, which grow with a module's
+	// consumers; then the listings of points and asides too; then all of
+	// them to none.
+	for _, pass := range []struct {
+		keep     int
+		listings bool
+	}{{ReplySample, false}, {ReplySample, true}, {0, true}} {
+		cut := cutReply(rep, pass.keep, pass.listings)
 		cut.Cut.Bytes, cut.Cut.Max = len(body), max
 		cut.Said = rep.Said + " " + cutSentence(cut.Cut)
 		if b, err := json.Marshal(cut); err == nil && len(b) <= max {
@@ -96,9 +103,10 @@ func ShortReply(verb string, rep *Reply, size, max int, why error) *Reply {
 	return short
 }
 
-// cutReply copies rep with every long list cut to its first keep entries,
-// and Cut listing them.
-func cutReply(rep *Reply, keep int) *Reply {
+// cutReply copies rep with every long list of positions, moves and
+// figures cut to its first keep entries, with listings (points, asides,
+// pruned, totals, waiting) too, and Cut listing what was cut.
+func cutReply(rep *Reply, keep int, listings bool) *Reply {
 	c := *rep
 	cut := &ReplyCut{Where: where(rep)}
 	list := func(name string, n int) int {
@@ -110,11 +118,13 @@ func cutReply(rep *Reply, keep int) *Reply {
 	}
 	c.Positions = c.Positions[:list("positions", len(c.Positions))]
 	c.Moves = c.Moves[:list("moves", len(c.Moves))]
-	c.Points = c.Points[:list("points", len(c.Points))]
-	c.Asides = c.Asides[:list("asides", len(c.Asides))]
-	c.Pruned = c.Pruned[:list("pruned", len(c.Pruned))]
-	c.Totals = c.Totals[:list("totals", len(c.Totals))]
-	c.Waiting = c.Waiting[:list("waiting", len(c.Waiting))]
+	if listings {
+		c.Points = c.Points[:list("points", len(c.Points))]
+		c.Asides = c.Asides[:list("asides", len(c.Asides))]
+		c.Pruned = c.Pruned[:list("pruned", len(c.Pruned))]
+		c.Totals = c.Totals[:list("totals", len(c.Totals))]
+		c.Waiting = c.Waiting[:list("waiting", len(c.Waiting))]
+	}
 	if rep.Point != nil {
 		p := *rep.Point
 		p.Positions = p.Positions[:list("point.positions", len(p.Positions))]
@@ -143,23 +153,57 @@ func cutReply(rep *Reply, keep int) *Reply {
 		}
 		c.Evidence = &e
 	}
-	c.Pruned = append([]PruneDecision(nil), c.Pruned...)
-	for i, d := range c.Pruned {
-		d.Point.Positions = d.Point.Positions[:min(len(d.Point.Positions), keep)]
-		c.Pruned[i] = d
+	// The positions inside listed points and asides count as one list.
+	var inAll, shown int
+	cutNested := func(ps []Position) []Position {
+		inAll += len(ps)
+		ps = ps[:min(len(ps), keep)]
+		shown += len(ps)
+		return ps
 	}
-	c.Points = append([]Point(nil), c.Points...)
-	for i, p := range c.Points {
-		p.Positions = p.Positions[:min(len(p.Positions), keep)]
-		c.Points[i] = p
+	c.Pruned = slices.Clone(c.Pruned)
+	for i := range c.Pruned {
+		c.Pruned[i].Point.Positions = cutNested(c.Pruned[i].Point.Positions)
 	}
-	c.Asides = append([]Aside(nil), c.Asides...)
-	for i, a := range c.Asides {
-		a.Positions = a.Positions[:min(len(a.Positions), keep)]
-		c.Asides[i] = a
+	c.Points = slices.Clone(c.Points)
+	for i := range c.Points {
+		c.Points[i].Positions = cutNested(c.Points[i].Positions)
+	}
+	c.Asides = slices.Clone(c.Asides)
+	for i := range c.Asides {
+		c.Asides[i].Positions = cutNested(c.Asides[i].Positions)
+	}
+	if shown < inAll {
+		cut.Lists = append(cut.Lists, CutList{Name: "listed.positions", Total: inAll, Shown: shown})
 	}
 	c.Cut = cut
+	c.Next = listResume(rep, &c)
 	return &c
+}
+
+// listResume is the cursor of a cut list-kept page: the key of the last
+// record it still shows, so that the next page begins right after it and
+// no record is skipped; points come after asides, so a page whose asides
+// were cut shows no point. A page that shows no record keeps its cursor
+// (ListAllKept refuses a cut page).
+func listResume(rep, c *Reply) string {
+	if len(c.Asides) < len(rep.Asides) {
+		c.Points = nil
+		if len(c.Asides) > 0 {
+			return asideKey(c.Asides[len(c.Asides)-1].ID)
+		}
+		return rep.Next
+	}
+	if len(c.Points) < len(rep.Points) {
+		if len(c.Points) > 0 {
+			p := c.Points[len(c.Points)-1]
+			return pointKey(p.Module, p.Local, p.Form, p.Fingerprint)
+		}
+		if len(c.Asides) > 0 {
+			return asideKey(c.Asides[len(c.Asides)-1].ID)
+		}
+	}
+	return rep.Next
 }
 
 // where says where the whole of a cut reply is.

@@ -120,6 +120,10 @@ func (c *Client) ListAllKept(ctx context.Context, r keeper.Request) (*keeper.Rep
 			}
 			return nil, err
 		}
+		if rep.Cut != nil {
+			return nil, fmt.Errorf("%w: list-kept page %d was cut to fit the max payload (%s), so the listing is not whole; ask with a smaller limit",
+				keeper.ErrFailed, len(pages)+1, rep.Cut.Where)
+		}
 		pages = append(pages, rep)
 		if rep.Next == "" {
 			return keeper.MergeList(keeper.ListOf(r), pages), nil
