@@ -44,7 +44,7 @@ func (k *Keeper) ListKept(ctx context.Context, r Request) (*Reply, error) {
 	}
 	var keys []string
 	for _, prefix := range []string{"aside." + suffix, "point." + suffix} {
-		ks, err := k.index.Keys(ctx, prefix)
+		ks, err := k.listKeys(ctx, prefix)
 		if err != nil {
 			return nil, Errorf(ErrFailed, "listing the index: %w", err)
 		}
@@ -208,6 +208,20 @@ func clipText(s string) string {
 // direct get per thousand keys).
 type manyReader interface {
 	GetMany(ctx context.Context, keys []string) (map[string][]byte, error)
+}
+
+// liveKeyLister is an index that lists its live keys faster than Keys
+// (jsbus: one stream info request instead of a watcher over every key).
+type liveKeyLister interface {
+	LiveKeys(ctx context.Context, prefix string) ([]string, error)
+}
+
+// listKeys is Index.Keys, or the index's LiveKeys when it has one.
+func (k *Keeper) listKeys(ctx context.Context, prefix string) ([]string, error) {
+	if l, ok := k.index.(liveKeyLister); ok {
+		return l.LiveKeys(ctx, prefix)
+	}
+	return k.index.Keys(ctx, prefix)
 }
 
 // readIndex reads the records of keys; a key removed meanwhile is absent.
