@@ -70,6 +70,9 @@ type Adapter struct {
 	cfg     options
 	log     *slog.Logger
 	actsSub string // <prefix>.acts
+	// flights bounds the bytes all snapshots and restores on nc have in
+	// flight together (WithInFlight).
+	flights *budget
 }
 
 type options struct {
@@ -80,6 +83,7 @@ type options struct {
 	timeout  time.Duration
 	attempt  time.Duration
 	stall    time.Duration
+	inFlight int64
 	log      *slog.Logger
 }
 
@@ -128,7 +132,7 @@ func ActsStreamFor(prefix string) string {
 // when they are missing. An existing acts stream must take <prefix>.acts.>.
 func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Adapter, error) {
 	o := options{bucket: DefaultBucket, prefix: DefaultPrefix,
-		timeout: DefaultTimeout, attempt: DefaultAttemptTimeout, stall: DefaultStall}
+		timeout: DefaultTimeout, attempt: DefaultAttemptTimeout, stall: DefaultStall, inFlight: DefaultInFlight}
 	for _, fn := range opts {
 		fn(&o)
 	}
@@ -149,11 +153,15 @@ func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Adapter, error) {
 		return nil, fmt.Errorf("jsbus: replicas %d, timeout %s or stall %s out of range, so the adapter was not made: %w",
 			o.replicas, o.timeout, o.stall, keeper.ErrBadRequest)
 	}
+	if o.inFlight < MinInFlight {
+		return nil, fmt.Errorf("jsbus: an in-flight budget of %d bytes is less than the %d one restore chunk needs, so the adapter was not made: %w",
+			o.inFlight, MinInFlight, keeper.ErrBadRequest)
+	}
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(o.timeout))
 	if err != nil {
 		return nil, fmt.Errorf("jsbus: open JetStream: %w", err)
 	}
-	a := &Adapter{nc: nc, js: js, cfg: o, log: o.log, actsSub: o.prefix + ".acts"}
+	a := &Adapter{nc: nc, js: js, cfg: o, log: o.log, actsSub: o.prefix + ".acts", flights: newBudget(o.inFlight)}
 	if a.kv, err = a.ensureBucket(ctx); err != nil {
 		return nil, err
 	}
@@ -273,11 +281,15 @@ func (a *Adapter) ServerVersion() string { return a.nc.ConnectedServerVersion() 
 // single subject token: keeper.CheckStreamName, the one rule for such names.
 func validName(s string) bool { return keeper.CheckStreamName("name", s) == nil }
 
-func validPrefix(p string) bool {
-	if p == "" || len(p) > 255 {
+func validPrefix(p string) bool { return validTokens(p, 255) }
+
+// validTokens reports whether s, at most max bytes, is dot-separated
+// subject tokens: none empty, none with a space or a wildcard.
+func validTokens(s string, max int) bool {
+	if s == "" || len(s) > max {
 		return false
 	}
-	for _, t := range strings.Split(p, ".") {
+	for _, t := range strings.Split(s, ".") {
 		if t == "" || strings.ContainsAny(t, " *>\t\r\n\x00") {
 			return false
 		}

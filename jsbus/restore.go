@@ -38,6 +38,16 @@ const maxFinalWait = time.Hour
 // met no responder was delivered to no one, so sending it again is safe; this
 // does so for a bounded time.
 func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data io.Reader, chunkSize int) (*restoreState, error) {
+	// The chunks in flight are taken from the connection's budget before the
+	// server is asked: once asked, the server gives up a restore that gets
+	// no chunk for 5 s.
+	taken, err := a.flights.take(ctx, a.flights.share(int64(restoreWindow*chunkSize)))
+	if err != nil {
+		return nil, fmt.Errorf("nothing was restored: %w", err)
+	}
+	defer a.flights.give(taken)
+	window := int(max(1, min(restoreWindow, taken/int64(chunkSize))))
+	chunkSize = int(min(int64(chunkSize), taken))
 	var start struct {
 		Error          *apiError `json:"error"`
 		DeliverSubject string    `json:"deliver_subject"`
@@ -77,7 +87,7 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 	if start.DeliverSubject == "" {
 		return nil, errors.New("the server named no subject to send the snapshot to")
 	}
-	sent, err := a.sendData(ctx, start.DeliverSubject, data, chunkSize)
+	sent, err := a.sendData(ctx, start.DeliverSubject, data, chunkSize, window)
 	if err != nil {
 		var refused *apiError
 		if !errors.As(err, &refused) {
@@ -148,7 +158,7 @@ const endRestoreWait = 10 * time.Second
 
 // sendData sends the data of a restore the server has accepted to its
 // deliver subject, every chunk acknowledged, and returns the bytes sent.
-func (a *Adapter) sendData(ctx context.Context, subject string, data io.Reader, chunkSize int) (int64, error) {
+func (a *Adapter) sendData(ctx context.Context, subject string, data io.Reader, chunkSize, window int) (int64, error) {
 	// One buffer for every chunk: nats.go has copied (or written) a chunk
 	// by the time Publish returns.
 	chunk := make([]byte, chunkSize)
@@ -171,7 +181,7 @@ func (a *Adapter) sendData(ctx context.Context, subject string, data io.Reader, 
 		return 0, fmt.Errorf("the server refused the archive after %d bytes: %w", sent, err)
 	}
 	sent += int64(n)
-	return a.pipeline(ctx, subject, data, chunk, sent)
+	return a.pipeline(ctx, subject, data, chunk, sent, window)
 }
 
 // sendChunk sends one chunk and waits up to wait for its reply, sending it
@@ -214,7 +224,8 @@ func replyError(m *nats.Msg) error {
 }
 
 // restoreWindow is how many restore chunks may await their acknowledgement at
-// once. The server takes the chunks of one restore in order, in the read loop
+// once (fewer when the connection's in-flight budget is smaller than that
+// many chunks). The server takes the chunks of one restore in order, in the read loop
 // of the connection they arrive on, and writes each into the pipe its restore
 // goroutine reads (nats-server's processStreamRestore), so a chunk sent before
 // the previous one is acknowledged queues behind it in order; it only spares
@@ -281,18 +292,18 @@ func readChunk(ctx context.Context, data io.Reader, chunk []byte, sent int64) (i
 	}
 }
 
-// pipeline sends the rest of data in chunks with up to restoreWindow of them
-// awaiting acknowledgement, and returns once every chunk is acknowledged, or
+// pipeline sends the rest of data in chunks with up to window (at most
+// restoreWindow) of them awaiting acknowledgement, and returns once every chunk is acknowledged, or
 // at the first refusal, missing acknowledgement or read error. It returns the
 // bytes acknowledged.
-func (a *Adapter) pipeline(ctx context.Context, subject string, data io.Reader, chunk []byte, acked int64) (int64, error) {
+func (a *Adapter) pipeline(ctx context.Context, subject string, data io.Reader, chunk []byte, acked int64, window int) (int64, error) {
 	inbox := a.nc.NewInbox()
 	sub, err := a.nc.SubscribeSync(inbox)
 	if err != nil {
 		return acked, fmt.Errorf("subscribe to the restore acknowledgements after %d bytes: %w", acked, err)
 	}
 	defer sub.Unsubscribe()
-	var inFlight [restoreWindow]int // sizes of the chunks awaiting acknowledgement, oldest at head
+	inFlight := make([]int, window) // sizes of the chunks awaiting acknowledgement, oldest at head
 	head, count := 0, 0
 	awaitOne := func() error {
 		wait := min(a.cfg.timeout, chunkAckWait)
@@ -309,7 +320,7 @@ func (a *Adapter) pipeline(ctx context.Context, subject string, data io.Reader, 
 			return fmt.Errorf("the server refused the archive after %d bytes: %w", acked, err)
 		}
 		acked += int64(inFlight[head])
-		head, count = (head+1)%restoreWindow, count-1
+		head, count = (head+1)%window, count-1
 		return nil
 	}
 	for {
@@ -320,7 +331,7 @@ func (a *Adapter) pipeline(ctx context.Context, subject string, data io.Reader, 
 		if err != nil {
 			return acked, err
 		}
-		if count == restoreWindow {
+		if count == window {
 			if err := awaitOne(); err != nil {
 				return acked, err
 			}
@@ -328,7 +339,7 @@ func (a *Adapter) pipeline(ctx context.Context, subject string, data io.Reader, 
 		if err := a.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: chunk[:n]}); err != nil {
 			return acked, fmt.Errorf("send the archive after %d bytes: %w", acked, err)
 		}
-		inFlight[(head+count)%restoreWindow] = n
+		inFlight[(head+count)%window] = n
 		count++
 	}
 	for count > 0 {

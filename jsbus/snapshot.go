@@ -13,8 +13,11 @@ import (
 
 // Snapshot chunk and window sizes asked of the server: its defaults, which
 // measured fastest here (see BENCHMARKS.md). The window bounds what the
-// adapter holds in memory: the server sends no more than a window of chunks
-// it has not had acknowledged.
+// adapter holds in memory and what the server queues for its connection:
+// the server sends no more than a window of chunks it has not had
+// acknowledged. Every snapshot takes its window from the connection's
+// in-flight budget (WithInFlight), so that together they stay under the
+// server's max_pending; a small budget shrinks the window to a quarter of it.
 const (
 	snapshotChunk  = 128 << 10
 	snapshotWindow = 8 << 20
@@ -27,13 +30,15 @@ const (
 // jsm.go and the nats CLI write it) goes to meta at the end. Both writers
 // are closed.
 //
+// The server sends at most window bytes before they are acknowledged.
+//
 // jsm.go's SnapshotToBuffer does the same, but acknowledges each chunk as it
 // arrives, before writing it, with the subscription's pending limits off: when
 // the disk is slower than the server, the chunks pile up in memory without
 // bound (a whole stream, at worst). Here a chunk is acknowledged only once it
 // is written, so the server's window bounds memory, and a disk that stalls
 // for the server's flow-control timeout fails the snapshot instead.
-func (a *Adapter) snapshotInto(ctx context.Context, stream string, data, meta io.WriteCloser) (err error) {
+func (a *Adapter) snapshotInto(ctx context.Context, stream string, window int, data, meta io.WriteCloser) (err error) {
 	defer func() {
 		cerr := data.Close()
 		if merr := meta.Close(); cerr == nil {
@@ -50,7 +55,7 @@ func (a *Adapter) snapshotInto(ctx context.Context, stream string, data, meta io
 	// A try whose answer was lost may have started a snapshot all the same:
 	// each try has an inbox of its own, so chunks of two never mix.
 	err = a.retry(ctx, "start the snapshot of "+stream, func(ctx context.Context) (err error) {
-		sub, err = a.startSnapshot(ctx, stream, &resp)
+		sub, err = a.startSnapshot(ctx, stream, window, &resp)
 		return err
 	})
 	if err != nil {
@@ -93,18 +98,18 @@ func (a *Adapter) snapshotInto(ctx context.Context, stream string, data, meta io
 
 // startSnapshot subscribes to a new inbox and asks the server to send the
 // stream's snapshot there: one try.
-func (a *Adapter) startSnapshot(ctx context.Context, stream string, resp *api.JSApiStreamSnapshotResponse) (*nats.Subscription, error) {
+func (a *Adapter) startSnapshot(ctx context.Context, stream string, window int, resp *api.JSApiStreamSnapshotResponse) (*nats.Subscription, error) {
 	inbox := a.nc.NewInbox()
 	sub, err := a.nc.SubscribeSync(inbox)
 	if err != nil {
 		return nil, busErr(fmt.Errorf("subscribe for the snapshot's chunks: %w", err))
 	}
 	// Far above what the window lets the server send unacknowledged.
-	if err := sub.SetPendingLimits(4*snapshotWindow/snapshotChunk+16, 4*snapshotWindow); err != nil {
+	if err := sub.SetPendingLimits(4*window/snapshotChunk+16, 4*window); err != nil {
 		sub.Unsubscribe()
 		return nil, err
 	}
-	req := api.JSApiStreamSnapshotRequest{DeliverSubject: inbox, ChunkSize: snapshotChunk, WindowSize: snapshotWindow}
+	req := api.JSApiStreamSnapshotRequest{DeliverSubject: inbox, ChunkSize: min(snapshotChunk, window), WindowSize: window}
 	if err := a.requestOnce(ctx, "$JS.API.STREAM.SNAPSHOT."+stream, req, resp); err != nil {
 		sub.Unsubscribe()
 		return nil, err

@@ -164,6 +164,15 @@ func (a *Adapter) Snapshot(ctx context.Context, stream string, data, meta io.Wri
 		closeBoth()
 		return fmt.Errorf("jsbus: %q is not a stream name, so no snapshot was taken: %w", stream, keeper.ErrNoStream)
 	}
+	// The window is taken from the connection's budget before the server is
+	// asked, so a snapshot waiting for it neither stalls nor holds the
+	// server's flow control.
+	window, err := a.flights.take(ctx, a.flights.share(snapshotWindow))
+	if err != nil {
+		closeBoth()
+		return fmt.Errorf("jsbus: no snapshot of stream %s was taken: %w", stream, err)
+	}
+	defer a.flights.give(window)
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	w := &watchedWriter{w: data}
@@ -173,7 +182,7 @@ func (a *Adapter) Snapshot(ctx context.Context, stream string, data, meta io.Wri
 	var wg sync.WaitGroup
 	wg.Go(func() { a.watch(sctx, cancel, w, stop) })
 	start := time.Now()
-	err := a.snapshotInto(sctx, stream, w, mw)
+	err = a.snapshotInto(sctx, stream, int(window), w, mw)
 	close(stop)
 	wg.Wait()
 	w.Close() // snapshotInto has closed both; these make sure, and keep the errors

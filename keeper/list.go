@@ -1,16 +1,36 @@
 package keeper
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 )
 
+// Pages of list-kept.
+const (
+	// DefaultListLimit is how many points and asides one page of list-kept
+	// holds at most when the request names no limit.
+	DefaultListLimit = 500
+	// MaxListLimit is the largest limit a list-kept request may ask for.
+	MaxListLimit = 1000
+	// maxCursor bounds the after cursor: an index key.
+	maxCursor = 512
+)
+
 // ListKept lists points and asides, optionally of one module / kept data,
-// from the index.
+// from the index, in the order of their index keys: the asides (by id:
+// module, kept data, time), then the points (by module, kept data, form,
+// fingerprint). Through the service (a context with a reply bound, see
+// WithReplyBound) or with a limit or cursor, it gives one page: at most
+// r.Limit of them (DefaultListLimit), after r.After, and no more than half
+// the reply bound in records; the reply's Total counts them all and its
+// Next is the cursor of the next page. Called in-process with neither, it
+// lists every one.
 func (k *Keeper) ListKept(ctx context.Context, r Request) (*Reply, error) {
 	if err := CheckRequest(VerbList, r); err != nil {
 		return nil, err
@@ -22,45 +42,206 @@ func (k *Keeper) ListKept(ctx context.Context, r Request) (*Reply, error) {
 			suffix += r.Local + "."
 		}
 	}
+	var keys []string
+	for _, prefix := range []string{"aside." + suffix, "point." + suffix} {
+		ks, err := k.listKeys(ctx, prefix)
+		if err != nil {
+			return nil, Errorf(ErrFailed, "listing the index: %w", err)
+		}
+		keys = append(keys, ks...)
+	}
+	bound, paged := ReplyBound(ctx)
+	paged = paged || r.Limit > 0 || r.After != ""
+	limit := len(keys)
+	if paged {
+		limit = cmp.Or(r.Limit, DefaultListLimit)
+	}
+	from, _ := slices.BinarySearch(keys, r.After)
+	if r.After != "" && from < len(keys) && keys[from] == r.After {
+		from++
+	}
+	page := keys[from:min(len(keys), from+limit)]
+	values, err := k.readIndex(ctx, page)
+	if err != nil {
+		return nil, err
+	}
 	points := []Point{}
 	asides := []Aside{}
-	if err := k.listIndex(ctx, "point."+suffix, func(data []byte) error {
-		var p Point
-		if err := json.Unmarshal(data, &p); err != nil {
-			return err
+	used, next := 0, ""
+	for i, key := range page {
+		data, ok := values[key]
+		if !ok {
+			continue // removed meanwhile
 		}
-		points = append(points, p)
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	if err := k.listIndex(ctx, "aside."+suffix, func(data []byte) error {
-		var a Aside
-		if err := json.Unmarshal(data, &a); err != nil {
-			return err
+		// Each record counts its bytes and a line of totals; at least one
+		// is listed, so that every page moves on.
+		if paged && i > 0 && used+len(data)+listOverhead > bound/2 {
+			next = page[i-1]
+			break
 		}
-		asides = append(asides, a)
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	sort.Slice(points, func(i, j int) bool { return points[i].Taken.Before(points[j].Taken) })
-	sort.Slice(asides, func(i, j int) bool { return asides[i].Taken.Before(asides[j].Taken) })
-	of := "everything"
-	if r.Module != "" {
-		of = r.Module
-		if r.Local != "" {
-			of += "/" + r.Local
+		used += len(data) + listOverhead
+		var err error
+		if strings.HasPrefix(key, "aside.") {
+			var a Aside
+			if err = json.Unmarshal(data, &a); err == nil {
+				asides = append(asides, a)
+			}
+		} else {
+			var p Point
+			if err = json.Unmarshal(data, &p); err == nil {
+				points = append(points, p)
+			}
+		}
+		if err != nil {
+			k.log.Warn("index record is not valid JSON; skipped", "key", key, "err", err)
 		}
 	}
+	if next == "" && from+len(page) < len(keys) {
+		next = page[len(page)-1]
+	}
+	of := ListOf(r)
 	totals, all := keptTotals(points, asides)
-	said := fmt.Sprintf("%d restore point(s) and %d set-aside copy(ies) of %s, %s in all.", len(points), len(asides), of, HumanBytes(all))
+	var said string
+	if from == 0 && next == "" {
+		said = listSaid(len(points), len(asides), of, all)
+	} else {
+		said = fmt.Sprintf("%d restore point(s) and set-aside copy(ies) of %s in all; this page holds %d restore point(s) and %d set-aside copy(ies), %s.",
+			len(keys), of, len(points), len(asides), HumanBytes(all))
+		if next != "" {
+			said += fmt.Sprintf(" Ask list-kept again with after %q for the next page.", next)
+		}
+	}
 	waiting := k.waiting(asides)
 	if len(waiting) > 0 {
 		said += fmt.Sprintf(" %d set-aside copy(ies) are older than %s and wait for a person to discard them or put them back: %s.",
 			len(waiting), HumanAge(k.asideWarnAfter), strings.Join(waiting, ", "))
 	}
-	return &Reply{Said: said, Points: points, Asides: asides, Totals: totals, TotalBytes: all, Waiting: waiting}, nil
+	return &Reply{Said: said, Points: points, Asides: asides, Totals: totals, TotalBytes: all, Waiting: waiting,
+		Total: len(keys), Next: next}, nil
+}
+
+// ListOf names what a list-kept request lists: everything, a module, or
+// module/local.
+func ListOf(r Request) string {
+	switch {
+	case r.Module == "":
+		return "everything"
+	case r.Local == "":
+		return r.Module
+	}
+	return r.Module + "/" + r.Local
+}
+
+func listSaid(points, asides int, of string, bytes int64) string {
+	return fmt.Sprintf("%d restore point(s) and %d set-aside copy(ies) of %s, %s in all.", points, asides, of, HumanBytes(bytes))
+}
+
+// MergeList joins the pages of one listing of of (ListOf), in order, into
+// one reply as an unpaged listing gives it: every point and aside, the
+// totals of each kept data and of all, and the waiting asides.
+func MergeList(of string, pages []*Reply) *Reply {
+	m := &Reply{Points: []Point{}, Asides: []Aside{}}
+	for _, p := range pages {
+		m.Points = append(m.Points, p.Points...)
+		m.Asides = append(m.Asides, p.Asides...)
+		m.Waiting = append(m.Waiting, p.Waiting...)
+	}
+	m.Totals, m.TotalBytes = keptTotals(m.Points, m.Asides)
+	m.Total = len(m.Points) + len(m.Asides)
+	m.Said = listSaid(len(m.Points), len(m.Asides), of, m.TotalBytes)
+	if len(m.Waiting) > 0 {
+		m.Said += fmt.Sprintf(" %d set-aside copy(ies) are older than the keeper's warning age and wait for a person to discard them or put them back: %s.",
+			len(m.Waiting), strings.Join(m.Waiting, ", "))
+	}
+	return m
+}
+
+// listOverhead is what a listed record may add to a reply besides its own
+// JSON: its line of totals and separators.
+const listOverhead = 192
+
+// checkListPage checks list-kept's limit and after, and that no other verb
+// takes them.
+func checkListPage(verb string, r Request) error {
+	if verb != VerbList {
+		if r.Limit != 0 || r.After != "" {
+			return Errorf(ErrBadRequest, "%s takes no limit or after; only list-kept does", verb)
+		}
+		return nil
+	}
+	if r.Limit < 0 || r.Limit > MaxListLimit {
+		return Errorf(ErrBadRequest, "limit %d is outside 0..%d", r.Limit, MaxListLimit)
+	}
+	return CheckCursor(r.After)
+}
+
+// CheckCursor checks a list-kept cursor (a page's Next): empty, or an
+// index key of a point or an aside, at most 512 bytes of printable ASCII
+// with no space or wildcard.
+func CheckCursor(after string) error {
+	if after == "" {
+		return nil
+	}
+	if len(after) > maxCursor {
+		return Errorf(ErrBadRequest, "after is %d bytes long, over the limit of %d", len(after), maxCursor)
+	}
+	if !strings.HasPrefix(after, "point.") && !strings.HasPrefix(after, "aside.") {
+		return Errorf(ErrBadRequest, "after %q is not a cursor list-kept gave (one begins point. or aside.)", clipText(after))
+	}
+	for _, c := range []byte(after) {
+		if c <= ' ' || c >= 0x7f || c == '*' || c == '>' {
+			return Errorf(ErrBadRequest, "after %q is not a cursor list-kept gave (it holds a space, a wildcard or a byte that is not printable ASCII)", clipText(after))
+		}
+	}
+	return nil
+}
+
+// clipText shortens s for a sentence.
+func clipText(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// manyReader is an index that reads many records in one go (jsbus: one
+// direct get per thousand keys).
+type manyReader interface {
+	GetMany(ctx context.Context, keys []string) (map[string][]byte, error)
+}
+
+// liveKeyLister is an index that lists its live keys faster than Keys
+// (jsbus: one stream info request instead of a watcher over every key).
+type liveKeyLister interface {
+	LiveKeys(ctx context.Context, prefix string) ([]string, error)
+}
+
+// listKeys is Index.Keys, or the index's LiveKeys when it has one.
+func (k *Keeper) listKeys(ctx context.Context, prefix string) ([]string, error) {
+	if l, ok := k.index.(liveKeyLister); ok {
+		return l.LiveKeys(ctx, prefix)
+	}
+	return k.index.Keys(ctx, prefix)
+}
+
+// readIndex reads the records of keys; a key removed meanwhile is absent.
+func (k *Keeper) readIndex(ctx context.Context, keys []string) (map[string][]byte, error) {
+	if m, ok := k.index.(manyReader); ok {
+		values, err := m.GetMany(ctx, keys)
+		if err != nil {
+			return nil, Errorf(ErrFailed, "reading the index: %w", err)
+		}
+		return values, nil
+	}
+	values := make(map[string][]byte, len(keys))
+	for _, key := range keys {
+		data, err := k.index.Get(ctx, key)
+		if err != nil {
+			continue // removed meanwhile
+		}
+		values[key] = data
+	}
+	return values, nil
 }
 
 // keptTotals sums the points and asides of each kept data, and all of them.

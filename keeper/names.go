@@ -172,6 +172,9 @@ func checkRequest(verb string, r Request) error {
 	if err := checkOverrides(verb, r); err != nil {
 		return err
 	}
+	if err := checkListPage(verb, r); err != nil {
+		return err
+	}
 	if verb != VerbPrune && r.Policy != nil {
 		return Errorf(ErrBadRequest, "%s takes no policy; only prune-kept does", verb)
 	}

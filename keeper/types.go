@@ -37,6 +37,12 @@ type Request struct {
 	Replicas         int      `json:"replicas,omitempty"`
 	PlacementCluster string   `json:"placement-cluster,omitempty"`
 	PlacementTags    []string `json:"placement-tags,omitempty"`
+	// Limit and After, for list-kept, ask for one page: at most Limit
+	// points and asides (0: DefaultListLimit; at most MaxListLimit), those
+	// after the cursor After (the Next of the page before; "": from the
+	// first).
+	Limit int    `json:"limit,omitempty"`
+	After string `json:"after,omitempty"`
 }
 
 // Overrides change the configuration of the streams a restore re-creates
@@ -97,6 +103,15 @@ type Reply struct {
 	Totals     []KeptTotal `json:"totals,omitempty"`
 	TotalBytes int64       `json:"total_bytes,omitempty"`
 	Waiting    []string    `json:"waiting,omitempty"`
+	// Total and Next are list-kept's pages: how many points and asides the
+	// listing holds in all pages, and the cursor to ask for the next page
+	// with (Request.After); "" on the last page. Totals, TotalBytes and
+	// Waiting cover the points and asides of this page.
+	Total int    `json:"total,omitempty"`
+	Next  string `json:"next,omitempty"`
+	// Cut, when set, says what this reply left out to stay under the
+	// connection's max payload, and where the whole is (see BoundReply).
+	Cut *ReplyCut `json:"cut,omitempty"`
 	// Pruned is prune-kept's: every point it looked at, kept or removed,
 	// with the rules that kept it.
 	Pruned []PruneDecision `json:"pruned,omitempty"`

@@ -12,7 +12,12 @@ import (
 )
 
 // DefaultMaxHeavy is how many heavy verbs (snapshot-kept, restore-kept
-// other than a dry run, verify-kept) one Service runs at once.
+// other than a dry run, verify-kept) one Service runs at once. Two, not
+// more: the server does their work, a core per stream, and on 2 cores
+// concurrent snapshots gave 0.80-1.05x the throughput of the same ones in
+// sequence, so more at once only adds memory and bytes in flight on the
+// keeper's connection; two, not one, so that a short verb runs beside a
+// long one instead of being refused for its whole length.
 const DefaultMaxHeavy = 2
 
 // DefaultVerbTimeout is the server-side deadline of one verb.

@@ -94,9 +94,46 @@ func (c *Client) DiscardAside(ctx context.Context, r keeper.Request) (*keeper.Re
 	return c.Do(ctx, VerbDiscard, r)
 }
 
-// ListKept lists points and asides, of r.Module (and r.Local) when given.
+// ListKept lists one page of points and asides, of r.Module (and r.Local)
+// when given: at most r.Limit (the keeper's default when 0) after r.After.
+// The reply's Next is the cursor of the next page ("" on the last), and its
+// Total counts them all; ListAllKept follows the pages.
 func (c *Client) ListKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
 	return c.Do(ctx, VerbList, r)
+}
+
+// maxListPages bounds the pages ListAllKept follows.
+const maxListPages = 100_000
+
+// ListAllKept lists every point and aside, of r.Module (and r.Local) when
+// given, following list-kept's pages (r.Limit points and asides each, the
+// keeper's default when 0) from r.After, and joins them into one reply
+// (keeper.MergeList). A listing that changes meanwhile is seen as each page
+// found it.
+func (c *Client) ListAllKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	var pages []*keeper.Reply
+	for range maxListPages {
+		rep, err := c.ListKept(ctx, r)
+		if err != nil {
+			if len(pages) > 0 {
+				return nil, fmt.Errorf("list-kept failed after %d page(s): %w", len(pages), err)
+			}
+			return nil, err
+		}
+		if rep.Cut != nil {
+			return nil, fmt.Errorf("%w: list-kept page %d was cut to fit the max payload (%s), so the listing is not whole; ask with a smaller limit",
+				keeper.ErrFailed, len(pages)+1, rep.Cut.Where)
+		}
+		pages = append(pages, rep)
+		if rep.Next == "" {
+			return keeper.MergeList(keeper.ListOf(r), pages), nil
+		}
+		if rep.Next <= r.After {
+			return nil, fmt.Errorf("%w: list-kept answered page %d with the cursor %q, not after %q, so the listing stopped", keeper.ErrFailed, len(pages), rep.Next, r.After)
+		}
+		r.After = rep.Next
+	}
+	return nil, fmt.Errorf("%w: list-kept gave more than %d pages, so the listing stopped", keeper.ErrFailed, maxListPages)
 }
 
 // PruneKept applies a retention policy to points (DryRun: says what it

@@ -524,6 +524,7 @@ func (s *Service) run(verb string, req *request) {
 		p := newProgress(s.nc, s.prefix, r.Module, r.Local)
 		ctx = keeper.WithProgress(ctx, func(pr keeper.Progress) { p.publish(pr) })
 	}
+	ctx = keeper.WithReplyBound(ctx, s.replyBound())
 	ctx, cancel := s.verbContext(ctx)
 	defer cancel()
 	reply, err := s.call(ctx, verb, r)
@@ -538,14 +539,7 @@ func (s *Service) run(verb string, req *request) {
 		return
 	}
 	log.Info("verb done", "said", reply.Said, "took", time.Since(start))
-	body, err := json.Marshal(reply)
-	if err != nil {
-		s.fail(req, verb, fmt.Errorf("%w: %s was done but its reply could not be encoded: %v", keeper.ErrFailed, verb, err))
-		return
-	}
-	if err := req.Respond(body); err != nil {
-		log.Error("could not send the reply; the verb was done", "error", err)
-	}
+	s.respond(req, verb, reply, log)
 }
 
 func (s *Service) call(ctx context.Context, verb string, r keeper.Request) (rep *keeper.Reply, err error) {
@@ -580,7 +574,7 @@ func (s *Service) call(ctx context.Context, verb string, r keeper.Request) (rep 
 }
 
 func (s *Service) fail(req *request, verb string, err error) {
-	eb := bodyOf(err)
+	eb := s.boundErrorBody(bodyOf(err))
 	req.retry = retryAfter(err)
 	body, _ := json.Marshal(eb)
 	if rerr := req.Error(eb.Code, eb.Error, body); rerr != nil {

@@ -27,6 +27,16 @@ type output struct {
 // --json, else human text through human.
 func callVerb(ctx context.Context, f clientFlags, out output, verb string, req keeper.Request,
 	human func(io.Writer, *keeper.Reply) error) error {
+	do := func(c *verbs.Client, ctx context.Context, req keeper.Request) (*keeper.Reply, error) {
+		return c.Do(ctx, verb, req)
+	}
+	return callClient(ctx, f, out, verb, req, do, human)
+}
+
+// callClient is callVerb with the client's call do (such as
+// Client.ListAllKept, which follows pages).
+func callClient(ctx context.Context, f clientFlags, out output, verb string, req keeper.Request,
+	do func(*verbs.Client, context.Context, keeper.Request) (*keeper.Reply, error), human func(io.Writer, *keeper.Reply) error) error {
 	req.Caller = f.Caller
 	if err := verbs.CheckRequest(verb, req); err != nil {
 		return jsonErr(f, out, err)
@@ -46,7 +56,7 @@ func callVerb(ctx context.Context, f clientFlags, out output, verb string, req k
 			_ = nc.Flush()
 		}
 	}
-	rep, err := c.Do(ctx, verb, req)
+	rep, err := do(c, ctx, req)
 	endProgress() // the line is cleared, and stays so, before the reply is printed
 	if err != nil {
 		return jsonErr(f, out, err)

@@ -31,6 +31,9 @@ func newListCmd(e env) *cobra.Command {
 	return cmd
 }
 
+// runList lists everything, following list-kept's pages, so that the text
+// and --json show every point and aside as one listing.
 func runList(ctx context.Context, o listOptions) error {
-	return callVerb(ctx, o.Client, o.Out, verbs.VerbList, keeper.Request{Module: o.Module, Local: o.Local}, printList)
+	return callClient(ctx, o.Client, o.Out, verbs.VerbList, keeper.Request{Module: o.Module, Local: o.Local},
+		(*verbs.Client).ListAllKept, printList)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/inproc"
 	"github.com/nats-keeper/nats-keeper/internal/outbox"
 	"github.com/nats-keeper/nats-keeper/internal/privdir"
+	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/store"
 	"github.com/nats-keeper/nats-keeper/verbs"
@@ -46,6 +47,7 @@ type serveOptions struct {
 	StopTimeout     time.Duration // how long a stop lets the verbs in flight finish before it cancels them
 	MetricsListen   string        // host:port of /metrics and /healthz; "": none
 	MaxHeavy        int           // heavy verbs (snapshot, restore, verify) run at once
+	InFlightMiB     int           // MiB every snapshot and restore on the connection together have in flight
 	VerbTimeout     time.Duration // every verb's server-side deadline
 	Seal            sealFlags     // --encrypt-to, --encrypt-to-file, --identity
 	ActsQueueMax    int           // acts the on-disk queue holds at most
@@ -99,6 +101,8 @@ undoes any restore they left half-way.`,
 	f.StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus /metrics and /healthz on this host:port, such as 127.0.0.1:9464 (default: none)")
 	f.IntVar(&o.MaxHeavy, "max-heavy", verbs.DefaultMaxHeavy, "how many heavy verbs (snapshot-kept, restore-kept, verify-kept) run at once; "+
 		"one more is refused at once with 503 and Retry-After, and list-kept and dry runs never wait behind them")
+	f.IntVar(&o.InFlightMiB, "in-flight-mib", jsbus.DefaultInFlight>>20, "MiB every snapshot and restore on the keeper's connection together may have in flight; "+
+		"one that does not fit waits. Keep it at most half the server's max_pending (64 MiB by default), or the server drops the connection as a slow consumer")
 	o.Seal.addEncrypt(f)
 	o.Seal.addIdentity(f, "restoring or fully verifying one needs it, and so does setting live data aside while --encrypt-to is set")
 	f.IntVar(&o.ActsQueueMax, "acts-queue-max", outbox.DefaultMaxActs, "how many acts wait at most in <dir>/acts-queue while the bus does not take them; "+
@@ -133,6 +137,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	if o.MaxHeavy < 0 || o.MaxHeavy > 64 {
 		return keeper.Errorf(keeper.ErrBadRequest, "--max-heavy %d is not between 1 and 64 (0: the default), so nothing is served", o.MaxHeavy)
+	}
+	if o.InFlightMiB < 0 || (o.InFlightMiB > 0 && o.InFlightMiB < jsbus.MinInFlight>>20) || o.InFlightMiB > 1024 {
+		return keeper.Errorf(keeper.ErrBadRequest, "--in-flight-mib %d is not between %d and 1024 (0: the default), so nothing is served", o.InFlightMiB, jsbus.MinInFlight>>20)
 	}
 	if o.VerbTimeout < 0 || (o.VerbTimeout > 0 && o.VerbTimeout < time.Second) {
 		return keeper.Errorf(keeper.ErrBadRequest, "--verb-timeout %s is not at least a second (0: the default), so nothing is served", o.VerbTimeout)
@@ -203,7 +210,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	defer st.Close()
 	svc, err := startKeeper(ctx, nc, keeperSetup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket,
 		RestoreParallel: o.RestoreParallel, AsideWarnAfter: o.AsideWarnAfter, PruneEvery: o.PruneEvery,
-		MetricsListen: o.MetricsListen, MaxHeavy: o.MaxHeavy, VerbTimeout: o.VerbTimeout, Dir: pd, Replicas: o.Replicas,
+		MetricsListen: o.MetricsListen, MaxHeavy: o.MaxHeavy, InFlight: int64(o.InFlightMiB) << 20, VerbTimeout: o.VerbTimeout, Dir: pd, Replicas: o.Replicas,
 		Seal: seal, Unseal: unseal,
 		ActsQueue: filepath.Join(dir, "acts-queue"), ActsQueueBounds: outbox.Options{MaxActs: o.ActsQueueMax, MaxBytes: int64(o.ActsQueueMiB) << 20}}, log,
 		verbs.WithStopTimeout(o.StopTimeout))
@@ -240,6 +247,7 @@ type keeperSetup struct {
 	Replicas        int              // of the index bucket and acts stream; 0: the default
 	MetricsListen   string           // host:port of /metrics and /healthz; "": none
 	MaxHeavy        int              // 0 is verbs.DefaultMaxHeavy
+	InFlight        int64            // bytes in flight on the connection; 0 is jsbus.DefaultInFlight
 	VerbTimeout     time.Duration    // 0 is verbs.DefaultVerbTimeout
 	Dir             *privdir.Dir     // checked before each verb that writes; nil: not checked
 	Seal            *agecrypt.Sealer // encrypts new archives; nil: plain
@@ -255,7 +263,7 @@ type keeperSetup struct {
 func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.Logger, opts ...verbs.ServeOption) (*verbs.Service, error) {
 	k, err := inproc.Start(ctx, nc, inproc.Setup{Store: ks.Store, Prefix: ks.Prefix, Bucket: ks.Bucket,
 		RestoreParallel: ks.RestoreParallel, AsideWarnAfter: ks.AsideWarnAfter, PruneEvery: ks.PruneEvery,
-		MetricsListen: ks.MetricsListen, MaxHeavy: ks.MaxHeavy, VerbTimeout: ks.VerbTimeout, Dir: ks.Dir, Replicas: ks.Replicas,
+		MetricsListen: ks.MetricsListen, MaxHeavy: ks.MaxHeavy, InFlight: ks.InFlight, VerbTimeout: ks.VerbTimeout, Dir: ks.Dir, Replicas: ks.Replicas,
 		Seal: ks.Seal, Unseal: ks.Unseal,
 		ActsQueue: ks.ActsQueue, ActsQueueBounds: ks.ActsQueueBounds,
 		Version: buildVersion(), Logger: log, StepHook: crashHook(log), Now: clockHook(log),

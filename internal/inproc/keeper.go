@@ -6,6 +6,7 @@
 package inproc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,8 +59,11 @@ type Setup struct {
 	// MetricsListen, when set (host:port; port 0 picks one), serves
 	// Prometheus /metrics and /healthz there.
 	MetricsListen string
-	MaxHeavy      int           // heavy verbs run at once; 0 is verbs.DefaultMaxHeavy
-	VerbTimeout   time.Duration // every verb's deadline; 0 is verbs.DefaultVerbTimeout
+	MaxHeavy      int // heavy verbs run at once; 0 is verbs.DefaultMaxHeavy
+	// InFlight bounds the bytes every snapshot and restore on nc together
+	// have in flight (jsbus.WithInFlight); 0 is jsbus.DefaultInFlight.
+	InFlight    int64
+	VerbTimeout time.Duration // every verb's deadline; 0 is verbs.DefaultVerbTimeout
 	// Dir, when set, is the keeper's private directory: checked to be the
 	// same one before each verb that writes (privdir.Dir.Check).
 	Dir *privdir.Dir
@@ -205,7 +209,8 @@ func Open(ctx context.Context, nc *nats.Conn, s Setup) (*keeper.Keeper, error) {
 // s.ActsQueue is set (nil otherwise; the caller closes it), and the keeper
 // on them; each failure is a sentence ending ", so "+nothing.
 func engine(ctx context.Context, nc *nats.Conn, s Setup, bucket, prefix string, log *slog.Logger, obs keeper.Observer, nothing string) (*keeper.Keeper, *outbox.Queue, error) {
-	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log), jsbus.WithReplicas(s.Replicas))
+	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log), jsbus.WithReplicas(s.Replicas),
+		jsbus.WithInFlight(cmp.Or(s.InFlight, jsbus.DefaultInFlight)))
 	if err != nil {
 		if s.BusError != nil {
 			err = s.BusError(err)
