@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -225,19 +226,28 @@ func (k *Keeper) listKeys(ctx context.Context, prefix string) ([]string, error) 
 }
 
 // readIndex reads the records of keys; a key removed meanwhile is absent.
+// A key the many-read does not return is read again on its own: the
+// many-read may be answered by a replica a little behind (jsbus: a direct
+// get), while Get asks the index's leader, so a record written just before
+// the list is not left out.
 func (k *Keeper) readIndex(ctx context.Context, keys []string) (map[string][]byte, error) {
+	values := make(map[string][]byte, len(keys))
 	if m, ok := k.index.(manyReader); ok {
-		values, err := m.GetMany(ctx, keys)
-		if err != nil {
+		var err error
+		if values, err = m.GetMany(ctx, keys); err != nil {
 			return nil, Errorf(ErrFailed, "reading the index: %w", err)
 		}
-		return values, nil
 	}
-	values := make(map[string][]byte, len(keys))
 	for _, key := range keys {
+		if _, ok := values[key]; ok {
+			continue
+		}
 		data, err := k.index.Get(ctx, key)
-		if err != nil {
+		if errors.Is(err, ErrNotFound) {
 			continue // removed meanwhile
+		}
+		if err != nil {
+			return nil, Errorf(ErrFailed, "reading %s from the index: %w", key, err)
 		}
 		values[key] = data
 	}
