@@ -32,6 +32,7 @@ type Config struct {
 	KeeperEnv   []string // extra KEY=VALUE settings of nats-keeper serve's environment only (such as GOMEMLIMIT=40MiB)
 	Stores      []string // store backends to measure, file among them (default DefaultStores: file, nats, s3)
 	Cluster     bool     // instead: three nats-server processes in one JetStream cluster, R3 kept data, the big comparisons of the file backend only (issue 13)
+	StoresOnly  bool     // only the store comparisons (each backend against the file backend), none against the nats CLI
 
 	Log *slog.Logger // what the run is doing; default discards
 }
@@ -82,6 +83,9 @@ func (c Config) withDefaults() (Config, error) {
 		c.Stores = DefaultStores()
 	case c.Cluster && (len(c.Stores) != 1 || c.Stores[0] != StoreFile):
 		return c, fmt.Errorf("the cluster comparison measures the file backend only, not %s, so nothing was run", strings.Join(c.Stores, ","))
+	}
+	if c.StoresOnly && (c.Cluster || len(c.Stores) < 2) {
+		return c, errors.New("only the store comparisons were asked for, but there is none to make (the cluster, or no backend besides file), so nothing was run")
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))

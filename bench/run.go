@@ -118,8 +118,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, err
 		}
 	} else {
-		if err := r.measure(ctx); err != nil {
-			return nil, err
+		if !cfg.StoresOnly {
+			if err := r.measure(ctx); err != nil {
+				return nil, err
+			}
 		}
 		if err := r.measureStores(ctx); err != nil {
 			return nil, err

@@ -55,6 +55,7 @@ func run(args []string, stderr io.Writer) int {
 	stores := fs.String("stores", strings.Join(bench.DefaultStores(), ","), "store backends to measure against the file backend: file (always), nats (an object store on a second nats-server), bus (an object store on the bus itself), s3 (versitygw), age (a directory, every archive encrypted at rest with --encrypt-to and --identity)")
 	fs.BoolVar(&cfg.Cluster, "cluster", false, "measure on three nats-server processes in one JetStream cluster instead, with R3 kept data "+
 		"(snapshot and restore against the nats CLI, file backend only; default -size 256MiB); the report gets a section of its own")
+	fs.BoolVar(&cfg.StoresOnly, "stores-only", false, "measure only the store comparisons (each backend of -stores against the file backend), not the comparisons against the nats CLI")
 	out := fs.String("out", "BENCHMARKS.md", "the report to write (between its keeper-bench markers when it has them); - for stdout")
 	if err := fs.Parse(args); err != nil {
 		return 2
