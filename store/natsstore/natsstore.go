@@ -9,8 +9,9 @@
 // the object's head under its key last: a small JSON list of the parts and
 // their SHA-256s, marked with the Nats-Keeper-Head header and carrying the
 // object's size and sum in its metadata. Copy writes a second head naming the
-// same parts; a head's parts are removed with the last head that names them. Parts go one at a time, at most
-// 2 MiB of chunks unacknowledged, and a read fetches only the parts it
+// same parts; a head's parts are removed with the last head that names them. Parts go one at a time, in
+// chunks of 512 KiB (less on a server with a smaller max payload), a whole
+// part of them unacknowledged at most, and a read fetches only the parts it
 // needs.
 //
 // The bucket's stream is made (or changed) with direct gets off, so every
@@ -53,7 +54,8 @@ type Options struct {
 // Store is a store.Store on one object-store bucket.
 type Store struct {
 	js       jetstream.JetStream
-	pub      jetstream.JetStream // publishes chunks: maxPending in flight, each acknowledged within timeout
+	pub      jetstream.JetStream // publishes chunks: window bytes in flight, each acknowledged within timeout
+	chunk    int                 // bytes of a chunk (chunkFor the server's max payload)
 	obs      jetstream.ObjectStore
 	stream   jetstream.Stream
 	bucket   string

@@ -12,15 +12,32 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/store"
 )
 
 const (
-	// chunkSize is the object store's default chunk: one message each.
-	chunkSize = 128 << 10
-	// maxPending bounds the chunks published and not yet acknowledged, for
-	// all of a Store's writers together: 2 MiB in flight.
-	maxPending = 16
+	// maxChunk is the largest chunk (one message each) this store
+	// publishes: 512 KiB, four times the object store's default, so a part
+	// is 16 messages and 16 acknowledgements, not 64; the chunk shrinks to
+	// fit a server whose max payload is smaller (chunkFor). Readers take
+	// the chunk size from the object's meta.
+	maxChunk = 512 << 10
+	// window bounds the bytes of chunks published and not yet
+	// acknowledged, for all of a Store's writers together: one part, so a
+	// part's chunks all go out before the first acknowledgement is waited
+	// for. They are slices of the part being put, which the part writer
+	// holds anyway, so the window costs no memory of its own.
+	window = store.PartSize
 )
+
+// chunkFor is the chunk for a server whose max payload is maxPayload: at
+// most maxChunk, and 4 KiB under the max payload, which leaves room for a
+// chunk's headers (its Nats-Msg-Id).
+func chunkFor(maxPayload int64) int {
+	c := min(int64(maxChunk), maxPayload-4<<10)
+	return int(max(c, 1<<10))
+}
 
 // putObject puts data as one object-store object in the object store's own
 // format (ADR-20: chunks on $O.<bucket>.C.<nuid>, then the meta, a rollup
@@ -36,57 +53,68 @@ const (
 // when sum is nil; metaSent,
 // if not nil, is set then: from there on the object may land even if the put
 // fails). A put the object store replaces (same name) has its chunks purged
-// afterwards.
-func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data []byte, sum *[32]byte, metaSent *bool) (*jetstream.ObjectInfo, error) {
-	rctx, cancel := context.WithTimeout(ctx, s.timeout)
-	old, err := s.obs.GetInfo(rctx, meta.Name, jetstream.GetObjectInfoShowDeleted())
-	cancel()
-	if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-		return nil, err
+// afterwards; fresh says the name was never put before (a part's first put:
+// its upload's name is new), so there is nothing to look up and replace.
+func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data []byte, sum *[32]byte, metaSent *bool, fresh bool) (*jetstream.ObjectInfo, error) {
+	var old *jetstream.ObjectInfo
+	if !fresh {
+		rctx, cancel := context.WithTimeout(ctx, s.timeout)
+		var err error
+		old, err = s.obs.GetInfo(rctx, meta.Name, jetstream.GetObjectInfoShowDeleted())
+		cancel()
+		if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+			return nil, err
+		}
 	}
 	var id [16]byte
 	rand.Read(id[:])
 	nuid := hex.EncodeToString(id[:])
 	subj := chunkSubject(s.bucket, nuid)
-	var sent []jetstream.PubAckFuture
+	chunk := s.chunk
+	sent := make([]jetstream.PubAckFuture, 0, (len(data)+chunk-1)/chunk)
 	waited := 0 // futures in sent already answered (each answers once)
+	seqs := make([]uint64, cap(sent))
 	fail := func(err error) (*jetstream.ObjectInfo, error) {
-		waitAcks(context.WithoutCancel(ctx), sent, &waited) // nothing may still read data after the return
+		waitAcks(context.WithoutCancel(ctx), sent, &waited, seqs) // nothing may still read data after the return
 		cctx, cancel := s.cleanupCtx(ctx)
 		defer cancel()
 		s.stream.Purge(cctx, jetstream.WithPurgeSubject(subj))
 		return nil, err
 	}
-	for off := 0; off < len(data); off += chunkSize {
+	for off := 0; off < len(data); off += chunk {
 		m := nats.NewMsg(subj)
-		m.Data = data[off:min(off+chunkSize, len(data))]
+		m.Data = data[off:min(off+chunk, len(data))]
 		// A publish the client sends again (after a 503 while the stream
 		// elects a leader, the first may have been stored all the same)
 		// must not store the chunk twice: the stream's duplicate window
 		// drops a second message of the same id.
-		m.Header.Set(jetstream.MsgIDHeader, nuid+"."+strconv.Itoa(off/chunkSize))
+		m.Header.Set(jetstream.MsgIDHeader, nuid+"."+strconv.Itoa(off/chunk))
 		f, err := s.pub.PublishMsgAsync(m, jetstream.WithStallWait(s.timeout))
 		if err != nil {
 			return fail(err)
 		}
 		sent = append(sent, f)
 	}
-	if err := waitAcks(ctx, sent, &waited); err != nil {
+	if err := waitAcks(ctx, sent, &waited, seqs); err != nil {
+		return fail(err)
+	}
+	if err := inOrder(seqs); err != nil {
 		return fail(err)
 	}
 	if sum == nil {
 		d := sha256.Sum256(data)
 		sum = &d
 	}
-	meta.Opts = &jetstream.ObjectMetaOptions{ChunkSize: chunkSize}
+	meta.Opts = &jetstream.ObjectMetaOptions{ChunkSize: uint32(chunk)}
 	info := &jetstream.ObjectInfo{ObjectMeta: meta, Bucket: s.bucket, NUID: nuid, Size: uint64(len(data)),
 		Chunks: uint32(len(sent)), Digest: digestOf(*sum)}
 	mm := nats.NewMsg(metaSubject(s.bucket, meta.Name))
 	mm.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	var err error
 	if mm.Data, err = json.Marshal(info); err != nil {
 		return fail(err)
 	}
-	rctx, cancel = context.WithTimeout(ctx, s.timeout)
+	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	if metaSent != nil {
 		*metaSent = true
@@ -103,14 +131,16 @@ func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data [
 }
 
 // waitAcks waits for the acknowledgement of every chunk from sent[*waited]
-// on, counting in *waited those that answered (each future answers once);
-// the first error is returned once all have answered (or timed out), or
-// when ctx ends.
-func waitAcks(ctx context.Context, sent []jetstream.PubAckFuture, waited *int) error {
+// on, counting in *waited those that answered (each future answers once)
+// and recording each one's stream sequence in seqs (as long as sent); the
+// first error is returned once all have answered (or timed out), or when
+// ctx ends.
+func waitAcks(ctx context.Context, sent []jetstream.PubAckFuture, waited *int, seqs []uint64) error {
 	var first error
 	for ; *waited < len(sent); *waited++ {
 		select {
-		case <-sent[*waited].Ok():
+		case ack := <-sent[*waited].Ok():
+			seqs[*waited] = ack.Sequence
 		case err := <-sent[*waited].Err():
 			if first == nil {
 				first = fmt.Errorf("chunk %d of %d was not stored: %w", *waited+1, len(sent), err)
@@ -120,4 +150,22 @@ func waitAcks(ctx context.Context, sent []jetstream.PubAckFuture, waited *int) e
 		}
 	}
 	return first
+}
+
+// errOutOfOrder: a put's chunks were stored in another order than they were
+// published. The client publishes a chunk again on its own when the stream
+// answers 503 (no leader yet), and by then the chunks after it may have been
+// stored; the object store reads chunks in stream order, so such a put is
+// purged and put again.
+var errOutOfOrder = errors.New("the chunks were stored out of order (one was published again while the stream elected a leader)")
+
+// inOrder checks that the chunks' stream sequences rise in the order the
+// chunks were published.
+func inOrder(seqs []uint64) error {
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			return fmt.Errorf("chunk %d has sequence %d, chunk %d %d: %w", i, seqs[i-1], i+1, seqs[i], errOutOfOrder)
+		}
+	}
+	return nil
 }

@@ -38,6 +38,7 @@ func (s *Store) newSink(key string) *sink {
 func (k *sink) Part(ctx context.Context, n int, data []byte, sum [32]byte) error {
 	name := partName(k.upload, n)
 	k.mu.Lock()
+	fresh := !k.tried[n] // a part kept for a hold (KeepPart) is put again: that put replaces the first
 	k.tried[n] = true
 	k.mu.Unlock()
 	meta := jetstream.ObjectMeta{
@@ -46,7 +47,8 @@ func (k *sink) Part(ctx context.Context, n int, data []byte, sum [32]byte) error
 		Metadata: map[string]string{mdKey: k.key, mdUpload: k.upload},
 	}
 	err := k.s.retryWithin(ctx, "put "+name, k.s.partTimeout(), func(ctx context.Context) error {
-		_, err := k.s.putObject(ctx, meta, data, &sum, nil)
+		_, err := k.s.putObject(ctx, meta, data, &sum, nil, fresh)
+		fresh = false // a put tried again may have left its meta
 		return err
 	})
 	if err != nil {
