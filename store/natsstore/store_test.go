@@ -300,8 +300,10 @@ func TestKilledWriter(t *testing.T) {
 		}
 		return si.State.Msgs
 	}
-	// Kill it once three parts are in and the fourth is on its way.
-	for len(names(t, s)) < 3 || chunks() < 3*65+5 {
+	// Kill it once three parts are in and the fourth is on its way: a
+	// part is its chunks and its meta.
+	per := uint64(store.PartSize/s.chunk + 1)
+	for len(names(t, s)) < 3 || chunks() < 3*per+2 {
 		if ctx.Err() != nil {
 			cmd.Process.Kill()
 			t.Fatal("the writer wrote no three parts")
@@ -317,7 +319,7 @@ func TestKilledWriter(t *testing.T) {
 		t.Fatalf("List after the kill: %+v, %v", l, err)
 	}
 	left := len(names(t, s))
-	t.Logf("killed with %d parts in and %d chunks of the next", left, chunks()-uint64(left)*65)
+	t.Logf("killed with %d parts in and %d chunks of the next", left, chunks()-uint64(left)*per)
 	if err := s.Sweep(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
