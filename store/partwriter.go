@@ -117,13 +117,7 @@ func (w *partWriter) Write(p []byte) (int, error) {
 }
 
 func (w *partWriter) WriteAt(p []byte, off int64) (int, error) {
-	if err := w.Usable(); err != nil {
-		return 0, err
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	if err := w.CheckWriteAt(len(p), off, w.size); err != nil {
+	if ok, err := w.StartWriteAt(len(p), off, w.size); !ok {
 		return 0, err
 	}
 	end := off + int64(len(p))
