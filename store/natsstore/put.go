@@ -3,7 +3,6 @@ package natsstore
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -55,7 +54,7 @@ func chunkFor(maxPayload int64) int {
 // fails). A put the object store replaces (same name) has its chunks purged
 // afterwards; fresh says the name was never put before (a part's first put:
 // its upload's name is new), so there is nothing to look up and replace.
-func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data []byte, sum *[32]byte, metaSent *bool, fresh bool) (*jetstream.ObjectInfo, error) {
+func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data store.Blocks, sum *[32]byte, metaSent *bool, fresh bool) (*jetstream.ObjectInfo, error) {
 	var old *jetstream.ObjectInfo
 	if !fresh {
 		rctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -70,8 +69,8 @@ func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data [
 	rand.Read(id[:])
 	nuid := hex.EncodeToString(id[:])
 	subj := chunkSubject(s.bucket, nuid)
-	chunk := s.chunk
-	sent := make([]jetstream.PubAckFuture, 0, (len(data)+chunk-1)/chunk)
+	chunk, size := s.chunk, data.Len()
+	sent := make([]jetstream.PubAckFuture, 0, (size+chunk-1)/chunk+len(data))
 	waited := 0 // futures in sent already answered (each answers once)
 	seqs := make([]uint64, cap(sent))
 	fail := func(err error) (*jetstream.ObjectInfo, error) {
@@ -81,32 +80,36 @@ func (s *Store) putObject(ctx context.Context, meta jetstream.ObjectMeta, data [
 		s.stream.Purge(cctx, jetstream.WithPurgeSubject(subj))
 		return nil, err
 	}
-	for off := 0; off < len(data); off += chunk {
-		m := nats.NewMsg(subj)
-		m.Data = data[off:min(off+chunk, len(data))]
-		// A publish the client sends again (after a 503 while the stream
-		// elects a leader, the first may have been stored all the same)
-		// must not store the chunk twice: the stream's duplicate window
-		// drops a second message of the same id.
-		m.Header.Set(jetstream.MsgIDHeader, nuid+"."+strconv.Itoa(off/chunk))
-		f, err := s.pub.PublishMsgAsync(m, jetstream.WithStallWait(s.timeout))
-		if err != nil {
-			return fail(err)
+	// Chunks are cut at the blocks' ends too (a chunk is never two
+	// blocks' bytes in one message, so nothing is copied here).
+	for _, blk := range data {
+		for off := 0; off < len(blk); off += chunk {
+			m := nats.NewMsg(subj)
+			m.Data = blk[off:min(off+chunk, len(blk))]
+			// A publish the client sends again (after a 503 while the
+			// stream elects a leader, the first may have been stored all
+			// the same) must not store the chunk twice: the stream's
+			// duplicate window drops a second message of the same id.
+			m.Header.Set(jetstream.MsgIDHeader, nuid+"."+strconv.Itoa(len(sent)))
+			f, err := s.pub.PublishMsgAsync(m, jetstream.WithStallWait(s.timeout))
+			if err != nil {
+				return fail(err)
+			}
+			sent = append(sent, f)
 		}
-		sent = append(sent, f)
 	}
 	if err := waitAcks(ctx, sent, &waited, seqs); err != nil {
 		return fail(err)
 	}
-	if err := inOrder(seqs); err != nil {
+	if err := inOrder(seqs[:len(sent)]); err != nil {
 		return fail(err)
 	}
 	if sum == nil {
-		d := sha256.Sum256(data)
+		d := data.Sum()
 		sum = &d
 	}
 	meta.Opts = &jetstream.ObjectMetaOptions{ChunkSize: uint32(chunk)}
-	info := &jetstream.ObjectInfo{ObjectMeta: meta, Bucket: s.bucket, NUID: nuid, Size: uint64(len(data)),
+	info := &jetstream.ObjectInfo{ObjectMeta: meta, Bucket: s.bucket, NUID: nuid, Size: uint64(size),
 		Chunks: uint32(len(sent)), Digest: digestOf(*sum)}
 	mm := nats.NewMsg(metaSubject(s.bucket, meta.Name))
 	mm.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)

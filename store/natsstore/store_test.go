@@ -170,7 +170,7 @@ func TestFailedPutLeavesNothing(t *testing.T) {
 	k := s.newSink("lost")
 	for n := 1; n <= 2; n++ {
 		data := patternBytes(uint64(n), store.PartSize)
-		if err := k.Part(ctx, n, data, sha256.Sum256(data)); err != nil {
+		if err := k.Part(ctx, n, store.Blocks{data}, sha256.Sum256(data)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -178,7 +178,7 @@ func TestFailedPutLeavesNothing(t *testing.T) {
 	k2 := s.newSink("cut")
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := k2.Part(cctx, 1, patternBytes(9, store.PartSize), [32]byte{}); err == nil {
+	if err := k2.Part(cctx, 1, store.Blocks{patternBytes(9, store.PartSize)}, [32]byte{}); err == nil {
 		t.Fatal("a part put with a cancelled context succeeded")
 	}
 	// Chunks a killed put published before it could write its meta.
