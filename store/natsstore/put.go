@@ -46,7 +46,7 @@ func chunkFor(maxPayload int64) int {
 // deadline, no timeout on a chunk's acknowledgement: one acknowledgement
 // lost in a leader change stalls it until the deadline, and it publishes the
 // meta before the chunks are acknowledged. Here the Store's publisher keeps
-// at most maxPending chunks in flight, each acknowledged within the
+// at most window bytes of chunks in flight, each acknowledged within the
 // timeout, and the meta follows only once every chunk is stored (its
 // digest is sum, the SHA-256 of data the caller already made, or made here
 // when sum is nil; metaSent,
