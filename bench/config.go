@@ -36,6 +36,7 @@ type Config struct {
 	Points      []int    // tiers of the points shape (default 100, 1,000, 10,000)
 	Consumers   int      // durable consumers of the consumers shape (default 2,000)
 	BigKVKeys   int      // keys of the big KV shape (default 200,000)
+	StoresOnly  bool     // only the store comparisons (each backend against the file backend), none against the nats CLI
 
 	Log *slog.Logger // what the run is doing; default discards
 }
@@ -86,6 +87,12 @@ func (c Config) withDefaults() (Config, error) {
 		c.Stores = DefaultStores()
 	case c.Cluster && (len(c.Stores) != 1 || c.Stores[0] != StoreFile):
 		return c, fmt.Errorf("the cluster comparison measures the file backend only, not %s, so nothing was run", strings.Join(c.Stores, ","))
+	}
+	if c.StoresOnly && (c.Cluster || len(c.Stores) < 2) {
+		return c, errors.New("only the store comparisons were asked for, but there is none to make (the cluster, or no backend besides file), so nothing was run")
+	}
+	if c.StoresOnly {
+		c.Shapes = []string{ShapeRandom} // the store rows are the random shape's
 	}
 	if err := c.shapeDefaults(); err != nil {
 		return c, err

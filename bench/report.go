@@ -108,6 +108,10 @@ func (res *Result) Markdown() string {
 	fmt.Fprintf(&b, "- Small KV: bucket `%s_%s`, %d keys (%s)\n", smallModule, smallLocal, d.Small, mib(float64(d.SmallSize)))
 	fmt.Fprintf(&b, "- Pairs: %d of each big comparison, %d of the small KV, alternating keeper, nats, keeper, nats, …\n\n", c.Rounds, c.SmallRounds)
 
+	if c.StoresOnly { // -stores-only: no comparison against the nats CLI was made
+		res.storeMarkdown(&b)
+		return b.String()
+	}
 	b.WriteString("### Against the targets (median, with min–max)\n\n")
 	b.WriteString("| comparison | keeper | nats CLI | keeper ÷ nats (median of pairs) | target | met |\n|---|---|---|---|---|---|\n")
 	sr, rr, kr := res.Snapshot.ratio(), res.Restore.ratio(), res.SmallKV.ratio()

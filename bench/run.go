@@ -136,11 +136,13 @@ func (r *run) measureRandom(ctx context.Context) error {
 	if cfg.Cluster {
 		return r.measureCluster(ctx)
 	}
-	if err := r.measure(ctx); err != nil {
-		return err
-	}
-	if err := r.measureServerRestore(ctx); err != nil {
-		return err
+	if !cfg.StoresOnly {
+		if err := r.measure(ctx); err != nil {
+			return err
+		}
+		if err := r.measureServerRestore(ctx); err != nil {
+			return err
+		}
 	}
 	return r.measureStores(ctx)
 }

@@ -55,6 +55,22 @@ func (g *WriteGuard) CheckHold(off, n, from, most int64) error {
 	return nil
 }
 
+// StartWriteAt is the start of every WriteAt of n bytes at off, size bytes
+// having been written: an error when the writer refuses them (see Usable
+// and CheckWriteAt), else whether there is anything to write.
+func (g *WriteGuard) StartWriteAt(n int, off, size int64) (bool, error) {
+	if err := g.Usable(); err != nil {
+		return false, err
+	}
+	if n == 0 {
+		return false, nil
+	}
+	if err := g.CheckWriteAt(n, off, size); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // CheckWriteAt records why n bytes at off may not be rewritten, size bytes
 // having been written: only bytes written and held may.
 func (g *WriteGuard) CheckWriteAt(n int, off, size int64) error {

@@ -8,11 +8,12 @@ import "context"
 // it, the same way for every backend.
 type PartSink interface {
 	// Part stores part n (1-based) of the object. data is PartSize bytes,
-	// or fewer for the last part; sum is its SHA-256. Parts may come in any
-	// order (a held part comes last) and each n comes once. The sink must not
-	// keep data after it returns: the writer reuses the buffer (a sink over
-	// net/http must stop a request body from being read once Part returned).
-	Part(ctx context.Context, n int, data []byte, sum [32]byte) error
+	// or fewer for the last part, in blocks; sum is its SHA-256. Parts may
+	// come in any order (a held part comes last) and each n comes once. The
+	// sink must not keep data after it returns: the writer reuses the
+	// blocks (a sink over net/http must stop a request body from being read
+	// once Part returned).
+	Part(ctx context.Context, n int, data Blocks, sum [32]byte) error
 	// Complete makes the object of parts 1..count, size bytes, with checksum
 	// sum (CombineSums), visible whole under its key. An empty object is a
 	// Complete with count 0 and no Part; an object of one short part 1 is
@@ -33,8 +34,8 @@ type PartReader interface {
 	// KeepPart keeps part n (data, whose SHA-256 is sum) so that ReadPart
 	// can read it back. Part(n) follows, once, with the final bytes; the
 	// sink's methods are never called at the same time.
-	KeepPart(ctx context.Context, n int, data []byte, sum [32]byte) error
-	// ReadPart reads part n, as KeepPart kept it, into into, which is as
-	// long as that part.
-	ReadPart(ctx context.Context, n int, into []byte) error
+	KeepPart(ctx context.Context, n int, data Blocks, sum [32]byte) error
+	// ReadPart reads part n, as KeepPart kept it, into into, whose blocks
+	// are as long as that part together (Blocks.Fill fills them).
+	ReadPart(ctx context.Context, n int, into Blocks) error
 }

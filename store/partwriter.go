@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash"
 	"slices"
-	"unsafe"
 )
 
 // NewPartWriter is the Writer of every backend that stores objects in parts:
@@ -31,6 +30,12 @@ import (
 // Commit) reads each such part back, patches it and hands it to Part; so two
 // parts in memory (filling, storing), whatever the hold.
 //
+// Memory is taken a block (BlockSize) at a time as a part fills, and the
+// blocks of a part that was stored are taken back as soon as the part
+// filling needs one (at most a part's worth kept for reuse): when the sink
+// keeps up, the writer holds the part being stored and what of the next has
+// filled, about one part, not two.
+//
 // Any failure (the sink's, a cancelled ctx, a WriteAt outside the held range,
 // a refused Hold, a Write after Commit) makes the writer refuse everything
 // after, and Commit returns it. A Commit that fails calls sink.Abort itself;
@@ -40,7 +45,9 @@ func NewPartWriter(ctx context.Context, key string, sink PartSink) Writer {
 }
 
 func newPartWriter(ctx context.Context, key string, sink PartSink, partSize int) *partWriter {
-	w := &partWriter{WriteGuard: WriteGuard{Key: key}, ctx: ctx, sink: sink, partSize: partSize, curHash: sha256.New()}
+	w := &partWriter{WriteGuard: WriteGuard{Key: key}, ctx: ctx, sink: sink, partSize: partSize, curHash: sha256.New(),
+		blockSize: min(BlockSize, partSize)}
+	w.perPart = (partSize + w.blockSize - 1) / w.blockSize
 	w.reader, _ = sink.(PartReader)
 	return w
 }
@@ -51,8 +58,12 @@ type partWriter struct {
 	sink     PartSink
 	partSize int
 
+	blockSize int // bytes of a block (BlockSize, or partSize if smaller)
+	perPart   int // blocks of a whole part
+
 	size      int64     // bytes written
-	cur       []byte    // the part being filled: size%partSize bytes, nil when none
+	cur       Blocks    // the part being filled: size%partSize bytes, nil when none
+	curLen    int       // its bytes
 	curHash   hash.Hash // cur's bytes, hashed as they come
 	curHashed bool      // curHash holds all of cur (no WriteAt changed it)
 	sums      [][32]byte
@@ -64,18 +75,20 @@ type partWriter struct {
 	heldCopy []byte     // with reader: the held bytes as they stand (those written), from holdOff
 	keptBack []int      // with reader: parts the hold overlaps, handed to KeepPart
 
-	fly       *flight  // the part in sink.Part, or nil
-	free      [][]byte // buffers to fill again
-	allocated int      // buffers made (the tests bound it)
-
+	fly        *flight  // the part in sink.Part, or nil
+	free       [][]byte // blocks to fill again: at most a part's
+	live, peak int      // blocks in use or free, now and at most (the tests bound it)
 }
+
+// allocated is the most memory the writer held for parts at once, in parts.
+func (w *partWriter) allocated() int { return (w.peak + w.perPart - 1) / w.perPart }
 
 // part is a part ready for the sink. Its sum is hashed as it fills, in the
 // writer's goroutine, while the part before it is being stored; a part that
 // WriteAt changed is hashed again when it is stored.
 type part struct {
 	n      int
-	data   []byte
+	data   Blocks
 	sum    [32]byte
 	hashed bool // sum is data's SHA-256
 	keep   bool // for KeepPart: read back, patched and handed to Part at Release
@@ -93,20 +106,26 @@ func (w *partWriter) Write(p []byte) (int, error) {
 	n := 0
 	for len(p) > 0 {
 		if w.cur == nil {
-			w.cur = w.buffer()
+			w.cur, w.curLen = Blocks{}, 0
 			w.curHash.Reset()
 			w.curHashed = true
 		}
-		k := copy(w.cur[len(w.cur):w.partSize], p)
+		if last := len(w.cur) - 1; last < 0 || len(w.cur[last]) == cap(w.cur[last]) {
+			w.cur = append(w.cur, w.block())
+		}
+		blk := &w.cur[len(w.cur)-1]
+		room := min(cap(*blk)-len(*blk), w.partSize-w.curLen)
+		k := copy((*blk)[len(*blk):len(*blk)+room], p)
 		if w.heldCopy != nil {
 			w.capture(p[:k], w.size)
 		}
 		if w.curHashed {
 			w.curHash.Write(p[:k])
 		}
-		w.cur = w.cur[:len(w.cur)+k]
+		*blk = (*blk)[:len(*blk)+k]
+		w.curLen += k
 		p, n, w.size = p[k:], n+k, w.size+int64(k)
-		if len(w.cur) == w.partSize {
+		if w.curLen == w.partSize {
 			full := w.takeCur(int(w.size / int64(w.partSize)))
 			if err := w.complete(full); err != nil {
 				return n, err
@@ -117,13 +136,7 @@ func (w *partWriter) Write(p []byte) (int, error) {
 }
 
 func (w *partWriter) WriteAt(p []byte, off int64) (int, error) {
-	if err := w.Usable(); err != nil {
-		return 0, err
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	if err := w.CheckWriteAt(len(p), off, w.size); err != nil {
+	if ok, err := w.StartWriteAt(len(p), off, w.size); !ok {
 		return 0, err
 	}
 	end := off + int64(len(p))
@@ -134,7 +147,7 @@ func (w *partWriter) WriteAt(p []byte, off int64) (int, error) {
 			start := int64(n-1) * ps
 			if buf := w.patch(n); buf != nil {
 				lo, hi := max(off, start), min(end, start+ps)
-				copy(buf[lo-start:], p[lo-off:hi-off])
+				buf.copyAt(p[lo-off:hi-off], lo-start)
 			} else if !slices.Contains(w.keptBack, n) {
 				return 0, w.Fail(fmt.Errorf("writing at %d into %s: part %d holding it was neither kept nor in memory (a bug in the part writer), so the object can no longer be committed", off, w.Key, n))
 			}
@@ -147,14 +160,14 @@ func (w *partWriter) WriteAt(p []byte, off int64) (int, error) {
 		if buf == nil {
 			return done, w.Fail(fmt.Errorf("writing at %d into %s: the part holding it is no longer in memory (a bug in the part writer), so the object can no longer be committed", at, w.Key))
 		}
-		done += copy(buf[at%ps:], p[done:])
+		done += buf.copyAt(p[done:], at%ps)
 	}
 	return len(p), nil
 }
 
 // patch is the buffer of part n, about to be changed, if the writer still
 // has it.
-func (w *partWriter) patch(n int) []byte {
+func (w *partWriter) patch(n int) Blocks {
 	if w.cur != nil && int64(n) == w.size/int64(w.partSize)+1 {
 		w.curHashed = false
 		return w.cur
@@ -174,7 +187,7 @@ func (w *partWriter) takeCur(n int) part {
 	if p.hashed {
 		w.curHash.Sum(p.sum[:0])
 	}
-	w.cur = nil
+	w.cur, w.curLen = nil, 0
 	return p
 }
 
@@ -189,8 +202,10 @@ func (w *partWriter) Hold(off, n int64) {
 	}
 	if w.reader != nil {
 		w.heldCopy, w.keptBack = make([]byte, n), nil
-		if off < w.size {
-			w.capture(w.cur[off-curStart:], off)
+		at := curStart
+		for _, blk := range w.cur { // the bytes of the part filling from off
+			w.capture(blk, at)
+			at += int64(len(blk))
 		}
 	}
 }
@@ -216,13 +231,13 @@ func (w *partWriter) restore() error {
 			return err
 		}
 		start := int64(n-1) * ps
-		buf := w.buffer()[:min(ps, w.size-start)]
+		buf := w.blocks(int(min(ps, w.size-start)))
 		if err := w.reader.ReadPart(w.ctx, n, buf); err != nil {
-			w.free = append(w.free, buf[:0])
+			w.release(buf)
 			return w.Fail(fmt.Errorf("reading part %d of %s back to patch it: %w, so the object was not committed", n, w.Key, err))
 		}
-		lo, hi := max(start, hoff), min(start+int64(len(buf)), hoff+int64(len(held)))
-		copy(buf[lo-start:], held[lo-hoff:hi-hoff])
+		lo, hi := max(start, hoff), min(start+int64(buf.Len()), hoff+int64(len(held)))
+		buf.copyAt(held[lo-hoff:hi-hoff], lo-start)
 		if err := w.ship(part{n: n, data: buf}); err != nil {
 			return err
 		}
@@ -339,7 +354,7 @@ func (w *partWriter) ship(p part) error {
 	ctx, sink := w.ctx, w.sink
 	go func() {
 		if !f.hashed {
-			f.sum = sha256.Sum256(f.data)
+			f.sum = f.data.Sum()
 		}
 		if f.keep {
 			f.done <- sink.(PartReader).KeepPart(ctx, f.n, f.data, f.sum)
@@ -357,7 +372,24 @@ func (w *partWriter) wait() error {
 		return w.Err
 	}
 	w.fly = nil
-	err := <-f.done
+	return w.finish(f, <-f.done)
+}
+
+// reap takes the part in flight back if it was stored already, without
+// waiting: its blocks are free for the part filling.
+func (w *partWriter) reap() {
+	if f := w.fly; f != nil {
+		select {
+		case err := <-f.done:
+			w.fly = nil
+			w.finish(f, err)
+		default:
+		}
+	}
+}
+
+// finish records the end of f's storing, err.
+func (w *partWriter) finish(f *flight, err error) error {
 	if err != nil {
 		return w.Fail(fmt.Errorf("storing part %d of %s: %w, so the object was not committed", f.n, w.Key, err))
 	}
@@ -369,22 +401,47 @@ func (w *partWriter) wait() error {
 		w.kept++
 	}
 	if !w.Aborted {
-		w.free = append(w.free, f.data[:0])
+		w.release(f.data)
 	}
 	return w.Err
 }
 
-// buffer is an empty buffer of partSize bytes, reused where one is free. Its
-// address is aligned to 4096 bytes, so a file sink can write it with O_DIRECT.
-func (w *partWriter) buffer() []byte {
+// block is an empty block, reused where one is free.
+func (w *partWriter) block() []byte {
+	if len(w.free) == 0 {
+		w.reap()
+	}
 	if k := len(w.free); k > 0 {
 		b := w.free[k-1]
 		w.free = w.free[:k-1]
 		return b
 	}
-	w.allocated++
-	const align = 4096
-	b := make([]byte, w.partSize+align)
-	skip := int(-uintptr(unsafe.Pointer(&b[0])) & (align - 1))
-	return b[skip : skip : skip+w.partSize]
+	w.live++
+	w.peak = max(w.peak, w.live)
+	return make([]byte, 0, w.blockSize)
+}
+
+// blocks is n bytes in blocks, for a part read back.
+func (w *partWriter) blocks(n int) Blocks {
+	var b Blocks
+	for n > 0 {
+		blk := w.block()
+		k := min(n, cap(blk))
+		b, n = append(b, blk[:k]), n-k
+	}
+	return b
+}
+
+// release takes back the blocks of a part that was stored: kept, up to a
+// part's worth, for the parts to come; the rest are left to the collector.
+// So the writer holds the part being stored and what of the next one has
+// filled, not two whole parts, when the sink keeps up.
+func (w *partWriter) release(b Blocks) {
+	for _, blk := range b {
+		if len(w.free) < w.perPart {
+			w.free = append(w.free, blk[:0])
+		} else {
+			w.live--
+		}
+	}
 }

@@ -65,6 +65,7 @@ func run(args []string, stderr io.Writer) int {
 	points := fs.String("points", "100,1000,10000", "tiers of the points shape: kept data, each with one point, reached one after the other")
 	fs.IntVar(&cfg.Consumers, "consumers", 2_000, "durable consumers of the consumers shape")
 	fs.IntVar(&cfg.BigKVKeys, "big-kv-keys", 200_000, "keys of the bigkv shape's KV bucket")
+	fs.BoolVar(&cfg.StoresOnly, "stores-only", false, "measure only the store comparisons (each backend of -stores against the file backend), not the comparisons against the nats CLI")
 	out := fs.String("out", "BENCHMARKS.md", "the report to write (between its keeper-bench markers when it has them); - for stdout")
 	if err := fs.Parse(args); err != nil {
 		return 2

@@ -208,13 +208,7 @@ func (w *writer) handOver() error {
 }
 
 func (w *writer) WriteAt(p []byte, off int64) (int, error) {
-	if err := w.Usable(); err != nil {
-		return 0, err
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	if err := w.CheckWriteAt(len(p), off, w.size); err != nil {
+	if ok, err := w.StartWriteAt(len(p), off, w.size); !ok {
 		return 0, err
 	}
 	end := off + int64(len(p))

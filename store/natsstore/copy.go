@@ -95,7 +95,7 @@ func (s *Store) putHead(ctx context.Context, meta jetstream.ObjectMeta, body []b
 	}
 	sent := false
 	err = s.retryWithin(ctx, "put the head of "+key, s.partTimeout(), func(ctx context.Context) error {
-		_, err := s.putObject(ctx, meta, body, nil, &sent)
+		_, err := s.putObject(ctx, meta, store.Blocks{body}, nil, &sent, false)
 		return err
 	})
 	if tried != nil {

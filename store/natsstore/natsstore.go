@@ -9,8 +9,9 @@
 // the object's head under its key last: a small JSON list of the parts and
 // their SHA-256s, marked with the Nats-Keeper-Head header and carrying the
 // object's size and sum in its metadata. Copy writes a second head naming the
-// same parts; a head's parts are removed with the last head that names them. Parts go one at a time, at most
-// 2 MiB of chunks unacknowledged, and a read fetches only the parts it
+// same parts; a head's parts are removed with the last head that names them. Parts go one at a time, in
+// chunks of 512 KiB (less on a server with a smaller max payload), a whole
+// part of them unacknowledged at most, and a read fetches only the parts it
 // needs.
 //
 // The bucket's stream is made (or changed) with direct gets off, so every
@@ -53,7 +54,8 @@ type Options struct {
 // Store is a store.Store on one object-store bucket.
 type Store struct {
 	js       jetstream.JetStream
-	pub      jetstream.JetStream // publishes chunks: maxPending in flight, each acknowledged within timeout
+	pub      jetstream.JetStream // publishes chunks: window bytes in flight, each acknowledged within timeout
+	chunk    int                 // bytes of a chunk (chunkFor the server's max payload)
 	obs      jetstream.ObjectStore
 	stream   jetstream.Stream
 	bucket   string
@@ -77,10 +79,11 @@ func (s *Store) Describe() store.Description {
 			"that message, so a reader sees the old head or the new one, and then removes the old parts unless another head "+
 			"names them (Copy writes a head that shares its source's parts): an object opened before a replace or a delete "+
 			"fails, naming the missing part, once they are gone.", s.bucket, s.replicas),
-		Ranges: "ReadAt and Reader fetch only the parts that cover the range, one object-store get each; the object store " +
-			"has no ranged reads, so a get streams its part from the start and up to 8 MiB is read to reach an offset. " +
-			"A part read to its end is checked against the SHA-256 its head records; a range that ends inside a part " +
-			"leaves that part unchecked. ReadAt keeps the last part it read (one part in memory at most, until a Reader " +
+		Ranges: "ReadAt and Reader fetch only the parts that cover the range, each through an ordered pull consumer of its " +
+			"own that holds at most 2 MiB of its chunks ahead (a Reader opens the next part while one is read); the object " +
+			"store has no ranged reads, so a part streams from its start and up to 8 MiB is read to reach an offset. " +
+			"A part read to its end is checked against the SHA-256 its head records before its last bytes are handed out; " +
+			"a range that ends inside a part leaves that part unchecked. ReadAt keeps the last part it read (one part in memory at most, until a Reader " +
 			"is begun), so nearby small reads cost one get.",
 		Listing: "List reads the last meta message of every object in the bucket's stream through an ordered consumer " +
 			"made when List begins, on the stream leader, so it sees every Commit and Delete that returned before it " +

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
@@ -103,59 +101,15 @@ func (o *object) load(i int) error {
 		o.buf = make([]byte, pt.size)
 	}
 	o.buf = o.buf[:pt.size]
-	ctx, cancel := context.WithTimeout(o.base, o.s.partTimeout())
-	defer cancel()
-	r, err := o.getPart(ctx, i)
+	p, err := o.openPart(o.base, i)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	if _, err := io.ReadFull(r, o.buf); err != nil {
-		return o.partErr(i, "could not be read", err)
-	}
-	if err := o.checkEnd(i, r); err != nil {
-		return err
+	defer p.Close()
+	if _, err := io.ReadFull(p, o.buf); err != nil {
+		return fmt.Errorf("reading %s: %w", o.info.Key, err)
 	}
 	o.cached = i + 1
-	return nil
-}
-
-// getPart begins the get of part i, checking its meta against the head.
-func (o *object) getPart(ctx context.Context, i int) (jetstream.ObjectResult, error) {
-	pt := o.parts[i]
-	o.gets.Add(1)
-	r, err := o.s.obs.Get(ctx, pt.name)
-	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return nil, o.partErr(i, "is missing (the object was replaced or deleted since it was opened, or the part was lost)", nil)
-	}
-	if err != nil {
-		return nil, o.partErr(i, "could not be read", busErr(err))
-	}
-	info, err := r.Info()
-	if err == nil && (int64(info.Size) != pt.size || info.Digest != digestOf(pt.sum)) {
-		err = fmt.Errorf("it holds %d bytes with digest %s, not %d bytes with %s", info.Size, info.Digest, pt.size, digestOf(pt.sum))
-	}
-	if err != nil {
-		r.Close()
-		return nil, o.partErr(i, "is not the one its head names", err)
-	}
-	return r, nil
-}
-
-// checkEnd reads the end of part i's get, r, once all its bytes were read:
-// the object store's client checks its digest there (getPart made sure it is
-// the SHA-256 the head records), so the part's bytes are hashed once.
-func (o *object) checkEnd(i int, r io.Reader) error {
-	var one [1]byte
-	n, err := r.Read(one[:])
-	switch {
-	case n > 0:
-		return o.partErr(i, "is damaged: it holds more bytes than its head records", nil)
-	case errors.Is(err, jetstream.ErrDigestMismatch):
-		return o.partErr(i, "is damaged: its bytes do not have the SHA-256 its head records", nil)
-	case err != io.EOF:
-		return o.partErr(i, "could not be read to its end", err)
-	}
 	return nil
 }
 
@@ -190,17 +144,18 @@ func (o *object) reader(ctx context.Context, off, n int64) (io.ReadCloser, error
 	return &rangeReader{o: o, ctx: ctx, off: off, end: off + n}, nil
 }
 
-// rangeReader reads a range part by part. Each part's get begins at the
+// rangeReader reads a range part by part. Each part's read begins at the
 // part's start; the bytes before the range are read too, so a part read to
-// its end is checked (by checkEnd) even when the range began inside it.
+// its end is checked even when the range began inside it. While a part is
+// read the next one the range needs is opened in the background, so the
+// requests that begin a part (its meta, its consumer) are not waited for.
 type rangeReader struct {
 	o        *object
 	ctx      context.Context
 	off, end int64
 
-	cur     jetstream.ObjectResult
-	cancel  context.CancelFunc
-	i       int
+	cur     *partStream
+	ahead   *nextPart
 	partEnd int64
 }
 
@@ -218,31 +173,40 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 	n, err := io.ReadFull(r.cur, p)
 	r.off += int64(n)
 	if err != nil {
-		return n, r.o.partErr(r.i, "could not be read", err)
+		return n, err
 	}
-	if r.off == r.partEnd {
-		err := r.o.checkEnd(r.i, r.cur)
+	if r.off == r.partEnd { // read whole, so checked when its last chunk came
 		r.closePart()
-		if err != nil {
-			return n, err
-		}
 	}
 	return n, nil
 }
 
-// next begins the get of the part holding r.off and skips to it.
+// next begins the read of the part holding r.off (opened ahead, or now),
+// skips to r.off, and opens the part after it ahead when the range needs it.
 func (r *rangeReader) next() error {
 	i, start := r.o.locate(r.off)
-	ctx, cancel := context.WithTimeout(r.ctx, r.o.s.partTimeout())
-	cur, err := r.o.getPart(ctx, i)
+	var cur *partStream
+	var err error
+	if a := r.ahead; a != nil && a.i == i {
+		r.ahead = nil
+		cur, err = a.wait()
+	} else {
+		if a != nil {
+			r.ahead = nil
+			a.drop()
+		}
+		cur, err = r.o.openPart(r.ctx, i)
+	}
 	if err != nil {
-		cancel()
 		return err
 	}
-	r.cur, r.cancel, r.i, r.partEnd = cur, cancel, i, start+r.o.parts[i].size
+	r.cur, r.partEnd = cur, start+r.o.parts[i].size
+	if i+1 < len(r.o.parts) && r.partEnd < r.end {
+		r.ahead = r.o.openAhead(r.ctx, i+1)
+	}
 	if _, err := io.CopyN(io.Discard, cur, r.off-start); err != nil {
 		r.closePart()
-		return r.o.partErr(i, "could not be read", err)
+		return err
 	}
 	return nil
 }
@@ -250,12 +214,15 @@ func (r *rangeReader) next() error {
 func (r *rangeReader) closePart() {
 	if r.cur != nil {
 		r.cur.Close()
-		r.cancel()
 		r.cur = nil
 	}
 }
 
 func (r *rangeReader) Close() error {
 	r.closePart()
+	if r.ahead != nil {
+		r.ahead.drop()
+		r.ahead = nil
+	}
 	return nil
 }

@@ -67,7 +67,8 @@ func Open(ctx context.Context, js jetstream.JetStream, bucket string, opts Optio
 	if err != nil {
 		return nil, fmt.Errorf("could not bind the object-store bucket %s, so no store was opened: %w", bucket, busErr(err))
 	}
-	s.pub, err = jetstream.New(js.Conn(), jetstream.WithPublishAsyncMaxPending(maxPending),
+	s.chunk = chunkFor(js.Conn().MaxPayload())
+	s.pub, err = jetstream.New(js.Conn(), jetstream.WithPublishAsyncMaxPending(max(1, window/s.chunk)),
 		jetstream.WithPublishAsyncTimeout(s.timeout))
 	if err != nil {
 		return nil, fmt.Errorf("could not make a publisher for bucket %s, so no store was opened: %w", bucket, err)

@@ -33,13 +33,13 @@ func TestWaitAcksResumes(t *testing.T) {
 	cancel()
 	waited := 0
 	// a's answer and the cancel are both ready: either may be taken.
-	if err := waitAcks(ctx, sent, &waited); !errors.Is(err, context.Canceled) || waited > 1 {
+	if err := waitAcks(ctx, sent, &waited, make([]uint64, 3)); !errors.Is(err, context.Canceled) || waited > 1 {
 		t.Fatalf("a cancelled wait: %v, %d waited", err, waited)
 	}
 	b.err <- jetstream.ErrAsyncPublishTimeout
 	c.ok <- &jetstream.PubAck{}
 	done := make(chan error, 1)
-	go func() { done <- waitAcks(context.Background(), sent, &waited) }()
+	go func() { done <- waitAcks(context.Background(), sent, &waited, make([]uint64, 3)) }()
 	select {
 	case err := <-done:
 		if !errors.Is(err, jetstream.ErrAsyncPublishTimeout) || waited != 3 {
@@ -47,5 +47,24 @@ func TestWaitAcksResumes(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the resumed wait waits for a future that already answered")
+	}
+}
+
+// TestInOrder: a put whose chunks were stored in another order than they
+// were published (a chunk published again after a 503, once later ones were
+// stored) is refused with errOutOfOrder, which the store tries again.
+func TestInOrder(t *testing.T) {
+	if err := inOrder([]uint64{3, 4, 9}); err != nil {
+		t.Fatalf("rising sequences: %v", err)
+	}
+	for _, seqs := range [][]uint64{{3, 5, 4}, {3, 3}} {
+		err := inOrder(seqs)
+		if !errors.Is(err, errOutOfOrder) {
+			t.Fatalf("inOrder(%v) = %v, want errOutOfOrder", seqs, err)
+		}
+		s := &Store{}
+		if !s.policy(time.Second).Passes(err) {
+			t.Fatalf("the store does not try a put again after %v", err)
+		}
 	}
 }

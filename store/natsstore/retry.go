@@ -45,7 +45,8 @@ func busErr(err error) error {
 
 // policy is how the store tries a step again, each try with deadline d.
 func (s *Store) policy(d time.Duration) jsretry.Policy {
-	return jsretry.Policy{Attempt: d, Limit: d, FirstPause: 250 * time.Millisecond, MaxPause: 4 * time.Second, Tries: tries, Log: s.log}
+	return jsretry.Policy{Attempt: d, Limit: d, FirstPause: 250 * time.Millisecond, MaxPause: 4 * time.Second, Tries: tries, Log: s.log,
+		Passes: func(err error) bool { return errors.Is(err, errOutOfOrder) || jsretry.Transient(err) }}
 }
 
 // retry runs step with its own deadline (the store's Timeout, or ctx's if

@@ -35,9 +35,10 @@ func (s *Store) newSink(key string) *sink {
 
 // Part puts part n as its own object. A retried put writes the same name and
 // bytes again, so it is safe to repeat; the object store replaces the first.
-func (k *sink) Part(ctx context.Context, n int, data []byte, sum [32]byte) error {
+func (k *sink) Part(ctx context.Context, n int, data store.Blocks, sum [32]byte) error {
 	name := partName(k.upload, n)
 	k.mu.Lock()
+	fresh := !k.tried[n] // a part kept for a hold (KeepPart) is put again: that put replaces the first
 	k.tried[n] = true
 	k.mu.Unlock()
 	meta := jetstream.ObjectMeta{
@@ -46,7 +47,8 @@ func (k *sink) Part(ctx context.Context, n int, data []byte, sum [32]byte) error
 		Metadata: map[string]string{mdKey: k.key, mdUpload: k.upload},
 	}
 	err := k.s.retryWithin(ctx, "put "+name, k.s.partTimeout(), func(ctx context.Context) error {
-		_, err := k.s.putObject(ctx, meta, data, &sum, nil)
+		_, err := k.s.putObject(ctx, meta, data, &sum, nil, fresh)
+		fresh = false // a put tried again may have left its meta
 		return err
 	})
 	if err != nil {
@@ -62,7 +64,7 @@ var _ store.PartReader = (*sink)(nil)
 
 // KeepPart puts a part a hold overlaps as any part: a part object can be
 // read back, and the Part that follows with its final bytes replaces it.
-func (k *sink) KeepPart(ctx context.Context, n int, data []byte, sum [32]byte) error {
+func (k *sink) KeepPart(ctx context.Context, n int, data store.Blocks, sum [32]byte) error {
 	return k.Part(ctx, n, data, sum)
 }
 
@@ -70,7 +72,7 @@ func (k *sink) KeepPart(ctx context.Context, n int, data []byte, sum [32]byte) e
 // a held header into it and put it again (so no part waits in memory for
 // the end of a hold). The object store's client checks the part's digest,
 // which must be the SHA-256 Part was given.
-func (k *sink) ReadPart(ctx context.Context, n int, into []byte) error {
+func (k *sink) ReadPart(ctx context.Context, n int, into store.Blocks) error {
 	name := partName(k.upload, n)
 	k.mu.Lock()
 	sum, ok := k.sums[n]
@@ -85,13 +87,13 @@ func (k *sink) ReadPart(ctx context.Context, n int, into []byte) error {
 		}
 		defer r.Close()
 		info, err := r.Info()
-		if err == nil && (int64(info.Size) != int64(len(into)) || info.Digest != digestOf(sum)) {
-			return fmt.Errorf("it holds %d bytes with digest %s, not the %d bytes with SHA-256 %x that were put", info.Size, info.Digest, len(into), sum)
+		if err == nil && (int64(info.Size) != int64(into.Len()) || info.Digest != digestOf(sum)) {
+			return fmt.Errorf("it holds %d bytes with digest %s, not the %d bytes with SHA-256 %x that were put", info.Size, info.Digest, into.Len(), sum)
 		}
 		if err != nil {
 			return err
 		}
-		if _, err := io.ReadFull(r, into); err != nil {
+		if err := into.Fill(r); err != nil {
 			return err
 		}
 		var one [1]byte

@@ -170,7 +170,7 @@ func TestFailedPutLeavesNothing(t *testing.T) {
 	k := s.newSink("lost")
 	for n := 1; n <= 2; n++ {
 		data := patternBytes(uint64(n), store.PartSize)
-		if err := k.Part(ctx, n, data, sha256.Sum256(data)); err != nil {
+		if err := k.Part(ctx, n, store.Blocks{data}, sha256.Sum256(data)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -178,7 +178,7 @@ func TestFailedPutLeavesNothing(t *testing.T) {
 	k2 := s.newSink("cut")
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := k2.Part(cctx, 1, patternBytes(9, store.PartSize), [32]byte{}); err == nil {
+	if err := k2.Part(cctx, 1, store.Blocks{patternBytes(9, store.PartSize)}, [32]byte{}); err == nil {
 		t.Fatal("a part put with a cancelled context succeeded")
 	}
 	// Chunks a killed put published before it could write its meta.
@@ -300,8 +300,10 @@ func TestKilledWriter(t *testing.T) {
 		}
 		return si.State.Msgs
 	}
-	// Kill it once three parts are in and the fourth is on its way.
-	for len(names(t, s)) < 3 || chunks() < 3*65+5 {
+	// Kill it once three parts are in and the fourth is on its way: a
+	// part is its chunks and its meta.
+	per := uint64(store.PartSize/s.chunk + 1)
+	for len(names(t, s)) < 3 || chunks() < 3*per+2 {
 		if ctx.Err() != nil {
 			cmd.Process.Kill()
 			t.Fatal("the writer wrote no three parts")
@@ -317,7 +319,7 @@ func TestKilledWriter(t *testing.T) {
 		t.Fatalf("List after the kill: %+v, %v", l, err)
 	}
 	left := len(names(t, s))
-	t.Logf("killed with %d parts in and %d chunks of the next", left, chunks()-uint64(left)*65)
+	t.Logf("killed with %d parts in and %d chunks of the next", left, chunks()-uint64(left)*per)
 	if err := s.Sweep(ctx, 0); err != nil {
 		t.Fatal(err)
 	}

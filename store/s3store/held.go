@@ -3,10 +3,8 @@ package s3store
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,7 +35,7 @@ type heldPart struct {
 // KeepPart puts part n as an object of its own under heldDir, checked by the
 // server against its SHA-256, for ReadPart; Part(n) follows with its final
 // bytes, and removes it.
-func (k *sink) KeepPart(ctx context.Context, n int, data []byte, sum [32]byte) error {
+func (k *sink) KeepPart(ctx context.Context, n int, data store.Blocks, sum [32]byte) error {
 	k.mu.Lock()
 	if k.heldID == "" {
 		var b [12]byte
@@ -51,12 +49,12 @@ func (k *sink) KeepPart(ctx context.Context, n int, data []byte, sum [32]byte) e
 		Bucket:         aws.String(k.s.bucket),
 		Key:            aws.String(k.s.full(key)),
 		Body:           body,
-		ContentLength:  aws.Int64(int64(len(data))),
+		ContentLength:  aws.Int64(int64(data.Len())),
 		ChecksumSHA256: aws.String(b64(sum[:])),
 	}, payloadHash(sum))
 	body.close()
 	if err != nil {
-		return k.s.fail(err, "keeping part %d (%d bytes) of %s as %s failed, so the part was not stored", n, len(data), k.key, key)
+		return k.s.fail(err, "keeping part %d (%d bytes) of %s as %s failed, so the part was not stored", n, data.Len(), k.key, key)
 	}
 	k.mu.Lock()
 	if k.held == nil {
@@ -68,7 +66,7 @@ func (k *sink) KeepPart(ctx context.Context, n int, data []byte, sum [32]byte) e
 }
 
 // ReadPart reads back the part KeepPart kept and checks its SHA-256.
-func (k *sink) ReadPart(ctx context.Context, n int, into []byte) error {
+func (k *sink) ReadPart(ctx context.Context, n int, into store.Blocks) error {
 	k.mu.Lock()
 	h, ok := k.held[n]
 	k.mu.Unlock()
@@ -80,11 +78,11 @@ func (k *sink) ReadPart(ctx context.Context, n int, into []byte) error {
 		return k.s.fail(err, "reading part %d of %s back from %s failed", n, k.key, h.key)
 	}
 	defer out.Body.Close()
-	if _, err := io.ReadFull(out.Body, into); err != nil {
+	if err := into.Fill(out.Body); err != nil {
 		return fmt.Errorf("reading part %d of %s back from %s: %w", n, k.key, h.key, err)
 	}
 	var one [1]byte
-	if m, _ := out.Body.Read(one[:]); m > 0 || sha256.Sum256(into) != h.sum {
+	if m, _ := out.Body.Read(one[:]); m > 0 || into.Sum() != h.sum {
 		return fmt.Errorf("part %d of %s reads back from %s with other bytes than were kept", n, k.key, h.key)
 	}
 	return nil

@@ -96,7 +96,7 @@ func TestDamagedPart(t *testing.T) {
 	defer k.Abort(t.Context())
 	data := random(t, store.PartSize)
 	wrong := sha256.Sum256(append(data[:len(data):len(data)], 0))
-	err := k.Part(t.Context(), 1, data, wrong)
+	err := k.Part(t.Context(), 1, store.Blocks{data}, wrong)
 	if err == nil {
 		t.Fatal("the server took a part whose checksum is not its own")
 	}
@@ -120,7 +120,7 @@ func TestDamagedPart(t *testing.T) {
 	// The same through a single PutObject: Complete of a short object.
 	k2 := &sink{s: s, key: "damaged-small", full: s.full("damaged-small")}
 	small := data[:100]
-	if err := k2.Part(t.Context(), 1, small, sha256.Sum256(small)); err != nil {
+	if err := k2.Part(t.Context(), 1, store.Blocks{small}, sha256.Sum256(small)); err != nil {
 		t.Fatal(err)
 	}
 	k2.small[0] ^= 1 // damaged after it was hashed

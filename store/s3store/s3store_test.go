@@ -238,7 +238,7 @@ func TestSweep(t *testing.T) {
 	s := startServer(t).open(t)
 	k := &sink{s: s, key: "left", full: s.full("left")}
 	data := random(t, store.PartSize)
-	if err := k.Part(t.Context(), 1, data, sha256.Sum256(data)); err != nil {
+	if err := k.Part(t.Context(), 1, store.Blocks{data}, sha256.Sum256(data)); err != nil {
 		t.Fatal(err)
 	}
 	put(t, s, "kept", data)

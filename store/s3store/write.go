@@ -56,10 +56,11 @@ func b64(sum []byte) string { return base64.StdEncoding.EncodeToString(sum) }
 // Part stores part n: the only part of a short object is copied and kept
 // for Complete; any other is uploaded with its SHA-256, which the server
 // checks.
-func (k *sink) Part(ctx context.Context, n int, data []byte, sum [32]byte) error {
-	if n == 1 && len(data) < store.PartSize {
+func (k *sink) Part(ctx context.Context, n int, data store.Blocks, sum [32]byte) error {
+	size := data.Len()
+	if n == 1 && size < store.PartSize {
 		k.mu.Lock()
-		k.small, k.smallSum, k.hasSmall = bytes.Clone(data), sum, true
+		k.small, k.smallSum, k.hasSmall = data.Bytes(), sum, true
 		k.mu.Unlock()
 		return nil
 	}
@@ -74,12 +75,12 @@ func (k *sink) Part(ctx context.Context, n int, data []byte, sum [32]byte) error
 		UploadId:       aws.String(id),
 		PartNumber:     aws.Int32(int32(n)),
 		Body:           body,
-		ContentLength:  aws.Int64(int64(len(data))),
+		ContentLength:  aws.Int64(int64(size)),
 		ChecksumSHA256: aws.String(b64(sum[:])),
 	}, payloadHash(sum))
 	body.close()
 	if err != nil {
-		return k.s.fail(err, "uploading part %d (%d bytes) of %s failed, so the part was not stored", n, len(data), k.key)
+		return k.s.fail(err, "uploading part %d (%d bytes) of %s failed, so the part was not stored", n, size, k.key)
 	}
 	k.mu.Lock()
 	k.parts = append(k.parts, types.CompletedPart{PartNumber: aws.Int32(int32(n)), ETag: out.ETag, ChecksumSHA256: aws.String(b64(sum[:]))})
@@ -233,15 +234,15 @@ func payloadHash(sum [32]byte) func(*s3.Options) {
 
 // guard is a part's bytes as a request body that reads nothing once closed.
 // net/http may go on reading a body after the request returned (when the
-// server answered early); the writer reuses the part's buffer after Part
+// server answered early); the writer reuses the part's blocks after Part
 // returns, so Part closes the guard first.
 type guard struct {
 	mu   sync.Mutex
-	r    *bytes.Reader
+	r    *store.BlocksReader
 	done bool
 }
 
-func newGuard(data []byte) *guard { return &guard{r: bytes.NewReader(data)} }
+func newGuard(data store.Blocks) *guard { return &guard{r: store.NewBlocksReader(data)} }
 
 func (g *guard) Read(p []byte) (int, error) {
 	g.mu.Lock()
