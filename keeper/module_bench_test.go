@@ -40,8 +40,9 @@ func BenchmarkModuleShape(b *testing.B) {
 	}
 	pars := []int{1, 3}
 	keepers := map[int]*keeper.Keeper{}
+	st := fileStore(b, b.TempDir()) // one index, so one store
 	for _, par := range pars {
-		cfg := keeper.Config{Store: fileStore(b, b.TempDir()), Bus: ad, Index: ad, Acts: ad,
+		cfg := keeper.Config{Store: st, Bus: ad, Index: ad, Acts: ad,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 		benchParallel(&cfg, par, b.TempDir())
 		if keepers[par], err = keeper.New(ctx, cfg); err != nil {
@@ -51,7 +52,7 @@ func BenchmarkModuleShape(b *testing.B) {
 	took := map[string][]time.Duration{}
 	round := func(i, par int) {
 		k := keepers[par]
-		r := keeper.Request{Module: "bench", Local: "mod", Form: 1, Fingerprint: "fp" + strconv.Itoa(i), Caller: "bench", Why: "bench"}
+		r := keeper.Request{Module: "bench", Local: "mod", Form: 1, Fingerprint: fmt.Sprintf("fp%dp%d", i, par), Caller: "bench", Why: "bench"}
 		t0 := time.Now()
 		if _, err := k.SnapshotKept(ctx, r); err != nil {
 			b.Fatal(err)

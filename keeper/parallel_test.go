@@ -1,44 +1,24 @@
 package keeper_test
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
-
-// syncBuffer is a log sink safe for the keeper's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // parallelEnv is an env whose keeper takes and restores n streams at once,
 // spooling into spool (a directory of the test's) with a memory budget of
 // two 4 KiB chunks, so that the sample's streams spill into spool files.
 // Its debug log goes to the returned buffer.
-func parallelEnv(t *testing.T, n int, opts ...envOption) (*env, string, *syncBuffer) {
+func parallelEnv(t *testing.T, n int, opts ...envOption) (*env, string, *syncbuf.Buffer) {
 	t.Helper()
 	spool := t.TempDir()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	opts = append([]envOption{func(c *keeper.Config) {
 		c.StreamParallel, c.SpoolDir = n, spool
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -46,17 +26,6 @@ func parallelEnv(t *testing.T, n int, opts ...envOption) (*env, string, *syncBuf
 	e := newEnv(t, opts...)
 	keeper.SetSpoolMemory(e.k, 8<<10, 4<<10)
 	return e, spool, logs
-}
-
-func emptyDir(t *testing.T, dir string) {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		t.Errorf("left in the spool directory: %s", e.Name())
-	}
 }
 
 // TestParallelSnapshotRestore takes the point of a kept data of a KV
@@ -74,7 +43,7 @@ func TestParallelSnapshotRestore(t *testing.T) {
 	if !strings.Contains(logs.String(), "spooled until its turn") {
 		t.Errorf("no stream was spooled to a file; the log:\n%s", logs.String())
 	}
-	emptyDir(t, spool)
+	keeper.NoFiles(t, spool)
 	if d := sample.Diff(before, archiveStreams(t, snap.Dir)); d != "" {
 		t.Fatalf("the point taken 3 at once differs from the live data:\n%s", d)
 	}
@@ -97,7 +66,7 @@ func TestParallelSnapshotRestore(t *testing.T) {
 	if d := sample.Diff(changed, archiveStreams(t, rep.Dir)); d != "" {
 		t.Errorf("the aside taken 3 at once differs from the live data it set aside:\n%s", d)
 	}
-	emptyDir(t, spool)
+	keeper.NoFiles(t, spool)
 
 	e.removeKept()
 	if _, err := e.k.RestoreKept(e.ctx, req(1, "par")); err != nil {
@@ -132,15 +101,9 @@ func TestParallelSnapshotMatchesSerial(t *testing.T) {
 // back whole from the aside.
 func TestParallelFaults(t *testing.T) {
 	t.Run("snapshot", func(t *testing.T) {
-		var f *faults
-		e, spool, _ := parallelEnv(t, 3, func(c *keeper.Config) {
-			f = &faults{Bus: c.Bus, index: c.Index, acts: c.Acts}
-			c.Bus, c.Index, c.Acts = f, f, f
-		})
-		f.mu.Lock()
-		f.op, f.nth, f.armed = "snapshot", 2, true
-		f.mu.Unlock()
-		_, err := e.k.SnapshotKept(e.ctx, req(1, "fails"))
+		f := &faults{}
+		e, spool, _ := parallelEnv(t, 3, f.wrap)
+		_, err := f.during("snapshot", 2, 0, func() (*keeper.Reply, error) { return e.k.SnapshotKept(e.ctx, req(1, "fails")) })
 		if !errors.Is(err, keeper.ErrFailed) || !errors.Is(err, errInjected) {
 			t.Fatalf("got %v, want the injected failure", err)
 		}
@@ -149,43 +112,19 @@ func TestParallelFaults(t *testing.T) {
 		if lerr != nil || len(list.Points) != 0 {
 			t.Fatalf("list after a failed snapshot: %v %+v", lerr, list)
 		}
-		emptyDir(t, spool)
+		keeper.NoFiles(t, spool)
 	})
-	for _, c := range []struct {
-		op   string
-		nth  int
-		says []string
-	}{
-		{"snapshot", 2, []string{"setting the live data aside failed", "nothing was removed"}},
-		{"restore", 1, []string{"half-restored", "put back from aside"}},
-		{"restore", 2, []string{"half-restored", "put back from aside"}},
-		{"restore", 3, []string{"half-restored", "put back from aside"}},
+	for _, c := range []restoreFault{
+		{"snapshot", 2, "live", []string{"setting the live data aside failed", "nothing was removed"}},
+		{"restore", 1, "live", []string{"half-restored", "put back from aside"}},
+		{"restore", 2, "live", []string{"half-restored", "put back from aside"}},
+		{"restore", 3, "live", []string{"half-restored", "put back from aside"}},
 	} {
-		t.Run(c.op+"#"+string(rune('0'+c.nth)), func(t *testing.T) {
-			var f *faults
-			e, spool, _ := parallelEnv(t, 3, func(cfg *keeper.Config) {
-				f = &faults{Bus: cfg.Bus, index: cfg.Index, acts: cfg.Acts}
-				cfg.Bus, cfg.Index, cfg.Acts = f, f, f
-			})
-			e.snapshot(1, "fp")
-			e.change()
-			live := e.kept()
-			f.mu.Lock()
-			f.op, f.nth, f.armed = c.op, c.nth, true
-			f.mu.Unlock()
-			_, err := e.k.RestoreKept(e.ctx, req(1, "fp"))
-			f.mu.Lock()
-			f.armed = false
-			f.mu.Unlock()
-			if !errors.Is(err, keeper.ErrFailed) {
-				t.Fatalf("got %v, want a failure", err)
-			}
-			mustContain(t, err.Error(), c.says...)
-			if d := diffKept(e, live); d != "" {
-				t.Errorf("after a fault at %s #%d the live data is not back whole:\n%s\nerror: %v", c.op, c.nth, d, err)
-			}
-			checkAsides(t, e, live)
-			emptyDir(t, spool)
+		t.Run(c.name(), func(t *testing.T) {
+			f := &faults{}
+			e, spool, _ := parallelEnv(t, 3, f.wrap)
+			c.run(t, e, f)
+			keeper.NoFiles(t, spool)
 		})
 	}
 }

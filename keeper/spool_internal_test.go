@@ -5,12 +5,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"runtime"
-	"runtime/metrics"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
+
+	"github.com/nats-keeper/nats-keeper/store/storetest"
 )
 
 // feed writes n pseudo-random bytes of seed into w in pieces of varied
@@ -125,8 +123,8 @@ func TestSpoolDirLeftovers(t *testing.T) {
 }
 
 // TestSpoolMemoryBound spools three streams of 96 MiB at once, the first
-// drained as it comes and the others in turn, as takeAtOnce does, and
-// holds the Go heap (everything in the test process) under 32 MiB: the
+// written whole before any is read (the most they ever hold), and holds
+// the Go heap's growth (everything in the test process) under 32 MiB: the
 // spools' memory is the keeper's one budget, the rest goes to files.
 func TestSpoolMemoryBound(t *testing.T) {
 	if testing.Short() {
@@ -135,27 +133,7 @@ func TestSpoolMemoryBound(t *testing.T) {
 	dir := t.TempDir()
 	b := newSpoolBudget(spoolMemory, spoolChunk)
 	const each = 96 << 20
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	var watch sync.WaitGroup
-	runtime.GC()
-	runtime.GC()
-	watch.Go(func() {
-		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for {
-			metrics.Read(s)
-			if v := s[0].Value.Uint64(); v > peak.Load() {
-				peak.Store(v)
-			}
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-		}
-	})
+	stop := storetest.WatchHeap(t)
 	spools := make([]*spool, 3)
 	wrote := make([][32]byte, 3)
 	var wg sync.WaitGroup
@@ -173,10 +151,8 @@ func TestSpoolMemoryBound(t *testing.T) {
 		spooled += s.spooled()
 		s.Close()
 	}
-	close(stop)
-	watch.Wait()
-	p := peak.Load()
-	t.Logf("3 × %d MiB spooled at once, %d MiB of it to files; peak heap %.1f MiB", each>>20, spooled>>20, float64(p)/(1<<20))
+	p := stop()
+	t.Logf("3 × %d MiB spooled at once, %d MiB of it to files; peak heap growth %.1f MiB", each>>20, spooled>>20, float64(p)/(1<<20))
 	if spooled < 3*each-spoolMemory {
 		t.Errorf("only %d bytes went to files; the memory budget is %d", spooled, spoolMemory)
 	}
