@@ -48,8 +48,10 @@ type Config struct {
 	Logger  *slog.Logger     // nil means slog.Default()
 	Version string           // the keeper's version, recorded in archives
 	Now     func() time.Time // nil means time.Now
-	// StepHook, when set, is called at each step of a restore ("journal-written",
-	// "remove:<stream>", "removed:<stream>", "restored:<stream>", "positions-set").
+	// StepHook, when set, is called at each step of a restore ("aside:point-wait"
+	// in a rollback, its aside whole but waiting for the point's verification
+	// before its commit mark; "journal-written", "remove:<stream>",
+	// "removed:<stream>", "restored:<stream>", "positions-set").
 	// It exists for crash tests.
 	StepHook func(step string)
 	// ID names this keeper in leases; empty means host:pid:random.
