@@ -19,9 +19,9 @@ import (
 // the one being written into the archive is spooled: its snapshot goes
 // into a spool as fast as the server sends it, and the archive drains the
 // spool when the stream's turn comes (the stream at the head is drained as
-// it arrives). A spool holds its first bytes in memory, in chunks taken from
-// one budget that the whole keeper shares (spoolMemory, whatever the number
-// of snapshots at once), and every later byte in a file of its own in the
+// it arrives). A spool holds bytes in memory, in chunks taken from one
+// budget that the whole keeper shares (spoolMemory, whatever the number of
+// snapshots at once), and, when that is spent, in a file of its own in the
 // keeper's private directory (Config.SpoolDir), 0600, unlinked as soon as it
 // is made, so that nothing is left of it after a crash. The format of
 // bus.tar does not change: the bytes that reach the archive are the same,
@@ -104,11 +104,12 @@ type spool struct {
 	wake   *sync.Cond
 	mem    [][]byte // chunks not yet read, in order; the last may be filling
 	memOff int      // read offset in mem[0]
-	file   *os.File // once memory is spent: every later byte lies here
-	fileW  int64    // bytes written to file
-	fileR  int64    // bytes of file read
-	closed bool     // the data's writer closed it: no more bytes come
-	broken error    // the reader gave up (or a write failed): writes fail
+	file   *os.File // made once memory is spent; bytes go to it while it holds unread ones
+
+	fileW  int64 // bytes written to file
+	fileR  int64 // bytes of file read
+	closed bool  // the data's writer closed it: no more bytes come
+	broken error // the reader gave up (or a write failed): writes fail
 	meta   bytes.Buffer
 }
 
@@ -158,7 +159,10 @@ func (s *spool) write(p []byte) (int, error) {
 		return 0, s.broken
 	}
 	n := 0
-	for s.file == nil && len(p) > 0 {
+	// Memory while the file holds no byte not yet read (so every byte in
+	// memory is older than every unread byte of the file): a spool that
+	// went to its file comes back to memory once its reader caught up.
+	for len(p) > 0 && s.fileR == s.fileW {
 		last := len(s.mem) - 1
 		if last < 0 || len(s.mem[last]) == cap(s.mem[last]) {
 			if !s.budget.take() {

@@ -1,6 +1,7 @@
 package keeper
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"io"
 	"math/rand/v2"
@@ -89,6 +90,55 @@ func TestSpoolOrder(t *testing.T) {
 		}
 	}
 	noFiles(t, dir)
+}
+
+// TestSpoolBackToMemory: a spool that went to its file comes back to
+// memory once its reader caught up, and the bytes still come out in order.
+func TestSpoolBackToMemory(t *testing.T) {
+	dir := t.TempDir()
+	b := newSpoolBudget(3*4096, 4096)
+	s := newSpool(b, dir)
+	defer s.Close()
+	var all []byte
+	put := func(n int, c byte) {
+		p := make([]byte, n)
+		for i := range p {
+			p[i] = c + byte(i%7)
+		}
+		if _, err := s.Data().Write(p); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, p...)
+	}
+	var got []byte
+	take := func(n int) {
+		p := make([]byte, n)
+		if _, err := io.ReadFull(s, p); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p...)
+	}
+	put(100<<10, 'a') // 12 KiB in memory, the rest to the file
+	if f := s.spooled(); f != 100<<10-3*4096 {
+		t.Fatalf("%d bytes in the file, want %d", f, 100<<10-3*4096)
+	}
+	take(100 << 10) // caught up: every chunk given back
+	put(8<<10, 'k')
+	if f := s.spooled(); f != 100<<10-3*4096 {
+		t.Errorf("a spool caught up wrote to its file again (%d bytes there)", f)
+	}
+	put(20<<10, 'q') // 4 KiB more in memory, then the file again
+	if f := s.spooled(); f != 100<<10-3*4096+16<<10 {
+		t.Errorf("%d bytes in the file, want %d", f, 100<<10-3*4096+16<<10)
+	}
+	s.Data().Close()
+	rest, err := io.ReadAll(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got = append(got, rest...); !bytes.Equal(got, all) {
+		t.Fatalf("read %d bytes, not the %d written in order", len(got), len(all))
+	}
 }
 
 // TestSpoolDirLeftovers: a spool file a stopped keeper left is removed,
