@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,6 +87,27 @@ func (a world) diff(b world) string {
 		out = append(out, "files:\n"+d)
 	}
 	return strings.Join(out, "\n")
+}
+
+// settled is w as a refusal of c must leave the world before was: as w
+// is, but that a restore-kept of a damaged point may have changed the
+// modification times of directories. Over live data the keeper verifies
+// the point while it sets the live data aside, and a point that fails
+// leaves no aside: the aside, never committed, is removed whole, and only
+// the times of the directories it lay in show it was begun.
+func (w world) settled(c hostile, before world) world {
+	if c.verb != "restore-kept" || !strings.HasPrefix(c.name, "damaged point") {
+		return w
+	}
+	files := maps.Clone(w.files)
+	for p, e := range files {
+		if was, ok := before.files[p]; ok && e.Mode.IsDir() && was.Mode == e.Mode {
+			e.MTime = was.MTime
+			files[p] = e
+		}
+	}
+	w.files = files
+	return w
 }
 
 var saysWhatNot = regexp.MustCompile(`\bnothing\b|\bnot\b|\bno\b`)
@@ -286,10 +308,10 @@ func TestHostileInput(t *testing.T) {
 		r := call(context.Background(), nc, c.verb, c.body, 2*time.Minute)
 		checkRefusal(t, c, r)
 		after := observe(t, js, dir)
-		if d := before.diff(after); d != "" {
+		if d := before.diff(after.settled(c, before)); d != "" {
 			t.Errorf("%s %s (%s) changed things:\n%s", c.verb, c.name, r, d)
-			before = after
 		}
+		before = after
 	}
 	t.Logf("%d hostile requests refused", len(cases))
 
@@ -318,9 +340,11 @@ func TestHostileInput(t *testing.T) {
 			continue
 		}
 		checkRefusal(t, c, reply{Code: m.Code, Said: m.Error})
-	}
-	if d := before.diff(observe(t, js, dir)); d != "" {
-		t.Errorf("the requests through the nats CLI changed things:\n%s", d)
+		after := observe(t, js, dir)
+		if d := before.diff(after.settled(c, before)); d != "" {
+			t.Errorf("the request %s %s through the nats CLI changed things:\n%s", c.verb, c.name, d)
+		}
+		before = after
 	}
 	// A name the contract allows but NATS KV keys do not (non-ASCII): the
 	// keeper must answer it as a request, not fail inside the index.

@@ -66,13 +66,14 @@ func (archiveFile) Sync() error { return nil }
 // Snapshot, or a nats backup directory's files).
 type streamSource func(ctx context.Context, stream string, data, meta io.WriteCloser) error
 
-// writeArchive writes each stream, as take gives it, into a new archive at
+// writeArchive writes each stream, as take gives it, up to parallel at once
+// (see takeAtOnce), into a new archive at
 // rel/bus.tar (or, when the keeper encrypts, rel/bus.tar.age), hashing as it
 // goes, and returns its manifest and its Writer, not yet committed: the
 // caller commits it (or aborts it) when the order of steps allows, and
 // records k.sealingOf(the Writer). serverVersion is recorded in the
 // manifest.
-func (k *Keeper) writeArchive(ctx context.Context, rel string, streams []string, take streamSource, serverVersion string, p Progress) (*busarchive.Manifest, store.Writer, error) {
+func (k *Keeper) writeArchive(ctx context.Context, rel string, streams []string, take streamSource, serverVersion string, parallel int, p Progress) (*busarchive.Manifest, store.Writer, error) {
 	key := archiveKey(rel)
 	if k.seal != nil {
 		key = rel + "/" + sealedName
@@ -102,30 +103,14 @@ func (k *Keeper) writeArchive(ctx context.Context, rel string, streams []string,
 		ServerVersion: serverVersion,
 		Created:       k.now().UTC(),
 	})
-	report := progressFrom(ctx)
-	p.StreamsTotal = len(streams)
 	var before int64
-	for i, s := range streams {
-		st, err := w.Stream(s)
-		if err != nil {
-			return nil, nil, fmt.Errorf("archive stream %s: %w", s, err)
-		}
-		p.Stream, p.StreamsDone = s, i
-		report(p)
-		data := &countingWriter{w: st.Data(), tick: func(n int64) {
-			if total := before + n; total-p.Bytes >= 8<<20 {
-				p.Bytes = total
-				report(p)
-			}
-		}}
-		if err := take(ctx, s, data, st.Meta()); err != nil {
-			return nil, nil, fmt.Errorf("snapshot of stream %s: %w", s, err)
-		}
-		if _, err := st.Finish(); err != nil {
-			return nil, nil, fmt.Errorf("archive stream %s: %w", s, err)
-		}
-		before += data.n
-		p.Bytes = before
+	if parallel > 1 && len(streams) > 1 && k.spoolDir != "" {
+		before, err = k.takeAtOnce(ctx, w, streams, take, parallel, &p)
+	} else {
+		before, err = takeInTurn(ctx, w, streams, take, &p)
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	if before >= releaseAfter {
 		defer debug.FreeOSMemory()
@@ -135,7 +120,7 @@ func (k *Keeper) writeArchive(ctx context.Context, rel string, streams []string,
 		return nil, nil, fmt.Errorf("commit archive: %w", err)
 	}
 	p.StreamsDone, p.Stream = len(streams), ""
-	report(p)
+	progressFrom(ctx)(p)
 	ok = true
 	return m, sw, nil
 }
@@ -254,12 +239,6 @@ func problemSentences(err error) []string {
 	}
 	return out
 }
-
-// DefaultRestoreParallel is how many streams of one archive a restore
-// restores at once unless Config.RestoreParallel says otherwise. The server
-// restores each stream in a goroutine of its own, so a second stream can use
-// a core the first leaves idle.
-const DefaultRestoreParallel = 2
 
 // restoreArchive restores the named streams of the opened archive a (all
 // when only is nil), started in archive order, up to parallel at once,

@@ -45,21 +45,25 @@ func (k *Keeper) newAside(ctx context.Context, module, local string) (string, er
 }
 
 // setAside snapshots the plan's live streams into a new aside for restore
-// r, and returns it with its verification's report.
-func (k *Keeper) setAside(ctx context.Context, r Request, pl *restorePlan) (*Aside, *busarchive.Report, error) {
+// r, and returns it with its verification's report. pointOK is waited for
+// before the aside's commit mark (see setAsideStreams).
+func (k *Keeper) setAside(ctx context.Context, r Request, pl *restorePlan, pointOK func() error) (*Aside, *busarchive.Report, error) {
 	reason := ReasonRestore
 	if r.AsideOnly {
 		reason = ReasonAsideOnly
 	}
-	return k.setAsideStreams(ctx, r, pl.SetAside, reason, pl.pointRel)
+	return k.setAsideStreams(ctx, r, pl.SetAside, reason, pl.pointRel, pointOK)
 }
 
 // setAsideStreams snapshots the live streams into a new aside, verifies it,
 // writes its aside.json (the commit mark), records it, and checks that no stream took a new
 // message meanwhile. Only when it returns nil may the live streams be
-// removed. On error, nothing was removed and no partial aside is left. It
-// returns the aside and the report of its verification.
-func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []string, reason, pointRel string) (*Aside, *busarchive.Report, error) {
+// removed. Before the commit mark it waits for pointOK (nil: nothing to
+// wait for), the verification of the point a rollback restores, made
+// meanwhile: if that fails, so does this. On error, nothing was removed and
+// no partial aside is left. It returns the aside and the report of its
+// verification.
+func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []string, reason, pointRel string, pointOK func() error) (*Aside, *busarchive.Report, error) {
 	if err := k.canReadOwn(); err != nil {
 		return nil, nil, err
 	}
@@ -120,6 +124,12 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 		if si.LastSeq != s.State.LastSeq {
 			return nil, nil, Errorf(ErrConflict, "stream %s took new messages while it was being set aside (last sequence %d, now %d); "+
 				"stop the module's writers and try again", s.Name, s.State.LastSeq, si.LastSeq)
+		}
+	}
+	if pointOK != nil {
+		k.hook("aside:point-wait") // for tests: the aside is whole, not yet committed
+		if err := pointOK(); err != nil {
+			return nil, nil, err
 		}
 	}
 	if _, err := k.putJSON(ctx, recordKey(rel), a); err != nil { // the commit mark

@@ -32,13 +32,14 @@ func newEvidence(j *journal, started time.Time) *Evidence {
 }
 
 // pointCheck is the point-verified check of what a restore restores from:
-// read whole before anything was set aside (whole), or, when none of the
+// read whole, beside the set-aside, before the aside counted and anything
+// was removed (whole), or, when none of the
 // kept data was live, checked stream by stream as the restore read it.
 func pointCheck(p *Point, m *busarchive.Manifest, rep *busarchive.Report, whole bool) Check {
 	fig := &ArchiveFigures{Size: p.ArchiveSize, Sum: p.ArchiveSum, Streams: len(m.Streams)}
 	if whole {
 		fig.BytesChecked = rep.Bytes
-		fig.How = "read whole and checked against its manifest before anything was set aside or removed"
+		fig.How = "read whole and checked against its manifest while the live data was set aside, before that aside was committed and before anything was removed"
 	} else {
 		fig.BytesChecked = dataBytes(m)
 		fig.How = "none of the kept data was live, so nothing could be touched; each stream's data was checked " +

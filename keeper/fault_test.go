@@ -132,24 +132,35 @@ func (f *faults) Record(ctx context.Context, a keeper.Act) error {
 }
 
 func faultEnv(t *testing.T) (*env, *faults) {
-	var f *faults
-	e := newEnv(t, func(c *keeper.Config) {
-		f = &faults{Bus: c.Bus, index: c.Index, acts: c.Acts}
-		c.Bus, c.Index, c.Acts = f, f, f
-	})
-	return e, f
+	f := &faults{}
+	return newEnv(t, f.wrap), f
+}
+
+// during runs verb with the fault armed: the nth call of op fails (and
+// every one up to upto, if larger).
+func (f *faults) during(op string, nth, upto int, verb func() (*keeper.Reply, error)) (*keeper.Reply, error) {
+	f.mu.Lock()
+	f.op, f.nth, f.upto, f.armed = op, nth, upto, true
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.armed = false
+		f.mu.Unlock()
+	}()
+	return verb()
+}
+
+// wrap puts f in front of the config's bus, index and acts.
+func (f *faults) wrap(c *keeper.Config) {
+	f.Bus, f.index, f.acts = c.Bus, c.Index, c.Acts
+	c.Bus, c.Index, c.Acts = f, f, f
 }
 
 // TestRestoreFaults fails each step of restore-kept in turn. After each, the
 // kept data is on the bus either as it was or as the point, the aside (if
 // any) is complete, and the error says what did and did not happen.
 func TestRestoreFaults(t *testing.T) {
-	cases := []struct {
-		op      string
-		nth     int
-		outcome string // "live": the bus holds the live data as it was; "point": the point's data
-		says    []string
-	}{
+	cases := []restoreFault{
 		{"snapshot", 1, "live", []string{"setting the live data aside failed", "nothing was removed"}},
 		{"snapshot", 3, "live", []string{"setting the live data aside failed", "nothing was removed"}},
 		{"put:aside", 1, "live", []string{"could not be recorded", "nothing was removed"}},
@@ -163,35 +174,47 @@ func TestRestoreFaults(t *testing.T) {
 		{"position", 1, "point", []string{"restored every stream", "set aside as"}},
 	}
 	for _, c := range cases {
-		t.Run(c.op+"#"+string(rune('0'+c.nth)), func(t *testing.T) {
+		t.Run(c.name(), func(t *testing.T) {
 			e, f := faultEnv(t)
-			point := e.kept()
-			e.snapshot(1, "fp")
-			e.change()
-			live := e.kept()
-
-			f.mu.Lock()
-			f.op, f.nth, f.armed = c.op, c.nth, true
-			f.mu.Unlock()
-			_, err := e.k.RestoreKept(e.ctx, req(1, "fp"))
-			f.mu.Lock()
-			f.armed = false
-			f.mu.Unlock()
-			if !errors.Is(err, keeper.ErrFailed) {
-				t.Fatalf("got %v, want a failure", err)
-			}
-			mustContain(t, err.Error(), c.says...)
-
-			want := live
-			if c.outcome == "point" {
-				want = point
-			}
-			if d := sample.Diff(want, e.kept()); d != "" {
-				t.Errorf("after a fault at %s #%d the kept data is not %s:\n%s\nerror: %v", c.op, c.nth, c.outcome, d, err)
-			}
-			checkAsides(t, e, live)
+			c.run(t, e, f)
 		})
 	}
+}
+
+// restoreFault is one fault of restore-kept: the nth call of op fails.
+type restoreFault struct {
+	op      string
+	nth     int
+	outcome string // "live": the bus holds the live data as it was; "point": the point's data
+	says    []string
+}
+
+func (c restoreFault) name() string { return c.op + "#" + string(rune('0'+c.nth)) }
+
+// run takes a point, changes the data, and restores the point with the
+// fault armed: the restore fails saying c.says, the kept data is on the
+// bus as c.outcome, and every aside is complete and holds the live data.
+func (c restoreFault) run(t *testing.T, e *env, f *faults) {
+	t.Helper()
+	point := e.kept()
+	e.snapshot(1, "fp")
+	e.change()
+	live := e.kept()
+
+	_, err := f.during(c.op, c.nth, 0, func() (*keeper.Reply, error) { return e.k.RestoreKept(e.ctx, req(1, "fp")) })
+	if !errors.Is(err, keeper.ErrFailed) {
+		t.Fatalf("got %v, want a failure", err)
+	}
+	mustContain(t, err.Error(), c.says...)
+
+	want := live
+	if c.outcome == "point" {
+		want = point
+	}
+	if d := sample.Diff(want, e.kept()); d != "" {
+		t.Errorf("after a fault at %s #%d the kept data is not %s:\n%s\nerror: %v", c.op, c.nth, c.outcome, d, err)
+	}
+	checkAsides(t, e, live)
 }
 
 // checkAsides: every aside directory is complete and holds the live data,
@@ -314,14 +337,8 @@ func TestPutBackFailsJournalStays(t *testing.T) {
 	e.snapshot(1, "fp")
 	e.change()
 	live := e.kept()
-	f.mu.Lock()
 	// Every restore fails: the streams restored at once, and the put-back.
-	f.op, f.nth, f.upto, f.armed = "restore", 1, 100, true
-	f.mu.Unlock()
-	_, err := e.k.RestoreKept(e.ctx, req(1, "fp"))
-	f.mu.Lock()
-	f.armed = false
-	f.mu.Unlock()
+	_, err := f.during("restore", 1, 100, func() (*keeper.Reply, error) { return e.k.RestoreKept(e.ctx, req(1, "fp")) })
 	if !errors.Is(err, keeper.ErrFailed) {
 		t.Fatalf("got %v, want failure", err)
 	}

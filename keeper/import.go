@@ -76,7 +76,7 @@ func (k *Keeper) ImportKept(ctx context.Context, r Request, dirs []string) (*Rep
 		return fail(err)
 	}
 	rel := pointRel(r.Module, r.Local, r.Form, r.Fingerprint)
-	m, w, err := k.writeArchive(ctx, rel, streams, fromBackups(backups), "",
+	m, w, err := k.writeArchive(ctx, rel, streams, fromBackups(backups), "", 1, // its files are read one stream after the other
 		Progress{Verb: VerbImport, Module: r.Module, Local: r.Local, Step: "import", BytesTotal: size})
 	if err != nil {
 		return fail(withKind(ErrFailed, fmt.Errorf("%w, so no point was written", err)))

@@ -187,7 +187,7 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 	}
 	if len(found) > 0 {
 		k.log.Warn("setting aside what is on the bus before recovery removes it", "module", j.Module, "local", j.Local, "streams", found)
-		ra, _, err := k.setAsideStreams(ctx, r, found, ReasonRecovery, j.Point)
+		ra, _, err := k.setAsideStreams(ctx, r, found, ReasonRecovery, j.Point, nil)
 		if err != nil {
 			return "", fmt.Errorf("the interrupted restore of %s/%s was not taken up: setting aside %s, found on the bus, failed: %w; nothing was removed, and the keeper tries again",
 				j.Module, j.Local, strings.Join(found, ", "), err)

@@ -48,17 +48,28 @@ type Config struct {
 	Logger  *slog.Logger     // nil means slog.Default()
 	Version string           // the keeper's version, recorded in archives
 	Now     func() time.Time // nil means time.Now
-	// StepHook, when set, is called at each step of a restore ("journal-written",
-	// "remove:<stream>", "removed:<stream>", "restored:<stream>", "positions-set").
+	// StepHook, when set, is called at each step of a restore ("aside:point-wait"
+	// in a rollback, its aside whole but waiting for the point's verification
+	// before its commit mark; "journal-written", "remove:<stream>",
+	// "removed:<stream>", "restored:<stream>", "positions-set").
 	// It exists for crash tests.
 	StepHook func(step string)
 	// ID names this keeper in leases; empty means host:pid:random.
 	ID string
 	// LeaseTTL is how long a lease lives unless renewed; 0 means DefaultLeaseTTL.
 	LeaseTTL time.Duration
-	// RestoreParallel is how many streams one restore restores at once; 0
-	// means DefaultRestoreParallel.
-	RestoreParallel int
+	// StreamParallel is how many streams of one kept data a snapshot takes,
+	// and a restore restores, at once, on every path (a snapshot-kept, a
+	// set-aside, a restore into absent or over live data, recovery, putting
+	// an aside back); 0 means DefaultStreamParallel(), 1 one at a time. A
+	// snapshot takes streams at once only with SpoolDir set.
+	StreamParallel int
+	// SpoolDir is a private directory of the keeper's where a snapshot
+	// taking several streams at once spools the ones whose turn in the
+	// archive has not come, beyond a memory budget the keeper shares
+	// (spool.go); made 0700 if missing. "": every snapshot takes its
+	// streams one at a time.
+	SpoolDir string
 	// AsideWarnAfter is the age after which an aside is flagged by
 	// list-kept and WarnWaiting: it waits for a person. 0 means
 	// DefaultAsideWarnAfter.
@@ -99,6 +110,10 @@ type Keeper struct {
 	id       string
 	leaseTTL time.Duration
 	parallel int
+	// spoolDir and spools: where and with what memory a snapshot spools
+	// the streams it takes at once (spool.go)
+	spoolDir string
+	spools   *spoolBudget
 	// asideWarnAfter: asides older than this wait for a person
 	asideWarnAfter time.Duration
 	own            []string         // Config.OwnStreams
@@ -148,9 +163,16 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 	if k.leaseTTL <= 0 {
 		k.leaseTTL = DefaultLeaseTTL
 	}
-	k.parallel = cfg.RestoreParallel
+	k.parallel = cfg.StreamParallel
 	if k.parallel <= 0 {
-		k.parallel = DefaultRestoreParallel
+		k.parallel = DefaultStreamParallel()
+	}
+	k.parallel = min(k.parallel, MaxStreamParallel)
+	if cfg.SpoolDir != "" {
+		if err := openSpoolDir(cfg.SpoolDir); err != nil {
+			return nil, fmt.Errorf("keeper: %w", err)
+		}
+		k.spoolDir, k.spools = cfg.SpoolDir, newSpoolBudget(spoolMemory, spoolChunk)
 	}
 	k.own = slices.Clone(cfg.OwnStreams)
 	k.asideWarnAfter = cfg.AsideWarnAfter

@@ -14,8 +14,9 @@ import (
 // RestoreKept restores a point beside the live data, or with AsideOnly only
 // sets the live data aside; DryRun replies with the plan and changes nothing.
 //
-// The order: check → locate the point → verify its whole archive → plan →
-// set the live streams aside (snapshot, verify, sync, record) → remove them →
+// The order: check → locate the point → plan → set the live streams aside
+// (snapshot, verify, sync), while the point's whole archive is verified
+// beside it → once both passed, record the aside → remove the live streams →
 // restore every stream of the point → set back the module's consumers on
 // streams the point does not carry → record the act. If restoring fails
 // after the live streams were removed, what was half-restored is removed and
@@ -75,7 +76,23 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 	var asideRep *busarchive.Report
 	asideBegan := k.now()
 	if len(pl.SetAside) > 0 {
-		if aside, asideRep, err = k.setAside(ctx, r, pl); err != nil {
+		asideCtx := ctx
+		var pointOK func() error // nil: nothing to wait for
+		var beside *besideVerify
+		if pl.verifyLater {
+			// The point is verified whole while the live data is set aside;
+			// the aside counts, and anything live is removed, only once it
+			// passed.
+			beside = k.verifyBeside(ctx, r, pl)
+			defer beside.stop()
+			asideCtx, pointOK = beside.aside, beside.wait
+		}
+		if aside, asideRep, err = k.setAside(asideCtx, r, pl, pointOK); err != nil {
+			if beside != nil {
+				if verr := beside.failed(); verr != nil {
+					return fail(fmt.Errorf("restore-kept of %s/%s: %w, so nothing was set aside or removed", r.Module, r.Local, verr))
+				}
+			}
 			return fail(fmt.Errorf("restore-kept of %s/%s: setting the live data aside failed: %w, so nothing was removed",
 				r.Module, r.Local, withKind(ErrFailed, err)))
 		}

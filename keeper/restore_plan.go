@@ -18,11 +18,13 @@ type restorePlan struct {
 	arch     *openedArchive // the point's archive, opened once; nil for aside-only
 	manifest *busarchive.Manifest
 	live     []StreamInfo // what will be set aside and removed
-	// verified is the point's verification before anything is touched
+	// verified is the point's verification before anything is removed
 	// (nil when none of the kept data is live: the restore checks it as it
-	// reads it), made from verifyBegan to verifyEnded.
+	// reads it), made from verifyBegan to verifyEnded. verifyLater: it is
+	// still to be made, beside the set-aside (verifyBeside).
 	verified                 *busarchive.Report
 	verifyBegan, verifyEnded time.Time
+	verifyLater              bool
 	// expect is what each consumer set back must be once the restore is
 	// done (expectConsumer).
 	expect []ConsumerFigures
@@ -30,9 +32,11 @@ type restorePlan struct {
 
 // planRestore works out exactly what a restore-kept would do, touching
 // nothing. The point's archive is opened (its manifest's seal and its layout
-// checked) and, when any of the kept data is live or for a dry run, verified
-// whole here, before the bus is touched: a point that fails verification
-// sets nothing aside and removes nothing.
+// checked) and, for a dry run, verified whole here. When any of the kept
+// data is live, the whole verification is left to be made beside the
+// set-aside (verifyLater), and the aside is committed, and anything
+// removed, only once it passed: a point that fails verification sets
+// nothing aside and removes nothing.
 //
 // When none of the kept data is live, nothing is at risk, and the whole
 // verification is not made twice: the restore verifies each stream's data
@@ -103,16 +107,16 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 	} else if len(live) == 0 {
 		return nil, Errorf(ErrNotFound, "no kept data %s/%s on the bus to set aside (looked for %s)", r.Module, r.Local, strings.Join(looked, ", "))
 	}
-	if !r.AsideOnly && (len(live) > 0 || r.DryRun) {
-		progressFrom(ctx)(Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "verify",
-			StreamsTotal: len(pl.Restore), BytesTotal: pl.point.ArchiveSize})
-		began := k.now()
-		_, rep, err := k.verifyArchive(ctx, pl.arch)
-		if err != nil {
-			return nil, fmt.Errorf("%s is damaged: %w", sourceName(pl.point), err)
+	switch {
+	case r.AsideOnly || (len(live) == 0 && !r.DryRun):
+	case r.DryRun:
+		if err := k.verifyPoint(ctx, r, pl); err != nil {
+			return nil, err
 		}
-		pl.verified, pl.verifyBegan, pl.verifyEnded = rep, began, k.now()
-		k.log.Debug("restore point verified", "module", r.Module, "local", r.Local, "point", sourceName(pl.point), "bytes", rep.Bytes, "took", pl.verifyEnded.Sub(began))
+	default:
+		// Verified beside the set-aside, before anything is removed
+		// (verifyBeside).
+		pl.verifyLater = true
 	}
 	pl.live = live
 	if !r.AsideOnly {
@@ -127,6 +131,20 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 	}
 	ok = true
 	return pl, nil
+}
+
+// verifyPoint verifies the plan's point whole, timed for the evidence.
+func (k *Keeper) verifyPoint(ctx context.Context, r Request, pl *restorePlan) error {
+	progressFrom(ctx)(Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "verify",
+		StreamsTotal: len(pl.Restore), BytesTotal: pl.point.ArchiveSize})
+	began := k.now()
+	_, rep, err := k.verifyArchive(ctx, pl.arch)
+	if err != nil {
+		return fmt.Errorf("%s is damaged: %w", sourceName(pl.point), err)
+	}
+	pl.verified, pl.verifyBegan, pl.verifyEnded = rep, began, k.now()
+	k.log.Debug("restore point verified", "module", r.Module, "local", r.Local, "point", sourceName(pl.point), "bytes", rep.Bytes, "took", pl.verifyEnded.Sub(began))
+	return nil
 }
 
 // close closes the point's archive, if the plan opened one.

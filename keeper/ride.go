@@ -21,7 +21,7 @@ const busTries = 3
 // up to busTries times while ctx lasts.
 func (k *Keeper) snapshotArchive(ctx context.Context, rel string, streams []string, p Progress) (*busarchive.Manifest, store.Writer, error) {
 	for try := 1; ; try++ {
-		m, w, err := k.writeArchive(ctx, rel, streams, k.bus.Snapshot, k.bus.ServerVersion(), p)
+		m, w, err := k.writeArchive(ctx, rel, streams, k.bus.Snapshot, k.bus.ServerVersion(), k.parallel, p)
 		if err == nil || try == busTries || !errors.Is(err, ErrNoBus) || ctx.Err() != nil {
 			return m, w, err
 		}

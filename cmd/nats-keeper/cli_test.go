@@ -292,6 +292,11 @@ func TestServeNeedsAServer(t *testing.T) {
 	if exitCode(err) != exitUsage {
 		t.Fatalf("serve --prefix 'a b': exit %d, %v", exitCode(err), err)
 	}
+	err = runServe(context.Background(), serveOptions{Dir: t.TempDir(), Prefix: verbs.DefaultPrefix, Bucket: "kept",
+		LogFormat: "text", LogLevel: "info", Err: &o.err, Embedded: true, StreamParallel: 65})
+	if exitCode(err) != exitUsage || !strings.Contains(err.Error(), "--stream-parallel 65 is not between 1 and 64") {
+		t.Fatalf("serve --stream-parallel 65: exit %d, %v", exitCode(err), err)
+	}
 }
 
 // serve --embedded answers the client commands, and stops cleanly when its

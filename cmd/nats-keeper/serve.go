@@ -29,30 +29,30 @@ import (
 )
 
 type serveOptions struct {
-	Conn            connFlags
-	Dir             string
-	Store           string // where points and asides live; "" is --dir
-	StoreFlags      storeFlags
-	Prefix          string
-	Bucket          string
-	Embedded        bool
-	Listen          string
-	LogFormat       string
-	LogLevel        string
-	RestoreParallel int           // streams one restore restores at once
-	Replicas        int           // of the index bucket and acts stream; 0: 3 on a cluster, else 1
-	AsideWarnAfter  time.Duration // asides older than this are flagged by list and logged once a day
-	PruneEvery      time.Duration // apply the recorded retention policies this often; 0: never
-	MemoryMiB       int           // soft memory limit for the Go heap, in MiB; 0 leaves it to GOMEMLIMIT
-	StopTimeout     time.Duration // how long a stop lets the verbs in flight finish before it cancels them
-	MetricsListen   string        // host:port of /metrics and /healthz; "": none
-	MaxHeavy        int           // heavy verbs (snapshot, restore, verify) run at once
-	InFlightMiB     int           // MiB every snapshot and restore on the connection together have in flight
-	VerbTimeout     time.Duration // every verb's server-side deadline
-	Seal            sealFlags     // --encrypt-to, --encrypt-to-file, --identity
-	ActsQueueMax    int           // acts the on-disk queue holds at most
-	ActsQueueMiB    int           // MiB the on-disk queue holds at most
-	Err             io.Writer     // logs
+	Conn           connFlags
+	Dir            string
+	Store          string // where points and asides live; "" is --dir
+	StoreFlags     storeFlags
+	Prefix         string
+	Bucket         string
+	Embedded       bool
+	Listen         string
+	LogFormat      string
+	LogLevel       string
+	StreamParallel int           // streams of one kept data snapshotted or restored at once; 0: keeper.DefaultStreamParallel()
+	Replicas       int           // of the index bucket and acts stream; 0: 3 on a cluster, else 1
+	AsideWarnAfter time.Duration // asides older than this are flagged by list and logged once a day
+	PruneEvery     time.Duration // apply the recorded retention policies this often; 0: never
+	MemoryMiB      int           // soft memory limit for the Go heap, in MiB; 0 leaves it to GOMEMLIMIT
+	StopTimeout    time.Duration // how long a stop lets the verbs in flight finish before it cancels them
+	MetricsListen  string        // host:port of /metrics and /healthz; "": none
+	MaxHeavy       int           // heavy verbs (snapshot, restore, verify) run at once
+	InFlightMiB    int           // MiB every snapshot and restore on the connection together have in flight
+	VerbTimeout    time.Duration // every verb's server-side deadline
+	Seal           sealFlags     // --encrypt-to, --encrypt-to-file, --identity
+	ActsQueueMax   int           // acts the on-disk queue holds at most
+	ActsQueueMiB   int           // MiB the on-disk queue holds at most
+	Err            io.Writer     // logs
 
 	// ready, when set, is called once the service answers (tests).
 	ready func(*verbs.Service, string)
@@ -86,8 +86,11 @@ undoes any restore they left half-way.`,
 	f.StringVar(&o.Listen, "listen", "127.0.0.1:4222", "where the embedded server listens (with --embedded)")
 	f.StringVar(&o.LogFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
-	f.IntVar(&o.RestoreParallel, "restore-parallel", keeper.DefaultRestoreParallel,
-		"how many streams of one kept data a restore restores at once (the server restores each on a core of its own)")
+	f.IntVar(&o.StreamParallel, "stream-parallel", 0,
+		"how many streams of one kept data a snapshot takes and a restore restores at once, on every path; 1 is one at a time "+
+			"(0: one per core, at most 4, here "+strconv.Itoa(keeper.DefaultStreamParallel())+")")
+	f.IntVar(&o.StreamParallel, "restore-parallel", 0, "the former name of --stream-parallel")
+	_ = f.MarkDeprecated("restore-parallel", "use --stream-parallel, which now covers snapshots too")
 	f.IntVar(&o.Replicas, "replicas", 0, "replicas of the keeper's index bucket and acts stream (1-5); existing ones with fewer are raised at start "+
 		"(0: 3 when the server reports a cluster, 1 where it cannot place 3, else 1)")
 	f.DurationVar(&o.PruneEvery, "prune-every", 0,
@@ -155,8 +158,8 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if o.Replicas < 0 || o.Replicas > keeper.MaxReplicas {
 		return keeper.Errorf(keeper.ErrBadRequest, "--replicas %d is not between 1 and %d (0: the default), so nothing is served", o.Replicas, keeper.MaxReplicas)
 	}
-	if o.RestoreParallel < 0 || o.RestoreParallel > 64 {
-		return keeper.Errorf(keeper.ErrBadRequest, "--restore-parallel %d is not between 1 and 64 (0: the default), so nothing is served", o.RestoreParallel)
+	if o.StreamParallel < 0 || o.StreamParallel > keeper.MaxStreamParallel {
+		return keeper.Errorf(keeper.ErrBadRequest, "--stream-parallel %d is not between 1 and %d (0: the default), so nothing is served", o.StreamParallel, keeper.MaxStreamParallel)
 	}
 	if o.PruneEvery < 0 || (o.PruneEvery > 0 && o.PruneEvery < time.Minute) {
 		return keeper.Errorf(keeper.ErrBadRequest, "--prune-every %s is not 0 (never) or at least a minute, so nothing is served", o.PruneEvery)
@@ -209,7 +212,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	defer st.Close()
 	svc, err := startKeeper(ctx, nc, keeperSetup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket,
-		RestoreParallel: o.RestoreParallel, AsideWarnAfter: o.AsideWarnAfter, PruneEvery: o.PruneEvery,
+		StreamParallel: o.StreamParallel, AsideWarnAfter: o.AsideWarnAfter, PruneEvery: o.PruneEvery,
 		MetricsListen: o.MetricsListen, MaxHeavy: o.MaxHeavy, InFlight: int64(o.InFlightMiB) << 20, VerbTimeout: o.VerbTimeout, Dir: pd, Replicas: o.Replicas,
 		Seal: seal, Unseal: unseal,
 		ActsQueue: filepath.Join(dir, "acts-queue"), ActsQueueBounds: outbox.Options{MaxActs: o.ActsQueueMax, MaxBytes: int64(o.ActsQueueMiB) << 20}}, log,
@@ -241,7 +244,7 @@ type keeperSetup struct {
 	Store           store.Store
 	Prefix          string           // of the verbs; "" is verbs.DefaultPrefix
 	Bucket          string           // of the index; "" is kept
-	RestoreParallel int              // streams one restore restores at once; 0 is keeper.DefaultRestoreParallel
+	StreamParallel  int              // streams of one kept data snapshotted or restored at once; 0 is keeper.DefaultStreamParallel()
 	AsideWarnAfter  time.Duration    // asides older than this are flagged; 0 is keeper.DefaultAsideWarnAfter
 	PruneEvery      time.Duration    // apply the recorded retention policies this often; 0: never
 	Replicas        int              // of the index bucket and acts stream; 0: the default
@@ -262,7 +265,7 @@ type keeperSetup struct {
 // names no kind of its own wraps keeper.ErrNoBus (exit 5).
 func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.Logger, opts ...verbs.ServeOption) (*verbs.Service, error) {
 	k, err := inproc.Start(ctx, nc, inproc.Setup{Store: ks.Store, Prefix: ks.Prefix, Bucket: ks.Bucket,
-		RestoreParallel: ks.RestoreParallel, AsideWarnAfter: ks.AsideWarnAfter, PruneEvery: ks.PruneEvery,
+		StreamParallel: ks.StreamParallel, AsideWarnAfter: ks.AsideWarnAfter, PruneEvery: ks.PruneEvery,
 		MetricsListen: ks.MetricsListen, MaxHeavy: ks.MaxHeavy, InFlight: ks.InFlight, VerbTimeout: ks.VerbTimeout, Dir: ks.Dir, Replicas: ks.Replicas,
 		Seal: ks.Seal, Unseal: ks.Unseal,
 		ActsQueue: ks.ActsQueue, ActsQueueBounds: ks.ActsQueueBounds,

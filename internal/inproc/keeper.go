@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,15 +37,15 @@ const RecoverEvery = 15 * time.Second
 
 // Setup is what Start builds a keeper from; zero fields take the defaults.
 type Setup struct {
-	Store           store.Store   // required; the caller closes it after Stop
-	Prefix          string        // of the verbs; "" is verbs.DefaultPrefix
-	Bucket          string        // of the index; "" is DefaultBucket
-	RestoreParallel int           // streams one restore restores at once; 0 is keeper.DefaultRestoreParallel
-	AsideWarnAfter  time.Duration // asides older than this are flagged; 0 is keeper.DefaultAsideWarnAfter
-	PruneEvery      time.Duration // apply the recorded retention policies this often; 0: never
-	Replicas        int           // of the index bucket and acts stream; 0: 3 on a cluster, else 1 (jsbus.WithReplicas)
-	Version         string        // the keeper's version, recorded in archives and announced by the service
-	Logger          *slog.Logger  // nil: slog.Default()
+	Store          store.Store   // required; the caller closes it after Stop
+	Prefix         string        // of the verbs; "" is verbs.DefaultPrefix
+	Bucket         string        // of the index; "" is DefaultBucket
+	StreamParallel int           // streams of one kept data snapshotted or restored at once; 0 is keeper.DefaultStreamParallel()
+	AsideWarnAfter time.Duration // asides older than this are flagged; 0 is keeper.DefaultAsideWarnAfter
+	PruneEvery     time.Duration // apply the recorded retention policies this often; 0: never
+	Replicas       int           // of the index bucket and acts stream; 0: 3 on a cluster, else 1 (jsbus.WithReplicas)
+	Version        string        // the keeper's version, recorded in archives and announced by the service
+	Logger         *slog.Logger  // nil: slog.Default()
 	// StepHook, when set, is called at each restore step (crash tests).
 	StepHook func(step string)
 	// Now, when set, is the keeper's clock (tests of dates); nil is the
@@ -228,7 +229,7 @@ func engine(ctx context.Context, nc *nats.Conn, s Setup, bucket, prefix string, 
 		acts = queue
 	}
 	k, err := keeper.New(ctx, keeper.Config{Store: s.Store, Bus: a, Index: a, Acts: acts, Logger: log, Version: s.Version,
-		StepHook: s.StepHook, Now: s.Now, RestoreParallel: s.RestoreParallel, AsideWarnAfter: s.AsideWarnAfter,
+		StepHook: s.StepHook, Now: s.Now, StreamParallel: s.StreamParallel, SpoolDir: spoolDir(s.Dir), AsideWarnAfter: s.AsideWarnAfter,
 		OwnStreams: a.OwnStreams(), Observer: obs, Seal: s.Seal, Unseal: s.Unseal})
 	if err != nil {
 		if queue != nil {
@@ -237,6 +238,15 @@ func engine(ctx context.Context, nc *nats.Conn, s Setup, bucket, prefix string, 
 		return nil, nil, fmt.Errorf("could not open the keeper's store %s, so %s: %w", s.Store.Describe().URL, nothing, err)
 	}
 	return k, queue, nil
+}
+
+// spoolDir is <dir>/spool, where a snapshot spools the streams it takes at
+// once (keeper.Config.SpoolDir); "" without a private directory.
+func spoolDir(d *privdir.Dir) string {
+	if d == nil {
+		return ""
+	}
+	return filepath.Join(d.Path(), "spool")
 }
 
 // Stop stops the service, as verbs.Service.Stop does, then ends the

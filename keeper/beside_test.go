@@ -1,0 +1,109 @@
+package keeper_test
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// TestRollbackVerifiesThePointBesideTheAside: in a restore over live data
+// the point is verified while the live data is set aside. The aside waits
+// for it before its commit mark (a point found damaged meanwhile leaves no
+// aside and removes nothing: TestDamagedObjectsRefusedBeforeAnythingIsTouched), and a point that
+// passes is restored, its check in the evidence.
+func TestRollbackVerifiesThePointBesideTheAside(t *testing.T) {
+	var waited bool
+	e, _, _ := parallelEnv(t, 3, func(c *keeper.Config) {
+		c.StepHook = func(s string) {
+			if s == "aside:point-wait" {
+				waited = true
+			}
+		}
+	})
+	e.snapshot(1, "fp")
+	point := e.kept()
+	e.change()
+	live := e.kept()
+	rep, err := e.k.RestoreKept(e.ctx, req(1, "fp"))
+	if err != nil {
+		t.Fatalf("restore-kept: %v", err)
+	}
+	if !waited {
+		t.Error("the aside did not wait for the point's verification")
+	}
+	if d := diffKept(e, point); d != "" {
+		t.Errorf("after the rollback:\n%s", d)
+	}
+	if d := sample.Diff(live, archiveStreams(t, rep.Dir)); d != "" {
+		t.Errorf("the aside differs from the live data:\n%s", d)
+	}
+	if rep.Evidence == nil || !strings.Contains(evidenceChecks(rep.Evidence), keeper.CheckPointVerified+"="+string(keeper.Pass)) {
+		t.Errorf("the evidence has no check of the point: %+v", rep.Evidence)
+	}
+}
+
+func evidenceChecks(ev *keeper.Evidence) string {
+	var names []string
+	for _, c := range ev.Checks {
+		names = append(names, c.Name+"="+string(c.Verdict))
+	}
+	return strings.Join(names, ",")
+}
+
+// TestCrashWhileTheAsideWaitsForThePoint stops a rollback, as a killed
+// keeper would, once its aside is whole and verified but waits for the
+// point's verification (the crash point the overlap makes): no journal was
+// written and nothing removed, so a keeper started again finds nothing to
+// recover, the live data is as it was, and the aside, never committed, is
+// no aside: no aside.json, and its archive is gone once a keeper starts an
+// hour later (here the stopped verb's own clean-up already removed it; a
+// killed keeper's is swept as a leftover, see TestLeftoversSweptWhenOld).
+func TestCrashWhileTheAsideWaitsForThePoint(t *testing.T) {
+	e, stop := crashEnv(t, "aside:point-wait")
+	e.snapshot(1, "fp")
+	e.change()
+	live := e.kept()
+	stop()
+	if d := diffKept(e, live); d != "" {
+		t.Fatalf("a crash before the aside counted changed the live data:\n%s", d)
+	}
+	k2, err := e.keeperOn(e.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if said, err := k2.Recover(e.ctx); err != nil || len(said) != 0 {
+		t.Fatalf("recover after a crash before the journal: %v %q", err, said)
+	}
+	list, err := k2.ListKept(e.ctx, keeper.Request{Module: module})
+	if err != nil || len(list.Asides) != 0 || len(list.Points) != 1 {
+		t.Fatalf("list after the crash: %v %+v", err, list)
+	}
+	// Two hours later, a keeper that starts leaves no uncommitted aside.
+	later, err := keeper.New(e.ctx, keeper.Config{Store: fileStore(t, e.dir), Bus: e.bus, Index: e.bus, Acts: e.bus,
+		Now: func() time.Time { return time.Now().Add(2 * time.Hour) }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = later
+	ents, _ := os.ReadDir(filepath.Join(e.dir, "aside"))
+	for _, ent := range ents {
+		if files, _ := os.ReadDir(filepath.Join(e.dir, "aside", ent.Name())); len(files) > 0 {
+			t.Errorf("the uncommitted aside %s was not swept: %v", ent.Name(), files)
+		}
+	}
+	// And the rollback, asked again, is done.
+	if _, err := k2.RestoreKept(e.ctx, req(1, "fp")); err != nil {
+		t.Fatalf("restore-kept after the crash: %v", err)
+	}
+	if _, err := e.bus.Get(e.ctx, "journal."+module+"."+local); !errors.Is(err, keeper.ErrNotFound) {
+		t.Errorf("journal left: %v", err)
+	}
+}

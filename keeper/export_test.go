@@ -1,0 +1,11 @@
+package keeper
+
+import "testing"
+
+// SetSpoolMemory gives k's snapshot spools a budget of bytes in chunks of
+// chunk bytes, so that tests with small data reach the spool's file.
+func SetSpoolMemory(k *Keeper, bytes, chunk int) { k.spools = newSpoolBudget(bytes, chunk) }
+
+// NoFiles fails t for each entry of dir (a spool directory must be left
+// empty).
+func NoFiles(t testing.TB, dir string) { t.Helper(); noFiles(t, dir) }

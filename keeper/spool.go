@@ -1,0 +1,302 @@
+package keeper
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/nats-keeper/nats-keeper/busarchive"
+)
+
+// A snapshot of several streams takes them at once, but bus.tar is written
+// in one pass, one stream's entries after the other's. So every stream but
+// the one being written into the archive is spooled: its snapshot goes
+// into a spool as fast as the server sends it, and the archive drains the
+// spool when the stream's turn comes (the stream at the head is drained as
+// it arrives). A spool holds bytes in memory, in chunks taken from one
+// budget that the whole keeper shares (spoolMemory, whatever the number of
+// snapshots at once), and, when that is spent, in a file of its own in the
+// keeper's private directory (Config.SpoolDir), 0600, unlinked as soon as it
+// is made, so that nothing is left of it after a crash. The format of
+// bus.tar does not change: the bytes that reach the archive are the same,
+// hashed by the archive's writer as before.
+
+// Spool bounds: the memory every spool of the keeper shares, in chunks.
+const (
+	spoolChunk  = 1 << 20
+	spoolMemory = 8 << 20
+)
+
+// spoolBudget is the keeper-wide memory of spools: a token per chunk held.
+type spoolBudget struct {
+	chunk  int // bytes of one chunk
+	tokens chan struct{}
+}
+
+// newSpoolBudget is a budget of bytes in chunks of chunk bytes (at least one).
+func newSpoolBudget(bytes, chunk int) *spoolBudget {
+	return &spoolBudget{chunk: chunk, tokens: make(chan struct{}, max(bytes/chunk, 1))}
+}
+
+// take takes a chunk's worth, if the budget has one free; it never waits.
+func (b *spoolBudget) take() bool {
+	select {
+	case b.tokens <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (b *spoolBudget) give() { <-b.tokens }
+
+// spoolName is the prefix of a spool file's name in the spool directory.
+const spoolName = "snapshot-"
+
+// openSpoolDir makes the keeper's spool directory dir (0700) if it is
+// missing, refuses one that is not a directory of its own (a symlink, say),
+// and removes what a keeper that stopped left in it.
+func openSpoolDir(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("making the spool directory %s: %w", dir, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("looking at the spool directory %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("the spool directory %s is not a directory (a symlink is not followed)", dir)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("making the spool directory %s private: %w", dir, err)
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("reading the spool directory %s: %w", dir, err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), spoolName) && e.Type().IsRegular() {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("removing a leftover spool file: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// spool is one stream's snapshot on its way into the archive: written by
+// the bus (Data, Meta), read by the archive's writer (Read, MetaBytes). A
+// write never waits for the reader, so the server's flow control sees a
+// keeper that keeps up. The writer and the reader are one goroutine each.
+type spool struct {
+	budget *spoolBudget
+	dir    string
+
+	mu     sync.Mutex
+	wake   *sync.Cond
+	mem    [][]byte // chunks not yet read, in order; the last may be filling
+	memOff int      // read offset in mem[0]
+	file   *os.File // made once memory is spent; bytes go to it while it holds unread ones
+
+	fileW  int64 // bytes written to file
+	fileR  int64 // bytes of file read
+	closed bool  // the data's writer closed it: no more bytes come
+	broken error // the reader gave up (or a write failed): writes fail
+	meta   bytes.Buffer
+}
+
+func newSpool(b *spoolBudget, dir string) *spool {
+	s := &spool{budget: b, dir: dir}
+	s.wake = sync.NewCond(&s.mu)
+	return s
+}
+
+// Data is the writer of the stream's stream.arc.s2.
+func (s *spool) Data() io.WriteCloser { return spoolData{s} }
+
+// Meta is the writer of the stream's backup.json, held in memory (bounded
+// as the archive bounds it).
+func (s *spool) Meta() io.WriteCloser { return spoolMeta{s} }
+
+type spoolData struct{ s *spool }
+
+func (d spoolData) Write(p []byte) (int, error) { return d.s.write(p) }
+
+func (d spoolData) Close() error {
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
+	d.s.closed = true
+	d.s.wake.Broadcast()
+	return nil
+}
+
+type spoolMeta struct{ s *spool }
+
+func (m spoolMeta) Write(p []byte) (int, error) {
+	s := m.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(p) > busarchive.MaxMetaSize-s.meta.Len() {
+		return 0, fmt.Errorf("backup.json is over %d bytes, so it was not kept", busarchive.MaxMetaSize)
+	}
+	return s.meta.Write(p)
+}
+
+func (spoolMeta) Close() error { return nil }
+
+func (s *spool) write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.broken != nil {
+		return 0, s.broken
+	}
+	n := 0
+	// Memory while the file holds no byte not yet read (so every byte in
+	// memory is older than every unread byte of the file): a spool that
+	// went to its file comes back to memory once its reader caught up.
+	for len(p) > 0 && s.fileR == s.fileW {
+		last := len(s.mem) - 1
+		if last < 0 || len(s.mem[last]) == cap(s.mem[last]) {
+			if !s.budget.take() {
+				break
+			}
+			s.mem = append(s.mem, make([]byte, 0, s.budget.chunk))
+			last++
+		}
+		c := s.mem[last]
+		k := min(len(p), cap(c)-len(c))
+		s.mem[last] = append(c, p[:k]...)
+		p, n = p[k:], n+k
+	}
+	if len(p) > 0 {
+		if err := s.toFile(p); err != nil {
+			s.broken = err
+			return n, err
+		}
+		n += len(p)
+	}
+	s.wake.Broadcast()
+	return n, nil
+}
+
+// toFile appends p to the spool's file, made at the first call. Call with
+// s.mu held: only the writer writes, and the reader reads only below fileW.
+func (s *spool) toFile(p []byte) error {
+	if s.file == nil {
+		f, err := os.CreateTemp(s.dir, spoolName+"*")
+		if err != nil {
+			return fmt.Errorf("spooling the snapshot: %w", err)
+		}
+		// Unlinked at once: the file lives while it is open, and a crash
+		// leaves nothing of it.
+		if err := os.Remove(f.Name()); err != nil && !errors.Is(err, syscall.ENOENT) {
+			f.Close()
+			return fmt.Errorf("spooling the snapshot: %w", err)
+		}
+		s.file = f
+	}
+	k, err := s.file.WriteAt(p, s.fileW)
+	s.fileW += int64(k)
+	if err != nil {
+		return fmt.Errorf("spooling the snapshot to %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// Read gives the spooled bytes in order, waiting for more while the
+// writer has not closed; io.EOF once it closed and all was read.
+func (s *spool) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if s.broken != nil {
+			return 0, s.broken
+		}
+		if len(s.mem) > 0 {
+			c := s.mem[0]
+			if s.memOff < len(c) {
+				k := copy(p, c[s.memOff:])
+				s.memOff += k
+				s.dropRead()
+				return k, nil
+			}
+			if s.dropRead() {
+				continue
+			}
+		}
+		if s.file != nil && s.fileR < s.fileW {
+			// Read outside the lock: the writer only appends past fileW.
+			f, off, n := s.file, s.fileR, min(int64(len(p)), s.fileW-s.fileR)
+			s.mu.Unlock()
+			k, err := f.ReadAt(p[:n], off)
+			s.mu.Lock()
+			s.fileR += int64(k)
+			if err != nil && !(errors.Is(err, io.EOF) && k > 0) {
+				return k, fmt.Errorf("reading the snapshot's spool back: %w", err)
+			}
+			return k, nil
+		}
+		if s.closed && len(s.mem) == 0 {
+			return 0, io.EOF
+		}
+		s.wake.Wait()
+	}
+}
+
+// dropRead gives back the first chunk once it is read to its end and no
+// byte will be added to it (it is full, a later chunk or the file follows,
+// or the writer closed), and says whether it did. Call with s.mu held.
+func (s *spool) dropRead() bool {
+	c := s.mem[0]
+	if s.memOff < len(c) || !(len(c) == cap(c) || len(s.mem) > 1 || s.file != nil || s.closed) {
+		return false
+	}
+	s.mem[0] = nil
+	s.mem, s.memOff = s.mem[1:], 0
+	s.budget.give()
+	return true
+}
+
+// spooled is how many bytes went to the spool's file.
+func (s *spool) spooled() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fileW
+}
+
+// MetaBytes is backup.json as the bus wrote it.
+func (s *spool) MetaBytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.meta.Bytes())
+}
+
+// Close gives back the spool's memory and file, and makes the writer's
+// later writes fail. It is safe twice.
+func (s *spool) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.broken == nil {
+		s.broken = errors.New("the snapshot's spool was closed, so the bytes were not kept")
+	}
+	for range s.mem {
+		s.budget.give()
+	}
+	s.mem, s.memOff = nil, 0
+	if s.file != nil {
+		s.file.Close()
+		s.file = nil
+	}
+	s.wake.Broadcast()
+}

@@ -1,0 +1,213 @@
+package keeper
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"io"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/nats-keeper/nats-keeper/store/storetest"
+)
+
+// feed writes n pseudo-random bytes of seed into w in pieces of varied
+// size, closes it, and returns their SHA-256.
+func feed(t testing.TB, w io.WriteCloser, n int, seed uint64) [32]byte {
+	r := rand.New(rand.NewPCG(seed, 1))
+	buf := make([]byte, 256<<10)
+	for i := range buf {
+		buf[i] = byte(r.Uint32())
+	}
+	h := sha256.New()
+	for n > 0 {
+		k := min(n, 1+r.IntN(len(buf)))
+		p := buf[:k]
+		p[0] = byte(n) // so that pieces differ
+		if _, err := w.Write(p); err != nil {
+			t.Error(err)
+			break
+		}
+		h.Write(p)
+		n -= k
+	}
+	w.Close()
+	return [32]byte(h.Sum(nil))
+}
+
+func drain(t testing.TB, r io.Reader) [32]byte {
+	h := sha256.New()
+	if _, err := io.CopyBuffer(h, r, make([]byte, 64<<10)); err != nil {
+		t.Error(err)
+	}
+	return [32]byte(h.Sum(nil))
+}
+
+func noFiles(t testing.TB, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		t.Errorf("a spool left %s in its directory", e.Name())
+	}
+}
+
+// TestSpoolOrder: what is written comes out in order, whether it lay in
+// memory or in the file, with the reader behind, then catching up; the
+// file is never seen in the directory, and the memory is given back.
+func TestSpoolOrder(t *testing.T) {
+	dir := t.TempDir()
+	if err := openSpoolDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	b := newSpoolBudget(3*4096, 4096)
+	for _, after := range []bool{false, true} {
+		s := newSpool(b, dir)
+		var wrote [32]byte
+		var wg sync.WaitGroup
+		wg.Go(func() { wrote = feed(t, s.Data(), 5<<20, 7) })
+		if after {
+			wg.Wait() // all written before the reader begins
+			noFiles(t, dir)
+		}
+		got := drain(t, s)
+		wg.Wait()
+		if got != wrote {
+			t.Errorf("read after the writer ended %v: the bytes read differ from those written", after)
+		}
+		if after && s.spooled() != 5<<20-3*4096 {
+			t.Errorf("%d bytes went to the file with a budget of 3 chunks, want all but 3 chunks", s.spooled())
+		}
+		s.Close()
+		if n := len(b.tokens); n != 0 {
+			t.Errorf("%d chunk(s) of the budget not given back", n)
+		}
+		if _, err := s.Data().Write([]byte("late")); err == nil {
+			t.Error("a write after Close was taken")
+		}
+	}
+	noFiles(t, dir)
+}
+
+// TestSpoolBackToMemory: a spool that went to its file comes back to
+// memory once its reader caught up, and the bytes still come out in order.
+func TestSpoolBackToMemory(t *testing.T) {
+	dir := t.TempDir()
+	b := newSpoolBudget(3*4096, 4096)
+	s := newSpool(b, dir)
+	defer s.Close()
+	var all []byte
+	put := func(n int, c byte) {
+		p := make([]byte, n)
+		for i := range p {
+			p[i] = c + byte(i%7)
+		}
+		if _, err := s.Data().Write(p); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, p...)
+	}
+	var got []byte
+	take := func(n int) {
+		p := make([]byte, n)
+		if _, err := io.ReadFull(s, p); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p...)
+	}
+	put(100<<10, 'a') // 12 KiB in memory, the rest to the file
+	if f := s.spooled(); f != 100<<10-3*4096 {
+		t.Fatalf("%d bytes in the file, want %d", f, 100<<10-3*4096)
+	}
+	take(100 << 10) // caught up: every chunk given back
+	put(8<<10, 'k')
+	if f := s.spooled(); f != 100<<10-3*4096 {
+		t.Errorf("a spool caught up wrote to its file again (%d bytes there)", f)
+	}
+	put(20<<10, 'q') // 4 KiB more in memory, then the file again
+	if f := s.spooled(); f != 100<<10-3*4096+16<<10 {
+		t.Errorf("%d bytes in the file, want %d", f, 100<<10-3*4096+16<<10)
+	}
+	s.Data().Close()
+	rest, err := io.ReadAll(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got = append(got, rest...); !bytes.Equal(got, all) {
+		t.Fatalf("read %d bytes, not the %d written in order", len(got), len(all))
+	}
+}
+
+// TestSpoolDirLeftovers: a spool file a stopped keeper left is removed,
+// anything else stays, and a symlink is refused.
+func TestSpoolDirLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(dir+"/"+spoolName+"123", []byte("x"), 0o600)
+	os.WriteFile(dir+"/other", []byte("x"), 0o600)
+	if err := openSpoolDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir + "/" + spoolName + "123"); !os.IsNotExist(err) {
+		t.Errorf("leftover spool file: %v", err)
+	}
+	if _, err := os.Stat(dir + "/other"); err != nil {
+		t.Errorf("another file was removed: %v", err)
+	}
+	link := t.TempDir() + "/spool"
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := openSpoolDir(link); err == nil {
+		t.Error("a symlinked spool directory was taken")
+	}
+	fresh := t.TempDir() + "/spool"
+	if err := openSpoolDir(fresh); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(fresh); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("spool directory %v %v, want 0700", fi, err)
+	}
+}
+
+// TestSpoolMemoryBound spools three streams of 96 MiB at once, the first
+// written whole before any is read (the most they ever hold), and holds
+// the Go heap's growth (everything in the test process) under 32 MiB: the
+// spools' memory is the keeper's one budget, the rest goes to files.
+func TestSpoolMemoryBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 288 MiB")
+	}
+	dir := t.TempDir()
+	b := newSpoolBudget(spoolMemory, spoolChunk)
+	const each = 96 << 20
+	stop := storetest.WatchHeap(t)
+	spools := make([]*spool, 3)
+	wrote := make([][32]byte, 3)
+	var wg sync.WaitGroup
+	for i := range spools {
+		spools[i] = newSpool(b, dir)
+		wg.Go(func() { wrote[i] = feed(t, spools[i].Data(), each, uint64(i)) })
+	}
+	// Written whole before any is read: the most a spool ever holds.
+	wg.Wait()
+	var spooled int64
+	for i, s := range spools {
+		if drain(t, s) != wrote[i] {
+			t.Errorf("stream %d: the bytes read differ from those written", i)
+		}
+		spooled += s.spooled()
+		s.Close()
+	}
+	p := stop()
+	t.Logf("3 × %d MiB spooled at once, %d MiB of it to files; peak heap growth %.1f MiB", each>>20, spooled>>20, float64(p)/(1<<20))
+	if spooled < 3*each-spoolMemory {
+		t.Errorf("only %d bytes went to files; the memory budget is %d", spooled, spoolMemory)
+	}
+	if p > 32<<20 {
+		t.Errorf("peak heap %d bytes; the bound is %d", p, 32<<20)
+	}
+	noFiles(t, dir)
+}
