@@ -14,7 +14,8 @@ import (
 // is set aside or removed.
 type besideVerify struct {
 	done   chan struct{}
-	err    error              // the verification's failure; read after done
+	err    error              // why the point is not verified (nil: it passed); read after done
+	own    bool               // err is the verification's own failure, not its context ending
 	cancel context.CancelFunc // stops the verification
 	// aside is the set-aside's context: it ends when the verification
 	// fails, since the point cannot be restored.
@@ -32,25 +33,30 @@ func (k *Keeper) verifyBeside(ctx context.Context, r Request, pl *restorePlan) *
 	b := &besideVerify{done: make(chan struct{}), cancel: cancel, aside: actx, stopAside: stopAside}
 	go func() {
 		defer close(b.done)
-		if err := k.verifyPoint(vctx, r, pl); err != nil && vctx.Err() == nil {
-			b.err = err
+		if err := k.verifyPoint(vctx, r, pl); err != nil {
+			b.err, b.own = err, vctx.Err() == nil
 			stopAside()
 		}
 	}()
 	return b
 }
 
-// wait waits for the verification and returns its failure, or nil.
+// wait waits for the verification and returns nil only when the point
+// passed: a verification its context stopped did not pass either.
 func (b *besideVerify) wait() error {
 	<-b.done
 	return b.err
 }
 
-// failed stops the verification if it still runs and returns its failure,
-// or nil when it passed or was stopped before it could tell.
+// failed stops the verification if it still runs and returns its own
+// failure, or nil when it passed or was stopped before it could tell.
 func (b *besideVerify) failed() error {
 	b.cancel()
-	return b.wait()
+	<-b.done
+	if b.own {
+		return b.err
+	}
+	return nil
 }
 
 // stop ends the verification and the set-aside's context; safe twice.
