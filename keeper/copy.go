@@ -155,6 +155,9 @@ func copyOne(ctx context.Context, from, to store.Store, rel string) (copied, sea
 			return false, sealed, fmt.Errorf("its record names streams %v but its archive holds %v", want, got)
 		}
 	}
+	if err := copyEvidence(ctx, from, to, rel); err != nil {
+		return false, sealed, err
+	}
 	if rec.ArchiveSum == "" {
 		// Taken before stores named checksums: the copy's record names it.
 		var v map[string]any
@@ -175,6 +178,30 @@ func copyOne(ctx context.Context, from, to store.Store, rel string) (copied, sea
 	}
 	_, err = w.Commit(ctx)
 	return err == nil, sealed, err
+}
+
+// copyEvidence copies the evidence report of the restores beside rel
+// (evidence.json and summary.md), where there is one, before the record
+// that makes the copy visible; it streams, so its size needs no bound.
+func copyEvidence(ctx context.Context, from, to store.Store, rel string) error {
+	for _, name := range []string{evidenceFile, summaryFile} {
+		key := rel + "/" + name
+		info, err := from.Stat(ctx, key)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("its evidence report %s: %w", name, err)
+		}
+		copied, err := store.CopyObject(ctx, from, key, to, key)
+		if err == nil && info.Sum != "" && copied.Sum != "" && copied.Sum != info.Sum {
+			err = fmt.Errorf("the copy's checksum %s differs from the original's %s", copied.Sum, info.Sum)
+		}
+		if err != nil {
+			return fmt.Errorf("copying its evidence report %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // sameRecord reports whether the target's record t is the copy of s (which
