@@ -126,7 +126,9 @@ func copyOne(ctx context.Context, from, to store.Store, rel string) (copied, sea
 	if _, trec, err := readRecord(ctx, to, rel); err == nil && sameRecord(rec, trec) {
 		if dst, err := to.Stat(ctx, key); err == nil && dst.Size == src.Size &&
 			(trec.ArchiveSum == "" || dst.Sum == "" || dst.Sum == trec.ArchiveSum) {
-			return false, sealed, nil
+			// Equal; a restore since the last copy may have written
+			// evidence beside it.
+			return false, sealed, copyEvidence(ctx, from, to, rel)
 		}
 	}
 	if sealed && rec.ArchiveSum == "" {
@@ -192,6 +194,9 @@ func copyEvidence(ctx context.Context, from, to store.Store, rel string) error {
 		}
 		if err != nil {
 			return fmt.Errorf("its evidence report %s: %w", name, err)
+		}
+		if there, err := to.Stat(ctx, key); err == nil && there.Size == info.Size && there.Sum != "" && there.Sum == info.Sum {
+			continue // copied before
 		}
 		copied, err := store.CopyObject(ctx, from, key, to, key)
 		if err == nil && info.Sum != "" && copied.Sum != "" && copied.Sum != info.Sum {

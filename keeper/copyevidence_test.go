@@ -10,7 +10,8 @@ import (
 )
 
 // TestCopyCarriesTheEvidence: copy takes the evidence report beside an
-// aside (evidence.json and summary.md) with it, byte for byte.
+// aside (evidence.json and summary.md) with it, byte for byte, and a copy
+// run again over an equal aside brings a report written since.
 func TestCopyCarriesTheEvidence(t *testing.T) {
 	e := newEnv(t)
 	e.snapshot(1, "fp")
@@ -22,6 +23,12 @@ func TestCopyCarriesTheEvidence(t *testing.T) {
 	newDir := t.TempDir()
 	if _, err := keeper.CopyStores(e.ctx, fileStore(t, e.dir), fileStore(t, newDir), module, local, nil); err != nil {
 		t.Fatalf("copy: %v", err)
+	}
+	if err := os.Remove(filepath.Join(newDir, rep.Aside.Dir, "summary.md")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keeper.CopyStores(e.ctx, fileStore(t, e.dir), fileStore(t, newDir), module, local, nil); err != nil {
+		t.Fatalf("copy again: %v", err)
 	}
 	for _, name := range []string{"evidence.json", "summary.md"} {
 		want, err := os.ReadFile(filepath.Join(e.dir, rep.Aside.Dir, name))
