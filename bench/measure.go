@@ -106,11 +106,7 @@ func (r *run) measureBig(ctx context.Context) error {
 			})
 		}
 		n, err := natsRestore()
-		if err != nil && strings.Contains(err.Error(), "(10062)") {
-			// The server refused a restore into a stream it had just
-			// deleted ("expected sequence does not match store"), seen on a
-			// loaded machine: its removal had not finished on disk. Once
-			// more, after removing what the refused restore left.
+		if cliRestoreRefused(err) {
 			log.Warn("the nats CLI's restore was refused by the server right after the streams were deleted; once more", "round", i+1, "err", err)
 			r.deleteStreamsIfThere(ctx, big)
 			time.Sleep(2 * time.Second)
@@ -281,4 +277,18 @@ func (r *run) checkRestored(ctx context.Context, by string) error {
 		return r.checkReplicas(ctx, js, by)
 	}
 	return nil
+}
+
+// cliRestoreRefused reports whether a nats CLI restore failed in a way
+// seen right after the streams were deleted, on a loaded machine, that
+// says nothing of the data, so that it is tried once more (after removing
+// what it left):
+//   - the server refused a restore into a stream it had just deleted
+//     ("expected sequence does not match store", 10062): its removal had not
+//     finished on disk;
+//   - on a cluster, the CLI's first chunk found no one listening ("no
+//     responders"): the stream's restore was not yet set up on the server
+//     that leads it (the keeper asks again too; see jsbus restoreStartTries).
+func cliRestoreRefused(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "(10062)") || strings.Contains(err.Error(), "no responders available"))
 }

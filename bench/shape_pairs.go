@@ -141,7 +141,7 @@ func (r *run) before(ctx context.Context, sr *ShapeResult, k kept) (map[string]s
 // streams were removed (see measureBig).
 func (r *run) cliRestoreOnce(ctx context.Context, name string, streams []string) (Sample, error) {
 	s, err := r.cliRestore(ctx, name, streams)
-	if err != nil && strings.Contains(err.Error(), "(10062)") {
+	if cliRestoreRefused(err) {
 		r.cfg.Log.Warn("the nats CLI's restore was refused by the server right after the streams were deleted; once more", "err", err)
 		r.deleteStreamsIfThere(ctx, streams)
 		time.Sleep(2 * time.Second)
