@@ -367,7 +367,7 @@ func (e *bigEnv) serverRestartMidSnapshot(t *testing.T) {
 	}
 	t.Logf("snapshot-kept during the server restart: %s", r)
 	// The keeper writes an archive whose connection dropped again from the
-	// start (up to three tries): the snapshot either rides out the restart
+	// start (up to six tries): the snapshot either rides out the restart
 	// and its point is whole, or fails saying so and leaves nothing.
 	switch {
 	case r.Err == nil && r.Code == 200:

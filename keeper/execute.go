@@ -190,7 +190,7 @@ func (x *run) restore(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("restoring from %s failed: %w", sourceName(x.point), err)
-		case <-time.After(time.Duration(try) * time.Second):
+		case <-time.After(min(time.Duration(try)*time.Second, busPauseMax)):
 		}
 	}
 }

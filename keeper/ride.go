@@ -11,10 +11,17 @@ import (
 
 // busTries bounds how many times an archive of live streams is begun
 // again after the bus went away part way (a server of the cluster died
-// under the keeper's connection, which moved to another): the bus adapter
-// rides out single requests, but a snapshot streamed over a connection
-// that dropped cannot go on, only start again.
-const busTries = 3
+// under the keeper's connection, which moved to another), or the server
+// ended a snapshot because a consumer of the stream had no leader yet: the
+// bus adapter rides out single requests, but a snapshot cut short cannot
+// go on, only start again. The pauses grow by a second a try up to
+// busPauseMax, about 15 s in all: a consumer's leader election after a
+// server died took up to 10 s in e2e/cluster_test.go, and 3 tries 3 s
+// apart sometimes missed its end.
+const (
+	busTries    = 6
+	busPauseMax = 5 * time.Second
+)
 
 // snapshotArchive is writeArchive, begun again from the start (a new
 // object, the old one aborted) when it failed because the bus went away,
@@ -29,7 +36,7 @@ func (k *Keeper) snapshotArchive(ctx context.Context, rel string, streams []stri
 		select {
 		case <-ctx.Done():
 			return nil, nil, err
-		case <-time.After(time.Duration(try) * time.Second):
+		case <-time.After(min(time.Duration(try)*time.Second, busPauseMax)):
 		}
 	}
 }
