@@ -41,8 +41,16 @@ func DecodeRequest(verb string, body []byte) (keeper.Request, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return keeper.Request{}, badRequest(verb, "was refused: there is more after the request object")
 	}
+	// An empty list says what a missing key says, so it decodes to the same
+	// request and survives a round trip (omitempty drops it on the way out).
 	if len(r.PlacementTags) == 0 {
-		r.PlacementTags = nil // [] asks for no tags, as a missing key does
+		r.PlacementTags = nil
+	}
+	if len(r.Streams) == 0 {
+		r.Streams = nil
+	}
+	if len(r.Consumers) == 0 {
+		r.Consumers = nil
 	}
 	if err := CheckRequest(verb, r); err != nil {
 		return keeper.Request{}, err

@@ -21,6 +21,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"module":"a","local":"b","why":"w","aside-only":true}`, `{"from":"a.b.20260101T000000","why":"w"}`,
 		`{"module":"a","local":"b","streams":["S","T"],"consumers":[{"stream":"S","consumer":"c"}]}`,
 		`{"module":"a","local":"b","streams":["a.b"]}`, `{"module":"a","local":"b","streams":[]}`,
+		`{"module":"a","local":"b","streams":["S"],"consumers":[]}`, `{"module":"a","local":"b","consumers":[]}`,
 		`{"module":"a","module":"b"}`, `{"Module":"a"}`, `[1]`, `{"form":1e3}`, `{"module":"a\u0000"}`, `{} {}`, ``,
 	} {
 		for _, v := range Verbs() {
