@@ -88,7 +88,7 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 			live = append(live, *si)
 		}
 	}
-	if err := k.checkRoom(ctx, storedBytes(live)); err != nil {
+	if err := k.checkRoom(ctx, storedBytes(live), k.spoolBound(live)); err != nil {
 		return nil, nil, err
 	}
 	m, w, err := k.snapshotArchive(ctx, rel, streams,

@@ -9,3 +9,6 @@ func SetSpoolMemory(k *Keeper, bytes, chunk int) { k.spools = newSpoolBudget(byt
 // NoFiles fails t for each entry of dir (a spool directory must be left
 // empty).
 func NoFiles(t testing.TB, dir string) { t.Helper(); noFiles(t, dir) }
+
+// RoomMargin is what a snapshot needs free beyond what it writes.
+const RoomMargin = roomMargin

@@ -72,7 +72,7 @@ func (k *Keeper) ImportKept(ctx context.Context, r Request, dirs []string) (*Rep
 	for _, b := range backups {
 		size += b.DataSize
 	}
-	if err := k.checkRoom(ctx, size); err != nil {
+	if err := k.checkRoom(ctx, size, 0); err != nil {
 		return fail(err)
 	}
 	rel := pointRel(r.Module, r.Local, r.Form, r.Fingerprint)

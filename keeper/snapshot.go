@@ -62,7 +62,7 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 		return fail(withKind(ErrFailed, err))
 	}
 
-	if err := k.checkRoom(ctx, storedBytes(live)); err != nil {
+	if err := k.checkRoom(ctx, storedBytes(live), k.spoolBound(live)); err != nil {
 		return fail(err)
 	}
 	k.hook("snapshot:room-checked") // for tests: the disk may fill from here on
@@ -202,34 +202,6 @@ func streamSums(m *busarchive.Manifest) []StreamSum {
 			FirstSeq: s.State.FirstSeq, LastSeq: s.State.LastSeq, Consumers: s.State.Consumers})
 	}
 	return out
-}
-
-// roomMargin is what a snapshot needs free beyond the kept data's stored
-// bytes: a little for the archive's own entries and manifest, and room for
-// the file system to breathe.
-const roomMargin = 64 << 20
-
-// checkRoom refuses up front a write that cannot fit: a store that can tell
-// its free space (the file store, with statfs) must have the kept data's
-// stored bytes (an archive is about as big, less where the server
-// compresses) plus 5% and roomMargin free. Remote stores tell no free
-// space, and are not checked.
-func (k *Keeper) checkRoom(ctx context.Context, stored int64) error {
-	fs, ok := k.store.(store.FreeSpacer)
-	if !ok {
-		return nil
-	}
-	free, err := fs.FreeSpace(ctx)
-	if err != nil {
-		k.log.Warn("the store's free space could not be told; the snapshot goes ahead", "store", k.store.Describe().URL, "err", err)
-		return nil
-	}
-	need := stored + stored/20 + roomMargin
-	if free < need {
-		return Errorf(ErrFailed, "the store %s has %s free and this needs about %s (the kept data's %s stored, plus a margin), so nothing was written; free some space (prune-kept, discard-aside) or give the keeper a bigger store",
-			k.store.Describe().URL, HumanBytes(free), HumanBytes(need), HumanBytes(stored))
-	}
-	return nil
 }
 
 // storedBytes is what the streams hold on the server: a snapshot's archive

@@ -169,6 +169,13 @@ type FreeSpacer interface {
 	FreeSpace(ctx context.Context) (int64, error)
 }
 
+// DiskSharer is implemented by stores on a local file system (the file
+// backend): whether a local path lies on the store's own file system, so
+// that bytes written there take the store's free space.
+type DiskSharer interface {
+	SharesDisk(path string) (bool, error)
+}
+
 // Copier is implemented by stores that copy an object within themselves
 // without passing its bytes through the keeper (a hard link, a server-side
 // copy). Copy makes dst a committed object equal to src, atomically.

@@ -40,6 +40,7 @@ var (
 	_ store.Store      = (*Store)(nil)
 	_ store.Copier     = (*Store)(nil)
 	_ store.FreeSpacer = (*Store)(nil)
+	_ store.DiskSharer = (*Store)(nil)
 )
 
 // Open opens the store in dir, making dir (0700) if it is missing. A dir
@@ -97,6 +98,19 @@ func (s *Store) FreeSpace(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("statfs of the store directory %s: %w, so its free space is unknown", s.dir, err)
 	}
 	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// SharesDisk reports whether path is on the file system of the store's
+// directory (the same device), without following a symlink at path.
+func (s *Store) SharesDisk(path string) (bool, error) {
+	var a, b unix.Stat_t
+	if err := unix.Stat(s.dir, &a); err != nil {
+		return false, fmt.Errorf("stat of the store directory %s: %w", s.dir, err)
+	}
+	if err := unix.Lstat(path, &b); err != nil {
+		return false, fmt.Errorf("stat of %s: %w", path, err)
+	}
+	return a.Dev == b.Dev, nil
 }
 
 // checkKey is store.CheckKey and what a file system adds: no element over

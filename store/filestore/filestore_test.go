@@ -319,3 +319,22 @@ func TestObjectOffersItsDescriptor(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// SharesDisk says a directory beside the store is on its disk, /dev (a
+// file system of its own) is not, and a path that is not there is an error.
+func TestSharesDisk(t *testing.T) {
+	base := t.TempDir()
+	s, err := filestore.Open(filepath.Join(base, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.SharesDisk(base); err != nil || !ok {
+		t.Errorf("the store's parent: %v, %v; want true", ok, err)
+	}
+	if ok, err := s.SharesDisk("/dev"); err != nil || ok {
+		t.Errorf("/dev: %v, %v; want false", ok, err)
+	}
+	if _, err := s.SharesDisk(filepath.Join(base, "absent")); err == nil {
+		t.Error("a path that is not there gave no error")
+	}
+}
