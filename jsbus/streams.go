@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,7 @@ const (
 	codeConsumerNotFound   = 10014
 	codeStreamExistRestore = 10130
 	codeStreamNameExist    = 10058
+	codeStreamRestore      = 10062 // a restore failed part way (JSStreamRestoreErrF)
 )
 
 func noStream(stream string, err error) error {
@@ -415,6 +417,9 @@ func (a *Adapter) Restore(ctx context.Context, stream string, data, meta io.Read
 		if transient(err) || errors.Is(err, errDisconnected) {
 			err = fmt.Errorf("%w: %w", err, keeper.ErrNoBus) // a restore begun again may pass
 		}
+		if staleFiles(err) {
+			err = fmt.Errorf("%w: %w", err, keeper.ErrStaleStream) // removed again later, it may pass
+		}
 		return busErr(fmt.Errorf("jsbus: restore of stream %s failed; a part of it may be on the bus: %w", stream, err))
 	}
 	if st.LastSeq != bm.State.LastSeq {
@@ -501,4 +506,16 @@ func (f *fullReader) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return n, err
+}
+
+// staleFiles reports a restore refused because the new stream's store
+// already held messages. nats-server (2.15.3, fileStore.Delete) removes a
+// deleted stream by renaming its directory to .<name> and deleting that in
+// the background; a second delete of the same name before that ends cannot
+// rename, leaves the message blocks in place and still answers success, and
+// a restore into the name then finds them ("expected sequence does not
+// match store"). Once the background removal is done, deleting the
+// half-restored stream removes them too.
+func staleFiles(err error) bool {
+	return isCode(err, codeStreamRestore) && strings.Contains(err.Error(), "expected sequence does not match store")
 }

@@ -26,6 +26,11 @@ var (
 	// ErrFailed: the verb failed part-way; its sentence says what was and
 	// was not done.
 	ErrFailed = errors.New("failed")
+	// ErrStaleStream: the server refused a stream's restore because the
+	// stream's store still held messages of one removed just before (its
+	// files not yet gone from the server's disk). Removed again a little
+	// later, the restore passes. It is a kind of failure.
+	ErrStaleStream = fmt.Errorf("the server still held files of a stream removed just before, a kind of %w", ErrFailed)
 	// ErrNoBus: no bus (or no keeper) could be reached, or the keeper is
 	// stopping.
 	ErrNoBus = errors.New("no bus reachable")

@@ -180,12 +180,14 @@ func (x *run) restore(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
-		if try == busTries || !errors.Is(err, ErrNoBus) || ctx.Err() != nil || !x.removeUnfinished(ctx, begun) {
+		again := errors.Is(err, ErrNoBus) || errors.Is(err, ErrStaleStream)
+		if try == busTries || !again || ctx.Err() != nil || !x.removeUnfinished(ctx, begun) {
 			return fmt.Errorf("restoring from %s failed: %w", sourceName(x.point), err)
 		}
-		// The bus went away part way (a server of the cluster died): what
-		// this try began and did not finish is gone; begin those again.
-		x.k.log.Warn("the bus went away during a restore; restoring the unfinished streams again", "try", try, "err", err)
+		// The bus went away part way (a server of the cluster died), or
+		// the server still held files of a stream removed just before: what
+		// this try began and did not finish is removed; begin those again.
+		x.k.log.Warn("a restore was cut short by the bus or by files the server had not yet removed; restoring the unfinished streams again", "try", try, "err", err)
 		left = slices.DeleteFunc(left, func(s string) bool { return contains(j.Restored, s) })
 		select {
 		case <-ctx.Done():
