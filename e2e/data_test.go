@@ -48,7 +48,7 @@ func fillBulk(t *testing.T, js jetstream.JetStream, module, local string, total 
 			m.Header.Add("Bulk-Tag", fmt.Sprintf("t%x", r.Uint32()))
 			m.Header.Add("Bulk-Tag", "second")
 		}
-		if _, err := js.PublishMsgAsync(m); err != nil {
+		if _, err := js.PublishMsgAsync(m, jetstream.WithStallWait(time.Minute)); err != nil { // a loaded machine acknowledges slowly
 			t.Fatalf("async publish %d: %v", n, err)
 		}
 		sent += int64(size)

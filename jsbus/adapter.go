@@ -277,6 +277,21 @@ func (a *Adapter) OwnStreams() []string { return []string{"KV_" + a.cfg.bucket, 
 // ServerVersion is the version of the server the connection is on.
 func (a *Adapter) ServerVersion() string { return a.nc.ConnectedServerVersion() }
 
+// MaxRestoresAtOnce is 1 on a server that is not part of a cluster, and
+// no bound on a cluster. nats-server 2.15.3 restores a stream on a server
+// of its own (RestoreStreamV2, not clustered) counting the account's
+// reserved bytes over its map of streams without the account's lock
+// (jsAccount.tieredReservation), so a second restore (or any stream
+// created) at that moment can end the server's process with "concurrent
+// map iteration and map write". A cluster counts under the JetStream
+// lock.
+func (a *Adapter) MaxRestoresAtOnce() int {
+	if a.nc.ConnectedClusterName() == "" {
+		return 1
+	}
+	return 0
+}
+
 // validName reports whether s can be a stream, consumer or bucket name and a
 // single subject token: keeper.CheckStreamName, the one rule for such names.
 func validName(s string) bool { return keeper.CheckStreamName("name", s) == nil }

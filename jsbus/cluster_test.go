@@ -47,6 +47,9 @@ func TestClusterSnapshotRestoreKeepsReplicas(t *testing.T) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+	if got := a.MaxRestoresAtOnce(); got != 0 {
+		t.Errorf("a cluster bounds restores at once to %d, want no bound (0)", got)
+	}
 	if err := sample.Create(ctx, js, "billing", "ledger", sample.Replicas(3)); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -50,7 +51,7 @@ func TestEvidenceReads(t *testing.T) {
 	}
 	const many = 100_050
 	for i := range many {
-		if _, err := b.js.PublishAsync(fmt.Sprintf("many.%d", i), nil); err != nil {
+		if _, err := b.js.PublishAsync(fmt.Sprintf("many.%d", i), nil, jetstream.WithStallWait(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		if i%1000 == 999 || i == many-1 {

@@ -1,9 +1,12 @@
 package keeper_test
 
 import (
+	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
@@ -126,5 +129,49 @@ func TestParallelFaults(t *testing.T) {
 			c.run(t, e, f)
 			keeper.NoFiles(t, spool)
 		})
+	}
+}
+
+// restoreCount is the real bus; it counts the restores in flight at once.
+type restoreCount struct {
+	keeper.Bus
+	mu       sync.Mutex
+	now, max int
+}
+
+func (c *restoreCount) Restore(ctx context.Context, s string, data, meta io.Reader) error {
+	c.mu.Lock()
+	c.now++
+	c.max = max(c.max, c.now)
+	c.mu.Unlock()
+	defer func() { c.mu.Lock(); c.now--; c.mu.Unlock() }()
+	return c.Bus.Restore(ctx, s, data, meta)
+}
+
+// On a server of its own, a keeper of 3 streams at once still restores one
+// stream at a time (the bus says so: nats-server 2.15.3 can end its process
+// on restores at once there), over live data and into absent data, and
+// takes its snapshots 3 at once.
+func TestRestoresOneAtATimeOnAServerOfItsOwn(t *testing.T) {
+	c := &restoreCount{}
+	e, _, logs := parallelEnv(t, 3, func(cfg *keeper.Config) { c.Bus = cfg.Bus; cfg.Bus = c })
+	before := e.kept()
+	e.snapshot(1, "one")
+	if !strings.Contains(logs.String(), "spooled until its turn") {
+		t.Errorf("the snapshot did not take its streams at once; the log:\n%s", logs.String())
+	}
+	e.change()
+	if _, err := e.k.RestoreKept(e.ctx, req(1, "one")); err != nil {
+		t.Fatalf("restore-kept over live data: %v", err)
+	}
+	e.removeKept()
+	if _, err := e.k.RestoreKept(e.ctx, req(1, "one")); err != nil {
+		t.Fatalf("restore-kept into absent data: %v", err)
+	}
+	if d := diffKept(e, before); d != "" {
+		t.Errorf("after the restores:\n%s", d)
+	}
+	if c.max != 1 {
+		t.Errorf("%d restores were in flight at once, want 1", c.max)
 	}
 }
