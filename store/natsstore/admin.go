@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -53,20 +55,52 @@ func (s *Store) Stat(ctx context.Context, key string) (store.Info, error) {
 }
 
 // all reads the last meta of every name in the bucket, parts included.
+//
+// The object store's List reads through an ordered consumer, and on a
+// cluster that consumer may sit on a replica a little behind the stream's
+// leader: it then ends early, with some objects missing (seen on an R3
+// bucket under load). A list that misses objects would make Sweep take
+// live parts and chunks for leftovers, so every list is checked against
+// the leader: the bucket's meta subjects are counted first (stream info,
+// answered by the leader), and a list, deleted names included, that holds
+// fewer than that is read again, up to listTries times.
 func (s *Store) all(ctx context.Context) ([]*jetstream.ObjectInfo, error) {
-	var infos []*jetstream.ObjectInfo
-	err := s.retry(ctx, "list the bucket", func(ctx context.Context) (err error) {
-		infos, err = s.obs.List(ctx)
-		return err
-	})
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return nil, nil
+	meta := "$O." + s.bucket + ".M.>"
+	for try := 1; ; try++ {
+		var infos []*jetstream.ObjectInfo
+		var metas int
+		err := s.retry(ctx, "list the bucket", func(ctx context.Context) error {
+			si, err := s.stream.Info(ctx, jetstream.WithSubjectFilter(meta))
+			if err != nil {
+				return err
+			}
+			metas = len(si.State.Subjects)
+			infos, err = s.obs.List(ctx, jetstream.ListObjectsShowDeleted())
+			if errors.Is(err, jetstream.ErrNoObjectsFound) {
+				infos, err = nil, nil
+			}
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("could not list bucket %s: %w", s.bucket, busErr(err))
+		}
+		if len(infos) >= metas {
+			return slices.DeleteFunc(infos, func(i *jetstream.ObjectInfo) bool { return i.Deleted }), nil
+		}
+		if try == listTries {
+			return nil, fmt.Errorf("could not list bucket %s: %d reads gave fewer objects than the %d its stream's leader holds (the last %d)", s.bucket, try, metas, len(infos))
+		}
+		s.log.Debug("a list of the bucket ended early; reading it again", "bucket", s.bucket, "listed", len(infos), "leader", metas, "try", try)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("could not list bucket %s: %w", s.bucket, ctx.Err())
+		case <-time.After(time.Duration(try) * 250 * time.Millisecond):
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("could not list bucket %s: %w", s.bucket, busErr(err))
-	}
-	return infos, nil
 }
+
+// listTries bounds the reads of one list that end early (see all).
+const listTries = 8
 
 // List describes every object whose key begins with prefix, sorted by key.
 func (s *Store) List(ctx context.Context, prefix string) ([]store.Info, error) {
