@@ -82,6 +82,9 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkPositionsFit(positions, asideFile); err != nil {
+		return nil, nil, err
+	}
 	var live []StreamInfo
 	for _, s := range streams {
 		if si, err := k.bus.Stream(ctx, s); err == nil {

@@ -2,7 +2,6 @@ package keeper
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -19,6 +18,10 @@ import (
 // A restore into absent kept data has no aside (Aside is ""): it is written
 // before the first stream is begun. A keeper that starts again takes such a
 // restore up again as a restore-kept of the same point (recoverIntoAbsent).
+//
+// Its lists of consumers (Reposition, Expect) are its body, kept in parts
+// beside it so that the journal.<module>.<local> head stays small whatever
+// the number of the module's consumers (journal_parts.go).
 type journal struct {
 	Module     string     `json:"module"`
 	Local      string     `json:"local"`
@@ -28,7 +31,7 @@ type journal struct {
 	Removed    []string   `json:"removed"`
 	Restore    []string   `json:"restore"`
 	Restored   []string   `json:"restored"`
-	Reposition []Position `json:"reposition"`
+	Reposition []Position `json:"-"`                   // the body (journal_parts.go); fixed once the journal is first saved
 	Kind       string     `json:"kind,omitempty"`      // KindIntoAbsent, KindReplace, KindAsideOnly (empty in older journals: see kind)
 	Step       string     `json:"step"`                // StepRemove, StepRestore, StepPosition
 	Overrides  *Overrides `json:"overrides,omitempty"` // what the point's restored streams' configuration changes
@@ -39,29 +42,49 @@ type journal struct {
 	// each consumer it sets back must be once it is done (see
 	// evidence_run.go); absent in journals of keepers that kept none.
 	Evidence *Evidence         `json:"evidence,omitempty"`
-	Expect   []ConsumerFigures `json:"expect,omitempty"`
+	Expect   []ConsumerFigures `json:"-"` // the body, as Reposition
+
+	// body names the parts of the index that hold Reposition and Expect;
+	// nil when the head holds them (none to hold, or an older journal).
+	// bodyAway says Reposition and Expect are not read yet: a head read
+	// without its body (readJournal; loadBody reads it).
+	body     *bodyRef
+	bodyAway bool
 }
 
 func journalKey(module, local string) string { return "journal." + module + "." + local }
 
-// saveJournal records the journal in the index. A journal that cannot be
-// saved stops the restore before its next removal.
+// saveJournal records the journal in the index: its body's parts the first
+// time (saveBody), then its head. A journal that cannot be saved stops the
+// restore before its next removal.
 func (k *Keeper) saveJournal(ctx context.Context, j *journal) error {
-	data, _ := json.Marshal(j)
+	if err := k.saveBody(ctx, j); err != nil {
+		return fmt.Errorf("recording the restore journal in the index: %w", err)
+	}
+	data := encodeHead(j)
+	if len(data) > maxJournalHead {
+		return fmt.Errorf("recording the restore journal in the index: its head is %d bytes, over the %d it may take, so it was not recorded", len(data), maxJournalHead)
+	}
 	if err := k.index.Put(ctx, journalKey(j.Module, j.Local), data); err != nil {
 		return fmt.Errorf("recording the restore journal in the index: %w", err)
 	}
 	return nil
 }
 
-// closeJournal removes a finished restore's journal.
+// closeJournal removes a finished restore's journal: its head, then the
+// parts of its body. A head that cannot be removed keeps its parts.
 func (k *Keeper) closeJournal(ctx context.Context, j *journal) {
 	if err := k.index.Delete(ctx, journalKey(j.Module, j.Local)); err != nil {
 		k.log.Warn("could not remove the restore journal from the index", "aside", j.Aside, "err", err)
+		return
 	}
+	k.hook("journal-head-removed")
+	k.removeBody(ctx, j)
 }
 
-// readJournal is the journal of module/local, or nil when there is none.
+// readJournal is the head of the journal of module/local, or nil when
+// there is none. Its body (Reposition, Expect) is read by loadBody, where
+// it is needed: only to carry the restore on.
 func (k *Keeper) readJournal(ctx context.Context, module, local string) (*journal, error) {
 	data, err := k.index.Get(ctx, journalKey(module, local))
 	if errors.Is(err, ErrNotFound) {
@@ -71,7 +94,7 @@ func (k *Keeper) readJournal(ctx context.Context, module, local string) (*journa
 		return nil, err
 	}
 	var j journal
-	if err := json.Unmarshal(data, &j); err != nil || j.Module != module || j.Local != local {
+	if err := decodeJournal(data, &j); err != nil || j.Module != module || j.Local != local {
 		return nil, fmt.Errorf("restore journal %s in the index is unreadable (%v)", journalKey(module, local), err)
 	}
 	return &j, nil
@@ -114,6 +137,9 @@ func (k *Keeper) Recover(ctx context.Context) ([]string, error) {
 		}
 		said = append(said, s)
 	}
+	if _, err := k.sweepJournalParts(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	return said, errors.Join(errs...)
 }
 
@@ -135,7 +161,7 @@ func (k *Keeper) journals(ctx context.Context) ([]*journal, error) {
 			continue
 		}
 		var j journal
-		if err := json.Unmarshal(data, &j); err != nil || journalKey(j.Module, j.Local) != key {
+		if err := decodeJournal(data, &j); err != nil || journalKey(j.Module, j.Local) != key {
 			errs = append(errs, fmt.Errorf("restore journal %s in the index is unreadable (%v), so it was left alone", key, err))
 			continue
 		}
@@ -160,6 +186,9 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 	}
 	if now == nil || now.Aside != j.Aside {
 		return "", Errorf(ErrBusy, "the restore of %s/%s moved on meanwhile", j.Module, j.Local)
+	}
+	if err := k.loadBody(ctx, now); err != nil {
+		return "", fmt.Errorf("restore journal %s in the index is unreadable (%w); nothing was changed", journalKey(j.Module, j.Local), err)
 	}
 	*j = *now
 	var a Aside
@@ -303,7 +332,7 @@ func (k *Keeper) recoverIntoAbsent(ctx context.Context, j *journal) (string, err
 	if err != nil {
 		return "", fmt.Errorf("reading the restore journal of %s/%s: %w; nothing was changed", j.Module, j.Local, err)
 	}
-	if err := json.Unmarshal(data, j); err != nil || j.Aside != "" {
+	if err := decodeJournal(data, j); err != nil || j.Aside != "" {
 		return "", Errorf(ErrBusy, "the restore journal of %s/%s changed meanwhile", j.Module, j.Local)
 	}
 	k.log.Warn("taking up an interrupted restore into absent kept data", "module", j.Module, "local", j.Local, "point", j.Point, "restored", j.Restored)
@@ -342,7 +371,7 @@ func (k *Keeper) closeJournalIfAbsent(ctx context.Context, module, local string)
 		return
 	}
 	var j journal
-	if json.Unmarshal(data, &j) == nil && j.Aside == "" {
+	if decodeJournal(data, &j) == nil && j.Aside == "" {
 		k.closeJournal(ctx, &j)
 	}
 }

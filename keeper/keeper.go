@@ -50,8 +50,10 @@ type Config struct {
 	Now     func() time.Time // nil means time.Now
 	// StepHook, when set, is called at each step of a restore ("aside:point-wait"
 	// in a rollback, its aside whole but waiting for the point's verification
-	// before its commit mark; "journal-written", "remove:<stream>",
-	// "removed:<stream>", "restored:<stream>", "positions-set").
+	// before its commit mark; "journal-parts-written" (a journal's body,
+	// before its head), "journal-written", "remove:<stream>",
+	// "removed:<stream>", "restored:<stream>", "positions-set",
+	// "journal-head-removed" (a closed journal's head, before its body)).
 	// It exists for crash tests.
 	StepHook func(step string)
 	// ID names this keeper in leases; empty means host:pid:random.

@@ -101,7 +101,11 @@ func (k *Keeper) putJSON(ctx context.Context, key string, v any) (store.Info, er
 	if err != nil {
 		return store.Info{}, err
 	}
-	return k.putBytes(ctx, key, append(data, '\n'))
+	data = append(data, '\n')
+	if err := checkRecordSize(key, data); err != nil {
+		return store.Info{}, err
+	}
+	return k.putBytes(ctx, key, data)
 }
 
 // putBytes writes a small object, visible whole or not at all.

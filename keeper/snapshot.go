@@ -61,6 +61,9 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	if err != nil {
 		return fail(withKind(ErrFailed, err))
 	}
+	if err := checkPositionsFit(positions, pointFile); err != nil {
+		return fail(fmt.Errorf("%w, so no point was made", err))
+	}
 
 	if err := k.checkRoom(ctx, storedBytes(live), k.spoolBound(live)); err != nil {
 		return fail(err)

@@ -1,0 +1,51 @@
+package keeper
+
+import (
+	"encoding/json"
+)
+
+// A point's point.json and an aside's aside.json are read back whole, up to
+// maxRecordSize bytes (4 MiB), so they are never written bigger than that.
+// Of a record, only the module's consumers' positions grow with the work:
+// one each, a few hundred bytes (more with big metadata or many filter
+// subjects). The rest (names, a stream sum for each of at most a plan's
+// streams, the request's caller and why, the recipients of an encrypted
+// archive) takes well under recordRoom. So the positions may take
+// MaxPositionsSize bytes, as the record holds them, and a snapshot or an
+// aside whose positions would take more is refused before anything is
+// taken: the point or the aside could never be read back.
+const (
+	recordRoom = 512 << 10
+	// MaxPositionsSize bounds the positions a point.json or aside.json
+	// holds: 3.5 MiB, as the record's indented JSON holds them (about
+	// 5,500 consumers of some 650 bytes each).
+	MaxPositionsSize = maxRecordSize - recordRoom
+)
+
+// positionsSize is how many bytes positions take in a record, exactly as
+// putJSON writes them (indented one level in).
+func positionsSize(positions []Position) int {
+	if len(positions) == 0 {
+		return 0
+	}
+	data, _ := json.MarshalIndent(positions, "  ", "  ")
+	return len(data)
+}
+
+// checkPositionsFit refuses, with ErrConflict, positions that would make
+// the record file (point.json or aside.json) bigger than a keeper reads back.
+func checkPositionsFit(positions []Position, file string) error {
+	if n := positionsSize(positions); n > MaxPositionsSize {
+		return Errorf(ErrConflict, "the module's %d consumer position(s) take %d bytes as %s would hold them, over the %d it may give them (it is read back only up to %d bytes)",
+			len(positions), n, file, MaxPositionsSize, maxRecordSize)
+	}
+	return nil
+}
+
+// checkRecordSize refuses a record that a keeper would not read back.
+func checkRecordSize(key string, data []byte) error {
+	if len(data) > maxRecordSize {
+		return Errorf(ErrConflict, "%s would be %d bytes, over the %d a keeper reads back, so it was not written", key, len(data), maxRecordSize)
+	}
+	return nil
+}
