@@ -246,17 +246,38 @@ func TestParseRecipients(t *testing.T) {
 	}
 }
 
+// FuzzParseRecipients: a recipients file is outside input (a flag names
+// it). What is accepted is 1 to MaxRecipients distinct recipients, each
+// one that parses back to itself, that make a sealer; a refusal never
+// quotes more than the first 12 characters of a line, so a secret key
+// pasted by mistake is not repeated in a log.
 func FuzzParseRecipients(f *testing.F) {
 	f.Add("# c\nage1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p\n")
 	f.Add("age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p\r\n\n#\n")
 	f.Add("\x00\xff age1")
+	f.Add("AGE-SECRET-KEY-1QYQSZQGPQYQSZQGPQYQSZQGPQYQSZQGPQYQSZQGPQYQSZQGPQYQSZQGPQYQS\n")
+	f.Add("age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p\n age1AGE-SECRET-KEY-1QYQSZQGPQYQSZQGPQ\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		got, err := agecrypt.ParseRecipients(strings.NewReader(in))
 		if err != nil {
+			for line := range strings.Lines(in) {
+				line = strings.TrimSpace(line)
+				if i := strings.Index(line, "AGE-SECRET-KEY-"); i >= 0 && len(line) >= i+20 && strings.Contains(err.Error(), line[i:i+20]) {
+					t.Fatalf("the error quotes a secret key: %v", err)
+				}
+			}
 			return
 		}
 		if len(got) == 0 || len(got) > agecrypt.MaxRecipients {
 			t.Fatalf("%d recipients accepted", len(got))
+		}
+		seen := map[string]bool{}
+		for _, s := range got {
+			r, err := agecrypt.ParseRecipient(s)
+			if err != nil || r.String() != s || seen[s] {
+				t.Fatalf("accepted recipient %q parses as %v, %v (seen before: %v)", s, r, err, seen[s])
+			}
+			seen[s] = true
 		}
 		if _, err := agecrypt.NewSealer(got); err != nil {
 			t.Fatalf("parsed recipients %v do not make a sealer: %v", got, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"path"
 	"strings"
 
@@ -109,10 +108,9 @@ func (k *Keeper) relFrom(from string) (string, error) {
 	rel := from
 	if strings.HasPrefix(from, "/") {
 		d := k.store.Describe()
-		u, err := url.Parse(d.URL)
-		root := ""
-		if err == nil && d.Kind == "file" {
-			root = strings.TrimSuffix(u.Path, "/") + "/"
+		root := fileDir(d)
+		if root != "" {
+			root = strings.TrimSuffix(root, "/") + "/"
 		}
 		clean := path.Clean(from)
 		if root == "" || !strings.HasPrefix(clean, root) {

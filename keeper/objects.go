@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"path"
 	"strconv"
 	"strings"
@@ -87,12 +86,21 @@ func isAsideRel(rel string) bool { return strings.HasPrefix(rel, asideDir+"/") }
 // store's directory, else the store's URL and the key.
 func (k *Keeper) abs(rel string) string {
 	d := k.store.Describe()
-	if d.Kind == "file" {
-		if u, err := url.Parse(d.URL); err == nil && u.Path != "" {
-			return path.Join(u.Path, rel)
-		}
+	if dir := fileDir(d); dir != "" {
+		return path.Join(dir, rel)
 	}
 	return strings.TrimSuffix(d.URL, "/") + "/" + rel
+}
+
+// fileDir is the file store's directory, or "" for another store. The file
+// store says its URL as file:// and the directory as it is, not escaped, so
+// it is cut from there rather than parsed: a directory may hold ?, # or %.
+func fileDir(d store.Description) string {
+	if d.Kind != "file" {
+		return ""
+	}
+	dir, _ := strings.CutPrefix(d.URL, "file://")
+	return dir
 }
 
 // putJSON writes a small record as one object, visible whole or not at all.

@@ -15,6 +15,8 @@ import (
 
 // FuzzDecodeRequest: any body either decodes to a request that passes
 // CheckRequest and survives a round trip, or is refused with a 400 sentence.
+// The admission's quick look at the body (heavyVerb, which reads dry-run
+// before the request is decoded) agrees with the request decoded.
 func FuzzDecodeRequest(f *testing.F) {
 	for _, s := range []string{
 		`{}`, `{"module":"billing","local":"ledger","form":3,"fingerprint":"9f2c1a7e","catch-up":"m","caller":"c"}`,
@@ -22,7 +24,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"module":"a","local":"b","streams":["S","T"],"consumers":[{"stream":"S","consumer":"c"}]}`,
 		`{"module":"a","local":"b","streams":["a.b"]}`, `{"module":"a","local":"b","streams":[]}`,
 		`{"module":"a","local":"b","streams":["S"],"consumers":[]}`, `{"module":"a","local":"b","consumers":[]}`,
-		`{"module":"a","module":"b"}`, `{"Module":"a"}`, `[1]`, `{"form":1e3}`, `{"module":"a\u0000"}`, `{} {}`, ``,
+		`{"module":"a","module":"b"}`, `{"Module":"a"}`, `{"module":"a","local":"b","fingerprint":"f","why":"w","dry-run":true}`, `[1]`, `{"form":1e3}`, `{"module":"a\u0000"}`, `{} {}`, ``,
 	} {
 		for _, v := range Verbs() {
 			f.Add(v, []byte(s))
@@ -41,6 +43,10 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		if err := CheckRequest(verb, r); err != nil {
 			t.Fatalf("accepted request fails CheckRequest: %v", err)
+		}
+		heavy := verb == VerbSnapshot || verb == VerbVerify || (verb == VerbRestore && !r.DryRun)
+		if heavyVerb(verb, body) != heavy {
+			t.Fatalf("%s %s: heavyVerb says %v, the decoded request (dry-run %v) %v", verb, body, !heavy, r.DryRun, heavy)
 		}
 		again, err := json.Marshal(r)
 		if err != nil {

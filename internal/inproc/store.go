@@ -120,10 +120,29 @@ func (s *connStore) Close() error {
 	return err
 }
 
-// Redact drops a password from a URL, for sentences.
+// Redact hides the credentials a URL may hold, for sentences: its user
+// part, password and user both (a NATS token is the user). A URL with an @
+// that does not parse cleanly into credentials, host and path (a password
+// with an unescaped %, ?, # or /) has everything from its scheme to its
+// last @ hidden. A URL without an @ holds none and is said as given, and
+// so is one with no host, whose @ is in its path (file:///srv/keeper@prod).
 func Redact(u string) string {
-	if p, err := url.Parse(u); err == nil && p.User != nil {
-		return p.Redacted()
+	at := strings.LastIndex(u, "@")
+	if at < 0 {
+		return u
 	}
-	return u
+	scheme, rest, ok := strings.Cut(u, "://")
+	ok = ok && !strings.Contains(scheme, "@")
+	if ok && strings.HasPrefix(rest, "/") {
+		return u
+	}
+	if p, err := url.Parse(u); err == nil && p.User != nil && !strings.Contains(p.Host+p.Path+p.RawQuery+p.Fragment+p.Opaque, "@") {
+		p.User = url.User("REDACTED")
+		return p.String()
+	}
+	start := 0
+	if ok {
+		start = len(scheme) + len("://")
+	}
+	return u[:start] + "REDACTED" + u[at:]
 }
