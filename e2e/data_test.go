@@ -289,14 +289,14 @@ func staleKeys(t *testing.T, js jetstream.JetStream) []string {
 	t.Helper()
 	var out []string
 	for _, k := range indexKeys(t, js) {
-		if strings.HasPrefix(k, "lease.") || strings.HasPrefix(k, "journal.") {
+		if strings.HasPrefix(k, "lease.") || strings.HasPrefix(k, "journal.") || strings.HasPrefix(k, "journal-part.") {
 			out = append(out, k)
 		}
 	}
 	return out
 }
 
-// waitNoStale polls until the kept bucket holds no lease or journal key and
+// waitNoStale polls until the kept bucket holds no lease, journal or journal part key and
 // the keeper's dir no journal.json or .partial; it returns what is left
 // after limit.
 func waitNoStale(t *testing.T, js jetstream.JetStream, dir string, limit time.Duration) []string {
