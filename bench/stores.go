@@ -137,9 +137,9 @@ func (r *run) startVersityGW(ctx context.Context) (endpoint, access, secret stri
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	access, secret = "keeperbench", rand.Text()
-	r.res.StoreCommands = append(r.res.StoreCommands, "versitygw --port 127.0.0.1:GWPORT --access ACCESS --secret SECRET --quiet posix DIR/s3",
+	r.res.StoreCommands = append(r.res.StoreCommands, "versitygw --port 127.0.0.1:GWPORT --access ACCESS --secret SECRET --quiet posix --data-integrity-etag DIR/s3",
 		fmt.Sprintf("create the bucket %s on versitygw through an S3 client (the keeper never makes buckets)", s3Bucket))
-	if r.gw, err = startProc("versitygw", r.env, bin, "--port", addr, "--access", access, "--secret", secret, "--quiet", "posix", filepath.Join(r.work, "s3")); err != nil {
+	if r.gw, err = startProc("versitygw", r.env, bin, "--port", addr, "--access", access, "--secret", secret, "--quiet", "posix", "--data-integrity-etag", filepath.Join(r.work, "s3")); err != nil {
 		return "", "", "", err
 	}
 	endpoint = "http://" + addr

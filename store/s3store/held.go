@@ -51,7 +51,7 @@ func (k *sink) KeepPart(ctx context.Context, n int, data store.Blocks, sum [32]b
 		Body:           body,
 		ContentLength:  aws.Int64(int64(data.Len())),
 		ChecksumSHA256: aws.String(b64(sum[:])),
-	}, payloadHash(sum))
+	}, unsignedPayload())
 	body.close()
 	if err != nil {
 		return k.s.fail(err, "keeping part %d (%d bytes) of %s as %s failed, so the part was not stored", n, data.Len(), k.key, key)
