@@ -11,7 +11,7 @@ import (
 // verifyBlocks is how many blocks of verifyBlock bytes one verification
 // holds: being read, being hashed, and waiting for or being read by the
 // decoder.
-const verifyBlocks = 6
+const verifyBlocks = 3
 
 // errTeeStopped is what the decoder reads when reading the entry stopped
 // early (the caller reports why, from wait).

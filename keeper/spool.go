@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
 )
@@ -26,11 +27,23 @@ import (
 // is made, so that nothing is left of it after a crash. The format of
 // bus.tar does not change: the bytes that reach the archive are the same,
 // hashed by the archive's writer as before.
+//
+// Once the archive reads a spool (its stream's turn came), a write that
+// finds no room in memory first waits, up to headPatience, for the reader
+// to make some, while the spool holds bytes the reader is taking: a store
+// slower than the server then slows the server through its window, instead
+// of every byte going through the file and back (for a 1 GiB stream to an
+// object store, a second of the keeper's CPU in the kernel). A store that
+// stalls longer (an R3 bucket electing a leader) still gets the file: the
+// server fails a snapshot whose chunks go unacknowledged for 5 s.
 
 // Spool bounds: the memory every spool of the keeper shares, in chunks.
 const (
 	spoolChunk  = 1 << 20
-	spoolMemory = 8 << 20
+	spoolMemory = 2 << 20
+	// headPatience is the longest a write to the spool being read waits
+	// for room in memory before it goes to the file.
+	headPatience = time.Second
 )
 
 // spoolBudget is the keeper-wide memory of spools: a token per chunk held.
@@ -97,8 +110,10 @@ func openSpoolDir(dir string) error {
 // write never waits for the reader, so the server's flow control sees a
 // keeper that keeps up. The writer and the reader are one goroutine each.
 type spool struct {
-	budget *spoolBudget
-	dir    string
+	budget   *spoolBudget
+	dir      string
+	patience time.Duration // headPatience (tests shorten it)
+	room     chan struct{} // a token when the reader made room (or Close)
 
 	mu     sync.Mutex
 	wake   *sync.Cond
@@ -110,11 +125,12 @@ type spool struct {
 	fileR  int64 // bytes of file read
 	closed bool  // the data's writer closed it: no more bytes come
 	broken error // the reader gave up (or a write failed): writes fail
+	head   bool  // the archive reads it: writes wait for room (patience)
 	meta   bytes.Buffer
 }
 
 func newSpool(b *spoolBudget, dir string) *spool {
-	s := &spool{budget: b, dir: dir}
+	s := &spool{budget: b, dir: dir, patience: headPatience, room: make(chan struct{}, 1)}
 	s.wake = sync.NewCond(&s.mu)
 	return s
 }
@@ -155,13 +171,50 @@ func (spoolMeta) Close() error { return nil }
 func (s *spool) write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.broken != nil {
-		return 0, s.broken
-	}
 	n := 0
-	// Memory while the file holds no byte not yet read (so every byte in
-	// memory is older than every unread byte of the file): a spool that
-	// went to its file comes back to memory once its reader caught up.
+	var until time.Time // when a write at the head stops waiting for room
+	for len(p) > 0 {
+		if s.broken != nil {
+			return n, s.broken
+		}
+		if k := s.toMem(p); k > 0 {
+			p, n = p[k:], n+k
+			s.wake.Broadcast()
+			continue
+		}
+		if s.head && (len(s.mem) > 0 || s.fileR < s.fileW) {
+			if until.IsZero() {
+				until = time.Now().Add(s.patience)
+			}
+			if left := time.Until(until); left > 0 {
+				s.mu.Unlock()
+				t := time.NewTimer(left)
+				select {
+				case <-s.room:
+				case <-t.C:
+				}
+				t.Stop()
+				s.mu.Lock()
+				continue
+			}
+		}
+		if err := s.toFile(p); err != nil {
+			s.broken = err
+			return n, err
+		}
+		p, n = nil, n+len(p)
+	}
+	s.wake.Broadcast()
+	return n, nil
+}
+
+// toMem puts what of p fits into memory and returns how much: none while
+// the file holds bytes not yet read (every byte in memory is older than
+// every unread byte of the file, so a spool that went to its file comes
+// back to memory once its reader caught up), or when the budget is spent.
+// Call with s.mu held.
+func (s *spool) toMem(p []byte) int {
+	n := 0
 	for len(p) > 0 && s.fileR == s.fileW {
 		last := len(s.mem) - 1
 		if last < 0 || len(s.mem[last]) == cap(s.mem[last]) {
@@ -176,15 +229,15 @@ func (s *spool) write(p []byte) (int, error) {
 		s.mem[last] = append(c, p[:k]...)
 		p, n = p[k:], n+k
 	}
-	if len(p) > 0 {
-		if err := s.toFile(p); err != nil {
-			s.broken = err
-			return n, err
-		}
-		n += len(p)
+	return n
+}
+
+// madeRoom tells a write waiting at the head that the reader took bytes.
+func (s *spool) madeRoom() {
+	select {
+	case s.room <- struct{}{}:
+	default:
 	}
-	s.wake.Broadcast()
-	return n, nil
 }
 
 // toFile appends p to the spool's file, made at the first call. Call with
@@ -219,6 +272,7 @@ func (s *spool) Read(p []byte) (int, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.head = true
 	for {
 		if s.broken != nil {
 			return 0, s.broken
@@ -242,6 +296,7 @@ func (s *spool) Read(p []byte) (int, error) {
 			k, err := f.ReadAt(p[:n], off)
 			s.mu.Lock()
 			s.fileR += int64(k)
+			s.madeRoom()
 			if err != nil && !(errors.Is(err, io.EOF) && k > 0) {
 				return k, fmt.Errorf("reading the snapshot's spool back: %w", err)
 			}
@@ -265,6 +320,7 @@ func (s *spool) dropRead() bool {
 	s.mem[0] = nil
 	s.mem, s.memOff = s.mem[1:], 0
 	s.budget.give()
+	s.madeRoom()
 	return true
 }
 
@@ -299,4 +355,5 @@ func (s *spool) Close() {
 		s.file = nil
 	}
 	s.wake.Broadcast()
+	s.madeRoom()
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-keeper/nats-keeper/store/storetest"
 )
@@ -98,6 +99,7 @@ func TestSpoolBackToMemory(t *testing.T) {
 	dir := t.TempDir()
 	b := newSpoolBudget(3*4096, 4096)
 	s := newSpool(b, dir)
+	s.patience = 0 // a write at the head goes to the file at once, as before any was read
 	defer s.Close()
 	var all []byte
 	put := func(n int, c byte) {
@@ -139,6 +141,58 @@ func TestSpoolBackToMemory(t *testing.T) {
 	if got = append(got, rest...); !bytes.Equal(got, all) {
 		t.Fatalf("read %d bytes, not the %d written in order", len(got), len(all))
 	}
+}
+
+// TestSpoolHeadWaitsForItsReader: once the archive reads a spool, a write
+// that finds its memory full waits for the reader instead of going to the
+// file, so a reader slower than the writer costs no file at all; a reader
+// that stalls past the patience still gets the file, and the bytes come out
+// in order either way.
+func TestSpoolHeadWaitsForItsReader(t *testing.T) {
+	dir := t.TempDir()
+	for _, stall := range []bool{false, true} {
+		b := newSpoolBudget(3*4096, 4096)
+		s := newSpool(b, dir)
+		s.patience = 100 * time.Millisecond
+		one := make([]byte, 1)
+		s.Data().Write(one)
+		if _, err := s.Read(one); err != nil { // the archive's turn came: the spool is at the head
+			t.Fatal(err)
+		}
+		var wrote [32]byte
+		var wg sync.WaitGroup
+		wg.Go(func() { wrote = feed(t, s.Data(), 2<<20, 9) })
+		h := sha256.New()
+		buf := make([]byte, 3000)
+		for i := 0; ; i++ {
+			k, err := s.Read(buf)
+			h.Write(buf[:k])
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case stall && i == 50:
+				time.Sleep(4 * s.patience)
+			case i%64 == 0:
+				time.Sleep(time.Millisecond) // slower than the writer
+			}
+		}
+		wg.Wait()
+		if [32]byte(h.Sum(nil)) != wrote {
+			t.Errorf("stall %v: the bytes read differ from those written", stall)
+		}
+		if f := s.spooled(); (f > 0) != stall {
+			t.Errorf("stall %v: %d bytes went to the file", stall, f)
+		}
+		s.Close()
+		if n := len(b.tokens); n != 0 {
+			t.Errorf("stall %v: %d chunk(s) of the budget not given back", stall, n)
+		}
+	}
+	noFiles(t, dir)
 }
 
 // TestSpoolDirLeftovers: a spool file a stopped keeper left is removed,
