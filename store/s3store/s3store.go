@@ -194,7 +194,7 @@ func (s *Store) Describe() store.Description {
 		URL:  s.url,
 		Kind: "s3",
 		Publish: "An object of at most 8 MiB is one PutObject; a larger one is a multipart upload of 8 MiB parts, " +
-			"each checked by the server against its SHA-256, made visible whole by CompleteMultipartUpload. " +
+			"each checked by the server against its SHA-256 (a signed header; the body is sent as UNSIGNED-PAYLOAD, so it is hashed once), made visible whole by CompleteMultipartUpload. " +
 			"Either is atomic: readers see the old object or the new one. An upload never completed stays invisible " +
 			"until Sweep aborts it (a bucket lifecycle rule that aborts incomplete uploads does the same). The part that " +
 			"holds a held range (an archive's stream header, patched at the stream's end) is first put as an object " +
