@@ -13,13 +13,8 @@ import (
 // SHA-256, to sink.Part; Commit hands over the rest and calls sink.Complete.
 //
 // Pipelining: while one part is in sink.Part (in a goroutine of the writer's
-// own) the next one fills, and is hashed as it fills, but only its first
-// aheadBytes (2 MiB): a Write that would take more waits for the part being
-// stored. So the writer holds about a part and a quarter, not two parts,
-// whatever the pace of the sink (a keeper writing to an object store holds
-// 6 MiB less at its peak), and the bytes after those 2 MiB, which the caller
-// has ready (from the bus's window or the spool), fill in a few milliseconds
-// once the sink is free. (A part that WriteAt
+// own) the next one fills, and is hashed as it fills; a part that fills while
+// the previous one is still being stored waits for it. (A part that WriteAt
 // changed is hashed again in the background before it is stored.) The sink's
 // methods are never called at the same time. Parts are stored with ctx;
 // Complete with Commit's.
@@ -45,10 +40,6 @@ import (
 // a refused Hold, a Write after Commit) makes the writer refuse everything
 // after, and Commit returns it. A Commit that fails calls sink.Abort itself;
 // Abort calls it once, and not after a Commit that succeeded.
-// aheadBytes bounds how far the part filling runs ahead of the part being
-// stored (see NewPartWriter).
-const aheadBytes = 2 << 20
-
 func NewPartWriter(ctx context.Context, key string, sink PartSink) Writer {
 	return newPartWriter(ctx, key, sink, PartSize)
 }
@@ -57,7 +48,6 @@ func newPartWriter(ctx context.Context, key string, sink PartSink, partSize int)
 	w := &partWriter{WriteGuard: WriteGuard{Key: key}, ctx: ctx, sink: sink, partSize: partSize, curHash: sha256.New(),
 		blockSize: min(BlockSize, partSize)}
 	w.perPart = (partSize + w.blockSize - 1) / w.blockSize
-	w.ahead = max(aheadBytes/w.blockSize, 1)
 	w.reader, _ = sink.(PartReader)
 	return w
 }
@@ -70,7 +60,6 @@ type partWriter struct {
 
 	blockSize int // bytes of a block (BlockSize, or partSize if smaller)
 	perPart   int // blocks of a whole part
-	ahead     int // blocks the part filling may hold while another is stored
 
 	size      int64     // bytes written
 	cur       Blocks    // the part being filled: size%partSize bytes, nil when none
@@ -122,11 +111,6 @@ func (w *partWriter) Write(p []byte) (int, error) {
 			w.curHashed = true
 		}
 		if last := len(w.cur) - 1; last < 0 || len(w.cur[last]) == cap(w.cur[last]) {
-			if w.fly != nil && len(w.cur) >= w.ahead {
-				if err := w.wait(); err != nil { // the next part fills no further ahead while one is stored
-					return n, err
-				}
-			}
 			w.cur = append(w.cur, w.block())
 		}
 		blk := &w.cur[len(w.cur)-1]

@@ -389,46 +389,6 @@ func TestPartWriterPipelines(t *testing.T) {
 	}
 }
 
-// With real parts (8 MiB of 1 MiB blocks), the part filling runs at most
-// aheadBytes ahead of the one in the sink: the Write waits there, and goes
-// on once the sink took the part.
-func TestPartWriterFillsOnlySoFarAhead(t *testing.T) {
-	sink := newMemSink(t, PartSize)
-	sink.gate = make(chan struct{})
-	w := newPartWriter(context.Background(), "k", sink, PartSize)
-	var written atomic.Int64
-	done := make(chan error, 1)
-	go func() {
-		chunk := make([]byte, 64<<10)
-		for written.Load() < 2*PartSize+aheadBytes {
-			n, err := w.Write(chunk)
-			written.Add(int64(n))
-			if err != nil {
-				done <- err
-				return
-			}
-		}
-		done <- nil
-	}()
-	time.Sleep(300 * time.Millisecond) // far longer than filling 10 MiB takes
-	if got := written.Load(); got != PartSize+aheadBytes {
-		t.Errorf("%d bytes taken while part 1 was in the sink, want %d (a part and aheadBytes)", got, PartSize+aheadBytes)
-	}
-	if w.live > w.perPart+w.ahead {
-		t.Errorf("%d blocks in memory while part 1 was in the sink, want at most %d", w.live, w.perPart+w.ahead)
-	}
-	close(sink.gate)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Commit(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if sink.count != 3 {
-		t.Errorf("%d parts, want 3", sink.count)
-	}
-}
-
 // A zero-byte object is one Complete of no parts, with the empty checksum.
 func TestPartWriterEmpty(t *testing.T) {
 	sink := newMemSink(t, PartSize)
