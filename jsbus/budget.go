@@ -10,11 +10,11 @@ import (
 // adapter's connection together may have in flight at once (WithInFlight):
 // half of nats-server's default max_pending (64 MiB), the bytes the server
 // queues for one client before it drops it as a slow consumer. A snapshot
-// lets the server send up to its window (4 MiB) before it acknowledges, so
-// sixteen at once could queue 64 MiB for the keeper's one connection; the
-// half left over is for everything else the connection carries (index, acts,
-// consumer listings, replies). With it, eight streams are snapshotted at
-// once; a ninth waits for one of them to end before it asks the server.
+// lets the server send up to its window (8 MiB) before it acknowledges, so
+// eight at once could queue 64 MiB for the keeper's one connection; the half
+// left over is for everything else the connection carries (index, acts,
+// consumer listings, replies). With it, four streams are snapshotted at once;
+// a fifth waits for one of them to end before it asks the server.
 const DefaultInFlight = 32 << 20
 
 // MinInFlight is the smallest budget WithInFlight takes: one restore chunk
@@ -24,7 +24,7 @@ const MinInFlight = 1 << 20
 // WithInFlight bounds the bytes every snapshot and restore on the adapter's
 // connection together may have in flight (default DefaultInFlight). Each
 // takes its share before it asks the server and gives it back when it ends:
-// a snapshot its window (4 MiB, or a quarter of the budget when that is
+// a snapshot its window (8 MiB, or a quarter of the budget when that is
 // smaller), a restore its chunks awaiting acknowledgement (4 chunks of up to
 // the connection's max payload, or a quarter of the budget). One that does
 // not fit waits, in the order they came, under its verb's context. Keep it

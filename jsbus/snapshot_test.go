@@ -80,7 +80,7 @@ func TestSnapshotHoldsNoMoreThanTheWindowWhileTheWriterStalls(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("snapshot after the writer went on: %v", err)
 	}
-	const window, slack = 4 << 20, 1 << 20
+	const window, slack = 8 << 20, 1 << 20
 	if taken > window+slack {
 		t.Errorf("while the writer stalled the adapter took in %d bytes, more than the %d-byte window", taken, window)
 	}

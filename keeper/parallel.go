@@ -18,9 +18,9 @@ const MaxStreamParallel = 64
 // otherwise: one per core (GOMAXPROCS), at least 1 and at most 4. The server
 // builds each stream's snapshot, and restores each stream, on a goroutine of
 // its own, so a second stream uses a core the first leaves idle; and each
-// snapshot may have a window of 4 MiB in flight to the keeper, so four keep
-// one verb's windows at a quarter of the server's default max pending (64
-// MiB) for the keeper's connection.
+// snapshot may have a window of 8 MiB in flight to the keeper, so four keep
+// one verb's windows at half the server's default max pending (64 MiB) for
+// the keeper's connection.
 func DefaultStreamParallel() int {
 	return min(max(runtime.GOMAXPROCS(0), 1), 4)
 }

@@ -29,13 +29,15 @@ import (
 // hashed by the archive's writer as before.
 //
 // Once the archive reads a spool (its stream's turn came), a write that
-// finds no room in memory first waits, up to headPatience, for the reader
-// to make some, while the spool holds bytes the reader is taking: a store
-// slower than the server then slows the server through its window, instead
-// of every byte going through the file and back (for a 1 GiB stream to an
-// object store, a second of the keeper's CPU in the kernel). A store that
-// stalls longer (an R3 bucket electing a leader) still gets the file: the
-// server fails a snapshot whose chunks go unacknowledged for 5 s.
+// finds the spool's memory full, and its file read to the end, first waits,
+// up to headPatience, for the reader to make room: a store slower than the
+// server then slows the server through its window, instead of every byte
+// going through the file and back. A store that stalls longer (an R3
+// bucket electing a leader) gets the file: the write that waited goes
+// there, and so does every write after it until the reader has read the
+// file to its end, at the server's pace, so a stall costs one wait, not one
+// a chunk (the server fails a snapshot whose chunks go unacknowledged for
+// 5 s).
 
 // Spool bounds: the memory every spool of the keeper shares, in chunks.
 const (
@@ -126,6 +128,7 @@ type spool struct {
 	closed bool  // the data's writer closed it: no more bytes come
 	broken error // the reader gave up (or a write failed): writes fail
 	head   bool  // the archive reads it: writes wait for room (patience)
+	gaveUp int   // writes that waited the whole patience, then went to the file
 	meta   bytes.Buffer
 }
 
@@ -182,7 +185,7 @@ func (s *spool) write(p []byte) (int, error) {
 			s.wake.Broadcast()
 			continue
 		}
-		if s.head && (len(s.mem) > 0 || s.fileR < s.fileW) {
+		if s.head && len(s.mem) > 0 && s.fileR == s.fileW {
 			if until.IsZero() {
 				until = time.Now().Add(s.patience)
 			}
@@ -197,6 +200,7 @@ func (s *spool) write(p []byte) (int, error) {
 				s.mu.Lock()
 				continue
 			}
+			s.gaveUp++
 		}
 		if err := s.toFile(p); err != nil {
 			s.broken = err

@@ -187,6 +187,11 @@ func TestSpoolHeadWaitsForItsReader(t *testing.T) {
 		if f := s.spooled(); (f > 0) != stall {
 			t.Errorf("stall %v: %d bytes went to the file", stall, f)
 		}
+		// A stall of four patiences costs one wait: the writes after it go
+		// to the file at once until the reader has read it to its end.
+		if want := map[bool]int{false: 0, true: 1}[stall]; s.gaveUp != want {
+			t.Errorf("stall %v: %d writes waited the whole patience, want %d", stall, s.gaveUp, want)
+		}
 		s.Close()
 		if n := len(b.tokens); n != 0 {
 			t.Errorf("stall %v: %d chunk(s) of the budget not given back", stall, n)

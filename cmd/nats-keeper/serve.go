@@ -97,7 +97,7 @@ undoes any restore they left half-way.`,
 		"apply the recorded retention policies (nats-keeper policy set) this often; nothing is pruned when none is recorded (0: never)")
 	f.DurationVar(&o.AsideWarnAfter, "aside-warn-after", keeper.DefaultAsideWarnAfter,
 		"flag a set-aside copy older than this in list, and log it once a day: it waits for a person")
-	f.IntVar(&o.MemoryMiB, "memory-limit", 32, "soft limit of the keeper's Go heap in MiB, so it stays small on a busy host "+
+	f.IntVar(&o.MemoryMiB, "memory-limit", 40, "soft limit of the keeper's Go heap in MiB, so it stays small on a busy host "+
 		"(0: none; $GOMEMLIMIT wins; not applied with --embedded, whose server shares the process)")
 	f.DurationVar(&o.StopTimeout, "stop-timeout", verbs.DefaultStopTimeout,
 		"on SIGINT or SIGTERM, how long to let the verbs in flight finish before cancelling them (0: the default)")
