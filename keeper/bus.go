@@ -80,6 +80,16 @@ type Bus interface {
 	// belongs to is the keeper's business (owners), not the bus's.
 	Consumers(ctx context.Context, streams []string) ([]Position, error)
 
+	// Census names every stream on the bus and lists every durable
+	// consumer on it, as Streams and then Consumers of every stream that
+	// has a consumer would, at one moment of the call: a stream or a
+	// consumer made before the call began and still there when it ends is
+	// in it. The bus may answer it without listing every stream (jsbus
+	// keeps the streams that may hold a consumer from the server's
+	// advisories and checks its count against the account's totals). The
+	// keeper's ownership rules read it.
+	Census(ctx context.Context) (streams []string, consumers []Position, err error)
+
 	// SetPosition moves the durable consumer p.Consumer on p.Stream so that
 	// the next message it delivers is the one after p.AckFloor (or the
 	// stream's first message if that one is gone), keeping the live
