@@ -25,8 +25,8 @@ const (
 // Pending limits of the advisory subscriptions: past them the server's
 // advisories are dropped, and the next census is a full one.
 const (
-	advisoryPendingMsgs  = 65536
-	advisoryPendingBytes = 64 << 20
+	advisoryPendingMsgs  = 16384
+	advisoryPendingBytes = 8 << 20
 )
 
 // censusWatch keeps the names of the streams that may hold a consumer,
@@ -35,7 +35,9 @@ const (
 // consumers). It is a hint, never the truth: a census lists the consumers of
 // these streams afresh and counts them against the account's totals (see
 // Census). Its memory is bounded by the streams on the bus: a name no
-// longer listed, or whose stream had no consumer when listed, is dropped.
+// longer listed, or whose stream had no consumer when listed, is dropped;
+// the advisories wait in the subscriptions' queues, within their pending
+// limits, until a census takes them (catchUp).
 type censusWatch struct {
 	mu   sync.Mutex
 	with map[string]uint64 // stream -> generation of the last word that it may hold a consumer
@@ -47,16 +49,20 @@ type censusWatch struct {
 	seeded     bool
 	reconnects uint64
 	dropped    int
-	subs       []*nats.Subscription
 	off        bool // the advisories cannot be heard: every census is full
+
+	nc      *nats.Conn
+	timeout time.Duration // of the flush
+	subs    []*nats.Subscription
+	drain   sync.Mutex // one catchUp at a time, so advisories are taken in order
 }
 
 // watchCensus subscribes to the advisories of censusWatch. One that cannot
 // subscribe (the keeper's user may not, say) makes every census a full one.
 func (a *Adapter) watchCensus() *censusWatch {
-	w := &censusWatch{with: map[string]uint64{}}
+	w := &censusWatch{with: map[string]uint64{}, nc: a.nc, timeout: a.cfg.timeout}
 	for _, subject := range []string{"$JS.EVENT.ADVISORY.CONSUMER.CREATED.*.*", "$JS.EVENT.ADVISORY.STREAM.RESTORE_COMPLETE.*"} {
-		sub, err := a.nc.Subscribe(subject, w.heard)
+		sub, err := a.nc.SubscribeSync(subject)
 		if err == nil {
 			err = sub.SetPendingLimits(advisoryPendingMsgs, advisoryPendingBytes)
 		}
@@ -69,18 +75,49 @@ func (a *Adapter) watchCensus() *censusWatch {
 	}
 	// A subscription the server refuses is refused after the fact: the
 	// flush brings the refusal, if any, before its answer.
-	if err := a.nc.Flush(); err != nil || (a.nc.LastError() != nil && strings.Contains(a.nc.LastError().Error(), "$JS.EVENT.ADVISORY")) {
-		a.log.Warn("cannot hear the server's advisories, so every census lists every stream", "err", cmpErr(err, a.nc.LastError()))
+	err := a.nc.Flush()
+	if last := a.nc.LastError(); err == nil && last != nil && strings.Contains(last.Error(), "$JS.EVENT.ADVISORY") {
+		err = last
+	}
+	if err != nil {
+		a.log.Warn("cannot hear the server's advisories, so every census lists every stream", "err", err)
 		w.off = true
 	}
 	return w
 }
 
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
+// catchUp takes every advisory the server sent before now: the flush's
+// answer comes after them on the connection, so once it is in, they wait in
+// the subscriptions' queues, and are taken in order. On one server an
+// advisory of a consumer is sent before the reply to the request that made
+// it, so a consumer made before the census began is heard by then. (On a
+// cluster another server may send it, later: the account's totals catch
+// that one.)
+func (w *censusWatch) catchUp(ctx context.Context) error {
+	if w.off {
+		return nil
 	}
-	return b
+	w.drain.Lock()
+	defer w.drain.Unlock()
+	fctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	if err := w.nc.FlushWithContext(fctx); err != nil {
+		return fmt.Errorf("jsbus: flush before taking the advisories: %w", err)
+	}
+	for _, sub := range w.subs {
+		n, _, err := sub.Pending()
+		if err != nil {
+			return fmt.Errorf("jsbus: the advisory subscription on %s is gone: %w", sub.Subject, err)
+		}
+		for range n {
+			m, err := sub.NextMsg(time.Second)
+			if err != nil {
+				return fmt.Errorf("jsbus: taking an advisory on %s: %w", sub.Subject, err)
+			}
+			w.heard(m)
+		}
+	}
+	return nil
 }
 
 // heard takes one advisory: the stream it names may hold a consumer.
@@ -165,13 +202,25 @@ func (w *censusWatch) forget(empty map[string]uint64) {
 // Census names every stream on the bus and lists every durable consumer
 // on it, as Streams and Consumers would together, without a full stream
 // list each time: the names come from the server's light name list, and
-// the consumers are listed afresh on the streams the watch says may hold
-// one. That census counts: it is taken only when the account's totals of
-// streams and consumers, read before and after it, both equal what it
-// found (every consumer, durable or not). Otherwise, after censusTries
-// tries, and whenever advisories may have been missed (at the first
-// census, after a reconnect, after dropped advisories), it is a full one:
-// every stream listed, and the consumers of each that has one.
+// the consumers are listed afresh (configurations and ack floors as the
+// server holds them now) on the streams the watch says may hold one, once
+// it has taken every advisory sent before the census began (catchUp).
+// That census counts only when the account's totals of streams and
+// consumers, read before and after it, both equal what it found (every
+// consumer, durable or not). Otherwise, after censusTries tries, and
+// whenever advisories may have been missed (at the first census, after a
+// reconnect, after dropped advisories, or when they cannot be subscribed
+// to), it is a full one: every stream listed, and the consumers of each
+// that has one.
+//
+// What it guarantees: on one server, a consumer made before the call
+// began is heard by catchUp, so it is listed; a stream is named by the
+// name list. On a cluster a consumer's advisory may come after the census
+// began (its leader sends it after its reply); the totals then count one
+// consumer more than was found, and the census is made again or in full.
+// The one case the totals cannot catch is an advisory late or lost while,
+// during the census, another consumer on a stream it lists is made and
+// gone again between the two reads of the totals.
 func (a *Adapter) Census(ctx context.Context) ([]string, []keeper.Position, error) {
 	for try := 0; try < censusTries && a.census.trusted(a.connMark()); try++ {
 		if try > 0 {
@@ -197,6 +246,9 @@ func (a *Adapter) Census(ctx context.Context) ([]string, []keeper.Position, erro
 // account's totals do not confirm what it found.
 func (a *Adapter) countedCensus(ctx context.Context) ([]string, []keeper.Position, bool, error) {
 	mark, dropped := a.connMark(), a.census.droppedNow()
+	if err := a.census.catchUp(ctx); err != nil {
+		return nil, nil, false, err
+	}
 	before, err := a.accountTotals(ctx)
 	if err != nil {
 		return nil, nil, false, err

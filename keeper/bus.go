@@ -82,12 +82,13 @@ type Bus interface {
 
 	// Census names every stream on the bus and lists every durable
 	// consumer on it, as Streams and then Consumers of every stream that
-	// has a consumer would, at one moment of the call: a stream or a
-	// consumer made before the call began and still there when it ends is
-	// in it. The bus may answer it without listing every stream (jsbus
-	// keeps the streams that may hold a consumer from the server's
-	// advisories and checks its count against the account's totals). The
-	// keeper's ownership rules read it.
+	// has a consumer would: a stream or a consumer made before the call
+	// began and still there when it ends is in it, with its configuration
+	// and ack floor as the server holds them. The bus may answer it
+	// without listing every stream (jsbus keeps the streams that may hold
+	// a consumer from the server's advisories and checks what it found
+	// against the account's totals; see jsbus.Adapter.Census for its
+	// guarantee on a cluster). The keeper's ownership rules read it.
 	Census(ctx context.Context) (streams []string, consumers []Position, err error)
 
 	// SetPosition moves the durable consumer p.Consumer on p.Stream so that
