@@ -1,0 +1,140 @@
+package keeper_test
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/internal/natstest"
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// countStreamLists counts the $JS.API.STREAM.LIST requests (pages of the
+// full stream list) sent on e's server from now on.
+func countStreamLists(t *testing.T, e *env) *atomic.Int64 {
+	t.Helper()
+	var n atomic.Int64
+	nc := natstest.Connect(t, e.srv)
+	if _, err := nc.Subscribe("$JS.API.STREAM.LIST", func(*nats.Msg) { n.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return &n
+}
+
+// recorded is the set of consumers a reply's point records.
+func recorded(r *keeper.Reply) map[string]bool {
+	out := map[string]bool{}
+	for _, p := range r.Point.Positions {
+		out[p.Stream+"/"+p.Consumer] = true
+	}
+	return out
+}
+
+// TestSnapshotDoesNotListEveryStream: with 300 streams on the bus (two
+// pages of the server's full stream list), a snapshot after the first one
+// does not list every stream: its census names the streams and lists the
+// consumers of those that may hold one. It still records every position.
+func TestSnapshotDoesNotListEveryStream(t *testing.T) {
+	e := newEnv(t)
+	for i := range 300 {
+		name := fmt.Sprintf("other_s%03d", i)
+		if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name}, Storage: jetstream.MemoryStorage}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := e.snapshot(1, "fp0")
+	lists := countStreamLists(t, e)
+	for i := range 3 {
+		r := e.snapshot(1, fmt.Sprintf("fp%d", i+1))
+		if !maps.Equal(recorded(r), recorded(first)) {
+			t.Errorf("snapshot %d records %v, the first %v", i+1, recorded(r), recorded(first))
+		}
+	}
+	if n := lists.Load(); n != 0 {
+		t.Errorf("3 snapshots sent %d pages of the full stream list, want none", n)
+	}
+	if len(first.Point.Positions) == 0 {
+		t.Fatal("the sample's consumers were not recorded")
+	}
+}
+
+func keysOf(m map[string]bool) []string {
+	var out []string
+	for k, v := range m {
+		if v {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestSnapshotSeesWhatWasMadeJustBefore: a consumer made immediately
+// before a snapshot is recorded, on a stream made just before too or on
+// one that had no consumer; one declared by metadata on such a stream is;
+// a stream made just before that makes a longer module known takes its
+// consumer away; and consumers deleted just before are not recorded.
+func TestSnapshotSeesWhatWasMadeJustBefore(t *testing.T) {
+	e := newEnv(t)
+	e.snapshot(1, "fp0") // the first census is a full one
+
+	fresh, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: "fresh", Subjects: []string{"fresh.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, md := range map[string]map[string]string{
+		"billing_new":        nil,
+		"tail":               {keeper.MetaModule: module},
+		"billing_ext_worker": nil,
+	} {
+		if _, err := fresh.CreateConsumer(e.ctx, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy, Metadata: md}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := recorded(e.snapshot(1, "fp1"))
+	for _, c := range []string{"fresh/billing_new", "fresh/tail", "fresh/billing_ext_worker"} {
+		if !got[c] {
+			t.Errorf("the consumer %s made just before the snapshot is not recorded (recorded %v)", c, keysOf(got))
+		}
+	}
+
+	// billing_ext becomes a module the bus knows: its consumer is no
+	// longer billing's.
+	if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: "billing_ext_cfg", Subjects: []string{"ext.cfg"}}); err != nil {
+		t.Fatal(err)
+	}
+	got = recorded(e.snapshot(1, "fp2"))
+	if got["fresh/billing_ext_worker"] {
+		t.Error("billing_ext_worker is recorded as billing's although stream billing_ext_cfg, made just before, makes billing_ext known")
+	}
+	if !got["fresh/billing_new"] || !got["fresh/tail"] {
+		t.Errorf("recorded %v, want fresh/billing_new and fresh/tail", keysOf(got))
+	}
+
+	for _, c := range []string{"billing_new", "tail"} {
+		if err := fresh.DeleteConsumer(e.ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got = recorded(e.snapshot(1, "fp3"))
+	if got["fresh/billing_new"] || got["fresh/tail"] {
+		t.Errorf("consumers deleted just before the snapshot are recorded: %v", keysOf(got))
+	}
+	if err := e.js.DeleteStream(e.ctx, "fresh"); err != nil {
+		t.Fatal(err)
+	}
+	got = recorded(e.snapshot(1, "fp4"))
+	for c := range got {
+		if len(c) > 6 && c[:6] == "fresh/" {
+			t.Errorf("a consumer of the deleted stream fresh is recorded: %s", c)
+		}
+	}
+}
