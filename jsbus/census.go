@@ -120,16 +120,17 @@ func (w *censusWatch) catchUp(ctx context.Context) error {
 	return nil
 }
 
-// heard takes one advisory: the stream it names may hold a consumer.
+// heard takes one advisory: the stream it names may hold a consumer. Its
+// subject is $JS.EVENT.ADVISORY.<kind>.<action>.<stream>[.<consumer>].
 func (w *censusWatch) heard(m *nats.Msg) {
 	tokens := strings.Split(m.Subject, ".")
-	if len(tokens) < 7 {
+	if len(tokens) < 6 {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.gen++
-	w.with[tokens[6]] = w.gen
+	w.with[tokens[5]] = w.gen
 }
 
 // droppedNow is how many advisories the subscriptions have dropped.
@@ -278,6 +279,9 @@ func (a *Adapter) countedCensus(ctx context.Context) ([]string, []keeper.Positio
 		!a.connLost(mark) && a.census.droppedNow() == dropped
 	if ok {
 		a.census.forget(empty)
+	} else {
+		a.log.Debug("the account's totals do not confirm a census", "streams", len(names), "consumers", found,
+			"totals before", before, "totals after", after)
 	}
 	return names, ps, ok, nil
 }
@@ -286,6 +290,7 @@ func (a *Adapter) countedCensus(ctx context.Context) ([]string, []keeper.Positio
 // (or whose count is not known), and seeds the watch with those.
 func (a *Adapter) fullCensus(ctx context.Context) ([]string, []keeper.Position, error) {
 	mark, dropped := a.connMark(), a.census.droppedNow()
+	a.log.Debug("a full census: every stream is listed", "reconnects", mark, "dropped advisories", dropped)
 	streams, err := a.Streams(ctx)
 	if err != nil {
 		return nil, nil, err

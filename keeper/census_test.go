@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync/atomic"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
@@ -15,18 +13,32 @@ import (
 )
 
 // countStreamLists counts the $JS.API.STREAM.LIST requests (pages of the
-// full stream list) sent on e's server from now on.
-func countStreamLists(t *testing.T, e *env) *atomic.Int64 {
+// full stream list) sent on e's server from now on: call the result for the
+// count so far.
+func countStreamLists(t *testing.T, e *env) func() int {
 	t.Helper()
-	var n atomic.Int64
 	nc := natstest.Connect(t, e.srv)
-	if _, err := nc.Subscribe("$JS.API.STREAM.LIST", func(*nats.Msg) { n.Add(1) }); err != nil {
+	sub, err := nc.SubscribeSync("$JS.API.STREAM.LIST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	return &n
+	return func() int {
+		// The flush brings every request the server passed on before it.
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		n, _, err := sub.Pending()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
 }
 
 // recorded is the set of consumers a reply's point records.
@@ -58,7 +70,7 @@ func TestSnapshotDoesNotListEveryStream(t *testing.T) {
 			t.Errorf("snapshot %d records %v, the first %v", i+1, recorded(r), recorded(first))
 		}
 	}
-	if n := lists.Load(); n != 0 {
+	if n := lists(); n != 0 {
 		t.Errorf("3 snapshots sent %d pages of the full stream list, want none", n)
 	}
 	if len(first.Point.Positions) == 0 {
