@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -253,5 +254,45 @@ func TestCensusAfterReconnect(t *testing.T) {
 	}
 	if lists.count(t) == 0 {
 		t.Error("the first census after a reconnect did not list every stream")
+	}
+}
+
+// TestCensusWithoutAdvisories: a keeper whose user may not subscribe to the
+// advisories lists every stream at every census, and sees every consumer.
+func TestCensusWithoutAdvisories(t *testing.T) {
+	opts := natstest.Options(t.TempDir())
+	all := &server.SubjectPermission{Allow: []string{">"}}
+	opts.Users = []*server.User{
+		{Username: "keeper", Password: "k", Permissions: &server.Permissions{Publish: all,
+			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}}}},
+		{Username: "admin", Password: "a"},
+	}
+	s := natstest.Start(t, opts)
+	nc := natstest.Connect(t, s, nats.UserInfo("keeper", "k"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	admin := natstest.Connect(t, s, nats.UserInfo("admin", "a"))
+	ctx := testCtx(t)
+	a, err := jsbus.New(ctx, nc, jsbus.WithLogger(quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "x", Subjects: []string{"x"}}); err != nil {
+		t.Fatal(err)
+	}
+	census(t, ctx, a)
+	lists := countStreamLists(t, admin)
+	for i := range 3 {
+		name := fmt.Sprintf("c%d", i)
+		durableOn(t, ctx, js, "x", name)
+		_, ps := census(t, ctx, a)
+		if !slices.Contains(consumerKeys(ps), "x/"+name) {
+			t.Errorf("census %d does not list x/%s: %v", i, name, consumerKeys(ps))
+		}
+	}
+	if n := lists.count(t); n < 3 {
+		t.Errorf("3 censuses without advisories asked %d pages of the full stream list, want one each", n)
 	}
 }

@@ -69,15 +69,15 @@ type Bus interface {
 	DeleteStream(ctx context.Context, stream string) error
 
 	// Streams lists every stream on the bus with its subjects (the keeper
-	// checks subject overlaps and which modules the bus knows from it).
+	// checks a restore's subject overlaps with it; the ownership rules
+	// read Census instead).
 	Streams(ctx context.Context) ([]StreamInfo, error)
 
 	// Consumers lists every durable consumer on the named streams, with
 	// its ack floor and its configuration as the server holds it (metadata
 	// included), sorted by stream and consumer; a stream that is gone is
-	// skipped. The keeper names every stream that Streams says has a
-	// consumer, so no stream is asked for nothing. Which module a consumer
-	// belongs to is the keeper's business (owners), not the bus's.
+	// skipped. Which module a consumer belongs to is the keeper's business
+	// (owners), not the bus's.
 	Consumers(ctx context.Context, streams []string) ([]Position, error)
 
 	// Census names every stream on the bus and lists every durable
