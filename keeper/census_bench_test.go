@@ -84,5 +84,35 @@ func TestCensusLatency(t *testing.T) {
 		mu.Unlock()
 		slices.Sort(took)
 		t.Logf("%d kept data: snapshot-kept median %v (min %v, max %v)", n, took[len(took)/2], took[0], took[len(took)-1])
+		if par, _ := strconv.Atoi(os.Getenv("KEEPER_CENSUS_PAR")); par > 1 {
+			concurrentSnapshots(t, k, n, par)
+		}
 	}
+}
+
+// concurrentSnapshots takes 5 snapshots in each of par goroutines at once,
+// each of its own kept data among the n, and logs the points per second.
+func concurrentSnapshots(t *testing.T, k *keeper.Keeper, n, par int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, par)
+	t0 := time.Now()
+	for g := range par {
+		wg.Go(func() {
+			for i := range 5 {
+				r := keeper.Request{Module: "cen", Local: fmt.Sprintf("d%05d", n-g), Form: 1, Fingerprint: fmt.Sprintf("par%d", i), Caller: "t", Why: "t"}
+				if _, err := k.SnapshotKept(context.Background(), r); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	took := time.Since(t0)
+	t.Logf("%d kept data, %d at once: %d points in %v, %.1f points/s", n, par, 5*par, took, float64(5*par)/took.Seconds())
 }
