@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -14,11 +15,12 @@ import (
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
-// A census that the account's totals do not confirm is made again
-// censusTries times, censusPause apart (an advisory on its way), before a
-// full census is made instead.
+// A census that the account's totals do not confirm is tried censusTries
+// times in all, a random pause of up to censusPause apart (an advisory on
+// its way, or consumers of other clients coming and going), before a full
+// census is made instead.
 const (
-	censusTries = 3
+	censusTries = 5
 	censusPause = 20 * time.Millisecond
 )
 
@@ -228,7 +230,7 @@ func (a *Adapter) Census(ctx context.Context) ([]string, []keeper.Position, erro
 			select {
 			case <-ctx.Done():
 				return nil, nil, fmt.Errorf("jsbus: census stopped: %w", ctx.Err())
-			case <-time.After(censusPause):
+			case <-time.After(rand.N(censusPause) + time.Millisecond):
 			}
 		}
 		names, ps, ok, err := a.countedCensus(ctx)
@@ -250,11 +252,14 @@ func (a *Adapter) countedCensus(ctx context.Context) ([]string, []keeper.Positio
 	if err := a.census.catchUp(ctx); err != nil {
 		return nil, nil, false, err
 	}
-	before, err := a.accountTotals(ctx)
+	names, err := a.streamNames(ctx)
 	if err != nil {
 		return nil, nil, false, err
 	}
-	names, err := a.streamNames(ctx)
+	// The totals are read as close around the consumer lists as can be:
+	// a consumer made or removed anywhere between the two reads (an
+	// ordered consumer of a KV read, say) makes the census try again.
+	before, err := a.accountTotals(ctx)
 	if err != nil {
 		return nil, nil, false, err
 	}
