@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
+	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -147,6 +148,53 @@ func TestSnapshotSeesWhatWasMadeJustBefore(t *testing.T) {
 	for c := range got {
 		if len(c) > 6 && c[:6] == "fresh/" {
 			t.Errorf("a consumer of the deleted stream fresh is recorded: %s", c)
+		}
+	}
+}
+
+// TestRestorePlanSeesAConsumerMadeJustBefore: a restore's plan sees the
+// module's consumers as they are live when it is made: one deleted just
+// before is made again from the point, one made again just before is moved
+// (reset), and so back.
+func TestRestorePlanSeesAConsumerMadeJustBefore(t *testing.T) {
+	e := newEnv(t)
+	shared, err := e.js.Stream(e.ctx, sample.SharedStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := jetstream.ConsumerConfig{Durable: "billing_tail", AckPolicy: jetstream.AckExplicitPolicy}
+	if _, err := shared.CreateConsumer(e.ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.snapshot(1, "fp")
+	by := func() string {
+		t.Helper()
+		r := req(1, "fp")
+		r.DryRun = true
+		rep, err := e.k.RestoreKept(e.ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range rep.Plan.Moves {
+			if m.Stream == sample.SharedStream && m.Consumer == "billing_tail" {
+				return m.By
+			}
+		}
+		t.Fatalf("the plan does not move billing_tail: %v", rep.Plan.Moves)
+		return ""
+	}
+	for i, want := range []string{keeper.MoveCreate, keeper.MoveReset, keeper.MoveCreate, keeper.MoveReset} {
+		var err error
+		if want == keeper.MoveCreate {
+			err = shared.DeleteConsumer(e.ctx, "billing_tail")
+		} else {
+			_, err = shared.CreateConsumer(e.ctx, cfg)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := by(); got != want {
+			t.Errorf("step %d: the plan moves billing_tail by %q, want %q", i, got, want)
 		}
 	}
 }
