@@ -27,7 +27,13 @@ type streamLists struct {
 
 func countStreamLists(t *testing.T, nc *nats.Conn) *streamLists {
 	t.Helper()
-	sub, err := nc.SubscribeSync("$JS.API.STREAM.LIST")
+	return countRequests(t, nc, "$JS.API.STREAM.LIST")
+}
+
+// countRequests counts the requests on subject, as countStreamLists does.
+func countRequests(t *testing.T, nc *nats.Conn, subject string) *streamLists {
+	t.Helper()
+	sub, err := nc.SubscribeSync(subject)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,6 +290,7 @@ func TestCensusWithoutAdvisories(t *testing.T) {
 	}
 	census(t, ctx, a)
 	lists := countStreamLists(t, admin)
+	totals := countRequests(t, admin, "$JS.API.INFO")
 	for i := range 3 {
 		name := fmt.Sprintf("c%d", i)
 		durableOn(t, ctx, js, "x", name)
@@ -294,5 +301,8 @@ func TestCensusWithoutAdvisories(t *testing.T) {
 	}
 	if n := lists.count(t); n < 3 {
 		t.Errorf("3 censuses without advisories asked %d pages of the full stream list, want one each", n)
+	}
+	if n := totals.count(t); n != 0 {
+		t.Errorf("censuses that cannot hear the advisories read the account's totals %d times, want none: they list every stream at once", n)
 	}
 }
