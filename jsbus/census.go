@@ -24,11 +24,13 @@ const (
 	censusPause = 20 * time.Millisecond
 )
 
-// Pending limits of the advisory subscriptions: past them the server's
-// advisories are dropped, and the next census is a full one.
+// Pending limits of the advisory subscriptions, whose advisories wait
+// there until the next census takes them: past them (a bus busy making
+// consumers while no verb runs) advisories are dropped, and the next census
+// is a full one. An advisory is some 300 bytes.
 const (
-	advisoryPendingMsgs  = 16384
-	advisoryPendingBytes = 8 << 20
+	advisoryPendingMsgs  = 8192
+	advisoryPendingBytes = 4 << 20
 )
 
 // censusWatch keeps the names of the streams that may hold a consumer,
