@@ -306,3 +306,35 @@ func TestCensusWithoutAdvisories(t *testing.T) {
 		t.Errorf("censuses that cannot hear the advisories read the account's totals %d times, want none: they list every stream at once", n)
 	}
 }
+
+// TestCensusAfterDroppedAdvisories: advisories dropped past the pending
+// limit make the next census a full one, which lists every consumer.
+func TestCensusAfterDroppedAdvisories(t *testing.T) {
+	b := newBus(t)
+	ctx := testCtx(t)
+	if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: "d", Subjects: []string{"d"}}); err != nil {
+		t.Fatal(err)
+	}
+	census(t, ctx, b.a)
+	if err := jsbus.SetAdvisoryLimit(b.a, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		durableOn(t, ctx, b.js, "d", fmt.Sprintf("c%d", i))
+	}
+	if err := b.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	lists := countStreamLists(t, b.nc)
+	totals := countRequests(t, b.nc, "$JS.API.INFO")
+	_, ps := census(t, ctx, b.a)
+	for i := range 4 {
+		if c := fmt.Sprintf("d/c%d", i); !slices.Contains(consumerKeys(ps), c) {
+			t.Errorf("%s is not listed after advisories were dropped: %v", c, consumerKeys(ps))
+		}
+	}
+	if lists.count(t) == 0 || totals.count(t) != 0 {
+		t.Errorf("after dropped advisories the census asked %d pages of the full list and read the totals %d times, want a full census at once",
+			lists.count(t), totals.count(t))
+	}
+}

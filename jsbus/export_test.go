@@ -18,3 +18,14 @@ func LoseAdvisories(a *Adapter) error {
 	clear(a.census.with)
 	return nil
 }
+
+// SetAdvisoryLimit bounds a's advisory subscriptions to n pending
+// advisories, so that tests can make them drop some.
+func SetAdvisoryLimit(a *Adapter, n int) error {
+	for _, s := range a.census.subs {
+		if err := s.SetPendingLimits(n, -1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
