@@ -73,6 +73,10 @@ type Adapter struct {
 	// flights bounds the bytes all snapshots and restores on nc have in
 	// flight together (WithInFlight).
 	flights *budget
+	// census keeps the streams that may hold a consumer, from the
+	// server's advisories, so that a census need not list every stream
+	// (Census).
+	census *censusWatch
 }
 
 type options struct {
@@ -168,6 +172,7 @@ func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Adapter, error) {
 	if err := a.ensureActs(ctx); err != nil {
 		return nil, err
 	}
+	a.census = a.watchCensus()
 	return a, nil
 }
 

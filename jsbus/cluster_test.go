@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -183,6 +184,70 @@ func TestClusterSnapshotRestoreKeepsReplicas(t *testing.T) {
 	for _, p := range positionsOf(t, a, n) {
 		if p.Stream == sample.SharedStream && p.AckFloor != was.AckFloor {
 			t.Fatalf("position of %s read back as %d with one message unacked, want %d", p.Consumer, p.AckFloor, was.AckFloor)
+		}
+	}
+}
+
+// TestClusterCensusSeesConsumersMadeThroughAnotherServer: on a cluster a
+// consumer's advisory comes from its leader, after its create was
+// answered, so it may reach the keeper's server after the census began. A
+// consumer made through another server just before each census is still
+// listed (the account's totals count it), and one deleted just before is
+// not.
+func TestClusterCensusSeesConsumersMadeThroughAnotherServer(t *testing.T) {
+	srvs := startCluster(t)
+	ctx := testCtx(t)
+	nc := natstest.Connect(t, srvs[0])
+	var a *jsbus.Adapter
+	var err error
+	for i := 0; ; i++ { // the first R3 create fails while the cluster forms
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		a, err = jsbus.New(actx, nc, jsbus.WithLogger(quiet()), jsbus.WithReplicas(3))
+		cancel()
+		if err == nil {
+			break
+		}
+		if i == 120 {
+			t.Fatalf("the cluster did not take an R3 bucket: %v", err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	ojs, err := jetstream.New(natstest.Connect(t, srvs[2]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"c1", "c2"} {
+		if _, err := ojs.CreateStream(ctx, jetstream.StreamConfig{Name: s, Subjects: []string{s}, Replicas: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := a.Census(ctx); err != nil { // the first, full one
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		stream := []string{"c1", "c2"}[i%2]
+		name := fmt.Sprintf("d%02d", i)
+		if _, err := ojs.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy, Replicas: 3}); err != nil {
+			t.Fatal(err)
+		}
+		_, ps, err := a.Census(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(consumerKeys(ps), stream+"/"+name) {
+			t.Errorf("the consumer %s/%s made through another server just before the census is not listed: %v", stream, name, consumerKeys(ps))
+		}
+		if i%3 == 2 {
+			if err := ojs.DeleteConsumer(ctx, stream, name); err != nil {
+				t.Fatal(err)
+			}
+			_, ps, err := a.Census(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.Contains(consumerKeys(ps), stream+"/"+name) {
+				t.Errorf("the consumer %s/%s deleted just before the census is listed", stream, name)
+			}
 		}
 	}
 }

@@ -150,7 +150,15 @@ const (
 // acknowledgement is pending (see rawConsumer.floor). Streams that do not
 // exist, or are deleted while the list is made, are skipped.
 func (a *Adapter) Consumers(ctx context.Context, streams []string) ([]keeper.Position, error) {
+	out, _, err := a.listConsumers(ctx, streams)
+	return out, err
+}
+
+// listConsumers is Consumers, with how many consumers (durable or not, those
+// that did not answer included) each stream listed has.
+func (a *Adapter) listConsumers(ctx context.Context, streams []string) ([]keeper.Position, map[string]int, error) {
 	out := []keeper.Position{}
+	counts := map[string]int{}
 	giveUp := time.Now().Add(missingBudget)
 	for _, s := range streams {
 		if !validName(s) {
@@ -172,11 +180,12 @@ func (a *Adapter) Consumers(ctx context.Context, streams []string) ([]keeper.Pos
 			continue
 		}
 		if err != nil {
-			return nil, busErr(fmt.Errorf("jsbus: list consumers of stream %s: %w", s, err))
+			return nil, nil, busErr(fmt.Errorf("jsbus: list consumers of stream %s: %w", s, err))
 		}
+		counts[s] = len(cs) + len(missing)
 		for _, c := range cs {
 			if !json.Valid(c.Config) {
-				return nil, fmt.Errorf("jsbus: configuration of consumer %s on %s is not JSON", c.Name, s)
+				return nil, nil, fmt.Errorf("jsbus: configuration of consumer %s on %s is not JSON", c.Name, s)
 			}
 			if !durable(c.Config) || !validName(c.Name) {
 				continue
@@ -187,7 +196,7 @@ func (a *Adapter) Consumers(ctx context.Context, streams []string) ([]keeper.Pos
 	slices.SortFunc(out, func(x, y keeper.Position) int {
 		return cmp.Or(strings.Compare(x.Stream, y.Stream), strings.Compare(x.Consumer, y.Consumer))
 	})
-	return out, nil
+	return out, counts, nil
 }
 
 // consumers lists every consumer of one stream that answered, page by page,

@@ -69,16 +69,27 @@ type Bus interface {
 	DeleteStream(ctx context.Context, stream string) error
 
 	// Streams lists every stream on the bus with its subjects (the keeper
-	// checks subject overlaps and which modules the bus knows from it).
+	// checks a restore's subject overlaps with it; the ownership rules
+	// read Census instead).
 	Streams(ctx context.Context) ([]StreamInfo, error)
 
 	// Consumers lists every durable consumer on the named streams, with
 	// its ack floor and its configuration as the server holds it (metadata
 	// included), sorted by stream and consumer; a stream that is gone is
-	// skipped. The keeper names every stream that Streams says has a
-	// consumer, so no stream is asked for nothing. Which module a consumer
-	// belongs to is the keeper's business (owners), not the bus's.
+	// skipped. Which module a consumer belongs to is the keeper's business
+	// (owners), not the bus's.
 	Consumers(ctx context.Context, streams []string) ([]Position, error)
+
+	// Census names every stream on the bus and lists every durable
+	// consumer on it, as Streams and then Consumers of every stream that
+	// has a consumer would: a stream or a consumer made before the call
+	// began and still there when it ends is in it, with its configuration
+	// and ack floor as the server holds them. The bus may answer it
+	// without listing every stream (jsbus keeps the streams that may hold
+	// a consumer from the server's advisories and checks what it found
+	// against the account's totals; see jsbus.Adapter.Census for its
+	// guarantee on a cluster). The keeper's ownership rules read it.
+	Census(ctx context.Context) (streams []string, consumers []Position, err error)
 
 	// SetPosition moves the durable consumer p.Consumer on p.Stream so that
 	// the next message it delivers is the one after p.AckFloor (or the

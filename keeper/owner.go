@@ -45,22 +45,17 @@ type owners struct {
 	streams map[string][2]string // stream a plan lists -> {module, local}
 }
 
-// census lists every stream on the bus, once, and every durable consumer
-// on those that have a consumer: a stream with none is not asked.
+// census names every stream on the bus and lists every durable consumer on
+// it (Bus.Census): the streams come back by name alone, which is all the
+// ownership rules read of them.
 func (k *Keeper) census(ctx context.Context) ([]StreamInfo, []Position, error) {
-	streams, err := k.bus.Streams(ctx)
+	names, consumers, err := k.bus.Census(ctx)
 	if err != nil {
-		return nil, nil, Errorf(ErrFailed, "listing the streams on the bus: %v", err)
+		return nil, nil, Errorf(ErrFailed, "taking the census of the streams and consumers on the bus: %v", err)
 	}
-	var with []string // those with a consumer, and those whose count is not known (-1)
-	for _, s := range streams {
-		if s.Consumers != 0 {
-			with = append(with, s.Name)
-		}
-	}
-	consumers, err := k.bus.Consumers(ctx, with)
-	if err != nil {
-		return nil, nil, Errorf(ErrFailed, "reading the consumers on the bus: %v", err)
+	streams := make([]StreamInfo, len(names))
+	for i, n := range names {
+		streams[i] = StreamInfo{Name: n}
 	}
 	return streams, consumers, nil
 }

@@ -1,0 +1,363 @@
+package jsbus
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// A census that the account's totals do not confirm is tried censusTries
+// times in all, a random pause of up to censusPause apart (an advisory on
+// its way, or consumers of other clients coming and going), before a full
+// census is made instead.
+const (
+	censusTries = 5
+	censusPause = 20 * time.Millisecond
+)
+
+// Pending limits of the advisory subscriptions, whose advisories wait
+// there until the next census takes them: past them (a bus busy making
+// consumers while no verb runs) advisories are dropped, and the next census
+// is a full one. An advisory is some 300 bytes.
+const (
+	advisoryPendingMsgs  = 8192
+	advisoryPendingBytes = 4 << 20
+)
+
+// censusWatch keeps the names of the streams that may hold a consumer,
+// from the server's advisories: a consumer created (CONSUMER.CREATED) and a
+// stream restored (STREAM.RESTORE_COMPLETE, its snapshot may carry
+// consumers). It is a hint, never the truth: a census lists the consumers of
+// these streams afresh and counts them against the account's totals (see
+// Census). Its memory is bounded by the streams on the bus: a name no
+// longer listed, or whose stream had no consumer when listed, is dropped;
+// the advisories wait in the subscriptions' queues, within their pending
+// limits, until a census takes them (catchUp).
+type censusWatch struct {
+	mu   sync.Mutex
+	with map[string]uint64 // stream -> generation of the last word that it may hold a consumer
+	gen  uint64
+	// seeded is set once a full census has filled with; reconnects and
+	// dropped are the connection's reconnects and the advisories dropped
+	// at that census. While either has changed since, advisories may have
+	// been missed, and the next census is a full one.
+	seeded     bool
+	reconnects uint64
+	dropped    int
+	off        bool // the advisories cannot be heard: every census is full
+
+	nc      *nats.Conn
+	timeout time.Duration // of the flush
+	subs    []*nats.Subscription
+	drain   sync.Mutex // one catchUp at a time, so advisories are taken in order
+}
+
+// watchCensus subscribes to the advisories of censusWatch. One that cannot
+// subscribe (the keeper's user may not, say) makes every census a full one.
+func (a *Adapter) watchCensus() *censusWatch {
+	w := &censusWatch{with: map[string]uint64{}, nc: a.nc, timeout: a.cfg.timeout}
+	for _, subject := range []string{"$JS.EVENT.ADVISORY.CONSUMER.CREATED.*.*", "$JS.EVENT.ADVISORY.STREAM.RESTORE_COMPLETE.*"} {
+		sub, err := a.nc.SubscribeSync(subject)
+		if err == nil {
+			err = sub.SetPendingLimits(advisoryPendingMsgs, advisoryPendingBytes)
+		}
+		if err != nil {
+			a.log.Warn("cannot hear the server's advisories, so every census lists every stream", "subject", subject, "err", err)
+			w.off = true
+			return w
+		}
+		w.subs = append(w.subs, sub)
+	}
+	// A subscription the server refuses is refused after the fact: the
+	// flush brings the refusal, if any, before its answer.
+	err := a.nc.Flush()
+	if last := a.nc.LastError(); err == nil && last != nil && strings.Contains(last.Error(), "$JS.EVENT.ADVISORY") {
+		err = last
+	}
+	if err != nil {
+		a.log.Warn("cannot hear the server's advisories, so every census lists every stream", "err", err)
+		w.off = true
+	}
+	return w
+}
+
+// catchUp takes every advisory the server sent before now: the flush's
+// answer comes after them on the connection, so once it is in, they wait in
+// the subscriptions' queues, and are taken in order. On one server an
+// advisory of a consumer is sent before the reply to the request that made
+// it, so a consumer made before the census began is heard by then. (On a
+// cluster another server may send it, later: the account's totals catch
+// that one.)
+func (w *censusWatch) catchUp(ctx context.Context) error {
+	if w.off {
+		return nil
+	}
+	w.drain.Lock()
+	defer w.drain.Unlock()
+	fctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	if err := w.nc.FlushWithContext(fctx); err != nil {
+		return fmt.Errorf("jsbus: flush before taking the advisories: %w", err)
+	}
+	for _, sub := range w.subs {
+		n, _, err := sub.Pending()
+		if err != nil {
+			return fmt.Errorf("jsbus: the advisory subscription on %s is gone: %w", sub.Subject, err)
+		}
+		for range n {
+			m, err := sub.NextMsg(time.Second)
+			if err != nil {
+				return fmt.Errorf("jsbus: taking an advisory on %s: %w", sub.Subject, err)
+			}
+			w.heard(m)
+		}
+	}
+	return nil
+}
+
+// heard takes one advisory: the stream it names may hold a consumer. Its
+// subject is $JS.EVENT.ADVISORY.<kind>.<action>.<stream>[.<consumer>].
+func (w *censusWatch) heard(m *nats.Msg) {
+	tokens := strings.Split(m.Subject, ".")
+	if len(tokens) < 6 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gen++
+	w.with[tokens[5]] = w.gen
+}
+
+// droppedNow is how many advisories the subscriptions have dropped.
+func (w *censusWatch) droppedNow() int {
+	n := 0
+	for _, s := range w.subs {
+		d, err := s.Dropped()
+		if err != nil {
+			return -1 // closed: as good as lost
+		}
+		n += d
+	}
+	return n
+}
+
+// trusted reports whether the watch has heard every advisory since its last
+// full census: it is on, seeded, the connection has not reconnected and no
+// advisory was dropped.
+func (w *censusWatch) trusted(reconnects uint64) bool {
+	dropped := w.droppedNow()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.off && w.seeded && w.reconnects == reconnects && dropped >= 0 && w.dropped == dropped
+}
+
+// candidates are the streams of names that may hold a consumer, with the
+// generation each was last heard at; names not on the bus are forgotten.
+func (w *censusWatch) candidates(names []string) map[string]uint64 {
+	on := make(map[string]bool, len(names))
+	for _, n := range names {
+		on[n] = true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]uint64{}
+	for s, g := range w.with {
+		if on[s] {
+			out[s] = g
+		} else {
+			delete(w.with, s)
+		}
+	}
+	return out
+}
+
+// seed adds the streams a full census found with a consumer, and marks the
+// watch trusted as of the reconnects and dropped counts taken before it.
+func (w *censusWatch) seed(with []string, reconnects uint64, dropped int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range with {
+		w.gen++
+		w.with[s] = w.gen
+	}
+	w.seeded, w.reconnects, w.dropped = dropped >= 0, reconnects, dropped
+}
+
+// forget drops the streams that were listed with no consumer, unless an
+// advisory named them again since (their generation moved on).
+func (w *censusWatch) forget(empty map[string]uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for s, g := range empty {
+		if w.with[s] == g {
+			delete(w.with, s)
+		}
+	}
+}
+
+// Census names every stream on the bus and lists every durable consumer
+// on it, as Streams and Consumers would together, without a full stream
+// list each time: the names come from the server's light name list, and
+// the consumers are listed afresh (configurations and ack floors as the
+// server holds them now) on the streams the watch says may hold one, once
+// it has taken every advisory sent before the census began (catchUp).
+// That census counts only when the account's totals of streams and
+// consumers, read before and after it, both equal what it found (every
+// consumer, durable or not). Otherwise, after censusTries tries, and
+// whenever advisories may have been missed (at the first census, after a
+// reconnect, after dropped advisories, or when they cannot be subscribed
+// to), it is a full one: every stream listed, and the consumers of each
+// that has one.
+//
+// What it guarantees: on one server, a consumer made before the call
+// began is heard by catchUp, so it is listed; a stream is named by the
+// name list. On a cluster a consumer's advisory may come after the census
+// began (its leader sends it after its reply); the totals then count one
+// consumer more than was found, and the census is made again or in full.
+// The one case the totals cannot catch is an advisory late or lost while,
+// during the census, another consumer on a stream it lists is made and
+// gone again between the two reads of the totals.
+func (a *Adapter) Census(ctx context.Context) ([]string, []keeper.Position, error) {
+	for try := 0; try < censusTries && a.census.trusted(a.connMark()); try++ {
+		if try > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, nil, fmt.Errorf("jsbus: census stopped: %w", ctx.Err())
+			case <-time.After(rand.N(censusPause) + time.Millisecond):
+			}
+		}
+		names, ps, ok, err := a.countedCensus(ctx)
+		if err != nil {
+			a.log.Debug("a counted census failed; a full census is made instead", "err", err)
+			break
+		}
+		if ok {
+			return names, ps, nil
+		}
+	}
+	return a.fullCensus(ctx)
+}
+
+// countedCensus is one try of Census's light way; ok is false when the
+// account's totals do not confirm what it found.
+func (a *Adapter) countedCensus(ctx context.Context) ([]string, []keeper.Position, bool, error) {
+	mark, dropped := a.connMark(), a.census.droppedNow()
+	if err := a.census.catchUp(ctx); err != nil {
+		return nil, nil, false, err
+	}
+	names, err := a.streamNames(ctx)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	// The totals are read as close around the consumer lists as can be:
+	// a consumer made or removed anywhere between the two reads (an
+	// ordered consumer of a KV read, say) makes the census try again.
+	before, err := a.accountTotals(ctx)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	cand := a.census.candidates(names)
+	ps, counts, err := a.listConsumers(ctx, slices.Sorted(maps.Keys(cand)))
+	if err != nil {
+		return nil, nil, false, err
+	}
+	after, err := a.accountTotals(ctx)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	found := 0
+	empty := map[string]uint64{}
+	for s, g := range cand {
+		found += counts[s]
+		if counts[s] == 0 {
+			empty[s] = g
+		}
+	}
+	ok := before == after && after.Streams == len(names) && after.Consumers == found &&
+		!a.connLost(mark) && a.census.droppedNow() == dropped
+	if ok {
+		a.census.forget(empty)
+	} else {
+		a.log.Debug("the account's totals do not confirm a census", "streams", len(names), "consumers", found,
+			"totals before", before, "totals after", after)
+	}
+	return names, ps, ok, nil
+}
+
+// fullCensus lists every stream, and the consumers of each that has one
+// (or whose count is not known), and seeds the watch with those.
+func (a *Adapter) fullCensus(ctx context.Context) ([]string, []keeper.Position, error) {
+	mark, dropped := a.connMark(), a.census.droppedNow()
+	a.log.Debug("a full census: every stream is listed", "reconnects", mark, "dropped advisories", dropped)
+	streams, err := a.Streams(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	names := make([]string, 0, len(streams))
+	var with []string
+	for _, s := range streams {
+		names = append(names, s.Name)
+		if s.Consumers != 0 {
+			with = append(with, s.Name)
+		}
+	}
+	ps, err := a.Consumers(ctx, with)
+	if err != nil {
+		return nil, nil, err
+	}
+	a.census.seed(with, mark, dropped)
+	return names, ps, nil
+}
+
+// accountTotals are the account's numbers of streams and consumers, as
+// the server (on a cluster, the meta leader) counts them.
+type accountTotals struct {
+	Streams   int `json:"streams"`
+	Consumers int `json:"consumers"`
+}
+
+func (a *Adapter) accountTotals(ctx context.Context) (accountTotals, error) {
+	var t accountTotals
+	if err := a.request(ctx, "$JS.API.INFO", nil, &t); err != nil {
+		return t, fmt.Errorf("jsbus: read the account's totals: %w", err)
+	}
+	return t, nil
+}
+
+// streamNamesResponse is a page of the server's stream names.
+type streamNamesResponse struct {
+	Total   int      `json:"total"`
+	Streams []string `json:"streams"`
+}
+
+// streamNames lists the name of every stream, page by page.
+func (a *Adapter) streamNames(ctx context.Context) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for offset, page := 0, 0; page < maxListResponses; page++ {
+		var resp streamNamesResponse
+		if err := a.listRequest(ctx, "$JS.API.STREAM.NAMES", map[string]int{"offset": offset}, &resp); err != nil {
+			return nil, busErr(fmt.Errorf("jsbus: list stream names: %w", err))
+		}
+		for _, s := range resp.Streams {
+			if !seen[s] {
+				seen[s] = true
+				out = append(out, s)
+			}
+		}
+		offset += len(resp.Streams)
+		if len(resp.Streams) == 0 || offset >= resp.Total {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("jsbus: more than %d pages of stream names", maxListResponses)
+}

@@ -1,0 +1,340 @@
+package jsbus_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/internal/natstest"
+	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// streamLists counts the pages of the full stream list asked of the bus
+// nc is connected to, from the call on.
+type streamLists struct {
+	nc   *nats.Conn
+	sub  *nats.Subscription
+	base int
+}
+
+func countStreamLists(t *testing.T, nc *nats.Conn) *streamLists {
+	t.Helper()
+	return countRequests(t, nc, "$JS.API.STREAM.LIST")
+}
+
+// countRequests counts the requests on subject, as countStreamLists does.
+func countRequests(t *testing.T, nc *nats.Conn, subject string) *streamLists {
+	t.Helper()
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return &streamLists{nc: nc, sub: sub}
+}
+
+// count is how many were asked since the count began or was reset: the
+// flush brings every request the server passed on before it.
+func (l *streamLists) count(t *testing.T) int {
+	t.Helper()
+	if err := l.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	n, _, err := l.sub.Pending()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n - l.base
+}
+
+func (l *streamLists) reset(t *testing.T) { l.base += l.count(t) }
+
+// fullCensus is what Streams and Consumers say, the truth a census must
+// match.
+func fullCensus(t *testing.T, ctx context.Context, a *jsbus.Adapter) ([]string, []keeper.Position) {
+	t.Helper()
+	streams, err := a.Streams(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range streams {
+		names = append(names, s.Name)
+	}
+	ps, err := a.Consumers(ctx, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	return names, ps
+}
+
+// census is a.Census, sorted, or fails the test.
+func census(t *testing.T, ctx context.Context, a *jsbus.Adapter) ([]string, []keeper.Position) {
+	t.Helper()
+	names, ps, err := a.Census(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	return names, ps
+}
+
+func consumerKeys(ps []keeper.Position) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Stream+"/"+p.Consumer)
+	}
+	return out
+}
+
+// sameCensus fails the test unless a's census equals a full one.
+func sameCensus(t *testing.T, ctx context.Context, a *jsbus.Adapter, what string) {
+	t.Helper()
+	names, ps := census(t, ctx, a)
+	wantNames, wantPs := fullCensus(t, ctx, a)
+	if !slices.Equal(names, wantNames) {
+		t.Errorf("%s: the census names %v, the full list %v", what, names, wantNames)
+	}
+	if got, want := consumerKeys(ps), consumerKeys(wantPs); !slices.Equal(got, want) {
+		t.Errorf("%s: the census lists %v, the full list %v", what, got, want)
+	}
+}
+
+func durableOn(t *testing.T, ctx context.Context, js jetstream.JetStream, stream, name string) {
+	t.Helper()
+	if _, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCensusSeesEveryStreamAndConsumerWithoutTheFullList: after its first
+// census (a full one), a census of 300 streams asks no page of the full
+// stream list, and a stream or consumer made or deleted just before it is
+// named or not, as a full census says.
+func TestCensusSeesEveryStreamAndConsumerWithoutTheFullList(t *testing.T) {
+	b := newBus(t)
+	ctx := testCtx(t)
+	for i := range 300 {
+		name := fmt.Sprintf("s%03d", i)
+		if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name}, Storage: jetstream.MemoryStorage}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	durableOn(t, ctx, b.js, "s000", "c0")
+	sameCensus(t, ctx, b.a, "first census")
+	lists := countStreamLists(t, b.nc)
+
+	durableOn(t, ctx, b.js, "s150", "c150") // a stream that had no consumer
+	if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: "late", Subjects: []string{"late"}}); err != nil {
+		t.Fatal(err)
+	}
+	durableOn(t, ctx, b.js, "late", "c-late")
+	names, ps := census(t, ctx, b.a)
+	if !slices.Contains(names, "late") {
+		t.Error("the census does not name the stream made just before it")
+	}
+	for _, c := range []string{"s000/c0", "s150/c150", "late/c-late"} {
+		if !slices.Contains(consumerKeys(ps), c) {
+			t.Errorf("the census does not list %s (it lists %v)", c, consumerKeys(ps))
+		}
+	}
+	if n := lists.count(t); n != 0 {
+		t.Errorf("the census asked %d pages of the full stream list, want none", n)
+	}
+
+	if err := b.js.DeleteConsumer(ctx, "s150", "c150"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.js.DeleteStream(ctx, "late"); err != nil {
+		t.Fatal(err)
+	}
+	names, ps = census(t, ctx, b.a)
+	if slices.Contains(names, "late") || slices.Contains(consumerKeys(ps), "s150/c150") || slices.Contains(consumerKeys(ps), "late/c-late") {
+		t.Errorf("the census names what was deleted just before it: %v %v", names, consumerKeys(ps))
+	}
+	if n := lists.count(t); n != 0 {
+		t.Errorf("the census asked %d pages of the full stream list, want none", n)
+	}
+	lists.reset(t)
+	sameCensus(t, ctx, b.a, "after the deletes")
+}
+
+// TestCensusAfterLostAdvisories: a consumer whose advisory was lost (the
+// connection never noticed) is still listed: the account's totals count
+// it, so the census is made in full.
+func TestCensusAfterLostAdvisories(t *testing.T) {
+	b := newBus(t)
+	ctx := testCtx(t)
+	for _, s := range []string{"a", "b"} {
+		if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: s, Subjects: []string{s}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameCensus(t, ctx, b.a, "first census")
+	durableOn(t, ctx, b.js, "b", "lost")
+	if err := jsbus.LoseAdvisories(b.a); err != nil {
+		t.Fatal(err)
+	}
+	lists := countStreamLists(t, b.nc)
+	_, ps := census(t, ctx, b.a)
+	if !slices.Contains(consumerKeys(ps), "b/lost") {
+		t.Errorf("the consumer whose advisory was lost is not listed: %v", consumerKeys(ps))
+	}
+	if lists.count(t) == 0 {
+		t.Error("the census did not fall back to the full stream list")
+	}
+	// The full census seeded the watch again: the next one is light.
+	lists.reset(t)
+	sameCensus(t, ctx, b.a, "after the full census")
+}
+
+// TestCensusAfterReconnect: advisories sent while the connection was down
+// are lost, so the first census after a reconnect is a full one, and it
+// lists a consumer made while the keeper was away.
+func TestCensusAfterReconnect(t *testing.T) {
+	store := t.TempDir()
+	s, err := natstest.Run(natstest.Options(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := s.Addr().(*net.TCPAddr).Port
+	nc, err := jsbus.Connect(jsbus.ConnOptions{URL: s.ClientURL(), ReconnectWait: 20 * time.Millisecond, Logger: quiet()})
+	if err != nil {
+		s.Shutdown()
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx := testCtx(t)
+	a, err := jsbus.New(ctx, nc, jsbus.WithLogger(quiet()))
+	if err != nil {
+		s.Shutdown()
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "w", Subjects: []string{"w"}}); err != nil {
+		s.Shutdown()
+		t.Fatal(err)
+	}
+	census(t, ctx, a)
+	s.Shutdown()
+	s.WaitForShutdown()
+
+	opts := natstest.Options(store)
+	opts.Port = port
+	opts.NoLog = true
+	// The keeper's connection stays away until the consumer is made: its
+	// reconnect is held back by a server that listens only later.
+	s2, err := natstest.Run(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s2.Shutdown(); s2.WaitForShutdown() }()
+	other := natstest.Connect(t, s2)
+	ojs, _ := jetstream.New(other)
+	durableOn(t, ctx, ojs, "w", "made-away")
+	for i := 0; !nc.IsConnected(); i++ {
+		if i > 1000 {
+			t.Fatal("the connection did not come back")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	lists := countStreamLists(t, other)
+	_, ps := census(t, ctx, a)
+	if !slices.Contains(consumerKeys(ps), "w/made-away") {
+		t.Errorf("the consumer made while the keeper was away is not listed: %v", consumerKeys(ps))
+	}
+	if lists.count(t) == 0 {
+		t.Error("the first census after a reconnect did not list every stream")
+	}
+}
+
+// TestCensusWithoutAdvisories: a keeper whose user may not subscribe to the
+// advisories lists every stream at every census, and sees every consumer.
+func TestCensusWithoutAdvisories(t *testing.T) {
+	opts := natstest.Options(t.TempDir())
+	all := &server.SubjectPermission{Allow: []string{">"}}
+	opts.Users = []*server.User{
+		{Username: "keeper", Password: "k", Permissions: &server.Permissions{Publish: all,
+			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}}}},
+		{Username: "admin", Password: "a"},
+	}
+	s := natstest.Start(t, opts)
+	nc := natstest.Connect(t, s, nats.UserInfo("keeper", "k"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	admin := natstest.Connect(t, s, nats.UserInfo("admin", "a"))
+	ctx := testCtx(t)
+	a, err := jsbus.New(ctx, nc, jsbus.WithLogger(quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "x", Subjects: []string{"x"}}); err != nil {
+		t.Fatal(err)
+	}
+	census(t, ctx, a)
+	lists := countStreamLists(t, admin)
+	totals := countRequests(t, admin, "$JS.API.INFO")
+	for i := range 3 {
+		name := fmt.Sprintf("c%d", i)
+		durableOn(t, ctx, js, "x", name)
+		_, ps := census(t, ctx, a)
+		if !slices.Contains(consumerKeys(ps), "x/"+name) {
+			t.Errorf("census %d does not list x/%s: %v", i, name, consumerKeys(ps))
+		}
+	}
+	if n := lists.count(t); n < 3 {
+		t.Errorf("3 censuses without advisories asked %d pages of the full stream list, want one each", n)
+	}
+	if n := totals.count(t); n != 0 {
+		t.Errorf("censuses that cannot hear the advisories read the account's totals %d times, want none: they list every stream at once", n)
+	}
+}
+
+// TestCensusAfterDroppedAdvisories: advisories dropped past the pending
+// limit make the next census a full one, which lists every consumer.
+func TestCensusAfterDroppedAdvisories(t *testing.T) {
+	b := newBus(t)
+	ctx := testCtx(t)
+	if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: "d", Subjects: []string{"d"}}); err != nil {
+		t.Fatal(err)
+	}
+	census(t, ctx, b.a)
+	if err := jsbus.SetAdvisoryLimit(b.a, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		durableOn(t, ctx, b.js, "d", fmt.Sprintf("c%d", i))
+	}
+	if err := b.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	lists := countStreamLists(t, b.nc)
+	totals := countRequests(t, b.nc, "$JS.API.INFO")
+	_, ps := census(t, ctx, b.a)
+	for i := range 4 {
+		if c := fmt.Sprintf("d/c%d", i); !slices.Contains(consumerKeys(ps), c) {
+			t.Errorf("%s is not listed after advisories were dropped: %v", c, consumerKeys(ps))
+		}
+	}
+	if lists.count(t) == 0 || totals.count(t) != 0 {
+		t.Errorf("after dropped advisories the census asked %d pages of the full list and read the totals %d times, want a full census at once",
+			lists.count(t), totals.count(t))
+	}
+}
