@@ -23,13 +23,13 @@ import (
 )
 
 // TestCensusLatency times sequential snapshot-kept of one 10-key KV bucket
-// with $KEEPER_CENSUS_TIERS (e.g. "100,1000,5000") such kept data on the
-// bus, 20 snapshots per tier, and logs the median. It asserts no timing and
-// is skipped unless the variable is set.
+// with $KEEPER_CENSUS_TIERS (e.g. "100,1000,5000"; 30 when unset, which CI
+// runs) such kept data on the bus, 20 snapshots per tier, and logs the
+// median. It asserts no timing, only that every snapshot is taken.
 func TestCensusLatency(t *testing.T) {
 	tiers := os.Getenv("KEEPER_CENSUS_TIERS")
 	if tiers == "" {
-		t.Skip("set KEEPER_CENSUS_TIERS to run")
+		tiers = "30"
 	}
 	ctx := context.Background()
 	_, nc, js := jstest.Start(t, nil)
