@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
@@ -35,19 +36,7 @@ func TestClusterSnapshotRestoreKeepsReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var a *jsbus.Adapter
-	for i := 0; ; i++ { // the first R3 create fails while the cluster forms
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		a, err = jsbus.New(actx, nc, jsbus.WithLogger(quiet()), jsbus.WithReplicas(3))
-		cancel()
-		if err == nil {
-			break
-		}
-		if i == 120 {
-			t.Fatalf("the cluster did not take an R3 bucket: %v", err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	a := clusterAdapter(t, ctx, nc)
 	if got := a.MaxRestoresAtOnce(); got != 0 {
 		t.Errorf("a cluster bounds restores at once to %d, want no bound (0)", got)
 	}
@@ -198,20 +187,7 @@ func TestClusterCensusSeesConsumersMadeThroughAnotherServer(t *testing.T) {
 	srvs := startCluster(t)
 	ctx := testCtx(t)
 	nc := natstest.Connect(t, srvs[0])
-	var a *jsbus.Adapter
-	var err error
-	for i := 0; ; i++ { // the first R3 create fails while the cluster forms
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		a, err = jsbus.New(actx, nc, jsbus.WithLogger(quiet()), jsbus.WithReplicas(3))
-		cancel()
-		if err == nil {
-			break
-		}
-		if i == 120 {
-			t.Fatalf("the cluster did not take an R3 bucket: %v", err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	a := clusterAdapter(t, ctx, nc)
 	ojs, err := jetstream.New(natstest.Connect(t, srvs[2]))
 	if err != nil {
 		t.Fatal(err)
@@ -249,5 +225,24 @@ func TestClusterCensusSeesConsumersMadeThroughAnotherServer(t *testing.T) {
 				t.Errorf("the consumer %s/%s deleted just before the census is listed", stream, name)
 			}
 		}
+	}
+}
+
+// clusterAdapter is an adapter with R3 buckets on a cluster that may still
+// be forming: the first R3 create fails until it has a meta leader and
+// peers, so it is tried again for up to 30 s.
+func clusterAdapter(t *testing.T, ctx context.Context, nc *nats.Conn) *jsbus.Adapter {
+	t.Helper()
+	for i := 0; ; i++ {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		a, err := jsbus.New(actx, nc, jsbus.WithLogger(quiet()), jsbus.WithReplicas(3))
+		cancel()
+		if err == nil {
+			return a
+		}
+		if i == 120 {
+			t.Fatalf("the cluster did not take an R3 bucket: %v", err)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }
