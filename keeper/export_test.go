@@ -3,8 +3,14 @@ package keeper
 import "testing"
 
 // SetSpoolMemory gives k's snapshot spools a budget of bytes in chunks of
-// chunk bytes, so that tests with small data reach the spool's file.
-func SetSpoolMemory(k *Keeper, bytes, chunk int) { k.spools = newSpoolBudget(bytes, chunk) }
+// chunk bytes, so that tests with small data reach the spool's file; a
+// spool at the head then spills at once instead of waiting for its reader
+// (headPatience), so a stream whose turn came early spills as surely as
+// one that waits.
+func SetSpoolMemory(k *Keeper, bytes, chunk int) {
+	k.spools = newSpoolBudget(bytes, chunk)
+	k.spools.patience = 0
+}
 
 // NoFiles fails t for each entry of dir (a spool directory must be left
 // empty).

@@ -50,13 +50,14 @@ const (
 
 // spoolBudget is the keeper-wide memory of spools: a token per chunk held.
 type spoolBudget struct {
-	chunk  int // bytes of one chunk
-	tokens chan struct{}
+	chunk    int           // bytes of one chunk
+	patience time.Duration // of a write at the head (headPatience)
+	tokens   chan struct{}
 }
 
 // newSpoolBudget is a budget of bytes in chunks of chunk bytes (at least one).
 func newSpoolBudget(bytes, chunk int) *spoolBudget {
-	return &spoolBudget{chunk: chunk, tokens: make(chan struct{}, max(bytes/chunk, 1))}
+	return &spoolBudget{chunk: chunk, patience: headPatience, tokens: make(chan struct{}, max(bytes/chunk, 1))}
 }
 
 // take takes a chunk's worth, if the budget has one free; it never waits.
@@ -133,7 +134,7 @@ type spool struct {
 }
 
 func newSpool(b *spoolBudget, dir string) *spool {
-	s := &spool{budget: b, dir: dir, patience: headPatience, room: make(chan struct{}, 1)}
+	s := &spool{budget: b, dir: dir, patience: b.patience, room: make(chan struct{}, 1)}
 	s.wake = sync.NewCond(&s.mu)
 	return s
 }
