@@ -3,10 +3,8 @@ package jsbus_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -207,54 +205,23 @@ func TestCensusAfterLostAdvisories(t *testing.T) {
 // are lost, so the first census after a reconnect is a full one, and it
 // lists a consumer made while the keeper was away.
 func TestCensusAfterReconnect(t *testing.T) {
-	store := t.TempDir()
-	s, err := natstest.Run(natstest.Options(store))
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := s.Addr().(*net.TCPAddr).Port
-	nc, err := jsbus.Connect(jsbus.ConnOptions{URL: s.ClientURL(), ReconnectWait: 20 * time.Millisecond, Logger: quiet()})
-	if err != nil {
-		s.Shutdown()
-		t.Fatal(err)
-	}
-	defer nc.Close()
 	ctx := testCtx(t)
-	a, err := jsbus.New(ctx, nc, jsbus.WithLogger(quiet()))
-	if err != nil {
-		s.Shutdown()
-		t.Fatal(err)
-	}
-	js, _ := jetstream.New(nc)
+	r := newRestartable(t, ctx)
+	js, _ := jetstream.New(r.nc)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "w", Subjects: []string{"w"}}); err != nil {
-		s.Shutdown()
 		t.Fatal(err)
 	}
-	census(t, ctx, a)
-	s.Shutdown()
-	s.WaitForShutdown()
-
-	opts := natstest.Options(store)
-	opts.Port = port
-	opts.NoLog = true
-	// The keeper's connection stays away until the consumer is made: its
-	// reconnect is held back by a server that listens only later.
-	s2, err := natstest.Run(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { s2.Shutdown(); s2.WaitForShutdown() }()
-	other := natstest.Connect(t, s2)
+	census(t, ctx, r.a)
+	r.stop()
+	// The consumer is made on the new server, perhaps before the keeper's
+	// connection is back: its advisory may be lost, and the first census
+	// after the reconnect is a full one either way.
+	other := natstest.Connect(t, r.start(t))
 	ojs, _ := jetstream.New(other)
 	durableOn(t, ctx, ojs, "w", "made-away")
-	for i := 0; !nc.IsConnected(); i++ {
-		if i > 1000 {
-			t.Fatal("the connection did not come back")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	r.waitConnected(t)
 	lists := countStreamLists(t, other)
-	_, ps := census(t, ctx, a)
+	_, ps := census(t, ctx, r.a)
 	if !slices.Contains(consumerKeys(ps), "w/made-away") {
 		t.Errorf("the consumer made while the keeper was away is not listed: %v", consumerKeys(ps))
 	}

@@ -1,6 +1,7 @@
 package jsbus_test
 
 import (
+	"context"
 	"errors"
 	"net"
 	"os"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/jsbus"
@@ -113,47 +117,74 @@ func TestConnectRefusals(t *testing.T) {
 // The keeper's connection survives a server restart: the adapter works again
 // once the server is back on the same port with the same store.
 func TestReconnectAfterServerRestart(t *testing.T) {
-	store := t.TempDir()
-	opts := natstest.Options(store)
+	ctx := testCtx(t)
+	r := newRestartable(t, ctx)
+	if err := r.a.Put(ctx, "plan.a.b", []byte(`{"kept":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	r.stop()
+	r.start(t)
+	r.waitConnected(t)
+	v, err := r.a.Get(ctx, "plan.a.b")
+	if err != nil || string(v) != `{"kept":true}` {
+		t.Fatalf("index after the restart: %s %v", v, err)
+	}
+}
+
+// restartable is a server of a test's own and an adapter on a connection
+// that tries to reconnect every 20 ms, for tests that stop the server and
+// start it again on the same port with the same store. The server running
+// at the end is shut down at cleanup.
+type restartable struct {
+	store string
+	port  int
+	s     *server.Server
+	nc    *nats.Conn
+	a     *jsbus.Adapter
+}
+
+func newRestartable(t *testing.T, ctx context.Context) *restartable {
+	t.Helper()
+	r := &restartable{store: t.TempDir()}
+	s, err := natstest.Run(natstest.Options(r.store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.s, r.port = s, s.Addr().(*net.TCPAddr).Port
+	t.Cleanup(func() { r.s.Shutdown(); r.s.WaitForShutdown() })
+	if r.nc, err = jsbus.Connect(jsbus.ConnOptions{URL: s.ClientURL(), ReconnectWait: 20 * time.Millisecond, Logger: quiet()}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.nc.Close)
+	if r.a, err = jsbus.New(ctx, r.nc, jsbus.WithLogger(quiet())); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// stop shuts the server down and waits until it has.
+func (r *restartable) stop() { r.s.Shutdown(); r.s.WaitForShutdown() }
+
+// start runs the server again, on the same port with the same store.
+func (r *restartable) start(t *testing.T) *server.Server {
+	t.Helper()
+	opts := natstest.Options(r.store)
+	opts.Port, opts.NoLog = r.port, true
 	s, err := natstest.Run(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := s.Addr().(*net.TCPAddr).Port
-	nc, err := jsbus.Connect(jsbus.ConnOptions{URL: s.ClientURL(), ReconnectWait: 20 * time.Millisecond, Logger: quiet()})
-	if err != nil {
-		s.Shutdown()
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	ctx := testCtx(t)
-	a, err := jsbus.New(ctx, nc, jsbus.WithLogger(quiet()))
-	if err != nil {
-		s.Shutdown()
-		t.Fatal(err)
-	}
-	if err := a.Put(ctx, "plan.a.b", []byte(`{"kept":true}`)); err != nil {
-		s.Shutdown()
-		t.Fatal(err)
-	}
-	s.Shutdown()
-	s.WaitForShutdown()
+	r.s = s
+	return s
+}
 
-	opts2 := natstest.Options(store)
-	opts2.Port = port
-	s2, err := natstest.Run(opts2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { s2.Shutdown(); s2.WaitForShutdown() }()
-	for i := 0; !nc.IsConnected(); i++ {
-		if i > 1000 || nc.IsClosed() {
-			t.Fatalf("the connection did not come back (closed %v)", nc.IsClosed())
+// waitConnected waits, up to 20 s, until the adapter's connection is back.
+func (r *restartable) waitConnected(t *testing.T) {
+	t.Helper()
+	for i := 0; !r.nc.IsConnected(); i++ {
+		if i > 1000 || r.nc.IsClosed() {
+			t.Fatalf("the connection did not come back (closed %v)", r.nc.IsClosed())
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-	v, err := a.Get(ctx, "plan.a.b")
-	if err != nil || string(v) != `{"kept":true}` {
-		t.Fatalf("index after the restart: %s %v", v, err)
 	}
 }
