@@ -341,11 +341,31 @@ type streamNamesResponse struct {
 
 // streamNames lists the name of every stream, page by page.
 func (a *Adapter) streamNames(ctx context.Context) ([]string, error) {
+	return a.namesTaking(ctx, "")
+}
+
+// StreamsTaking names the streams whose subjects overlap subject, as the
+// server matches them (its stream-name list filtered by subject), without
+// listing every stream.
+func (a *Adapter) StreamsTaking(ctx context.Context, subject string) ([]string, error) {
+	if subject == "" {
+		return nil, fmt.Errorf("jsbus: no subject to match streams against")
+	}
+	return a.namesTaking(ctx, subject)
+}
+
+// namesTaking pages through the server's stream names, of the streams
+// whose subjects overlap subject, or of all when it is empty.
+func (a *Adapter) namesTaking(ctx context.Context, subject string) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
 	for offset, page := 0, 0; page < maxListResponses; page++ {
 		var resp streamNamesResponse
-		if err := a.listRequest(ctx, "$JS.API.STREAM.NAMES", map[string]int{"offset": offset}, &resp); err != nil {
+		req := struct {
+			Offset  int    `json:"offset"`
+			Subject string `json:"subject,omitempty"`
+		}{offset, subject}
+		if err := a.listRequest(ctx, "$JS.API.STREAM.NAMES", req, &resp); err != nil {
 			return nil, busErr(fmt.Errorf("jsbus: list stream names: %w", err))
 		}
 		for _, s := range resp.Streams {

@@ -305,3 +305,40 @@ func TestCensusAfterDroppedAdvisories(t *testing.T) {
 			lists.count(t), totals.count(t))
 	}
 }
+
+// TestStreamsTaking: the streams whose subjects overlap a subject, by the
+// server's matching (wildcards either side), and no other; an empty
+// subject is refused rather than taken as "every stream".
+func TestStreamsTaking(t *testing.T) {
+	b := newBus(t)
+	ctx := testCtx(t)
+	for name, subjects := range map[string][]string{
+		"orders":  {"shop.orders.*"},
+		"refunds": {"shop.refunds.eu", "shop.refunds.us"},
+		"other":   {"elsewhere.>"},
+	} {
+		if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: subjects, Storage: jetstream.MemoryStorage}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for subject, want := range map[string][]string{
+		"shop.orders.eu":  {"orders"},
+		"*.orders.eu":     {"orders", "other"}, // elsewhere.orders.eu is both
+		"shop.refunds.*":  {"refunds"},
+		"shop.>":          {"orders", "refunds"},
+		"nowhere.at.all":  nil,
+		"elsewhere.a.b.c": {"other"},
+	} {
+		got, err := b.a.StreamsTaking(ctx, subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("streams taking %s: %v, want %v", subject, got, want)
+		}
+	}
+	if _, err := b.a.StreamsTaking(ctx, ""); err == nil {
+		t.Error("an empty subject was taken")
+	}
+}

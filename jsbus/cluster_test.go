@@ -98,6 +98,14 @@ func TestClusterSnapshotRestoreKeepsReplicas(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("right after the restore of %s its consumers are listed as %v, want %v", s, got, want)
 		}
+		// The cluster's stream assignments answer which streams take a
+		// subject (a restore's overlap check asks it).
+		if subj := st.CachedInfo().Config.Subjects; len(subj) > 0 {
+			taking, err := a.StreamsTaking(ctx, subj[0])
+			if err != nil || !slices.Contains(taking, s) {
+				t.Errorf("streams taking %s on the cluster: %v %v, want %s among them", subj[0], taking, err, s)
+			}
+		}
 	}
 	var events keeper.Position
 	for _, p := range positions {

@@ -68,10 +68,11 @@ type Bus interface {
 	// does not exist returns an error wrapping ErrNoStream.
 	DeleteStream(ctx context.Context, stream string) error
 
-	// Streams lists every stream on the bus with its subjects (the keeper
-	// checks a restore's subject overlaps with it; the ownership rules
-	// read Census instead).
-	Streams(ctx context.Context) ([]StreamInfo, error)
+	// StreamsTaking names the streams on the bus whose subjects overlap
+	// subject (a restore's subject-overlap check asks it of each subject
+	// it would take), as the server matches them, without listing every
+	// stream.
+	StreamsTaking(ctx context.Context, subject string) ([]string, error)
 
 	// Consumers lists every durable consumer on the named streams, with
 	// its ack floor and its configuration as the server holds it (metadata

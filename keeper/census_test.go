@@ -79,6 +79,38 @@ func TestSnapshotDoesNotListEveryStream(t *testing.T) {
 	}
 }
 
+// TestRestoreDoesNotListEveryStream: with 300 other streams on the bus, a
+// restore over live data and one into absent data, each after a dry run,
+// ask the server which streams take the point's subjects instead of
+// listing every stream, and still restore; a stream that took one of
+// those subjects meanwhile is still refused (TestDryRunNamesASubjectOverlap).
+func TestRestoreDoesNotListEveryStream(t *testing.T) {
+	e := newEnv(t)
+	for i := range 300 {
+		name := fmt.Sprintf("other_s%03d", i)
+		if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name}, Storage: jetstream.MemoryStorage}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.snapshot(1, "fp")
+	e.snapshot(1, "warm") // the first census is a full one
+	lists := countStreamLists(t, e)
+	for _, dry := range []bool{true, false} {
+		r := req(1, "fp")
+		r.DryRun = dry
+		if _, err := e.k.RestoreKept(e.ctx, r); err != nil {
+			t.Fatalf("restore-kept over live data (dry run %v): %v", dry, err)
+		}
+	}
+	e.removeKept()
+	if _, err := e.k.RestoreKept(e.ctx, req(1, "fp")); err != nil {
+		t.Fatalf("restore-kept into absent data: %v", err)
+	}
+	if n := lists(); n != 0 {
+		t.Errorf("the restores sent %d pages of the full stream list, want none", n)
+	}
+}
+
 func keysOf(m map[string]bool) []string {
 	var out []string
 	for k, v := range m {

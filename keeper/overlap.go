@@ -29,29 +29,40 @@ func subjectsCollide(a, b string) bool {
 // checkOverlaps refuses a restore whose streams would take subjects that a
 // stream staying on the bus already takes: the server finds that only at
 // the first data chunk, after the live data was removed. It names the
-// overlapping stream.
+// overlapping stream. The server is asked, for each subject, which streams
+// take an overlapping one, so the check costs a request or two a subject,
+// not a list of every stream on the bus.
 func (k *Keeper) checkOverlaps(ctx context.Context, pl *restorePlan) error {
-	all, err := k.bus.Streams(ctx)
-	if err != nil {
-		return Errorf(ErrFailed, "listing the streams on the bus to check subject overlaps: %v", err)
-	}
 	for _, ms := range pl.manifest.Streams {
 		if !contains(pl.Restore, ms.Name) {
 			continue
 		}
-		for _, other := range all {
-			if other.Name == ms.Name || containsStream(pl.live, other.Name) {
-				continue // it is the stream itself, or it is removed first
+		for _, sa := range ms.Config.Subjects {
+			names, err := k.bus.StreamsTaking(ctx, sa)
+			if err != nil {
+				return Errorf(ErrFailed, "asking the bus which streams take subject %s, to check subject overlaps: %v", sa, err)
 			}
-			for _, sa := range ms.Config.Subjects {
-				for _, sb := range other.Subjects {
-					if subjectsCollide(sa, sb) {
-						return Errorf(ErrConflict, "stream %s of %s takes subject %s, which overlaps subject %s of stream %s on the bus; "+
-							"the server would refuse to restore it", ms.Name, sourceName(pl.point), sa, sb, other.Name)
-					}
+			for _, other := range names {
+				if other == ms.Name || containsStream(pl.live, other) {
+					continue // it is the stream itself, or it is removed first
 				}
+				return Errorf(ErrConflict, "stream %s of %s takes subject %s, which overlaps %s of stream %s on the bus; "+
+					"the server would refuse to restore it", ms.Name, sourceName(pl.point), sa, k.overlapping(ctx, other, sa), other)
 			}
 		}
 	}
 	return nil
+}
+
+// overlapping names the subject of stream that overlaps sa, for the
+// refusal's sentence ("a subject" when the stream cannot be read now).
+func (k *Keeper) overlapping(ctx context.Context, stream, sa string) string {
+	if si, err := k.bus.Stream(ctx, stream); err == nil && si != nil {
+		for _, sb := range si.Subjects {
+			if subjectsCollide(sa, sb) {
+				return "subject " + sb
+			}
+		}
+	}
+	return "a subject"
 }
