@@ -57,12 +57,7 @@ func recorded(r *keeper.Reply) map[string]bool {
 // consumers of those that may hold one. It still records every position.
 func TestSnapshotDoesNotListEveryStream(t *testing.T) {
 	e := newEnv(t)
-	for i := range 300 {
-		name := fmt.Sprintf("other_s%03d", i)
-		if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name}, Storage: jetstream.MemoryStorage}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	otherStreams(t, e, 300)
 	first := e.snapshot(1, "fp0")
 	lists := countStreamLists(t, e)
 	for i := range 3 {
@@ -86,12 +81,7 @@ func TestSnapshotDoesNotListEveryStream(t *testing.T) {
 // those subjects meanwhile is still refused (TestDryRunNamesASubjectOverlap).
 func TestRestoreDoesNotListEveryStream(t *testing.T) {
 	e := newEnv(t)
-	for i := range 300 {
-		name := fmt.Sprintf("other_s%03d", i)
-		if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name}, Storage: jetstream.MemoryStorage}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	otherStreams(t, e, 300)
 	e.snapshot(1, "fp")
 	e.snapshot(1, "warm") // the first census is a full one
 	lists := countStreamLists(t, e)
@@ -227,6 +217,18 @@ func TestRestorePlanSeesAConsumerMadeJustBefore(t *testing.T) {
 		}
 		if got := by(); got != want {
 			t.Errorf("step %d: the plan moves billing_tail by %q, want %q", i, got, want)
+		}
+	}
+}
+
+// otherStreams makes n memory streams of no module's (other_s000, …) on
+// e's bus, each on a subject of its own name.
+func otherStreams(t *testing.T, e *env, n int) {
+	t.Helper()
+	for i := range n {
+		name := fmt.Sprintf("other_s%03d", i)
+		if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name}, Storage: jetstream.MemoryStorage}); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
