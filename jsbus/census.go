@@ -2,7 +2,9 @@ package jsbus
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -33,19 +35,22 @@ const (
 	advisoryPendingBytes = 4 << 20
 )
 
-// censusWatch keeps the names of the streams that may hold a consumer,
-// from the server's advisories: a consumer created (CONSUMER.CREATED) and a
-// stream restored (STREAM.RESTORE_COMPLETE, its snapshot may carry
-// consumers). It is a hint, never the truth: a census lists the consumers of
-// these streams afresh and counts them against the account's totals (see
-// Census). Its memory is bounded by the streams on the bus: a name no
-// longer listed, or whose stream had no consumer when listed, is dropped;
-// the advisories wait in the subscriptions' queues, within their pending
-// limits, until a census takes them (catchUp).
+// censusWatch keeps, from the server's advisories, the names of the
+// streams on the bus (stream created, deleted or restored) and of those that
+// may hold a consumer (a consumer created, a stream restored: its snapshot
+// may carry consumers). Both are hints, never the truth: a census lists the
+// consumers of these streams afresh and counts the streams and consumers
+// against the account's totals (see Census). Its memory is bounded by the
+// streams on the bus: a deleted stream's name is dropped, and so is one that
+// had no consumer when listed; the advisories wait in the subscriptions'
+// queues, within their pending limits, until a census takes them (catchUp).
+// The stream advisories come on one subscription, so that a stream deleted
+// and made again (as a restore does) is taken in the order it happened.
 type censusWatch struct {
-	mu   sync.Mutex
-	with map[string]uint64 // stream -> generation of the last word that it may hold a consumer
-	gen  uint64
+	mu    sync.Mutex
+	with  map[string]uint64 // stream -> generation of the last word that it may hold a consumer
+	names map[string]bool   // the streams on the bus: seeded by a full census, kept by the advisories
+	gen   uint64
 	// seeded is set once a full census has filled with; reconnects and
 	// dropped are the connection's reconnects and the advisories dropped
 	// at that census. While either has changed since, advisories may have
@@ -56,6 +61,7 @@ type censusWatch struct {
 	off        bool // the advisories cannot be heard: every census is full
 
 	nc      *nats.Conn
+	log     *slog.Logger
 	timeout time.Duration // of the flush
 	subs    []*nats.Subscription
 	drain   sync.Mutex // one catchUp at a time, so advisories are taken in order
@@ -64,8 +70,11 @@ type censusWatch struct {
 // watchCensus subscribes to the advisories of censusWatch. One that cannot
 // subscribe (the keeper's user may not, say) makes every census a full one.
 func (a *Adapter) watchCensus() *censusWatch {
-	w := &censusWatch{with: map[string]uint64{}, nc: a.nc, timeout: a.cfg.timeout}
-	for _, subject := range []string{"$JS.EVENT.ADVISORY.CONSUMER.CREATED.*.*", "$JS.EVENT.ADVISORY.STREAM.RESTORE_COMPLETE.*"} {
+	w := &censusWatch{with: map[string]uint64{}, names: map[string]bool{}, nc: a.nc, log: a.log, timeout: a.cfg.timeout}
+	// The stream advisories are taken first (catchUp takes each
+	// subscription's in turn): a consumer heard of is then never forgotten
+	// for a deletion of its stream that came before it.
+	for _, subject := range []string{"$JS.EVENT.ADVISORY.STREAM.*.*", "$JS.EVENT.ADVISORY.CONSUMER.CREATED.*.*"} {
 		sub, err := a.nc.SubscribeSync(subject)
 		if err == nil {
 			err = sub.SetPendingLimits(advisoryPendingMsgs, advisoryPendingBytes)
@@ -103,6 +112,11 @@ func (w *censusWatch) catchUp(ctx context.Context) error {
 	}
 	w.drain.Lock()
 	defer w.drain.Unlock()
+	return w.take(ctx)
+}
+
+// take is catchUp with its lock held.
+func (w *censusWatch) take(ctx context.Context) error {
 	fctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	if err := w.nc.FlushWithContext(fctx); err != nil {
@@ -115,6 +129,12 @@ func (w *censusWatch) catchUp(ctx context.Context) error {
 		}
 		for range n {
 			m, err := sub.NextMsg(time.Second)
+			if errors.Is(err, nats.ErrSlowConsumer) {
+				// Once after advisories were dropped (Dropped counts them):
+				// the next call gives the next one. Left there, the queue
+				// would stay full and every census be a full one.
+				m, err = sub.NextMsg(time.Second)
+			}
 			if err != nil {
 				return fmt.Errorf("jsbus: taking an advisory on %s: %w", sub.Subject, err)
 			}
@@ -124,17 +144,40 @@ func (w *censusWatch) catchUp(ctx context.Context) error {
 	return nil
 }
 
-// heard takes one advisory: the stream it names may hold a consumer. Its
-// subject is $JS.EVENT.ADVISORY.<kind>.<action>.<stream>[.<consumer>].
+// heard takes one advisory. Its subject is
+// $JS.EVENT.ADVISORY.<kind>.<action>.<stream>[.<consumer>]: a consumer
+// created or a stream restored may hold a consumer; a stream created or
+// restored is on the bus, one deleted is not. Other stream advisories
+// (updated, snapshots, leaders) change neither.
 func (w *censusWatch) heard(m *nats.Msg) {
 	tokens := strings.Split(m.Subject, ".")
 	if len(tokens) < 6 {
 		return
 	}
+	stream := tokens[5]
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.gen++
-	w.with[tokens[5]] = w.gen
+	switch tokens[3] + "." + tokens[4] {
+	case "CONSUMER.CREATED":
+		w.gen++
+		w.with[stream] = w.gen
+	case "STREAM.RESTORE_COMPLETE":
+		w.gen++
+		w.with[stream] = w.gen
+		w.names[stream] = true
+	case "STREAM.CREATED":
+		w.names[stream] = true
+	case "STREAM.DELETED":
+		delete(w.names, stream)
+		delete(w.with, stream)
+	}
+}
+
+// streamNames are the streams the watch holds to be on the bus, sorted.
+func (w *censusWatch) streamNames() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Sorted(maps.Keys(w.names))
 }
 
 // droppedNow is how many advisories the subscriptions have dropped.
@@ -161,30 +204,54 @@ func (w *censusWatch) trusted(reconnects uint64) bool {
 }
 
 // candidates are the streams of names that may hold a consumer, with the
-// generation each was last heard at; names not on the bus are forgotten.
+// generation each was last heard at. One not among names stays a
+// candidate for later: its stream's advisory may still be on its way.
 func (w *censusWatch) candidates(names []string) map[string]uint64 {
-	on := make(map[string]bool, len(names))
-	for _, n := range names {
-		on[n] = true
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := map[string]uint64{}
-	for s, g := range w.with {
-		if on[s] {
+	for _, s := range names {
+		if g, ok := w.with[s]; ok {
 			out[s] = g
-		} else {
-			delete(w.with, s)
 		}
 	}
 	return out
 }
 
-// seed adds the streams a full census found with a consumer, and marks the
-// watch trusted as of the reconnects and dropped counts taken before it.
-func (w *censusWatch) seed(with []string, reconnects uint64, dropped int) {
+// hold keeps every other census from taking advisories until the returned
+// func is called, and takes those waiting now, so that the subscriptions'
+// queues have room again: a full census holds it from before its list to
+// its seed, so that the advisories sent meanwhile are taken after the seed,
+// in order. (A full census that left them waiting would find its queues
+// still full the next time, its own advisories dropped, and never be
+// trusted again.)
+func (w *censusWatch) hold(ctx context.Context) func() {
+	w.drain.Lock()
+	if !w.off {
+		if err := w.take(ctx); err != nil {
+			w.log.Debug("could not take the advisories waiting before a full census", "err", err)
+		}
+	}
+	return w.drain.Unlock
+}
+
+// seed takes the streams a full census named, and those it found with a
+// consumer, and marks the watch trusted as of the reconnects and dropped
+// counts taken before it. The advisories still waiting are taken after the
+// seed, in order; one sent before the full list only says again what it
+// shows, so the names come out as the bus holds them.
+func (w *censusWatch) seed(names, with []string, reconnects uint64, dropped int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	clear(w.names)
+	for _, s := range names {
+		w.names[s] = true
+	}
+	for s := range w.with {
+		if !w.names[s] {
+			delete(w.with, s) // gone, its deletion unheard
+		}
+	}
 	for _, s := range with {
 		w.gen++
 		w.with[s] = w.gen
@@ -193,12 +260,14 @@ func (w *censusWatch) seed(with []string, reconnects uint64, dropped int) {
 }
 
 // forget drops the streams that were listed with no consumer, unless an
-// advisory named them again since (their generation moved on).
+// advisory named them again since (their generation moved on), and, after
+// a census the totals confirmed, those the watch no longer holds to be on
+// the bus (a consumer heard of after its stream's deletion was taken).
 func (w *censusWatch) forget(empty map[string]uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for s, g := range empty {
-		if w.with[s] == g {
+	for s, g := range w.with {
+		if eg, listed := empty[s]; (listed && eg == g) || !w.names[s] {
 			delete(w.with, s)
 		}
 	}
@@ -206,10 +275,12 @@ func (w *censusWatch) forget(empty map[string]uint64) {
 
 // Census names every stream on the bus and lists every durable consumer
 // on it, as Streams and Consumers would together, without a full stream
-// list each time: the names come from the server's light name list, and
-// the consumers are listed afresh (configurations and ack floors as the
-// server holds them now) on the streams the watch says may hold one, once
-// it has taken every advisory sent before the census began (catchUp).
+// list each time: once the watch has taken every advisory sent before the
+// census began (catchUp), the names are the watch's (the last full census's,
+// kept by the stream advisories since), and the consumers are listed afresh
+// (configurations and ack floors as the server holds them now) on the
+// streams the watch says may hold one. So a census asks the server nothing
+// that grows with the streams on the bus: no stream list, no name list.
 // That census counts only when the account's totals of streams and
 // consumers, read before and after it, both equal what it found (every
 // consumer, durable or not). Otherwise, after censusTries tries, and
@@ -219,13 +290,16 @@ func (w *censusWatch) forget(empty map[string]uint64) {
 // that has one.
 //
 // What it guarantees: on one server, a consumer made before the call
-// began is heard by catchUp, so it is listed; a stream is named by the
-// name list. On a cluster a consumer's advisory may come after the census
-// began (its leader sends it after its reply); the totals then count one
-// consumer more than was found, and the census is made again or in full.
-// The one case the totals cannot catch is an advisory late or lost while,
-// during the census, another consumer on a stream it lists is made and
-// gone again between the two reads of the totals.
+// began is heard by catchUp, so it is listed. A stream's advisory comes
+// from its own queue and may follow the reply that made it; the totals then
+// count one stream more than the watch names, and the census is made again
+// (the advisory is in by then) or in full. On a cluster a consumer's or a
+// stream's advisory may come after the census began (its leader sends it
+// after its reply); the totals catch that too. The cases the totals cannot
+// catch are an advisory late or lost while, during the census, another
+// consumer on a stream it lists is made and gone again between the two reads
+// of the totals, or while another stream is deleted: the count comes out
+// right and the set wrong.
 func (a *Adapter) Census(ctx context.Context) ([]string, []keeper.Position, error) {
 	for try := 0; try < censusTries && a.census.trusted(a.connMark()); try++ {
 		if try > 0 {
@@ -254,10 +328,7 @@ func (a *Adapter) countedCensus(ctx context.Context) ([]string, []keeper.Positio
 	if err := a.census.catchUp(ctx); err != nil {
 		return nil, nil, false, err
 	}
-	names, err := a.streamNames(ctx)
-	if err != nil {
-		return nil, nil, false, err
-	}
+	names := a.census.streamNames()
 	// The totals are read as close around the consumer lists as can be:
 	// a consumer made or removed anywhere between the two reads (an
 	// ordered consumer of a KV read, say) makes the census try again.
@@ -296,6 +367,7 @@ func (a *Adapter) countedCensus(ctx context.Context) ([]string, []keeper.Positio
 // fullCensus lists every stream, and the consumers of each that has one
 // (or whose count is not known), and seeds the watch with those.
 func (a *Adapter) fullCensus(ctx context.Context) ([]string, []keeper.Position, error) {
+	defer a.census.hold(ctx)()
 	mark, dropped := a.connMark(), a.census.droppedNow()
 	a.log.Debug("a full census: every stream is listed", "reconnects", mark, "dropped advisories", dropped)
 	streams, err := a.Streams(ctx)
@@ -314,7 +386,7 @@ func (a *Adapter) fullCensus(ctx context.Context) ([]string, []keeper.Position, 
 	if err != nil {
 		return nil, nil, err
 	}
-	a.census.seed(with, mark, dropped)
+	a.census.seed(names, with, mark, dropped)
 	return names, ps, nil
 }
 
@@ -339,11 +411,6 @@ type streamNamesResponse struct {
 	Streams []string `json:"streams"`
 }
 
-// streamNames lists the name of every stream, page by page.
-func (a *Adapter) streamNames(ctx context.Context) ([]string, error) {
-	return a.namesTaking(ctx, "")
-}
-
 // StreamsTaking names the streams whose subjects overlap subject, as the
 // server matches them (its stream-name list filtered by subject), without
 // listing every stream.
@@ -355,7 +422,7 @@ func (a *Adapter) StreamsTaking(ctx context.Context, subject string) ([]string, 
 }
 
 // namesTaking pages through the server's stream names, of the streams
-// whose subjects overlap subject, or of all when it is empty.
+// whose subjects overlap subject.
 func (a *Adapter) namesTaking(ctx context.Context, subject string) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}

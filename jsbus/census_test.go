@@ -122,8 +122,8 @@ func durableOn(t *testing.T, ctx context.Context, js jetstream.JetStream, stream
 
 // TestCensusSeesEveryStreamAndConsumerWithoutTheFullList: after its first
 // census (a full one), a census of 300 streams asks no page of the full
-// stream list, and a stream or consumer made or deleted just before it is
-// named or not, as a full census says.
+// stream list nor of the stream names, and a stream or consumer made or
+// deleted just before it is named or not, as a full census says.
 func TestCensusSeesEveryStreamAndConsumerWithoutTheFullList(t *testing.T) {
 	b := newBus(t)
 	ctx := testCtx(t)
@@ -136,6 +136,7 @@ func TestCensusSeesEveryStreamAndConsumerWithoutTheFullList(t *testing.T) {
 	durableOn(t, ctx, b.js, "s000", "c0")
 	sameCensus(t, ctx, b.a, "first census")
 	lists := countStreamLists(t, b.nc)
+	nameLists := countRequests(t, b.nc, "$JS.API.STREAM.NAMES")
 
 	durableOn(t, ctx, b.js, "s150", "c150") // a stream that had no consumer
 	if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: "late", Subjects: []string{"late"}}); err != nil {
@@ -168,8 +169,77 @@ func TestCensusSeesEveryStreamAndConsumerWithoutTheFullList(t *testing.T) {
 	if n := lists.count(t); n != 0 {
 		t.Errorf("the census asked %d pages of the full stream list, want none", n)
 	}
+	if n := nameLists.count(t); n != 0 {
+		t.Errorf("the censuses asked %d pages of the stream names, want none", n)
+	}
 	lists.reset(t)
 	sameCensus(t, ctx, b.a, "after the deletes")
+}
+
+// TestCensusNamesAStreamMadeAgain: a stream deleted and made again between
+// two censuses (as a restore does), with a consumer made on it last, is
+// named, and its consumer listed, by the next census, which lists no stream
+// to find them. (Taking the deletions after the consumer's advisory lost
+// the consumer once.)
+func TestCensusNamesAStreamMadeAgain(t *testing.T) {
+	b := newBus(t)
+	ctx := testCtx(t)
+	for _, s := range []string{"again", "other"} {
+		if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: s, Subjects: []string{s}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameCensus(t, ctx, b.a, "first census")
+	lists := countStreamLists(t, b.nc)
+	for range 3 {
+		if err := b.js.DeleteStream(ctx, "again"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: "again", Subjects: []string{"again"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	durableOn(t, ctx, b.js, "again", "made-again")
+	names, ps := census(t, ctx, b.a)
+	if !slices.Contains(names, "again") || !slices.Contains(names, "other") || !slices.Contains(consumerKeys(ps), "again/made-again") {
+		t.Errorf("after a stream was deleted and made again the census names %v and lists %v", names, consumerKeys(ps))
+	}
+	if n := lists.count(t); n != 0 {
+		t.Errorf("the census asked %d pages of the full stream list, want none", n)
+	}
+	lists.reset(t)
+	sameCensus(t, ctx, b.a, "after the stream was made again")
+}
+
+// TestCensusAfterALostStreamAdvisory: a stream whose advisory was lost (the
+// connection never noticed) is still named: the account's totals count it,
+// so the census is made in full, and the one after it is light again.
+func TestCensusAfterALostStreamAdvisory(t *testing.T) {
+	b := newBus(t)
+	ctx := testCtx(t)
+	if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: "seen", Subjects: []string{"seen"}}); err != nil {
+		t.Fatal(err)
+	}
+	sameCensus(t, ctx, b.a, "first census")
+	if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: "unheard", Subjects: []string{"unheard"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := jsbus.LoseStreamAdvisory(b.a, "unheard"); err != nil {
+		t.Fatal(err)
+	}
+	lists := countStreamLists(t, b.nc)
+	names, _ := census(t, ctx, b.a)
+	if !slices.Contains(names, "unheard") {
+		t.Errorf("the stream whose advisory was lost is not named: %v", names)
+	}
+	if lists.count(t) == 0 {
+		t.Error("the census did not fall back to the full stream list")
+	}
+	lists.reset(t)
+	sameCensus(t, ctx, b.a, "after the full census")
+	if n := lists.count(t); n != 1 { // sameCensus's own full list, one page
+		t.Errorf("the census after the full one asked %d pages of the full stream list, want none (and 1 for the check)", n)
+	}
 }
 
 // TestCensusAfterLostAdvisories: a consumer whose advisory was lost (the
@@ -303,6 +373,17 @@ func TestCensusAfterDroppedAdvisories(t *testing.T) {
 	if lists.count(t) == 0 || totals.count(t) != 0 {
 		t.Errorf("after dropped advisories the census asked %d pages of the full list and read the totals %d times, want a full census at once",
 			lists.count(t), totals.count(t))
+	}
+	// The full census emptied the queues, so the one after it is light
+	// again, and hears a consumer made since.
+	durableOn(t, ctx, b.js, "d", "after")
+	lists.reset(t)
+	_, ps = census(t, ctx, b.a)
+	if !slices.Contains(consumerKeys(ps), "d/after") {
+		t.Errorf("d/after is not listed by the census after the full one: %v", consumerKeys(ps))
+	}
+	if n := lists.count(t); n != 0 {
+		t.Errorf("the census after the full one asked %d pages of the full stream list, want none (the queues stayed full?)", n)
 	}
 }
 

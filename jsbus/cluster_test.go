@@ -190,7 +190,7 @@ func TestClusterSnapshotRestoreKeepsReplicas(t *testing.T) {
 // answered, so it may reach the keeper's server after the census began. A
 // consumer made through another server just before each census is still
 // listed (the account's totals count it), and one deleted just before is
-// not.
+// not. So is a stream, whose advisory comes the same way.
 func TestClusterCensusSeesConsumersMadeThroughAnotherServer(t *testing.T) {
 	srvs := startCluster(t)
 	ctx := testCtx(t)
@@ -232,6 +232,28 @@ func TestClusterCensusSeesConsumersMadeThroughAnotherServer(t *testing.T) {
 			if slices.Contains(consumerKeys(ps), stream+"/"+name) {
 				t.Errorf("the consumer %s/%s deleted just before the census is listed", stream, name)
 			}
+		}
+	}
+	for i := range 4 {
+		name := fmt.Sprintf("n%d", i)
+		if _, err := ojs.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name}, Replicas: 3}); err != nil {
+			t.Fatal(err)
+		}
+		names, _, err := a.Census(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(names, name) {
+			t.Errorf("the stream %s made through another server just before the census is not named: %v", name, names)
+		}
+		if err := ojs.DeleteStream(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		if names, _, err = a.Census(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(names, name) {
+			t.Errorf("the stream %s deleted through another server just before the census is named", name)
 		}
 	}
 }

@@ -19,6 +19,19 @@ func LoseAdvisories(a *Adapter) error {
 	return nil
 }
 
+// LoseStreamAdvisory makes a's census watch forget the stream name, as if
+// the advisory of its creation had been lost while the connection stayed
+// up and none was counted dropped.
+func LoseStreamAdvisory(a *Adapter, name string) error {
+	if err := a.census.catchUp(context.Background()); err != nil {
+		return err
+	}
+	a.census.mu.Lock()
+	defer a.census.mu.Unlock()
+	delete(a.census.names, name)
+	return nil
+}
+
 // SetAdvisoryLimit bounds a's advisory subscriptions to n pending
 // advisories, so that tests can make them drop some.
 func SetAdvisoryLimit(a *Adapter, n int) error {

@@ -221,4 +221,24 @@ func TestReadmePermissions(t *testing.T) {
 	case <-time.After(time.Minute): // a guard against hanging, not a measurement
 		t.Fatal("the viewer could publish an act")
 	}
+
+	// The keeper user hears the advisories the census needs: a snapshot
+	// after the first lists no stream (were they refused, every census
+	// would list every stream).
+	lists, err := admin.SubscribeSync("$JS.API.STREAM.LIST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kc.SnapshotKept(ctx, keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "g", Caller: "admin"}); err != nil {
+		t.Fatalf("a second snapshot-kept as the keeper user: %v", err)
+	}
+	if err := admin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, _ := lists.Pending(); n != 0 {
+		t.Errorf("a snapshot by the README's keeper user listed every stream (%d pages): it cannot hear the census's advisories", n)
+	}
 }
