@@ -3,8 +3,11 @@ package keeper
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"strings"
+	"sync"
 )
 
 // Rebuild brings the index's point.* and aside.* records in line with the
@@ -30,7 +33,7 @@ func (k *Keeper) Rebuild(ctx context.Context) (written, removed int, err error) 
 		want[asideKey(a.ID)] = asideRecord(a)
 	}
 	for _, prefix := range []string{"point.", "aside."} {
-		keys, err := k.index.Keys(ctx, prefix)
+		keys, err := k.listKeys(ctx, prefix)
 		if err != nil {
 			return written, removed, Errorf(ErrFailed, "listing the index: %w", err)
 		}
@@ -44,9 +47,14 @@ func (k *Keeper) Rebuild(ctx context.Context) (written, removed int, err error) 
 			removed++
 		}
 	}
+	// The records as they stand, read in batches (one request per
+	// thousand on the bus), not one request each.
+	have, err := k.readIndex(ctx, slices.Sorted(maps.Keys(want)))
+	if err != nil {
+		return written, removed, err
+	}
 	for key, data := range want {
-		have, err := k.index.Get(ctx, key)
-		if err == nil && string(have) == string(data) {
+		if h, ok := have[key]; ok && string(h) == string(data) {
 			continue
 		}
 		if err := k.index.Put(ctx, key, data); err != nil {
@@ -67,18 +75,16 @@ func (k *Keeper) scanPoints(ctx context.Context) ([]*Point, error) {
 		return nil, err
 	}
 	var out []*Point
-	for _, key := range keys {
-		rel := path.Dir(key)
-		var p Point
-		if err := k.getJSON(ctx, key, &p); err != nil {
-			k.log.Warn("not a readable restore point; left out of the index", "dir", k.abs(rel), "err", err)
-			continue
-		}
-		if pointRel(p.Module, p.Local, p.Form, p.Fingerprint) != rel {
+	for i, p := range readRecords[Point](ctx, k, keys) {
+		rel := path.Dir(keys[i])
+		switch {
+		case p.err != nil:
+			k.log.Warn("not a readable restore point; left out of the index", "dir", k.abs(rel), "err", p.err)
+		case pointRel(p.v.Module, p.v.Local, p.v.Form, p.v.Fingerprint) != rel:
 			k.log.Warn("point.json names another place; left out of the index", "dir", k.abs(rel))
-			continue
+		default:
+			out = append(out, p.v)
 		}
-		out = append(out, &p)
 	}
 	return out, nil
 }
@@ -89,20 +95,55 @@ func (k *Keeper) scanAsides(ctx context.Context) ([]*Aside, error) {
 		return nil, err
 	}
 	var out []*Aside
-	for _, key := range keys {
-		rel := path.Dir(key)
-		var a Aside
-		if err := k.getJSON(ctx, key, &a); err != nil {
-			k.log.Warn("not a readable set-aside copy; left out of the index", "dir", k.abs(rel), "err", err)
-			continue
-		}
-		if asideRel(a.ID) != rel {
+	for i, a := range readRecords[Aside](ctx, k, keys) {
+		rel := path.Dir(keys[i])
+		switch {
+		case a.err != nil:
+			k.log.Warn("not a readable set-aside copy; left out of the index", "dir", k.abs(rel), "err", a.err)
+		case asideRel(a.v.ID) != rel:
 			k.log.Warn("aside.json names another id; left out of the index", "dir", k.abs(rel))
-			continue
+		default:
+			out = append(out, a.v)
 		}
-		out = append(out, &a)
 	}
 	return out, nil
+}
+
+// recordReaders bounds the records readRecords reads at once: a store over
+// a network (S3, an object store) answers each in a round trip, and a
+// directory of 10,000 points took 0.8 s read one by one.
+const recordReaders = 8
+
+// record is one record readRecords read, or why it could not.
+type record[T any] struct {
+	v   *T
+	err error
+}
+
+// readRecords reads the JSON record at each key, recordReaders at a time,
+// and returns them in the order of keys.
+func readRecords[T any](ctx context.Context, k *Keeper, keys []string) []record[T] {
+	out := make([]record[T], len(keys))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(recordReaders, len(keys)) {
+		wg.Go(func() {
+			for i := range next {
+				v := new(T)
+				if err := k.getJSON(ctx, keys[i], v); err != nil {
+					out[i].err = err
+				} else {
+					out[i].v = v
+				}
+			}
+		})
+	}
+	for i := range keys {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
 }
 
 // recordKeys lists the records (name) under top whose prefix has depth
