@@ -61,6 +61,14 @@ func (l *streamLists) count(t *testing.T) int {
 
 func (l *streamLists) reset(t *testing.T) { l.base += l.count(t) }
 
+// none fails the test if who asked any since the count began or was reset.
+func (l *streamLists) none(t *testing.T, who string) {
+	t.Helper()
+	if n := l.count(t); n != 0 {
+		t.Errorf("%s asked %s %d times, want none", who, l.sub.Subject, n)
+	}
+}
+
 // fullCensus is what Streams and Consumers say, the truth a census must
 // match.
 func fullCensus(t *testing.T, ctx context.Context, a *jsbus.Adapter) ([]string, []keeper.Position) {
@@ -113,6 +121,17 @@ func sameCensus(t *testing.T, ctx context.Context, a *jsbus.Adapter, what string
 	}
 }
 
+// makeStreams makes a file stream of each name, taking its own name as
+// subject.
+func makeStreams(t *testing.T, ctx context.Context, js jetstream.JetStream, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: n, Subjects: []string{n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func durableOn(t *testing.T, ctx context.Context, js jetstream.JetStream, stream, name string) {
 	t.Helper()
 	if _, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
@@ -139,9 +158,7 @@ func TestCensusSeesEveryStreamAndConsumerWithoutTheFullList(t *testing.T) {
 	nameLists := countRequests(t, b.nc, "$JS.API.STREAM.NAMES")
 
 	durableOn(t, ctx, b.js, "s150", "c150") // a stream that had no consumer
-	if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: "late", Subjects: []string{"late"}}); err != nil {
-		t.Fatal(err)
-	}
+	makeStreams(t, ctx, b.js, "late")
 	durableOn(t, ctx, b.js, "late", "c-late")
 	names, ps := census(t, ctx, b.a)
 	if !slices.Contains(names, "late") {
@@ -152,9 +169,7 @@ func TestCensusSeesEveryStreamAndConsumerWithoutTheFullList(t *testing.T) {
 			t.Errorf("the census does not list %s (it lists %v)", c, consumerKeys(ps))
 		}
 	}
-	if n := lists.count(t); n != 0 {
-		t.Errorf("the census asked %d pages of the full stream list, want none", n)
-	}
+	lists.none(t, "the census")
 
 	if err := b.js.DeleteConsumer(ctx, "s150", "c150"); err != nil {
 		t.Fatal(err)
@@ -166,12 +181,8 @@ func TestCensusSeesEveryStreamAndConsumerWithoutTheFullList(t *testing.T) {
 	if slices.Contains(names, "late") || slices.Contains(consumerKeys(ps), "s150/c150") || slices.Contains(consumerKeys(ps), "late/c-late") {
 		t.Errorf("the census names what was deleted just before it: %v %v", names, consumerKeys(ps))
 	}
-	if n := lists.count(t); n != 0 {
-		t.Errorf("the census asked %d pages of the full stream list, want none", n)
-	}
-	if n := nameLists.count(t); n != 0 {
-		t.Errorf("the censuses asked %d pages of the stream names, want none", n)
-	}
+	lists.none(t, "the census")
+	nameLists.none(t, "the censuses")
 	lists.reset(t)
 	sameCensus(t, ctx, b.a, "after the deletes")
 }
@@ -184,29 +195,21 @@ func TestCensusSeesEveryStreamAndConsumerWithoutTheFullList(t *testing.T) {
 func TestCensusNamesAStreamMadeAgain(t *testing.T) {
 	b := newBus(t)
 	ctx := testCtx(t)
-	for _, s := range []string{"again", "other"} {
-		if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: s, Subjects: []string{s}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	makeStreams(t, ctx, b.js, "again", "other")
 	sameCensus(t, ctx, b.a, "first census")
 	lists := countStreamLists(t, b.nc)
 	for range 3 {
 		if err := b.js.DeleteStream(ctx, "again"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: "again", Subjects: []string{"again"}}); err != nil {
-			t.Fatal(err)
-		}
+		makeStreams(t, ctx, b.js, "again")
 	}
 	durableOn(t, ctx, b.js, "again", "made-again")
 	names, ps := census(t, ctx, b.a)
 	if !slices.Contains(names, "again") || !slices.Contains(names, "other") || !slices.Contains(consumerKeys(ps), "again/made-again") {
 		t.Errorf("after a stream was deleted and made again the census names %v and lists %v", names, consumerKeys(ps))
 	}
-	if n := lists.count(t); n != 0 {
-		t.Errorf("the census asked %d pages of the full stream list, want none", n)
-	}
+	lists.none(t, "the census")
 	lists.reset(t)
 	sameCensus(t, ctx, b.a, "after the stream was made again")
 }
@@ -217,13 +220,9 @@ func TestCensusNamesAStreamMadeAgain(t *testing.T) {
 func TestCensusAfterALostStreamAdvisory(t *testing.T) {
 	b := newBus(t)
 	ctx := testCtx(t)
-	if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: "seen", Subjects: []string{"seen"}}); err != nil {
-		t.Fatal(err)
-	}
+	makeStreams(t, ctx, b.js, "seen")
 	sameCensus(t, ctx, b.a, "first census")
-	if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: "unheard", Subjects: []string{"unheard"}}); err != nil {
-		t.Fatal(err)
-	}
+	makeStreams(t, ctx, b.js, "unheard")
 	if err := jsbus.LoseStreamAdvisory(b.a, "unheard"); err != nil {
 		t.Fatal(err)
 	}
@@ -248,11 +247,7 @@ func TestCensusAfterALostStreamAdvisory(t *testing.T) {
 func TestCensusAfterLostAdvisories(t *testing.T) {
 	b := newBus(t)
 	ctx := testCtx(t)
-	for _, s := range []string{"a", "b"} {
-		if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: s, Subjects: []string{s}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	makeStreams(t, ctx, b.js, "a", "b")
 	sameCensus(t, ctx, b.a, "first census")
 	durableOn(t, ctx, b.js, "b", "lost")
 	if err := jsbus.LoseAdvisories(b.a); err != nil {
@@ -278,9 +273,7 @@ func TestCensusAfterReconnect(t *testing.T) {
 	ctx := testCtx(t)
 	r := newRestartable(t, ctx)
 	js, _ := jetstream.New(r.nc)
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "w", Subjects: []string{"w"}}); err != nil {
-		t.Fatal(err)
-	}
+	makeStreams(t, ctx, js, "w")
 	census(t, ctx, r.a)
 	r.stop()
 	// The consumer is made on the new server, perhaps before the keeper's
@@ -322,9 +315,7 @@ func TestCensusWithoutAdvisories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "x", Subjects: []string{"x"}}); err != nil {
-		t.Fatal(err)
-	}
+	makeStreams(t, ctx, js, "x")
 	census(t, ctx, a)
 	lists := countStreamLists(t, admin)
 	totals := countRequests(t, admin, "$JS.API.INFO")
@@ -349,9 +340,7 @@ func TestCensusWithoutAdvisories(t *testing.T) {
 func TestCensusAfterDroppedAdvisories(t *testing.T) {
 	b := newBus(t)
 	ctx := testCtx(t)
-	if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: "d", Subjects: []string{"d"}}); err != nil {
-		t.Fatal(err)
-	}
+	makeStreams(t, ctx, b.js, "d")
 	census(t, ctx, b.a)
 	if err := jsbus.SetAdvisoryLimit(b.a, 1); err != nil {
 		t.Fatal(err)
