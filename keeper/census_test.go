@@ -18,8 +18,14 @@ import (
 // count so far.
 func countStreamLists(t *testing.T, e *env) func() int {
 	t.Helper()
+	return countRequests(t, e, "$JS.API.STREAM.LIST")
+}
+
+// countRequests counts the requests on subject, as countStreamLists does.
+func countRequests(t *testing.T, e *env, subject string) func() int {
+	t.Helper()
 	nc := natstest.Connect(t, e.srv)
-	sub, err := nc.SubscribeSync("$JS.API.STREAM.LIST")
+	sub, err := nc.SubscribeSync(subject)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +66,7 @@ func TestSnapshotDoesNotListEveryStream(t *testing.T) {
 	otherStreams(t, e, 300)
 	first := e.snapshot(1, "fp0")
 	lists := countStreamLists(t, e)
+	creates := countRequests(t, e, "$JS.API.CONSUMER.CREATE.>")
 	for i := range 3 {
 		r := e.snapshot(1, fmt.Sprintf("fp%d", i+1))
 		if !maps.Equal(recorded(r), recorded(first)) {
@@ -68,6 +75,11 @@ func TestSnapshotDoesNotListEveryStream(t *testing.T) {
 	}
 	if n := lists(); n != 0 {
 		t.Errorf("3 snapshots sent %d pages of the full stream list, want none", n)
+	}
+	// A consumer the keeper made and deleted (a watcher over the index)
+	// would change the account's totals under a census running beside it.
+	if n := creates(); n != 0 {
+		t.Errorf("3 snapshots made %d consumers, want none", n)
 	}
 	if len(first.Point.Positions) == 0 {
 		t.Fatal("the sample's consumers were not recorded")

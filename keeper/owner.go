@@ -109,7 +109,7 @@ func (k *Keeper) owners(ctx context.Context, streams []StreamInfo, module string
 	if probe = slices.Compact(probe); len(probe) > 2*maxProbes {
 		probe = []string{"point.", "aside."}
 	}
-	keys, err := k.index.KeysUnder(ctx, probe)
+	keys, err := k.keysUnder(ctx, probe)
 	if err != nil {
 		return nil, Errorf(ErrFailed, "listing the index: %v", err)
 	}
@@ -121,10 +121,36 @@ func (k *Keeper) owners(ctx context.Context, streams []StreamInfo, module string
 	return o, nil
 }
 
+// maxLiveProbes bounds the prefixes keysUnder lists one request each
+// (listKeys); more are listed with one watch of the index.
+const maxLiveProbes = 16
+
+// keysUnder is Index.KeysUnder, listed without a consumer (listKeys, one
+// request per prefix) when the prefixes are few: a census's owners read
+// them in every snapshot, and a consumer made and deleted there would change
+// the account's totals under the census of a verb running beside it.
+func (k *Keeper) keysUnder(ctx context.Context, prefixes []string) ([]string, error) {
+	if _, ok := k.index.(liveKeyLister); !ok || len(prefixes) > maxLiveProbes {
+		return k.index.KeysUnder(ctx, prefixes)
+	}
+	var out []string
+	for _, p := range prefixes {
+		keys, err := k.listKeys(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, keys...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
 // readPlans adds every plan in the index to o: its module is known, and its
-// streams and consumers are its kept data's.
+// streams and consumers are its kept data's. The keys are listed without a
+// consumer (listKeys): one made and deleted in every census would change
+// the account's totals under the census of a verb running beside it.
 func (k *Keeper) readPlans(ctx context.Context, o *owners) error {
-	keys, err := k.index.Keys(ctx, "plan.")
+	keys, err := k.listKeys(ctx, "plan.")
 	if err != nil {
 		return Errorf(ErrFailed, "listing the index: %v", err)
 	}
