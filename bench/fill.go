@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
@@ -153,7 +154,7 @@ func partWay(ctx context.Context, js jetstream.JetStream, stream, consumer strin
 	if err != nil {
 		return 0, fmt.Errorf("create consumer %s: %w", consumer, err)
 	}
-	batch, err := c.Fetch(int(min(msgs-startSeq+1, 110)), jetstream.FetchMaxWait(10*time.Second))
+	batch, err := fetchWhenLed(ctx, c, int(min(msgs-startSeq+1, 110)))
 	if err != nil {
 		return 0, fmt.Errorf("fetch from consumer %s: %w", consumer, err)
 	}
@@ -174,3 +175,60 @@ func partWay(ctx context.Context, js jetstream.JetStream, stream, consumer strin
 	}
 	return info.AckFloor.Stream, nil
 }
+
+// fetchWhenLed fetches a batch once the consumer has a leader. On a cluster
+// a new R3 consumer answers pull requests only after its group elects one:
+// until then a fetch gets "no responders" and delivers nothing, so it is
+// tried again, at most 50 times 100 ms apart.
+func fetchWhenLed(ctx context.Context, c jetstream.Consumer, n int) (jetstream.MessageBatch, error) {
+	for try := 1; ; try++ {
+		info, err := c.Info(ctx)
+		led := err == nil && (info.Cluster == nil || info.Cluster.Leader != "")
+		if led {
+			batch, err := c.Fetch(n, jetstream.FetchMaxWait(10*time.Second))
+			if err == nil {
+				// A pull request with no responders ends the batch at once,
+				// before any message, so the batch can be read to learn it.
+				msgs := make([]jetstream.Msg, 0, n)
+				for m := range batch.Messages() {
+					msgs = append(msgs, m)
+				}
+				if berr := batch.Error(); len(msgs) > 0 || !errors.Is(berr, nats.ErrNoResponders) {
+					return replayed{msgs: msgs, err: berr}, nil
+				}
+				err = batch.Error()
+			}
+			if !errors.Is(err, nats.ErrNoResponders) {
+				return nil, err
+			}
+		}
+		if try == 50 {
+			if err == nil {
+				err = errors.New("the consumer has no leader")
+			}
+			return nil, fmt.Errorf("after %d tries: %w", try, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// replayed is a batch already read whole.
+type replayed struct {
+	msgs []jetstream.Msg
+	err  error
+}
+
+func (b replayed) Messages() <-chan jetstream.Msg {
+	ch := make(chan jetstream.Msg, len(b.msgs))
+	for _, m := range b.msgs {
+		ch <- m
+	}
+	close(ch)
+	return ch
+}
+
+func (b replayed) Error() error { return b.err }

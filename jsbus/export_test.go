@@ -1,6 +1,10 @@
 package jsbus
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"time"
+)
 
 // WithTimeout is withTimeout, for the package's external tests: they
 // shorten the wait for a server that does not answer.
@@ -22,14 +26,29 @@ func LoseAdvisories(a *Adapter) error {
 // LoseStreamAdvisory makes a's census watch forget the stream name, as if
 // the advisory of its creation had been lost while the connection stayed
 // up and none was counted dropped.
+// A stream's advisory comes from the server's own queue and may follow the
+// reply that made the stream, so the watch is first let hear it (at most
+// 5 s): forgotten before it was heard, the advisory would come after and
+// name the stream again, and nothing would have been lost.
 func LoseStreamAdvisory(a *Adapter, name string) error {
-	if err := a.census.catchUp(context.Background()); err != nil {
-		return err
+	for try := 0; ; try++ {
+		if err := a.census.catchUp(context.Background()); err != nil {
+			return err
+		}
+		a.census.mu.Lock()
+		heard := a.census.names[name]
+		if heard {
+			delete(a.census.names, name)
+		}
+		a.census.mu.Unlock()
+		if heard {
+			return nil
+		}
+		if try == 500 {
+			return fmt.Errorf("the advisory of stream %s was not heard in 5 s", name)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	a.census.mu.Lock()
-	defer a.census.mu.Unlock()
-	delete(a.census.names, name)
-	return nil
 }
 
 // SetAdvisoryLimit bounds a's advisory subscriptions to n pending
