@@ -165,8 +165,8 @@ func copyOne(ctx context.Context, from, to store.Store, rel string) (copied, sea
 		var v map[string]any
 		if err := json.Unmarshal(raw, &v); err == nil {
 			v["archive_sum"] = info.Sum
-			if b, err := json.MarshalIndent(v, "", "  "); err == nil {
-				raw = append(b, '\n')
+			if b, err := recordJSON(v); err == nil {
+				raw = b
 			}
 		}
 	}

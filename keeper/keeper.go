@@ -253,6 +253,12 @@ func (k *Keeper) dropOtherArchive(ctx context.Context, rel string) error {
 	if err != nil {
 		return nil // not this sweep's to judge: the record is reported where it is read
 	}
+	return k.dropOtherArchiveOf(ctx, rel, rec)
+}
+
+// dropOtherArchiveOf is dropOtherArchive with the record at rel in hand (a
+// point just committed), so it is not read back.
+func (k *Keeper) dropOtherArchiveOf(ctx context.Context, rel string, rec *Point) error {
 	other := rel + "/" + sealedName
 	if rec.Encrypted != nil {
 		other = archiveKey(rel)

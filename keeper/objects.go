@@ -103,13 +103,13 @@ func fileDir(d store.Description) string {
 	return dir
 }
 
-// putJSON writes a small record as one object, visible whole or not at all.
+// putJSON writes a small record as one object, visible whole or not at all,
+// as recordJSON encodes it.
 func (k *Keeper) putJSON(ctx context.Context, key string, v any) (store.Info, error) {
-	data, err := json.MarshalIndent(v, "", "  ")
+	data, err := recordJSON(v)
 	if err != nil {
 		return store.Info{}, err
 	}
-	data = append(data, '\n')
 	if err := checkRecordSize(key, data); err != nil {
 		return store.Info{}, err
 	}
@@ -191,4 +191,30 @@ func (k *Keeper) exists(ctx context.Context, key string) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// indentBelow is the size of compact JSON under which a record is written
+// indented, for people to read; a bigger one (a point of many consumers'
+// positions) is written compact, which takes a third less room and a third
+// less time to write and read back.
+const indentBelow = 64 << 10
+
+// recordJSON is how every record object the keeper writes to the store
+// (point.json, aside.json, evidence.json, the store's identity) is
+// encoded: indented by two spaces when its compact JSON is under
+// indentBelow bytes, else compact; with a final newline.
+func recordJSON(v any) ([]byte, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) < indentBelow {
+		var b bytes.Buffer
+		b.Grow(2 * len(data))
+		if err := json.Indent(&b, data, "", "  "); err != nil {
+			return nil, err
+		}
+		data = b.Bytes()
+	}
+	return append(data, '\n'), nil
 }

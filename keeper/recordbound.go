@@ -17,18 +17,19 @@ import (
 const (
 	recordRoom = 512 << 10
 	// MaxPositionsSize bounds the positions a point.json or aside.json
-	// holds: 3.5 MiB, as the record's indented JSON holds them (about
-	// 5,500 consumers of some 650 bytes each).
+	// holds: 3.5 MiB, as the record's compact JSON holds them (about
+	// 8,000 consumers of some 450 bytes each).
 	MaxPositionsSize = maxRecordSize - recordRoom
 )
 
 // positionsSize is how many bytes positions take in a record, exactly as
-// putJSON writes them (indented one level in).
+// putJSON writes them when they come near the bound: compact (recordJSON
+// indents only records under indentBelow bytes).
 func positionsSize(positions []Position) int {
 	if len(positions) == 0 {
 		return 0
 	}
-	data, _ := json.MarshalIndent(positions, "  ", "  ")
+	data, _ := json.Marshal(positions)
 	return len(data)
 }
 

@@ -120,7 +120,7 @@ func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel st
 	if replaced != nil {
 		// The earlier point's archive, set aside whole, may have the other
 		// name (taken before with or without encryption): it must not stay.
-		if err := k.dropOtherArchive(ctx, rel); err != nil {
+		if err := k.dropOtherArchiveOf(ctx, rel, point); err != nil {
 			k.log.Warn("the replaced point's archive stays beside the new one until the next start", "dir", k.abs(rel), "err", err)
 		}
 	}
