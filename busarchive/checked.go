@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"hash/crc32"
 	"io"
 	"sync"
 )
@@ -24,6 +25,12 @@ import (
 // point's own. (Decoding too took as much CPU as hashing, which a restore
 // takes from the server; Verify still decodes.)
 //
+// When a Verify of the same Archive read the entry whole before and found it
+// matching the manifest, the bytes are checked against the CRC-32C that
+// Verify noted instead of hashed with SHA-256 again (see reread.go): the
+// point is verified whole before a restore over live data, and then read
+// again to be sent.
+//
 // backup.json is checked in full before it returns: its problems are
 // returned here. Close the reader; Close stops the reading and waits for its
 // goroutines, and can be called more than once.
@@ -37,7 +44,13 @@ func (a *Archive) CheckedStreamData(ctx context.Context, stream string) (io.Read
 		return nil, errors.Join(problems...)
 	}
 	loc := a.entries[DataEntry(stream)]
-	c := &checkedReader{ctx: ctx, sm: sm, h: sha256.New()}
+	c := &checkedReader{ctx: ctx, sm: sm}
+	if want, ok := a.verifiedCRC(stream); ok {
+		c.crc, c.wantCRC = crc32.New(castagnoli), want
+		c.h = c.crc
+	} else {
+		c.h = sha256.New()
+	}
 	ctx, c.cancel = context.WithCancel(ctx)
 	c.t = startHashTee(ctx, a.dataSource(ctx, loc), c.h, alignedBlock, 1)
 	c.side = c.t.sides[0]
@@ -69,8 +82,11 @@ type checkedReader struct {
 	sm     *StreamManifest
 	t      *hashTee
 	side   *teeSide
-	h      hash.Hash
+	h      hash.Hash   // SHA-256, or crc
+	crc    hash.Hash32 // set when a Verify of the archive read the entry before: checked against wantCRC
 	cancel context.CancelFunc
+
+	wantCRC uint32
 
 	next *teeBlock // the block after the one handed out, taken early
 	cur  []byte
@@ -124,7 +140,13 @@ func (c *checkedReader) check() error {
 	if c.t.err != nil {
 		return fmt.Errorf("verification of %s stopped: %w", DataEntry(c.sm.Name), c.t.err)
 	}
-	if problems := sumProblems(c.sm.Entries[0], c.t.n, c.h); len(problems) > 0 {
+	var problems []error
+	if c.crc != nil {
+		problems = crcProblems(c.sm.Entries[0], c.t.n, c.crc, c.wantCRC)
+	} else {
+		problems = sumProblems(c.sm.Entries[0], c.t.n, c.h)
+	}
+	if len(problems) > 0 {
 		return errors.Join(problems...)
 	}
 	return io.EOF

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"syscall"
 )
 
@@ -22,6 +23,9 @@ type Archive struct {
 	manifest *Manifest
 	raw      []byte              // manifest.json as read
 	entries  map[string]location // every entry but the manifest
+
+	mu       sync.Mutex
+	verified map[string]uint32 // stream: CRC-32C of its data entry as a Verify read it and found it matching the manifest
 }
 
 // location is where one entry's data lies in the archive.

@@ -80,7 +80,7 @@ func (a *Archive) verifyStream(ctx context.Context, sm *StreamManifest) (StreamR
 	// and decoded on the other (SHA-256 alone is about as slow as
 	// s2-decoding and walking every message).
 	loc := a.entries[dataName]
-	h := sha256.New()
+	h := newVerifyHash()
 	tee := startHashTee(ctx, a.dataSource(ctx, loc), h, alignedBlock, 1)
 	dec := tee.sides[0]
 	decodeProblems := a.decode(ctx, sm, dec, dec.stopped, &rep)
@@ -89,7 +89,11 @@ func (a *Archive) verifyStream(ctx context.Context, sm *StreamManifest) (StreamR
 		problems = append(problems, fmt.Errorf("verification of %s stopped: %w", dataName, err))
 		return rep, n, append(problems, decodeProblems...)
 	}
-	problems = append(problems, sumProblems(sm.Entries[0], n, h)...)
+	sums := sumProblems(sm.Entries[0], n, h)
+	if len(sums) == 0 {
+		a.noteVerified(sm.Name, h.crc.Sum32())
+	}
+	problems = append(problems, sums...)
 	problems = append(problems, decodeProblems...)
 
 	mn, mps := a.verifyMeta(ctx, sm)

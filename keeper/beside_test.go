@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/internal/tartest"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -105,5 +106,59 @@ func TestCrashWhileTheAsideWaitsForThePoint(t *testing.T) {
 	}
 	if _, err := e.bus.Get(e.ctx, "journal."+module+"."+local); !errors.Is(err, keeper.ErrNotFound) {
 		t.Errorf("journal left: %v", err)
+	}
+}
+
+// TestRollbackRefusesAPointThatChangedAfterItsVerification: the point is
+// verified whole before anything live is removed, then read again to be
+// sent. If its bytes change in between (a disk or store that returns
+// something else the second time), the second read's check finds it before
+// the stream's end reaches the server: the restore fails as damaged and the
+// live data comes back from its aside.
+func TestRollbackRefusesAPointThatChangedAfterItsVerification(t *testing.T) {
+	var path string
+	var at int64
+	var was byte
+	flipped := false
+	e := newEnv(t, func(c *keeper.Config) {
+		c.StepHook = func(s string) {
+			if !strings.HasPrefix(s, "removed:") || flipped || path == "" {
+				return
+			}
+			flipped = true
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer f.Close()
+			if _, err := f.WriteAt([]byte{was ^ 0x01}, at); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	snap := e.snapshot(1, "fp")
+	p := filepath.Join(snap.Dir, "bus.tar")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := tartest.LargestData(t, b)
+	off, size := tartest.DataRange(t, b, entry)
+	at = off + size/2
+	was = b[at]
+	e.change()
+	live := e.kept()
+	path = p
+	_, err = e.k.RestoreKept(e.ctx, req(1, "fp"))
+	if !flipped {
+		t.Fatal("the restore removed nothing, so the point was not changed after its verification")
+	}
+	if !errors.Is(err, keeper.ErrDamaged) {
+		t.Fatalf("restore-kept from a point changed after its verification: got %v, want damaged", err)
+	}
+	mustContain(t, err.Error(), entry, "read again for the restore", "it changed in the store since")
+	if d := diffKept(e, live); d != "" {
+		t.Errorf("the live data did not come back from its aside:\n%s", d)
 	}
 }
