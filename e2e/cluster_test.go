@@ -11,7 +11,7 @@
 //
 // NATS_KEEPER_E2E_CLUSTER_PHASES picks phases (comma-separated, or "none"
 // for the keeper-kill phase alone), and NATS_KEEPER_E2E_LOGS=DIR keeps both
-// keepers' logs of a round that took over a minute.
+// keepers' logs of a round that took over a minute or whose verb failed.
 
 package e2e
 
@@ -113,7 +113,8 @@ func (c *natsCluster) revive(t *testing.T, i int, streams ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Minute)
+	const wait = 3 * time.Minute
+	deadline := time.Now().Add(wait)
 	for _, name := range streams {
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -123,9 +124,25 @@ func (c *natsCluster) revive(t *testing.T, i int, streams ...string) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("stream %s has no leader or a replica behind %s after server %d came back: %v", name, time.Minute, i+1, err)
+				c.keepLogs(t, fmt.Sprintf("revive-s%d", i+1))
+				t.Fatalf("stream %s has no leader or a replica behind %s after server %d came back: %v", name, wait, i+1, err)
 			}
 			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+// keepLogs writes each server's log to $NATS_KEEPER_E2E_LOGS, when set, as
+// <what>-s<n>.log.
+func (c *natsCluster) keepLogs(t *testing.T, what string) {
+	dir := os.Getenv("NATS_KEEPER_E2E_LOGS")
+	if dir == "" {
+		return
+	}
+	for i, s := range c.srvs {
+		name := filepath.Join(dir, fmt.Sprintf("%s-s%d.log", what, i+1))
+		if err := os.WriteFile(name, []byte(s.p.log.String()), 0o600); err != nil {
+			t.Log(err)
 		}
 	}
 }
@@ -288,14 +305,15 @@ func TestClusterServerDies(t *testing.T) {
 			default:
 				t.Logf("%s, round %d (server %d killed): %s", phase, round, victim+1, r)
 			}
-			waitNoJournal(t, cjs, module, local)
 			took := time.Since(began)
-			if dir := os.Getenv("NATS_KEEPER_E2E_LOGS"); dir != "" && took > time.Minute {
+			if dir := os.Getenv("NATS_KEEPER_E2E_LOGS"); dir != "" && (took > time.Minute || r.Code != 200) {
 				for i, k := range keepers {
 					name := filepath.Join(dir, fmt.Sprintf("%s-round%d-k%d.log", strings.ReplaceAll(phase, " ", "-"), round, i+1))
 					_ = os.WriteFile(name, []byte(k.p.log.String()), 0o600)
 				}
+				c.keepLogs(t, fmt.Sprintf("%s-round%d", strings.ReplaceAll(phase, " ", "-"), round))
 			}
+			waitNoJournal(t, cjs, module, local)
 			c.revive(t, victim, watched...)
 			t.Logf("%s, round %d: server %d killed, %s answered %d in %s; the cluster whole again after %s", phase, round, victim+1, verb, r.Code,
 				took.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))

@@ -61,3 +61,8 @@ func SetAdvisoryLimit(a *Adapter, n int) error {
 	}
 	return nil
 }
+
+// AwaitReplicated is awaitReplicated, for the cluster test of its verdicts.
+func AwaitReplicated(ctx context.Context, a *Adapter, stream string, replicas int, lastSeq uint64) error {
+	return a.awaitReplicated(ctx, stream, replicas, restoreState{LastSeq: lastSeq})
+}

@@ -426,6 +426,9 @@ func (a *Adapter) Restore(ctx context.Context, stream string, data, meta io.Read
 		return fmt.Errorf("jsbus: restored stream %s ends at sequence %d but its archive says %d; the restored stream is on the bus: %w",
 			stream, st.LastSeq, bm.State.LastSeq, keeper.ErrFailed)
 	}
+	if err := a.awaitReplicated(ctx, stream, bm.Config.Replicas, *st); err != nil {
+		return err
+	}
 	if err := a.awaitConsumers(ctx, stream, bm.State.Consumers); err != nil {
 		return err
 	}

@@ -25,6 +25,12 @@ import (
 // so far rides in the restore's journal, so a keeper that finishes an
 // interrupted restore has it too.
 
+// evidenceWait bounds the reads of one evidence check. A stream or consumer
+// between leaders answers within seconds; one whose servers are away does
+// not come back by waiting, and the restore is not held for it: what could
+// not be read in this time is reported as not checked.
+const evidenceWait = 2 * time.Minute
+
 // newEvidence begins the report of a restore (none is made for a dry run).
 func newEvidence(j *journal, started time.Time) *Evidence {
 	return &Evidence{Module: j.Module, Local: j.Local, Kind: j.kind(), Point: j.Point, Aside: j.Aside,
@@ -140,6 +146,8 @@ func (x *run) checkRestored(ctx context.Context) {
 	if ev == nil || x.arch == nil {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, x.k.evidenceWait)
+	defer cancel()
 	began := x.k.now()
 	m := x.arch.Manifest()
 	if ev.check(CheckPointVerified) == nil && x.point != nil {
@@ -338,6 +346,8 @@ func (x *run) checkConsumers(ctx context.Context, stopped error) {
 		}
 		return // no consumer to set back: nothing to check
 	}
+	ctx, cancel := context.WithTimeout(ctx, x.k.evidenceWait)
+	defer cancel()
 	began := x.k.now()
 	infos := map[string]*StreamInfo{}
 	streamOf := func(s string) (*StreamInfo, error) {

@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -414,4 +418,57 @@ func TestEvidenceOfAnAsidePutBackIntoAbsentData(t *testing.T) {
 	}
 	mustContain(t, rep.Said, "Evidence: PASS", "keeps the report of the restore that made it", "only in this reply")
 	sameJSON(t, storedEvidence(t, first.Dir), first.Evidence)
+}
+
+// silentAfterRestore is the real bus but for one stream's info once a
+// restore has begun: it is never answered, as a stream whose servers are
+// away.
+type silentAfterRestore struct {
+	keeper.Bus
+	stream   string
+	restored atomic.Bool
+}
+
+func (s *silentAfterRestore) Restore(ctx context.Context, stream string, data, meta io.Reader) error {
+	s.restored.Store(true)
+	return s.Bus.Restore(ctx, stream, data, meta)
+}
+
+func (s *silentAfterRestore) Stream(ctx context.Context, name string) (*keeper.StreamInfo, error) {
+	if name == s.stream && s.restored.Load() {
+		<-ctx.Done()
+		return nil, fmt.Errorf("no answer from stream %s: %w", name, ctx.Err())
+	}
+	return s.Bus.Stream(ctx, name)
+}
+
+// TestEvidenceOfAStreamThatDoesNotAnswer: a restored stream that answers no
+// read does not hold the restore: the check waits its bound, says the stream
+// was not checked and why, and the restore is reported as failed, the aside
+// kept.
+func TestEvidenceOfAStreamThatDoesNotAnswer(t *testing.T) {
+	n := sample.NamesOf(module, local)
+	silent := &silentAfterRestore{stream: n.KVStream}
+	e := newEnv(t, func(c *keeper.Config) {
+		silent.Bus = c.Bus
+		c.Bus = silent
+	})
+	keeper.SetEvidenceWait(e.k, 300*time.Millisecond)
+	e.snapshot(1, "fp")
+	e.change()
+	_, err := e.k.RestoreKept(e.ctx, req(1, "fp"))
+	var ee *keeper.EvidenceError
+	if !errors.As(err, &ee) {
+		t.Fatalf("restore-kept with a restored stream that does not answer: %v; want an evidence failure", err)
+	}
+	if !slices.Contains(ee.Evidence.Failed, keeper.CheckStreams) {
+		t.Fatalf("failed checks %v, want %s among them", ee.Evidence.Failed, keeper.CheckStreams)
+	}
+	c := checkOf(t, ee.Evidence, keeper.CheckStreams)
+	i := slices.IndexFunc(c.Streams, func(f keeper.StreamFigures) bool { return f.Stream == n.KVStream })
+	if i < 0 {
+		t.Fatalf("%s lacks %s: %+v", keeper.CheckStreams, n.KVStream, c)
+	}
+	mustContain(t, c.Streams[i].Note, "not checked: it could not be read after the restore", "deadline exceeded")
+	mustContain(t, err.Error(), "set aside as "+ee.Evidence.Aside)
 }

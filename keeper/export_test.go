@@ -1,6 +1,9 @@
 package keeper
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // SetSpoolMemory gives k's snapshot spools a budget of bytes in chunks of
 // chunk bytes, so that tests with small data reach the spool's file; a
@@ -18,3 +21,6 @@ func NoFiles(t testing.TB, dir string) { t.Helper(); noFiles(t, dir) }
 
 // RoomMargin is what a snapshot needs free beyond what it writes.
 const RoomMargin = roomMargin
+
+// SetEvidenceWait shortens the bound on the reads of one evidence check.
+func SetEvidenceWait(k *Keeper, d time.Duration) { k.evidenceWait = d }

@@ -118,9 +118,11 @@ type Keeper struct {
 	spools   *spoolBudget
 	// asideWarnAfter: asides older than this wait for a person
 	asideWarnAfter time.Duration
-	own            []string         // Config.OwnStreams
-	seal           *agecrypt.Sealer // Config.Seal
-	unseal         *agecrypt.Opener // Config.Unseal
+	// evidenceWait bounds the reads of one evidence check (evidenceWait)
+	evidenceWait time.Duration
+	own          []string         // Config.OwnStreams
+	seal         *agecrypt.Sealer // Config.Seal
+	unseal       *agecrypt.Opener // Config.Unseal
 	// files is held shared by every verb that changes the store and
 	// exclusively by Rebuild, so a rebuild never races a discard.
 	files sync.RWMutex
@@ -140,7 +142,7 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 		return nil, errors.New("keeper: Store, Bus, Index and Acts are required")
 	}
 	k := &Keeper{store: cfg.Store, bus: cfg.Bus, index: cfg.Index, acts: cfg.Acts, log: cfg.Logger,
-		version: cfg.Version, now: cfg.Now, stepHook: cfg.StepHook}
+		version: cfg.Version, now: cfg.Now, stepHook: cfg.StepHook, evidenceWait: evidenceWait}
 	if k.log == nil {
 		k.log = slog.Default()
 	}
