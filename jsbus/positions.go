@@ -1,6 +1,7 @@
 package jsbus
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -116,16 +117,27 @@ func (a *Adapter) requestOnce(ctx context.Context, subject string, body any, out
 	if err != nil {
 		return busErr(err)
 	}
-	var probe struct {
-		Error *apiError `json:"error"`
+	// A reply without the word is no API error: it is decoded once, not
+	// probed first (a page of consumers is hundreds of kilobytes).
+	if bytes.Contains(msg.Data, []byte(`"error"`)) {
+		var probe struct {
+			Error *apiError `json:"error"`
+		}
+		if err := json.Unmarshal(msg.Data, &probe); err != nil {
+			return fmt.Errorf("the server's reply to %s is not JSON: %w", subject, err)
+		}
+		if probe.Error != nil {
+			return probe.Error
+		}
 	}
-	if err := json.Unmarshal(msg.Data, &probe); err != nil {
-		return fmt.Errorf("the server's reply to %s is not JSON: %w", subject, err)
+	if err := json.Unmarshal(msg.Data, out); err != nil {
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) {
+			return fmt.Errorf("the server's reply to %s is not JSON: %w", subject, err)
+		}
+		return err
 	}
-	if probe.Error != nil {
-		return probe.Error
-	}
-	return json.Unmarshal(msg.Data, out)
+	return nil
 }
 
 func isCode(err error, code uint16) bool {
@@ -184,8 +196,8 @@ func (a *Adapter) listConsumers(ctx context.Context, streams []string) ([]keeper
 		}
 		counts[s] = len(cs) + len(missing)
 		for _, c := range cs {
-			if !json.Valid(c.Config) {
-				return nil, nil, fmt.Errorf("jsbus: configuration of consumer %s on %s is not JSON", c.Name, s)
+			if len(c.Config) == 0 { // a RawMessage decoded is JSON: only a missing one is wrong
+				return nil, nil, fmt.Errorf("jsbus: consumer %s on %s is listed with no configuration", c.Name, s)
 			}
 			if !durable(c.Config) || !validName(c.Name) {
 				continue

@@ -1,6 +1,7 @@
 package keeper
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -232,6 +233,9 @@ func fitsModule(module, name string) bool {
 
 // consumerMetadata is the metadata map of a consumer configuration, or nil.
 func consumerMetadata(cfg json.RawMessage) map[string]string {
+	if !bytes.Contains(cfg, []byte(`"metadata"`)) {
+		return nil // most have none: not decoded for nothing
+	}
 	var c struct {
 		Metadata map[string]string `json:"metadata"`
 	}
