@@ -2,7 +2,6 @@ package jsbus
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -71,10 +70,6 @@ const replicatedSettle = 500 * time.Millisecond
 // replicas.
 const replicatedPause = 100 * time.Millisecond
 
-// errRestoredLost is wrapped by the error of a restore whose stream lost
-// the data it was restored with before a majority of its peers held it.
-var errRestoredLost = errors.New("the restored data is not on a majority of the stream's servers")
-
 // awaitReplicated waits until a majority of a restored replicated stream's
 // peers hold its restored data: a leader that holds it up to want's last
 // sequence, with enough replicas current.
@@ -105,19 +100,20 @@ func (a *Adapter) awaitReplicated(ctx context.Context, stream string, replicas i
 		lctx, lcancel := context.WithTimeout(wctx, a.cfg.attempt)
 		err := a.requestOnce(lctx, "$JS.API.STREAM.INFO."+stream, nil, &info)
 		lcancel()
+		held := info.holders(time.Since(ended))
 		switch {
 		case isCode(err, codeStreamNotFound):
-			return fmt.Errorf("jsbus: restored stream %s was gone from the bus before a majority of its %d replicas held it: %w: %w",
-				stream, replicas, errRestoredLost, keeper.ErrNoBus)
+			return fmt.Errorf("jsbus: restored stream %s was gone from the bus before a majority of its %d replicas held it: %w",
+				stream, replicas, keeper.ErrNoBus)
 		case err == nil && info.State.LastSeq < want.LastSeq:
-			return fmt.Errorf("jsbus: restored stream %s is led by %s, which holds it up to sequence %d and not %d: the server that took the restore went away before the others held its data: %w: %w",
-				stream, info.Cluster.leader(), info.State.LastSeq, want.LastSeq, errRestoredLost, keeper.ErrNoBus)
-		case err == nil && info.holders(time.Since(ended)) >= majority:
+			return fmt.Errorf("jsbus: restored stream %s is led by %s, which holds it up to sequence %d and not %d: the server that took the restore went away before the others held its data: %w",
+				stream, info.Cluster.leader(), info.State.LastSeq, want.LastSeq, keeper.ErrNoBus)
+		case err == nil && held >= majority:
 			a.log.Debug("restored stream is held by a majority of its replicas", "stream", stream,
-				"holders", info.holders(time.Since(ended)), "replicas", replicas, "looks", looks, "waited", time.Since(ended))
+				"holders", held, "replicas", replicas, "looks", looks, "waited", time.Since(ended))
 			return nil
 		case err == nil:
-			seen = fmt.Sprintf("%d of %d hold it", info.holders(time.Since(ended)), replicas)
+			seen = fmt.Sprintf("%d of %d hold it", held, replicas)
 		default:
 			seen = fmt.Sprintf("no leader answered (%v)", err)
 		}
@@ -131,8 +127,8 @@ func (a *Adapter) awaitReplicated(ctx context.Context, stream string, replicas i
 					"stream", stream, "held", seen, "waited", a.cfg.timeout)
 				return nil
 			}
-			return fmt.Errorf("jsbus: restored stream %s had no leader holding it for %s after its restore (%s): the server that took the restore went away before the others held its data: %w: %w",
-				stream, a.cfg.timeout, seen, errRestoredLost, keeper.ErrNoBus)
+			return fmt.Errorf("jsbus: restored stream %s had no leader holding it for %s after its restore (%s): the server that took the restore went away before the others held its data: %w",
+				stream, a.cfg.timeout, seen, keeper.ErrNoBus)
 		case <-time.After(replicatedPause):
 		}
 	}
