@@ -34,6 +34,7 @@ import (
 type Store struct {
 	dir    string // absolute
 	closed atomic.Bool
+	blocks blockPool // the writers' aligned buffers
 }
 
 var (

@@ -49,6 +49,7 @@ type writer struct {
 	free   chan []byte
 	done   chan struct{} // closed when the goroutine ended
 	closed bool          // jobs is closed
+	taken  int           // buffers taken from the store's pool, at most bufCount
 
 	mu    sync.Mutex
 	bgErr error // the goroutine's first failure
@@ -62,13 +63,13 @@ type writer struct {
 	scratch  []byte // for reading held parts back
 }
 
+// newWriter starts the writer of k. Its buffers come from the store's pool
+// as they are needed (a small record takes one) and go back to it when the
+// writer ends, so a keeper writing one small file after another allocates
+// no megabytes for each.
 func newWriter(ctx context.Context, key string, k *fileSink) *writer {
 	w := &writer{WriteGuard: store.WriteGuard{Key: key}, ctx: ctx, k: k, jobs: make(chan job, bufCount+2), free: make(chan []byte, bufCount),
 		done: make(chan struct{}), sums: map[int][32]byte{}, deferred: map[int]bool{}, h: sha256.New()}
-	for range bufCount - 1 {
-		w.free <- alignedBuffer()
-	}
-	w.cur = alignedBuffer()
 	go w.run()
 	return w
 }
@@ -79,6 +80,55 @@ func alignedBuffer() []byte {
 	b := make([]byte, bufSize+directAlign)
 	skip := int(-uintptr(unsafe.Pointer(&b[0])) & (directAlign - 1))
 	return b[skip : skip : skip+bufSize]
+}
+
+// buffer is an empty aligned buffer for w to fill: one the goroutine handed
+// back, else one more from the pool while w has taken fewer than bufCount,
+// else the next the goroutine hands back.
+func (w *writer) buffer() []byte {
+	select {
+	case b := <-w.free:
+		return b
+	default:
+	}
+	if w.taken < bufCount {
+		w.taken++
+		return w.k.s.blocks.get()
+	}
+	return <-w.free
+}
+
+// giveBack returns every buffer w holds to the pool; the goroutine has ended.
+func (w *writer) giveBack() {
+	if w.cur != nil {
+		w.k.s.blocks.put(w.cur)
+		w.cur = nil
+	}
+	for {
+		select {
+		case b := <-w.free:
+			w.k.s.blocks.put(b)
+		default:
+			return
+		}
+	}
+}
+
+// blockPool keeps a store's aligned write buffers between writers.
+type blockPool struct{ p sync.Pool }
+
+func (bp *blockPool) get() []byte {
+	if b, ok := bp.p.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return alignedBuffer()
+}
+
+func (bp *blockPool) put(b []byte) {
+	if cap(b) == bufSize {
+		b = b[:0]
+		bp.p.Put(&b)
+	}
 }
 
 func (w *writer) run() {
@@ -182,6 +232,9 @@ func (w *writer) Write(p []byte) (int, error) {
 	}
 	n := 0
 	for len(p) > 0 {
+		if w.cur == nil {
+			w.cur = w.buffer()
+		}
 		k := copy(w.cur[len(w.cur):cap(w.cur)], p)
 		w.cur = w.cur[:len(w.cur)+k]
 		p, n, w.size = p[k:], n+k, w.size+int64(k)
@@ -203,7 +256,7 @@ func (w *writer) handOver() error {
 		return w.Fail(fmt.Errorf("writing %s: %w, so the object was not committed", w.Key, err))
 	}
 	w.jobs <- job{buf: w.cur, off: w.size - int64(len(w.cur)), pooled: true}
-	w.cur = <-w.free
+	w.cur = nil // the next Write takes one
 	return nil
 }
 
@@ -299,7 +352,7 @@ func (w *writer) stop() {
 		close(w.jobs)
 	}
 	<-w.done
-	w.cur = nil
+	w.giveBack()
 }
 
 func (w *writer) Abort() {
