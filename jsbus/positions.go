@@ -86,8 +86,19 @@ func (a *Adapter) listRequest(ctx context.Context, subject string, body any, out
 	return p.Do(ctx, subject, func(ctx context.Context) error { return a.requestOnce(ctx, subject, body, out) })
 }
 
-// durable reports whether a consumer configuration names a durable.
+// durable reports whether a consumer configuration names a durable. The
+// server writes a configuration with Go's encoding/json, durable_name first
+// (when it is not empty) and no key twice, so most are answered without
+// decoding them: a module of 2,000 consumers took some 6 ms of CPU to
+// decode them for it.
 func durable(cfg json.RawMessage) bool {
+	const first = `{"durable_name":"`
+	if len(cfg) > len(first) && string(cfg[:len(first)]) == first {
+		return cfg[len(first)] != '"'
+	}
+	if !bytes.Contains(cfg, []byte(`"durable_name"`)) {
+		return false
+	}
 	var c struct {
 		Durable string `json:"durable_name"`
 	}

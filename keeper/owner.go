@@ -231,10 +231,15 @@ func fitsModule(module, name string) bool {
 	return name == module || strings.HasPrefix(name, module+"_") || strings.HasPrefix(name, module+"-")
 }
 
-// consumerMetadata is the metadata map of a consumer configuration, or nil.
+// consumerMetadata is the metadata map of a consumer configuration, or nil
+// when it has no MetaModule key (only then does owns read the map). The
+// server writes a configuration with Go's encoding/json, which writes that
+// key as it is (quoted, nothing escaped), so a configuration without those
+// bytes has no such key and is not decoded: on a server of 2.11 or later
+// every consumer has metadata of the server's own.
 func consumerMetadata(cfg json.RawMessage) map[string]string {
-	if !bytes.Contains(cfg, []byte(`"metadata"`)) {
-		return nil // most have none: not decoded for nothing
+	if !bytes.Contains(cfg, []byte(`"`+MetaModule+`"`)) {
+		return nil
 	}
 	var c struct {
 		Metadata map[string]string `json:"metadata"`
