@@ -33,6 +33,10 @@ func (p *profiler) start(name string, log *slog.Logger, pids ...int) *recording 
 		return nil
 	}
 	p.done[name] = true
+	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+		log.Warn("the profiles' directory could not be made, so this operation is not profiled", "operation", name, "err", err)
+		return nil
+	}
 	var ids []string
 	for _, pid := range pids {
 		ids = append(ids, strconv.Itoa(pid))
