@@ -22,6 +22,12 @@ const (
 	DefaultAttemptTimeout = 3 * time.Second
 	// retryMaxAttempts bounds the loop when the context has no deadline.
 	retryMaxAttempts = 40
+	// retryTotal bounds the tries and pauses of one request together: 40
+	// tries of up to the request timeout each (30 s) would let one request
+	// of a verb wait some 20 minutes for a bus that is gone. A leader is
+	// elected within seconds and a restarted server is back within a few
+	// minutes; past that the verb fails and says what it did not do.
+	retryTotal = 5 * time.Minute
 )
 
 // WithAttemptTimeout bounds one try of a request that is tried again when it
@@ -37,10 +43,11 @@ func transient(err error) bool {
 
 // policy is how the adapter tries a request again: pauses from 100 ms to
 // 2 s, each try its own deadline (the attempt timeout, doubled each try up
-// to the request timeout, or what is left of ctx), until ctx's deadline.
+// to the request timeout, or what is left of ctx), until ctx's deadline or
+// retryTotal, whichever comes first.
 func (a *Adapter) policy() jsretry.Policy {
 	return jsretry.Policy{Attempt: a.cfg.attempt, Limit: a.cfg.timeout, FirstPause: 100 * time.Millisecond,
-		MaxPause: 2 * time.Second, Tries: retryMaxAttempts, Passes: transient, Log: a.log}
+		MaxPause: 2 * time.Second, Tries: retryMaxAttempts, Total: max(retryTotal, 2*a.cfg.timeout), Passes: transient, Log: a.log}
 }
 
 // retry runs fn until it succeeds, fails for a reason that does not pass,

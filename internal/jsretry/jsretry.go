@@ -65,6 +65,10 @@ type Policy struct {
 	FirstPause, MaxPause time.Duration
 	// Tries bounds the tries whatever the context's deadline (at least 1).
 	Tries int
+	// Total, when set, bounds the time of all tries and pauses together
+	// whatever the context's deadline: no try begins or lasts past it.
+	// Tries alone allow a long time once every try gets Limit.
+	Total time.Duration
 	// Passes says which errors are tried again (nil: Transient).
 	Passes func(error) bool
 	// Unheard, when set, tries a step again only when Passes says so and
@@ -86,6 +90,11 @@ func (p Policy) Do(ctx context.Context, what string, step func(ctx context.Conte
 		passes = Transient
 	}
 	pause, limit := p.FirstPause, min(p.Attempt, p.Limit)
+	if p.Total > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.Total)
+		defer cancel()
+	}
 	for try := 1; ; try++ {
 		this := limit
 		limit = min(2*limit, p.Limit)

@@ -71,3 +71,24 @@ func TestDoBounds(t *testing.T) {
 		t.Errorf("an unheard-only step that ran out of time: %d tries, %v (want 1)", n, err)
 	}
 }
+
+// TestDoTotal: with Total, tries that each run out of their own time stop
+// once Total is spent, though Tries would allow many more, and the last try
+// ends at Total, not at its own deadline.
+func TestDoTotal(t *testing.T) {
+	p := Policy{Attempt: 40 * time.Millisecond, Limit: 80 * time.Millisecond, FirstPause: time.Millisecond,
+		MaxPause: 2 * time.Millisecond, Tries: 1000, Total: 300 * time.Millisecond}
+	n := 0
+	start := time.Now()
+	err := p.Do(context.Background(), "x", func(ctx context.Context) error { n++; <-ctx.Done(); return ctx.Err() })
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "gave up after") {
+		t.Errorf("a step that always runs out of time: %v", err)
+	}
+	if n < 3 || n > 8 {
+		t.Errorf("%d tries within a total of 300 ms of tries of 40-80 ms each, want 3 to 8", n)
+	}
+	if took < 300*time.Millisecond {
+		t.Errorf("gave up after %v, before the total of 300 ms was spent", took)
+	}
+}
