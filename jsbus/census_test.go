@@ -250,7 +250,7 @@ func TestCensusAfterLostAdvisories(t *testing.T) {
 	makeStreams(t, ctx, b.js, "a", "b")
 	sameCensus(t, ctx, b.a, "first census")
 	durableOn(t, ctx, b.js, "b", "lost")
-	if err := jsbus.LoseAdvisories(b.a); err != nil {
+	if err := jsbus.LoseAdvisories(b.a, "b"); err != nil {
 		t.Fatal(err)
 	}
 	lists := countStreamLists(t, b.nc)

@@ -12,15 +12,34 @@ var WithTimeout = withTimeout
 
 // LoseAdvisories makes a's census watch forget every stream it heard may
 // hold a consumer, as if those advisories had been lost while the
-// connection stayed up and none was counted dropped.
-func LoseAdvisories(a *Adapter) error {
-	if err := a.census.catchUp(context.Background()); err != nil {
-		return err
+// connection stayed up and none was counted dropped. A consumer's advisory
+// comes from the server's own queue and may follow the reply that made the
+// consumer, so the watch is first let hear one for each of streams (at most
+// 5 s): forgotten before it was heard, the advisory would come after and
+// name the stream again, and nothing would have been lost.
+func LoseAdvisories(a *Adapter, streams ...string) error {
+	for try := 0; ; try++ {
+		if err := a.census.catchUp(context.Background()); err != nil {
+			return err
+		}
+		a.census.mu.Lock()
+		heard := true
+		for _, s := range streams {
+			_, ok := a.census.with[s]
+			heard = heard && ok
+		}
+		if heard {
+			clear(a.census.with)
+		}
+		a.census.mu.Unlock()
+		if heard {
+			return nil
+		}
+		if try == 500 {
+			return fmt.Errorf("the consumer advisories of streams %v were not heard in 5 s", streams)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	a.census.mu.Lock()
-	defer a.census.mu.Unlock()
-	clear(a.census.with)
-	return nil
 }
 
 // LoseStreamAdvisory makes a's census watch forget the stream name, as if
