@@ -348,7 +348,7 @@ func TestCensusAfterDroppedAdvisories(t *testing.T) {
 	for i := range 4 {
 		durableOn(t, ctx, b.js, "d", fmt.Sprintf("c%d", i))
 	}
-	if err := b.nc.Flush(); err != nil {
+	if err := jsbus.WaitDropped(b.a); err != nil {
 		t.Fatal(err)
 	}
 	lists := countStreamLists(t, b.nc)

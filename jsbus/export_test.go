@@ -12,62 +12,69 @@ var WithTimeout = withTimeout
 
 // LoseAdvisories makes a's census watch forget every stream it heard may
 // hold a consumer, as if those advisories had been lost while the
-// connection stayed up and none was counted dropped. A consumer's advisory
-// comes from the server's own queue and may follow the reply that made the
-// consumer, so the watch is first let hear one for each of streams (at most
-// 5 s): forgotten before it was heard, the advisory would come after and
-// name the stream again, and nothing would have been lost.
+// connection stayed up and none was counted dropped. The watch is first
+// let hear a consumer's advisory for each of streams (see forgetHeard).
 func LoseAdvisories(a *Adapter, streams ...string) error {
+	return forgetHeard(a, fmt.Sprintf("the consumer advisories of streams %v", streams), func(w *censusWatch) bool {
+		for _, s := range streams {
+			if _, ok := w.with[s]; !ok {
+				return false
+			}
+		}
+		clear(w.with)
+		return true
+	})
+}
+
+// LoseStreamAdvisory makes a's census watch forget the stream name, as if
+// the advisory of its creation had been lost while the connection stayed
+// up and none was counted dropped. The watch is first let hear it (see
+// forgetHeard).
+func LoseStreamAdvisory(a *Adapter, name string) error {
+	return forgetHeard(a, "the advisory of stream "+name, func(w *censusWatch) bool {
+		if !w.names[name] {
+			return false
+		}
+		delete(w.names, name)
+		return true
+	})
+}
+
+// forgetHeard runs forget, with the watch's lock held, after each catch-up
+// of a's census watch until it reports that it found what it forgets, for
+// at most 5 s. An advisory comes from the server's own queue and may follow
+// the reply that made its stream or consumer: forgotten before it was
+// heard, it would come after and name it again, and nothing would have
+// been lost.
+func forgetHeard(a *Adapter, what string, forget func(w *censusWatch) bool) error {
 	for try := 0; ; try++ {
 		if err := a.census.catchUp(context.Background()); err != nil {
 			return err
 		}
 		a.census.mu.Lock()
-		heard := true
-		for _, s := range streams {
-			_, ok := a.census.with[s]
-			heard = heard && ok
-		}
-		if heard {
-			clear(a.census.with)
-		}
+		done := forget(a.census)
 		a.census.mu.Unlock()
-		if heard {
+		if done {
 			return nil
 		}
 		if try == 500 {
-			return fmt.Errorf("the consumer advisories of streams %v were not heard in 5 s", streams)
+			return fmt.Errorf("%s was not heard in 5 s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-// LoseStreamAdvisory makes a's census watch forget the stream name, as if
-// the advisory of its creation had been lost while the connection stayed
-// up and none was counted dropped.
-// A stream's advisory comes from the server's own queue and may follow the
-// reply that made the stream, so the watch is first let hear it (at most
-// 5 s): forgotten before it was heard, the advisory would come after and
-// name the stream again, and nothing would have been lost.
-func LoseStreamAdvisory(a *Adapter, name string) error {
-	for try := 0; ; try++ {
-		if err := a.census.catchUp(context.Background()); err != nil {
-			return err
-		}
-		a.census.mu.Lock()
-		heard := a.census.names[name]
-		if heard {
-			delete(a.census.names, name)
-		}
-		a.census.mu.Unlock()
-		if heard {
-			return nil
-		}
+// WaitDropped waits (at most 5 s) until a's advisory subscriptions count
+// a dropped advisory: the server sends an advisory from its own queue
+// after the reply that caused it, so a drop is counted some time after.
+func WaitDropped(a *Adapter) error {
+	for try := 0; a.census.droppedNow() == 0; try++ {
 		if try == 500 {
-			return fmt.Errorf("the advisory of stream %s was not heard in 5 s", name)
+			return fmt.Errorf("no advisory was counted dropped in 5 s")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return nil
 }
 
 // SetAdvisoryLimit bounds a's advisory subscriptions to n pending
