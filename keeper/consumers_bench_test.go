@@ -3,10 +3,6 @@ package keeper_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -26,10 +22,7 @@ import (
 //
 //	go test ./keeper -run XXX -bench SnapshotManyConsumers -benchtime 20x -cpuprofile /tmp/cpu.out
 func BenchmarkSnapshotManyConsumers(b *testing.B) {
-	n := 2000
-	if v, err := strconv.Atoi(os.Getenv("KEEPER_BENCH_CONSUMERS")); err == nil && v > 0 {
-		n = v
-	}
+	n := benchSize("KEEPER_BENCH_CONSUMERS", 2000)
 	ctx := context.Background()
 	_, nc, js := jstest.Start(b, nil)
 	ad, err := jsbus.New(ctx, nc)
@@ -52,11 +45,7 @@ func BenchmarkSnapshotManyConsumers(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	k, err := keeper.New(ctx, keeper.Config{Store: fileStore(b, b.TempDir()), Bus: ad, Index: ad, Acts: ad,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
+	k := benchKeeper(b, ctx, ad)
 	var took []time.Duration
 	for i := 0; b.Loop(); i++ {
 		t0 := time.Now()
@@ -69,6 +58,5 @@ func BenchmarkSnapshotManyConsumers(b *testing.B) {
 			b.Fatalf("the point holds %d positions, want %d", len(rep.Positions), n)
 		}
 	}
-	slices.Sort(took)
-	b.ReportMetric(float64(took[len(took)/2])/1e6, "median-ms")
+	reportMedian(b, took)
 }

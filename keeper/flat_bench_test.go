@@ -3,10 +3,6 @@ package keeper_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -29,10 +25,7 @@ import (
 // 100 kept data 82 -> 49 ms, 1,000 312 -> 87 ms, 5,000 3,059 -> 528 ms.
 // What remains grows with the streams on the bus: the server's stream list.
 func BenchmarkSnapshotManyKept(b *testing.B) {
-	n := 100
-	if v, err := strconv.Atoi(os.Getenv("KEEPER_BENCH_KEPT")); err == nil && v > 0 {
-		n = v
-	}
+	n := benchSize("KEEPER_BENCH_KEPT", 100)
 	ctx := context.Background()
 	_, nc, js := jstest.Start(b, nil)
 	ad, err := jsbus.New(ctx, nc)
@@ -50,11 +43,7 @@ func BenchmarkSnapshotManyKept(b *testing.B) {
 			}
 		}
 	}
-	k, err := keeper.New(ctx, keeper.Config{Store: fileStore(b, b.TempDir()), Bus: ad, Index: ad, Acts: ad,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
+	k := benchKeeper(b, ctx, ad)
 	// Each kept data has a point in the index (written after New, whose
 	// rebuild would remove records without files).
 	for i := range n {
@@ -70,6 +59,5 @@ func BenchmarkSnapshotManyKept(b *testing.B) {
 		}
 		took = append(took, time.Since(t0))
 	}
-	slices.Sort(took)
-	b.ReportMetric(float64(took[len(took)/2])/1e6, "median-ms")
+	reportMedian(b, took)
 }

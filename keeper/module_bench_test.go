@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"testing"
@@ -27,10 +26,7 @@ import (
 // one stream at a time and three at once, in alternating pairs on the same
 // data, and reports medians. No timing is asserted.
 func BenchmarkModuleShape(b *testing.B) {
-	mib := 64
-	if v, err := strconv.Atoi(os.Getenv("KEEPER_BENCH_MIB")); err == nil && v > 0 {
-		mib = v
-	}
+	mib := benchSize("KEEPER_BENCH_MIB", 64)
 	ctx := context.Background()
 	_, nc, js := jstest.Start(b, nil)
 	fillModule(b, js, int64(mib)<<20)

@@ -1,0 +1,41 @@
+package keeper_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// benchSize is $name as a positive number, or def: the size knob of a
+// benchmark.
+func benchSize(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// benchKeeper is a keeper over ad with a file store of its own, logging
+// nowhere.
+func benchKeeper(b *testing.B, ctx context.Context, ad *jsbus.Adapter) *keeper.Keeper {
+	k, err := keeper.New(ctx, keeper.Config{Store: fileStore(b, b.TempDir()), Bus: ad, Index: ad, Acts: ad,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return k
+}
+
+// reportMedian reports the median of took, in milliseconds, as median-ms.
+func reportMedian(b *testing.B, took []time.Duration) {
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2])/1e6, "median-ms")
+}
