@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -222,56 +223,119 @@ func (a *Adapter) listConsumers(ctx context.Context, streams []string) ([]keeper
 	return out, counts, nil
 }
 
+// listAhead is how many pages of one stream's consumer list are asked at
+// once, once the first page has said how many consumers there are and how
+// many a page holds. Each page is a round trip in which the server gathers
+// 256 consumer infos and the adapter decodes them; asked one after the
+// other, the 8 pages of a module of 2,000 consumers took some 25 ms, most
+// of its snapshot-kept.
+const listAhead = 4
+
 // consumers lists every consumer of one stream that answered, page by page,
 // and names those that did not (see consumerListResponse.Missing). A
-// consumer listed twice (an offline one is both listed and missing) is
-// listed once.
+// consumer listed twice (an offline one is both listed and missing, and
+// pages asked at once may overlap) is listed once.
 func (a *Adapter) consumers(ctx context.Context, stream string) ([]rawConsumer, []string, error) {
-	var out []rawConsumer
-	var missing []string
-	seen := map[string]bool{}
-	offset := 0
-	for page := 0; page < maxListResponses; page++ {
-		var resp consumerListResponse
-		if err := a.listRequest(ctx, "$JS.API.CONSUMER.LIST."+stream, map[string]int{"offset": offset}, &resp); err != nil {
+	var l consumerPages
+	offset, total, limit := 0, 0, 0
+	for pages := 0; pages < maxListResponses; {
+		offsets := []int{offset}
+		for next := offset + limit; limit > 0 && next < total && len(offsets) < listAhead; next += limit {
+			offsets = append(offsets, next)
+		}
+		resps, err := a.consumerListPages(ctx, stream, offsets)
+		if err != nil {
 			return nil, nil, err
 		}
-		// The page's consumers are the names it lists or misses, once each.
-		// An offline one is listed with its configuration and missed: one
-		// that is not durable (an ephemeral or ordered consumer whose only
-		// server died) is no one's position, so it is not missed either.
-		names := map[string]bool{}
-		for _, m := range resp.Missing {
-			names[m] = true
+		pages += len(offsets)
+		end, empty := offset, false
+		for i, resp := range resps {
+			n := l.add(resp)
+			empty = empty || n == 0
+			end = max(end, offsets[i]+n)
+			total, limit = resp.Total, resp.Limit
 		}
-		for i, c := range resp.Consumers {
-			if c.Name == "" { // the server lists an offline consumer by its configuration alone
-				c.Name = configName(c.Config)
-				resp.Consumers[i].Name = c.Name
-			}
-			if names[c.Name] && !durable(c.Config) {
-				names[c.Name] = false
-			}
-		}
-		for _, m := range resp.Missing {
-			if names[m] {
-				missing = append(missing, m)
-			}
-			names[m] = true
-		}
-		for _, c := range resp.Consumers {
-			if !seen[c.Name] && !names[c.Name] {
-				out = append(out, c)
-			}
-			seen[c.Name], names[c.Name] = true, true
-		}
-		offset += len(names)
-		if len(names) == 0 || offset >= resp.Total {
-			slices.Sort(missing)
-			return out, slices.Compact(missing), nil
+		offset = end
+		if empty || offset >= total {
+			slices.Sort(l.missing)
+			return l.out, slices.Compact(l.missing), nil
 		}
 	}
 	return nil, nil, fmt.Errorf("more than %d pages of consumers", maxListResponses)
+}
+
+// consumerListPages asks for the pages of a stream's consumer list that
+// begin at offsets, at once, and gives them in that order.
+func (a *Adapter) consumerListPages(ctx context.Context, stream string, offsets []int) ([]consumerListResponse, error) {
+	subject := "$JS.API.CONSUMER.LIST." + stream
+	resps := make([]consumerListResponse, len(offsets))
+	if len(offsets) == 1 {
+		return resps, a.listRequest(ctx, subject, map[string]int{"offset": offsets[0]}, &resps[0])
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(offsets))
+	var wg sync.WaitGroup
+	for i, off := range offsets {
+		wg.Go(func() {
+			if errs[i] = a.listRequest(ctx, subject, map[string]int{"offset": off}, &resps[i]); errs[i] != nil {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	// The first error in page order, unless it is only the cancel of another's.
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+	}
+	return resps, errors.Join(errs...)
+}
+
+// consumerPages gathers the pages of one stream's consumer list.
+type consumerPages struct {
+	out     []rawConsumer
+	missing []string
+	seen    map[string]bool
+}
+
+// add takes one page and returns how many names it covers, listed or
+// missed, once each.
+func (l *consumerPages) add(resp consumerListResponse) int {
+	if l.seen == nil {
+		l.seen = map[string]bool{}
+	}
+	// The page's consumers are the names it lists or misses, once each.
+	// An offline one is listed with its configuration and missed: one
+	// that is not durable (an ephemeral or ordered consumer whose only
+	// server died) is no one's position, so it is not missed either.
+	names := map[string]bool{}
+	for _, m := range resp.Missing {
+		names[m] = true
+	}
+	for i, c := range resp.Consumers {
+		if c.Name == "" { // the server lists an offline consumer by its configuration alone
+			c.Name = configName(c.Config)
+			resp.Consumers[i].Name = c.Name
+		}
+		if names[c.Name] && !durable(c.Config) {
+			names[c.Name] = false
+		}
+	}
+	for _, m := range resp.Missing {
+		if names[m] && !l.seen[m] {
+			l.missing = append(l.missing, m)
+		}
+		names[m] = true
+	}
+	for _, c := range resp.Consumers {
+		if !l.seen[c.Name] && !names[c.Name] {
+			l.out = append(l.out, c)
+		}
+		l.seen[c.Name], names[c.Name] = true, true
+	}
+	return len(names)
 }
 
 // consumerResponse is the reply to a consumer info, create or reset request.

@@ -138,6 +138,55 @@ func TestConsumersListsEveryDurable(t *testing.T) {
 	}
 }
 
+// A stream of more consumers than fit one page is listed in full, each
+// consumer once with its own position, though its pages are asked several
+// at once: 1,300 consumers are the first page, four at once, and one more.
+func TestConsumersListsEveryPage(t *testing.T) {
+	ctx := testCtx(t)
+	b := newBus(t)
+	s, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: "crowd", Subjects: []string{"crowd.>"}, MaxConsumers: 2000,
+		Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := b.js.Publish(ctx, fmt.Sprintf("crowd.%d", i), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 1300
+	for i := range n {
+		// Each consumer starts past a different number of messages, so a
+		// position given to the wrong name would show.
+		if _, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: fmt.Sprintf("c%04d", i),
+			AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+			OptStartSeq: uint64(i%5 + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps, err := b.a.Consumers(ctx, []string{"crowd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != n {
+		t.Fatalf("listed %d consumers, want %d", len(ps), n)
+	}
+	seen := map[string]bool{}
+	for _, p := range ps {
+		var i int
+		if _, err := fmt.Sscanf(p.Consumer, "c%04d", &i); err != nil || seen[p.Consumer] {
+			t.Fatalf("consumer %q listed twice or not one of ours (%v)", p.Consumer, err)
+		}
+		seen[p.Consumer] = true
+		var cfg struct {
+			Start uint64 `json:"opt_start_seq"`
+		}
+		if err := json.Unmarshal(p.Config, &cfg); err != nil || cfg.Start != uint64(i%5+1) {
+			t.Fatalf("%s: config %s (%v), want its own start %d", p.Consumer, p.Config, err, i%5+1)
+		}
+	}
+}
+
 func TestStreamsListsEveryStream(t *testing.T) {
 	ctx := testCtx(t)
 	b := newBus(t)
