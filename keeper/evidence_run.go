@@ -447,7 +447,7 @@ func (k *Keeper) finishEvidence(ctx context.Context, j *journal) (*Evidence, err
 	}
 	ev.Dir = evidenceRel(j)
 	if ev.PointSum == "" && j.Point != "" {
-		if p, err := k.readSource(ctx, j.Point); err == nil {
+		if p, err := k.readHead(ctx, j.Point); err == nil {
 			ev.PointSum = p.ArchiveSum
 		}
 	}

@@ -42,7 +42,7 @@ func (k *Keeper) ShowEvidence(ctx context.Context, r Request) (*Reply, error) {
 		ev.Module, ev.Local, ev.Kind, ev.Ended.Format("2006-01-02T15:04:05Z"), ev.Said)
 	if !isAsideRel(rel) {
 		// A point taken again at the same place is another point: say so.
-		if p, err := k.readSource(ctx, rel); err == nil && p.ArchiveSum != "" && ev.PointSum != "" && p.ArchiveSum != ev.PointSum {
+		if p, err := k.readHead(ctx, rel); err == nil && p.ArchiveSum != "" && ev.PointSum != "" && p.ArchiveSum != ev.PointSum {
 			said += " The point at this place was taken again since; this report is of the earlier one."
 		}
 	}

@@ -251,7 +251,7 @@ func (k *Keeper) sweepLeftovers(ctx context.Context) error {
 // committed, so this removes no only copy; and a plain one must not stay
 // beside an encrypted point.
 func (k *Keeper) dropOtherArchive(ctx context.Context, rel string) error {
-	rec, err := k.readSource(ctx, rel)
+	rec, err := k.readHead(ctx, rel)
 	if err != nil {
 		return nil // not this sweep's to judge: the record is reported where it is read
 	}
@@ -386,7 +386,7 @@ func (k *Keeper) streamsOf(ctx context.Context, r Request) ([]string, error) {
 	if r.AsideOnly || !(r.Fingerprint != "" || r.From != "") {
 		return names, nil
 	}
-	if p, _, err := k.locatePoint(ctx, r); err == nil {
+	if p, _, err := k.locatePointHead(ctx, r); err == nil {
 		for _, s := range p.Streams {
 			if !contains(names, s.Name) {
 				names = append(names, s.Name)

@@ -17,6 +17,15 @@ import (
 // name the requested kept data. A set-aside copy is returned as a Point
 // whose Dir is aside/<id>.
 func (k *Keeper) locatePoint(ctx context.Context, r Request) (*Point, string, error) {
+	return k.locate(ctx, r, k.readSource)
+}
+
+// locatePointHead is locatePoint without the positions (see readHead).
+func (k *Keeper) locatePointHead(ctx context.Context, r Request) (*Point, string, error) {
+	return k.locate(ctx, r, k.readHead)
+}
+
+func (k *Keeper) locate(ctx context.Context, r Request, read func(context.Context, string) (*Point, error)) (*Point, string, error) {
 	rel := pointRel(r.Module, r.Local, r.Form, r.Fingerprint)
 	if r.From != "" {
 		var err error
@@ -24,7 +33,7 @@ func (k *Keeper) locatePoint(ctx context.Context, r Request) (*Point, string, er
 			return nil, "", err
 		}
 	}
-	p, err := k.readSource(ctx, rel)
+	p, err := read(ctx, rel)
 	if err != nil {
 		return nil, "", err
 	}
@@ -50,11 +59,50 @@ func (k *Keeper) loadSource(ctx context.Context, rel string) (*Point, error) {
 
 // readSource reads the record of rel, a point or (aside/<id>) an aside.
 func (k *Keeper) readSource(ctx context.Context, rel string) (*Point, error) {
+	return k.readRecord(ctx, rel, false)
+}
+
+// readHead is readSource without the positions (PositionCount still says
+// how many there are): a module of 2,000 consumers has a record of 1.4 MB,
+// most of it positions that the caller, wanting the streams or the sum,
+// would only decode to drop.
+func (k *Keeper) readHead(ctx context.Context, rel string) (*Point, error) {
+	return k.readRecord(ctx, rel, true)
+}
+
+// unread is a field the decoder passes over, building nothing.
+type unread struct{}
+
+func (*unread) UnmarshalJSON([]byte) error { return nil }
+
+// headOf is what a record (*Point or *Aside) is decoded through to leave
+// its positions unread: a field of the outer struct hides the embedded
+// one of the same name.
+func headOf(v any) any {
+	switch r := v.(type) {
+	case *Aside:
+		return &struct {
+			*Aside
+			Positions unread `json:"positions"`
+		}{Aside: r}
+	case *Point:
+		return &struct {
+			*Point
+			Positions unread `json:"positions"`
+		}{Point: r}
+	}
+	return v
+}
+
+func (k *Keeper) readRecord(ctx context.Context, rel string, head bool) (*Point, error) {
 	var p Point
 	var a Aside
 	var v any = &p
 	if isAsideRel(rel) {
 		v = &a
+	}
+	if head {
+		v = headOf(v)
 	}
 	if err := k.getJSON(ctx, recordKey(rel), v); err != nil {
 		switch {
