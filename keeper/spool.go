@@ -29,15 +29,24 @@ import (
 // hashed by the archive's writer as before.
 //
 // Once the archive reads a spool (its stream's turn came), a write that
-// finds the spool's memory full, and its file read to the end, first waits,
-// up to headPatience, for the reader to make room: a store slower than the
-// server then slows the server through its window, instead of every byte
-// going through the file and back. A store that stalls longer (an R3
-// bucket electing a leader) gets the file: the write that waited goes
-// there, and so does every write after it until the reader has read the
-// file to its end, at the server's pace, so a stall costs one wait, not one
-// a chunk (the server fails a snapshot whose chunks go unacknowledged for
-// 5 s).
+// finds the spool's memory full, or its file holding bytes not yet read
+// (what the stream spooled before its turn), first waits, up to
+// headPatience, for the reader to make room and to read the file to its
+// end: a store slower than the server then slows the server through its
+// window, instead of every byte going through the file and back. A write
+// whose patience ran out while the reader kept reading goes to the file,
+// and the next write waits again, so a backlog is drained, not fed at the
+// server's pace for the rest of the stream. A store that stalls (no byte
+// read for the whole patience: an R3 bucket electing a leader) gets the
+// file: the write that waited goes there, and so does every write after it
+// until the reader has read the file to its end, at the server's pace, so a
+// stall costs one wait, not one a chunk (the server fails a snapshot whose
+// chunks go unacknowledged for 5 s).
+//
+// One chunk of the budget is kept for the spools at the head: the others
+// share the rest, so that a stream waiting for its turn never takes the
+// memory the stream being written needs. Chunks are reused, not made anew
+// for every megabyte.
 
 // Spool bounds: the memory every spool of the keeper shares, in chunks.
 const (
@@ -48,29 +57,64 @@ const (
 	headPatience = time.Second
 )
 
-// spoolBudget is the keeper-wide memory of spools: a token per chunk held.
+// spoolBudget is the keeper-wide memory of spools: a token per chunk held,
+// and a token of shared per chunk held by a spool not at the head (one
+// fewer than tokens, so a chunk is always left for a head). The chunks
+// given back wait in free for the next take.
 type spoolBudget struct {
 	chunk    int           // bytes of one chunk
 	patience time.Duration // of a write at the head (headPatience)
 	tokens   chan struct{}
+	shared   chan struct{}
+	free     chan []byte
 }
 
 // newSpoolBudget is a budget of bytes in chunks of chunk bytes (at least one).
 func newSpoolBudget(bytes, chunk int) *spoolBudget {
-	return &spoolBudget{chunk: chunk, patience: headPatience, tokens: make(chan struct{}, max(bytes/chunk, 1))}
+	n := max(bytes/chunk, 1)
+	return &spoolBudget{chunk: chunk, patience: headPatience, tokens: make(chan struct{}, n),
+		shared: make(chan struct{}, max(n-1, 1)), free: make(chan []byte, n)}
 }
 
-// take takes a chunk's worth, if the budget has one free; it never waits.
-func (b *spoolBudget) take() bool {
+// take takes a chunk, empty, if the budget has one free for a spool at the
+// head (head) or waiting for its turn; it never waits. shared says that the
+// chunk counts against the spools not at the head.
+func (b *spoolBudget) take(head bool) (c []byte, shared, ok bool) {
+	if !head {
+		select {
+		case b.shared <- struct{}{}:
+		default:
+			return nil, false, false
+		}
+	}
 	select {
 	case b.tokens <- struct{}{}:
-		return true
 	default:
-		return false
+		if !head {
+			<-b.shared
+		}
+		return nil, false, false
 	}
+	select {
+	case c = <-b.free:
+		c = c[:0]
+	default:
+		c = make([]byte, 0, b.chunk)
+	}
+	return c, !head, true
 }
 
-func (b *spoolBudget) give() { <-b.tokens }
+// give takes back a chunk that take gave with shared.
+func (b *spoolBudget) give(c []byte, shared bool) {
+	select {
+	case b.free <- c:
+	default:
+	}
+	if shared {
+		<-b.shared
+	}
+	<-b.tokens
+}
 
 // spoolName is the prefix of a spool file's name in the spool directory.
 const spoolName = "snapshot-"
@@ -124,13 +168,16 @@ type spool struct {
 	memOff int      // read offset in mem[0]
 	file   *os.File // made once memory is spent; bytes go to it while it holds unread ones
 
-	fileW  int64 // bytes written to file
-	fileR  int64 // bytes of file read
-	closed bool  // the data's writer closed it: no more bytes come
-	broken error // the reader gave up (or a write failed): writes fail
-	head   bool  // the archive reads it: writes wait for room (patience)
-	gaveUp int   // writes that waited the whole patience, then went to the file
-	meta   bytes.Buffer
+	fileW    int64     // bytes written to file
+	fileR    int64     // bytes of file read
+	closed   bool      // the data's writer closed it: no more bytes come
+	broken   error     // the reader gave up (or a write failed): writes fail
+	head     bool      // the archive reads it: writes wait for room (patience)
+	shared   int       // chunks of mem that count against the spools not at the head
+	lastRead time.Time // when the reader last took bytes
+	spill    bool      // the reader stalled: writes go to the file, unwaited, until it read the file to its end
+	gaveUp   int       // writes that waited the whole patience, then went to the file
+	meta     bytes.Buffer
 }
 
 func newSpool(b *spoolBudget, dir string) *spool {
@@ -186,7 +233,9 @@ func (s *spool) write(p []byte) (int, error) {
 			s.wake.Broadcast()
 			continue
 		}
-		if s.head && len(s.mem) > 0 && s.fileR == s.fileW {
+		// Memory is spent, or the file holds bytes not yet read (which
+		// come first): at the head, wait for the reader.
+		if s.head && !s.spill && (len(s.mem) > 0 || s.fileR < s.fileW) {
 			if until.IsZero() {
 				until = time.Now().Add(s.patience)
 			}
@@ -202,6 +251,8 @@ func (s *spool) write(p []byte) (int, error) {
 				continue
 			}
 			s.gaveUp++
+			// Stalled, not only slow: nothing read for half the patience.
+			s.spill = time.Since(s.lastRead) >= s.patience/2
 		}
 		if err := s.toFile(p); err != nil {
 			s.broken = err
@@ -223,10 +274,14 @@ func (s *spool) toMem(p []byte) int {
 	for len(p) > 0 && s.fileR == s.fileW {
 		last := len(s.mem) - 1
 		if last < 0 || len(s.mem[last]) == cap(s.mem[last]) {
-			if !s.budget.take() {
+			c, shared, ok := s.budget.take(s.head)
+			if !ok {
 				break
 			}
-			s.mem = append(s.mem, make([]byte, 0, s.budget.chunk))
+			if shared {
+				s.shared++
+			}
+			s.mem = append(s.mem, c)
 			last++
 		}
 		c := s.mem[last]
@@ -287,6 +342,7 @@ func (s *spool) Read(p []byte) (int, error) {
 			if s.memOff < len(c) {
 				k := copy(p, c[s.memOff:])
 				s.memOff += k
+				s.lastRead = time.Now()
 				s.dropRead()
 				return k, nil
 			}
@@ -301,6 +357,10 @@ func (s *spool) Read(p []byte) (int, error) {
 			k, err := f.ReadAt(p[:n], off)
 			s.mu.Lock()
 			s.fileR += int64(k)
+			s.lastRead = time.Now()
+			if s.fileR == s.fileW {
+				s.spill = false
+			}
 			s.madeRoom()
 			if err != nil && !(errors.Is(err, io.EOF) && k > 0) {
 				return k, fmt.Errorf("reading the snapshot's spool back: %w", err)
@@ -322,11 +382,20 @@ func (s *spool) dropRead() bool {
 	if s.memOff < len(c) || !(len(c) == cap(c) || len(s.mem) > 1 || s.file != nil || s.closed) {
 		return false
 	}
+	s.giveChunk(c)
 	s.mem[0] = nil
 	s.mem, s.memOff = s.mem[1:], 0
-	s.budget.give()
 	s.madeRoom()
 	return true
+}
+
+// giveChunk gives a chunk of mem back to the budget. Call with s.mu held.
+func (s *spool) giveChunk(c []byte) {
+	shared := s.shared > 0
+	if shared {
+		s.shared--
+	}
+	s.budget.give(c, shared)
 }
 
 // spooled is how many bytes went to the spool's file.
@@ -351,8 +420,8 @@ func (s *spool) Close() {
 	if s.broken == nil {
 		s.broken = errors.New("the snapshot's spool was closed, so the bytes were not kept")
 	}
-	for range s.mem {
-		s.budget.give()
+	for _, c := range s.mem {
+		s.giveChunk(c)
 	}
 	s.mem, s.memOff = nil, 0
 	if s.file != nil {

@@ -79,8 +79,8 @@ func TestSpoolOrder(t *testing.T) {
 		if got != wrote {
 			t.Errorf("read after the writer ended %v: the bytes read differ from those written", after)
 		}
-		if after && s.spooled() != 5<<20-3*4096 {
-			t.Errorf("%d bytes went to the file with a budget of 3 chunks, want all but 3 chunks", s.spooled())
+		if after && s.spooled() != 5<<20-2*4096 {
+			t.Errorf("%d bytes went to the file with a budget of 3 chunks (one kept for a spool at the head), want all but 2 chunks", s.spooled())
 		}
 		s.Close()
 		if n := len(b.tokens); n != 0 {
@@ -120,18 +120,18 @@ func TestSpoolBackToMemory(t *testing.T) {
 		}
 		got = append(got, p...)
 	}
-	put(100<<10, 'a') // 12 KiB in memory, the rest to the file
-	if f := s.spooled(); f != 100<<10-3*4096 {
-		t.Fatalf("%d bytes in the file, want %d", f, 100<<10-3*4096)
+	put(100<<10, 'a') // before its turn: 8 KiB in memory (a chunk is kept for the head), the rest to the file
+	if f := s.spooled(); f != 100<<10-2*4096 {
+		t.Fatalf("%d bytes in the file, want %d", f, 100<<10-2*4096)
 	}
 	take(100 << 10) // caught up: every chunk given back
 	put(8<<10, 'k')
-	if f := s.spooled(); f != 100<<10-3*4096 {
+	if f := s.spooled(); f != 100<<10-2*4096 {
 		t.Errorf("a spool caught up wrote to its file again (%d bytes there)", f)
 	}
-	put(20<<10, 'q') // 4 KiB more in memory, then the file again
-	if f := s.spooled(); f != 100<<10-3*4096+16<<10 {
-		t.Errorf("%d bytes in the file, want %d", f, 100<<10-3*4096+16<<10)
+	put(20<<10, 'q') // at the head: 4 KiB more in memory (all 3 chunks), then the file again
+	if f := s.spooled(); f != 100<<10-2*4096+16<<10 {
+		t.Errorf("%d bytes in the file, want %d", f, 100<<10-2*4096+16<<10)
 	}
 	s.Data().Close()
 	rest, err := io.ReadAll(s)
@@ -198,6 +198,102 @@ func TestSpoolHeadWaitsForItsReader(t *testing.T) {
 		}
 	}
 	noFiles(t, dir)
+}
+
+// TestSpoolHeadBacklogPaced: a stream that spooled to its file before its
+// turn came (the usual case for every stream but the first of a snapshot
+// taken at once) has its writes wait, once it is at the head, until the
+// reader has read that file to its end, then goes through memory: the file
+// does not grow after the turn, with a reader slower than the writer (a
+// store slower than the server). Before, every byte after the turn went
+// through the file too, and back, for as long as the reader was behind.
+func TestSpoolHeadBacklogPaced(t *testing.T) {
+	dir := t.TempDir()
+	b := newSpoolBudget(3*4096, 4096)
+	s := newSpool(b, dir)
+	s.patience = 10 * time.Second // the reader never stalls here
+	defer s.Close()
+	// Before its turn: 256 KiB, all but the 2 shared chunks to the file.
+	first := feed(t, nopCloser{s.Data()}, 256<<10, 5)
+	backlog := s.spooled()
+	if backlog != 256<<10-2*4096 {
+		t.Fatalf("%d bytes went to the file before the turn, want all but the 2 shared chunks", backlog)
+	}
+	buf := make([]byte, 3000)
+	h := sha256.New()
+	k, err := s.Read(buf) // the turn came, the backlog still in the file
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Write(buf[:k])
+	var wrote [32]byte
+	var wg sync.WaitGroup
+	wg.Go(func() { wrote = feed(t, s.Data(), 2<<20, 6) })
+	for i, left := 0, 256<<10-k; left > 0; i++ { // the backlog, slowly
+		k, err := s.Read(buf[:min(len(buf), left)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Write(buf[:k])
+		left -= k
+		if i%8 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if [32]byte(h.Sum(nil)) != first {
+		t.Error("the backlog came out changed")
+	}
+	got := drain(t, s)
+	wg.Wait()
+	if got != wrote {
+		t.Error("the bytes written after the turn came out changed")
+	}
+	if f := s.spooled(); f != backlog || s.gaveUp != 0 {
+		t.Errorf("the file grew from %d to %d bytes while its backlog was read (%d writes gave up waiting); want no growth", backlog, f, s.gaveUp)
+	}
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+// TestSpoolChunkKeptForTheHead: spools waiting for their turn never take
+// the last chunk of the budget, so the spool at the head goes through
+// memory even when another spooled before; chunks given back are reused.
+func TestSpoolChunkKeptForTheHead(t *testing.T) {
+	dir := t.TempDir()
+	b := newSpoolBudget(3*4096, 4096)
+	waiting, head := newSpool(b, dir), newSpool(b, dir)
+	defer waiting.Close()
+	waiting.Data().Write(patterned(64<<10, 'w'))
+	if n := len(b.tokens); n != 2 {
+		t.Fatalf("a spool waiting for its turn holds %d chunks of 3, want 2", n)
+	}
+	head.mu.Lock()
+	head.head = true // its turn came (as its first Read would say)
+	head.mu.Unlock()
+	head.Data().Write(patterned(4096, 'h'))
+	if f := head.spooled(); f != 0 {
+		t.Errorf("the spool at the head wrote %d bytes to its file, with a chunk kept for it", f)
+	}
+	head.Close()
+	if len(b.free) != 1 {
+		t.Fatalf("%d chunks kept for reuse after the head closed, want its 1", len(b.free))
+	}
+	c, _, ok := b.take(true)
+	if !ok || cap(c) != 4096 || len(c) != 0 || len(b.free) != 0 {
+		t.Errorf("take after a give: %d/%d bytes, %v, %d left for reuse; want the empty chunk given back", len(c), cap(c), ok, len(b.free))
+	}
+	b.give(c, false)
+}
+
+// patterned is n bytes of a pattern that begins with c.
+func patterned(n int, c byte) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = c + byte(i%13)
+	}
+	return p
 }
 
 // TestSpoolDirLeftovers: a spool file a stopped keeper left is removed,
