@@ -16,7 +16,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
-func testLog(t *testing.T) *slog.Logger {
+func testLog(t testing.TB) *slog.Logger {
 	if os.Getenv("NATSSTORE_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -30,7 +30,7 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 }
 
 // single starts one JetStream server and connects to it.
-func single(t *testing.T) jetstream.JetStream {
+func single(t testing.TB) jetstream.JetStream {
 	t.Helper()
 	js, err := jetstream.New(natstest.Connect(t, natstest.Start(t, nil)))
 	if err != nil {
@@ -53,7 +53,7 @@ func cluster(t *testing.T) (jetstream.JetStream, []*server.Server) {
 
 // open opens bucket on js; on a cluster that is still forming the first
 // replicated create fails for a while, so it is tried for 30 s.
-func open(t *testing.T, js jetstream.JetStream, bucket string, opts Options) *Store {
+func open(t testing.TB, js jetstream.JetStream, bucket string, opts Options) *Store {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = testLog(t)
