@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +17,8 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/jstest"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/store"
+	"github.com/nats-keeper/nats-keeper/store/natsstore"
 )
 
 // BenchmarkRollback times restore-kept over live data of one stream of
@@ -24,7 +27,9 @@ import (
 // step its evidence times (verify, aside, remove, restore, ...), so that
 // what a rollback waits on is seen without a profile: the verification
 // of the point runs beside the aside, so the two overlap. No timing is
-// asserted.
+// asserted. KEEPER_BENCH_STORE=nats keeps the point and the aside in an
+// object store on a second embedded server (a vault) instead of a
+// directory.
 func BenchmarkRollback(b *testing.B) {
 	mib := benchSize("KEEPER_BENCH_MIB", 64)
 	ctx := context.Background()
@@ -50,7 +55,14 @@ func BenchmarkRollback(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	k, err := keeper.New(ctx, keeper.Config{Store: fileStore(b, b.TempDir()), Bus: ad, Index: ad, Acts: ad,
+	var st store.Store = fileStore(b, b.TempDir())
+	if os.Getenv("KEEPER_BENCH_STORE") == "nats" {
+		_, _, vjs := jstest.Start(b, nil)
+		if st, err = natsstore.Open(ctx, vjs, "bench", natsstore.Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	k, err := keeper.New(ctx, keeper.Config{Store: st, Bus: ad, Index: ad, Acts: ad,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)

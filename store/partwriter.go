@@ -13,11 +13,11 @@ import (
 // SHA-256, to sink.Part; Commit hands over the rest and calls sink.Complete.
 //
 // Pipelining: while one part is in sink.Part (in a goroutine of the writer's
-// own) the next one fills, and is hashed as it fills; a part that fills while
-// the previous one is still being stored waits for it. (A part that WriteAt
-// changed is hashed again in the background before it is stored.) The sink's
-// methods are never called at the same time. Parts are stored with ctx;
-// Complete with Commit's.
+// own) the next one fills, and is hashed as it fills, up to leadBytes (2 MiB)
+// of it; a write beyond that waits until the previous part was stored.
+// (A part that WriteAt changed is hashed again in the background before it
+// is stored.) The sink's methods are never called at the same time. Parts
+// are stored with ctx; Complete with Commit's.
 //
 // Holding: a part that overlaps the range given to Hold stays in memory, so
 // WriteAt can patch it, and is handed over once Release was called and the
@@ -32,9 +32,9 @@ import (
 //
 // Memory is taken a block (BlockSize) at a time as a part fills, and the
 // blocks of a part that was stored are taken back as soon as the part
-// filling needs one (at most a part's worth kept for reuse): when the sink
-// keeps up, the writer holds the part being stored and what of the next has
-// filled, about one part, not two.
+// filling needs one (at most a part's worth kept for reuse): the writer
+// holds the part being stored and at most leadBytes of the next, about one
+// part, not two, whether the sink keeps up or not.
 //
 // Any failure (the sink's, a cancelled ctx, a WriteAt outside the held range,
 // a refused Hold, a Write after Commit) makes the writer refuse everything
@@ -44,10 +44,19 @@ func NewPartWriter(ctx context.Context, key string, sink PartSink) Writer {
 	return newPartWriter(ctx, key, sink, PartSize)
 }
 
+// leadBytes is how far the next part fills, at most, while the part before
+// it is being stored: the writer's caller waits after that (a snapshot's
+// bytes wait in the server, within its window, not in the keeper). Enough
+// for the stored part's successor to be well begun when the sink is done;
+// a whole second part in memory bought no speed where the sink is the
+// slower side (an object store, S3), only memory.
+const leadBytes = 2 << 20
+
 func newPartWriter(ctx context.Context, key string, sink PartSink, partSize int) *partWriter {
 	w := &partWriter{WriteGuard: WriteGuard{Key: key}, ctx: ctx, sink: sink, partSize: partSize, curHash: sha256.New(),
 		blockSize: min(BlockSize, partSize)}
 	w.perPart = (partSize + w.blockSize - 1) / w.blockSize
+	w.lead = max(1, leadBytes/w.blockSize)
 	w.reader, _ = sink.(PartReader)
 	return w
 }
@@ -60,6 +69,7 @@ type partWriter struct {
 
 	blockSize int // bytes of a block (BlockSize, or partSize if smaller)
 	perPart   int // blocks of a whole part
+	lead      int // blocks of the part filling while another is stored (leadBytes)
 
 	size      int64     // bytes written
 	cur       Blocks    // the part being filled: size%partSize bytes, nil when none
@@ -111,6 +121,11 @@ func (w *partWriter) Write(p []byte) (int, error) {
 			w.curHashed = true
 		}
 		if last := len(w.cur) - 1; last < 0 || len(w.cur[last]) == cap(w.cur[last]) {
+			if w.fly != nil && len(w.cur) >= w.lead {
+				if err := w.wait(); err != nil {
+					return n, err
+				}
+			}
 			w.cur = append(w.cur, w.block())
 		}
 		blk := &w.cur[len(w.cur)-1]

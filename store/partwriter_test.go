@@ -389,6 +389,47 @@ func TestPartWriterPipelines(t *testing.T) {
 	}
 }
 
+// While a part is in the sink, the next one fills leadBytes and no more:
+// the writer's caller waits, and the writer never holds two whole parts.
+func TestPartWriterLeadsByLeadBytes(t *testing.T) {
+	sink := newMemSink(t, PartSize)
+	sink.gate = make(chan struct{})
+	w := newPartWriter(context.Background(), "k", sink, PartSize)
+	var wrote atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		blk := make([]byte, BlockSize)
+		for range 2 * PartSize / BlockSize {
+			if _, err := w.Write(blk); err != nil {
+				done <- err
+				return
+			}
+			wrote.Add(BlockSize)
+		}
+		done <- nil
+	}()
+	for deadline := time.Now().Add(10 * time.Second); wrote.Load() < PartSize+leadBytes; {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d bytes were taken while the first part was in the sink", wrote.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // time for writes that should wait to go on wrongly
+	if got := wrote.Load(); got != PartSize+leadBytes {
+		t.Errorf("%d bytes were taken while the first part was in the sink, want %d", got, PartSize+leadBytes)
+	}
+	close(sink.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if max := w.perPart + leadBytes/BlockSize; w.peak > max {
+		t.Errorf("%d blocks were made, want at most %d (a part and the lead)", w.peak, max)
+	}
+}
+
 // A zero-byte object is one Complete of no parts, with the empty checksum.
 func TestPartWriterEmpty(t *testing.T) {
 	sink := newMemSink(t, PartSize)
