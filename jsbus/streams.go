@@ -374,7 +374,9 @@ type backupMeta struct {
 
 // Restore re-creates the stream from data and meta with the configuration
 // the archive holds (replicas and placement included), sending chunks as
-// large as the connection's max payload, with the same protocol as jsm.go's
+// large as the connection's max payload (the start of a snapshot with
+// consumers re-cut into small blocks and sent in small chunks: see
+// paceStart), with the same protocol as jsm.go's
 // RestoreSnapshotFromBuffer (see restore.go for why it is not used). The stream must not exist: an
 // existing one gives an error wrapping keeper.ErrConflict and is untouched.
 func (a *Adapter) Restore(ctx context.Context, stream string, data, meta io.Reader) error {
@@ -404,7 +406,16 @@ func (a *Adapter) Restore(ctx context.Context, stream string, data, meta io.Read
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { a.watchConn(rctx, cancel, stop) })
-	st, err := a.restore(rctx, stream, mj, &fullReader{r: data}, chunk)
+	var src io.Reader = &fullReader{r: data}
+	if lead := paceLead(bm.State.Consumers); lead > 0 {
+		paced, head, err := paceStart(data, lead)
+		if err != nil {
+			a.log.Warn("the start of a stream's snapshot could not be cut into small blocks; it is sent as it is",
+				"stream", stream, "consumers", bm.State.Consumers, "err", err)
+		}
+		src = &pacedReader{r: &fullReader{r: paced}, small: paceChunk, lead: head}
+	}
+	st, err := a.restore(rctx, stream, mj, src, chunk)
 	close(stop)
 	wg.Wait()
 	if cause := context.Cause(rctx); err != nil && ctx.Err() == nil && errors.Is(cause, errDisconnected) {
