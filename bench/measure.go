@@ -285,10 +285,19 @@ func (r *run) checkRestored(ctx context.Context, by string) error {
 // what it left):
 //   - the server refused a restore into a stream it had just deleted
 //     ("expected sequence does not match store", 10062): its removal had not
-//     finished on disk;
+//     finished on disk; or it gave the restore up as stalled (10062 too,
+//     "read/write on closed pipe") while it made the consumers of one of the
+//     CLI's large chunks, slower right after a stream of as many consumers
+//     was deleted (the keeper sends a snapshot's consumers in small chunks,
+//     see jsbus/pace.go);
 //   - on a cluster, the CLI's first chunk found no one listening ("no
 //     responders"): the stream's restore was not yet set up on the server
 //     that leads it (the keeper asks again too; see jsbus restoreStartTries).
 func cliRestoreRefused(err error) bool {
-	return err != nil && (strings.Contains(err.Error(), "(10062)") || strings.Contains(err.Error(), "no responders available"))
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	// 10062 as the keeper's errors say it, or in the JSON the CLI prints.
+	return strings.Contains(msg, "(10062)") || strings.Contains(msg, `:10062,`) || strings.Contains(msg, "no responders available")
 }
