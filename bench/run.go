@@ -159,6 +159,11 @@ func (r *run) start(ctx context.Context) error {
 	if r.nats, err = tools.NatsCLIPath(ctx); err != nil {
 		return fmt.Errorf("install the nats CLI: %w", err)
 	}
+	if r.cfg.WrapNatsCLI != nil {
+		if r.nats, err = r.cfg.WrapNatsCLI(r.nats); err != nil {
+			return fmt.Errorf("wrap the nats CLI: %w", err)
+		}
+	}
 	keeperBin := filepath.Join(r.work, "nats-keeper")
 	log.Info("building nats-keeper")
 	build := exec.CommandContext(ctx, "go", "build", "-o", keeperBin, "github.com/nats-keeper/nats-keeper/cmd/nats-keeper")

@@ -86,10 +86,12 @@ func (r *run) keptPairs(ctx context.Context, sr *ShapeResult, k kept) error {
 	}
 	sr.Rows = append(sr.Rows, ShapeRow{Op: "`restore-kept` into an absent kept data", CLI: "`" + restore + "`", Target: 1.0})
 	ri := len(sr.Rows) - 1
+	var cliFailed, serverFailed error
 	for i := range r.cfg.Rounds {
 		r.cfg.Log.Info("shape restore round", "shape", sr.Shape, "round", i+1, "of", r.cfg.Rounds)
 		digest := i == 0
-		if err := r.deleteStreams(ctx, k.streams); err != nil {
+		// There unless the server's own restore failed or was left out.
+		if err := r.clearStreams(ctx, k.streams); err != nil {
 			return err
 		}
 		ks, _, err := r.keeperVerb(ctx, sr.Shape+"-keeper-restore", k, r.file().client.RestoreKept)
@@ -102,25 +104,46 @@ func (r *run) keptPairs(ctx context.Context, sr *ShapeResult, k kept) error {
 		if err := r.deleteStreams(ctx, k.streams); err != nil {
 			return err
 		}
-		ns, err := r.cliRestoreOnce(ctx, sr.Shape+"-nats-restore", k.streams)
-		if err != nil {
-			return fmt.Errorf("nats backup restore stream, round %d: %w", i+1, err)
-		}
-		if err := r.checkSums(ctx, "nats backup restore stream", want, digest); err != nil {
-			return err
-		}
-		if err := r.deleteStreams(ctx, k.streams); err != nil {
-			return err
-		}
-		ss, err := r.serverRestoreOp(ctx, sr.Shape+"-server-restore", raw)
-		if err != nil {
-			return fmt.Errorf("round %d: %w", i+1, err)
-		}
-		if err := r.checkSums(ctx, "the server's own restore", want, digest); err != nil {
-			return err
-		}
 		row := &sr.Rows[ri]
-		row.Pairs.Keeper, row.Pairs.Nats, row.Server = append(row.Pairs.Keeper, ks), append(row.Pairs.Nats, ns), append(row.Server, ss)
+		row.Pairs.Keeper = append(row.Pairs.Keeper, ks)
+		// The other sides go on as long as they pass: one the server
+		// refused is left out of the row, said in the notes, and the
+		// keeper's rounds go on.
+		if cliFailed == nil {
+			ns, err := r.cliRestoreOnce(ctx, sr.Shape+"-nats-restore", k.streams)
+			if err == nil {
+				err = r.checkSums(ctx, "nats backup restore stream", want, digest)
+			}
+			if cliFailed = r.sideFailed(ctx, k.streams, i, err); cliFailed == nil {
+				row.Pairs.Nats = append(row.Pairs.Nats, ns)
+				if err := r.deleteStreams(ctx, k.streams); err != nil {
+					return err
+				}
+			}
+		}
+		if serverFailed == nil {
+			ss, err := r.serverRestoreOp(ctx, sr.Shape+"-server-restore", raw)
+			if err == nil {
+				err = r.checkSums(ctx, "the server's own restore", want, digest)
+			}
+			if serverFailed = r.sideFailed(ctx, k.streams, i, err); serverFailed == nil {
+				row.Server = append(row.Server, ss)
+			}
+		}
+	}
+	row := &sr.Rows[ri]
+	if cliFailed != nil {
+		row.Pairs.Nats = nil
+		sr.Notes = append(sr.Notes, "the nats CLI's restore failed, so the restore row has no CLI side (the keeper's rounds went on): "+oneLine(cliFailed.Error()))
+	}
+	if serverFailed != nil {
+		row.Server = nil
+		sr.Notes = append(sr.Notes, "the server's own restore failed, so the restore row has none (the keeper's rounds went on): "+oneLine(serverFailed.Error()))
+		// What follows finds the kept data there, as the server's own
+		// restore would have left it.
+		if err := r.restoreUntimed(ctx, k, want); err != nil {
+			return err
+		}
 	}
 	sr.Notes = append(sr.Notes, fmt.Sprintf("after every restore by each tool: every stream's message count, bytes, first and last sequence, and each durable consumer's ack floor as before; "+
 		"in the first round also a SHA-256 of every message (sequence, subject, headers, data) of %s", strings.Join(k.streams, ", ")))
@@ -135,6 +158,45 @@ func (r *run) before(ctx context.Context, sr *ShapeResult, k kept) (map[string]s
 		sr.Bytes += float64(w.Bytes)
 	}
 	return want, err
+}
+
+// sideFailed is err of round i's restore by the CLI or the server itself,
+// nil when it passed. What a failed restore left is removed.
+func (r *run) sideFailed(ctx context.Context, streams []string, i int, err error) error {
+	if err == nil {
+		return nil
+	}
+	r.cfg.Log.Warn("a restore other than the keeper's failed; the keeper's rounds go on without it", "round", i+1, "err", err)
+	if cerr := r.clearStreams(ctx, streams); cerr != nil {
+		return fmt.Errorf("round %d: %w; and what it left was not removed: %w", i+1, err, cerr)
+	}
+	return fmt.Errorf("round %d: %w", i+1, err)
+}
+
+// restoreUntimed puts k's absent streams back with restore-kept, not
+// timed, and checks them.
+func (r *run) restoreUntimed(ctx context.Context, k kept, want map[string]streamSum) error {
+	if err := r.clearStreams(ctx, k.streams); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, k.verbWait())
+	defer cancel()
+	if _, err := r.file().client.RestoreKept(rctx, k.req()); err != nil {
+		return fmt.Errorf("restore-kept of %s/%s (not timed): %w", k.module, k.local, err)
+	}
+	return r.checkSums(ctx, "restore-kept", want, false)
+}
+
+// clearStreams removes the streams that are there and waits until their
+// files are gone.
+func (r *run) clearStreams(ctx context.Context, streams []string) error {
+	r.deleteStreamsIfThere(ctx, streams)
+	for _, s := range streams {
+		if err := r.waitRemoved(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // cliRestoreOnce is cliRestore, once more after a refusal right after the
@@ -178,6 +240,7 @@ func (r *run) rollbackPairs(ctx context.Context, sr *ShapeResult, k kept) error 
 	sr.Rows = append(sr.Rows, ShapeRow{Op: "`restore-kept` with the kept data live (verify, set aside, restore)", CLI: "`" + strings.Join(by, " && ") + "`", Target: 0.75})
 	ri := len(sr.Rows) - 1
 	var verify []Sample
+	var handFailed error
 	for i := range r.cfg.Rounds {
 		r.cfg.Log.Info("shape rollback pair", "shape", sr.Shape, "round", i+1, "of", r.cfg.Rounds)
 		if err := r.waitAllFiles(ctx, k.streams); err != nil {
@@ -201,35 +264,62 @@ func (r *run) rollbackPairs(ctx context.Context, sr *ShapeResult, k kept) error 
 		if err := r.waitAllFiles(ctx, k.streams); err != nil { // the files of what the keeper removed
 			return err
 		}
-		var ns Sample
-		for _, step := range []struct {
-			name string
-			args func(s string) []string
-		}{
-			{"-nats-aside", func(s string) []string {
-				os.RemoveAll(asideDir(s))
-				return []string{"backup", "stream", s, asideDir(s), "--no-progress"}
-			}},
-			{"-nats-rm", func(s string) []string { return []string{"stream", "rm", "-f", s} }},
-			{"-nats-restore", func(s string) []string {
-				return []string{"--timeout", cliTimeout, "backup", "restore", "stream", pointDir(s), "--no-progress"}
-			}},
-		} {
-			one, err := r.natsOp(ctx, sr.Shape+step.name, k.streams, step.args)
-			if err != nil {
-				return fmt.Errorf("the rollback by hand, round %d: %w", i+1, err)
-			}
-			ns = addSamples(ns, one)
-		}
-		if err := r.checkSums(ctx, "the rollback by hand", want, i == 0); err != nil {
-			return err
-		}
 		row := &sr.Rows[ri]
-		row.Pairs.Keeper, row.Pairs.Nats = append(row.Pairs.Keeper, ks), append(row.Pairs.Nats, ns)
+		row.Pairs.Keeper = append(row.Pairs.Keeper, ks)
 		verify = append(verify, ks)
+		if handFailed != nil {
+			continue
+		}
+		// By hand, as long as it passes: a round the server refused is
+		// left out of the row and said in the notes, the data put back
+		// (not timed), and the keeper's rounds go on.
+		ns, err := r.rollbackByHand(ctx, sr.Shape, k.streams, pointDir, asideDir)
+		if err == nil {
+			err = r.checkSums(ctx, "the rollback by hand", want, i == 0)
+		}
+		if err != nil {
+			handFailed = fmt.Errorf("round %d: %w", i+1, err)
+			r.cfg.Log.Warn("the rollback by hand failed; the keeper's rounds go on without it", "round", i+1, "err", err)
+			if err := r.restoreUntimed(ctx, k, want); err != nil {
+				return fmt.Errorf("after the rollback by hand failed: %w", err)
+			}
+			continue
+		}
+		row.Pairs.Nats = append(row.Pairs.Nats, ns)
+	}
+	if handFailed != nil {
+		sr.Rows[ri].Pairs.Nats = nil
+		sr.Notes = append(sr.Notes, "the rollback by hand failed, so the rollback row has no CLI side (the keeper's rounds went on): "+oneLine(handFailed.Error()))
 	}
 	sr.Notes = append(sr.Notes, "of the keeper's rollback, verifying the point whole before anything is set aside took "+secs(summarize(pick(verify, verifyTime))))
 	return nil
+}
+
+// rollbackByHand is what an operator does with the nats CLI: `nats backup
+// stream` of the live streams (the aside), `nats stream rm -f`, and `nats
+// backup restore stream` of the point's backup; timed together.
+func (r *run) rollbackByHand(ctx context.Context, shape string, streams []string, pointDir, asideDir func(string) string) (Sample, error) {
+	var ns Sample
+	for _, step := range []struct {
+		name string
+		args func(s string) []string
+	}{
+		{"-nats-aside", func(s string) []string {
+			os.RemoveAll(asideDir(s))
+			return []string{"backup", "stream", s, asideDir(s), "--no-progress"}
+		}},
+		{"-nats-rm", func(s string) []string { return []string{"stream", "rm", "-f", s} }},
+		{"-nats-restore", func(s string) []string {
+			return []string{"--timeout", cliTimeout, "backup", "restore", "stream", pointDir(s), "--no-progress"}
+		}},
+	} {
+		one, err := r.natsOp(ctx, shape+step.name, streams, step.args)
+		if err != nil {
+			return Sample{}, fmt.Errorf("the rollback by hand: %w", err)
+		}
+		ns = addSamples(ns, one)
+	}
+	return ns, nil
 }
 
 // waitAllFiles is waitFiles of each stream (not timed), before an

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -70,5 +72,42 @@ func TestShapes(t *testing.T) {
 	}
 	if strings.Contains(md, "It stopped part-way") {
 		t.Errorf("the report says a shape stopped:\n%s", md)
+	}
+}
+
+// When the nats CLI's restore fails (the server gave up the restore of a
+// stream of many consumers this way), the shape does not stop: the keeper's
+// rounds go on, the rows keep the keeper's samples without a CLI side, and
+// the notes say what failed. The failure is injected by a wrapper around
+// the real CLI that fails every `backup restore`.
+func TestShapeGoesOnWhenTheCLIRestoreFails(t *testing.T) {
+	wrap := func(real string) (string, error) {
+		p := filepath.Join(t.TempDir(), "nats")
+		script := "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = restore ] && { echo 'injected: restore failed' >&2; exit 1; }; done\nexec '" + real + "' \"$@\"\n"
+		return p, os.WriteFile(p, []byte(script), 0o700)
+	}
+	res, err := Run(context.Background(), Config{Size: 4 << 20, Rounds: 2, Consumers: 20, Shapes: []string{ShapeConsumers},
+		Work: t.TempDir(), Command: "go test ./bench -run TestShapeGoesOnWhenTheCLIRestoreFails", WrapNatsCLI: wrap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Shapes[0]
+	if s.Failed != "" || len(s.Rows) != 3 {
+		t.Fatalf("failed: %q, %d rows; want not failed, 3 rows", s.Failed, len(s.Rows))
+	}
+	for _, row := range s.Rows {
+		nats := 2
+		if strings.Contains(row.Op, "restore-kept") {
+			nats = 0
+		}
+		if len(row.Pairs.Keeper) != 2 || len(row.Pairs.Nats) != nats {
+			t.Errorf("%s: %d keeper and %d nats samples, want 2 and %d", row.Op, len(row.Pairs.Keeper), len(row.Pairs.Nats), nats)
+		}
+	}
+	notes := strings.Join(s.Notes, " ")
+	for _, want := range []string{"the nats CLI's restore failed, so the restore row has no CLI side", "the rollback by hand failed", "injected: restore failed"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("the notes lack %q: %s", want, notes)
+		}
 	}
 }
