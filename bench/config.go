@@ -35,11 +35,11 @@ type Config struct {
 	Shapes      []string // data shapes to measure (default AllShapes; see shape.go)
 	Points      []int    // tiers of the points shape (default 100, 1,000, 10,000)
 	Consumers   int      // durable consumers of the consumers shape (default 2,000)
+	BigKVKeys   int      // keys of the big KV shape (default 200,000)
+	StoresOnly  bool     // only the store comparisons (each backend against the file backend), none against the nats CLI
 	// WrapNatsCLI, when set, is given the installed nats CLI's path and
 	// returns the program to run in its place (tests inject failures so).
 	WrapNatsCLI func(real string) (string, error)
-	BigKVKeys   int  // keys of the big KV shape (default 200,000)
-	StoresOnly  bool // only the store comparisons (each backend against the file backend), none against the nats CLI
 
 	Log *slog.Logger // what the run is doing; default discards
 }
