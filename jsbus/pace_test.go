@@ -2,9 +2,11 @@ package jsbus_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/klauspost/compress/s2"
@@ -94,5 +96,30 @@ func TestRestorePacesTheConsumers(t *testing.T) {
 				t.Errorf("%d consumers restored, want %d", n, consumers)
 			}
 		})
+	}
+}
+
+// A store that fails halfway through a snapshot with consumers, inside the
+// start that is re-cut or after it: the restore fails with the store's
+// error, whatever was re-cut.
+func TestRestorePacedFailsWithTheReadError(t *testing.T) {
+	ctx := testCtx(t)
+	src := newBus(t)
+	fillRandom(ctx, t, src.js, 2000, 1<<10)
+	for i := range 50 {
+		if _, err := src.js.CreateOrUpdateConsumer(ctx, "PIPE", jetstream.ConsumerConfig{
+			Durable: fmt.Sprintf("c%03d", i), AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, meta := snapshot(t, src.a, "PIPE")
+	errStore := errors.New("the store failed")
+	for _, at := range []int{3, 100, len(data) - 100} {
+		dst := newBus(t)
+		r := io.MultiReader(bytes.NewReader(data[:at]), iotest.ErrReader(errStore))
+		err := dst.a.Restore(ctx, "PIPE", r, bytes.NewReader(meta))
+		if !errors.Is(err, errStore) {
+			t.Errorf("failing after %d of %d bytes: %v, want the store's error", at, len(data), err)
+		}
 	}
 }
