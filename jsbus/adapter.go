@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -77,6 +79,11 @@ type Adapter struct {
 	// server's advisories, so that a census need not list every stream
 	// (Census).
 	census *censusWatch
+	// starts is held while a restore begins and over a stream's removal
+	// (see lanes.go).
+	starts sync.Mutex
+	// restoring counts the restores in flight, for lane.
+	restoring atomic.Int32
 }
 
 type options struct {
@@ -282,20 +289,10 @@ func (a *Adapter) OwnStreams() []string { return []string{"KV_" + a.cfg.bucket, 
 // ServerVersion is the version of the server the connection is on.
 func (a *Adapter) ServerVersion() string { return a.nc.ConnectedServerVersion() }
 
-// MaxRestoresAtOnce is 1 on a server that is not part of a cluster, and
-// no bound on a cluster. nats-server 2.15.3 restores a stream on a server
-// of its own (RestoreStreamV2, not clustered) counting the account's
-// reserved bytes over its map of streams without the account's lock
-// (jsAccount.tieredReservation), so a second restore (or any stream
-// created) at that moment can end the server's process with "concurrent
-// map iteration and map write". A cluster counts under the JetStream
-// lock.
-func (a *Adapter) MaxRestoresAtOnce() int {
-	if a.nc.ConnectedClusterName() == "" {
-		return 1
-	}
-	return 0
-}
+// MaxRestoresAtOnce is 0, no bound: the adapter takes the start of each
+// restore, where nats-server 2.15.3 on a server of its own cannot take a
+// stream added or removed beside it, one at a time (see lanes.go).
+func (a *Adapter) MaxRestoresAtOnce() int { return 0 }
 
 // validName reports whether s can be a stream, consumer or bucket name and a
 // single subject token: keeper.CheckStreamName, the one rule for such names.

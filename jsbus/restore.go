@@ -48,6 +48,12 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 	defer a.flights.give(taken)
 	window := int(max(1, min(restoreWindow, taken/int64(chunkSize))))
 	chunkSize = int(min(int64(chunkSize), taken))
+	nc, endLane := a.lane(stream)
+	defer endLane()
+	// The gate is held until the server has added the stream (see
+	// lanes.go); only then do other restores begin beside this one.
+	release := a.holdStarts()
+	defer release()
 	var start struct {
 		Error          *apiError `json:"error"`
 		DeliverSubject string    `json:"deliver_subject"`
@@ -80,25 +86,28 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 			return nil, err
 		case <-time.After(serverRestoreStall):
 		}
-		if derr := a.DeleteStream(ctx, stream); derr != nil && !errors.Is(derr, keeper.ErrNoStream) {
+		if derr := a.deleteStream(ctx, stream); derr != nil && !errors.Is(derr, keeper.ErrNoStream) {
 			return nil, fmt.Errorf("%w; removing what it may have made failed too: %w", err, derr)
 		}
 	}
 	if start.DeliverSubject == "" {
 		return nil, errors.New("the server named no subject to send the snapshot to")
 	}
-	sent, err := a.sendData(ctx, start.DeliverSubject, data, chunkSize, window)
+	added := make(chan struct{})
+	defer close(added)
+	go a.releaseOnceAdded(ctx, stream, release, added)
+	sent, err := a.sendData(ctx, nc, start.DeliverSubject, data, chunkSize, window)
 	if err != nil {
 		var refused *apiError
 		if !errors.As(err, &refused) {
 			// Given up on this side: end the server's restore too. A
 			// restore the server refused has ended there, and it answers
 			// no further chunk.
-			a.finishRestore(ctx, start.DeliverSubject, sent)
+			a.finishRestore(ctx, nc, start.DeliverSubject, sent)
 		}
 		return nil, err
 	}
-	return a.finishRestore(ctx, start.DeliverSubject, sent)
+	return a.finishRestore(ctx, nc, start.DeliverSubject, sent)
 }
 
 // finishRestore sends the empty chunk that ends a restore's data and returns
@@ -111,14 +120,14 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 // restoring is unsafe: when the stall ends that restore, the server activates
 // the removed stream's subscriptions again. So when ctx ends first, the reply
 // is still waited for, up to endRestoreWait.
-func (a *Adapter) finishRestore(ctx context.Context, subject string, sent int64) (*restoreState, error) {
-	inbox := a.nc.NewInbox()
-	sub, err := a.nc.SubscribeSync(inbox)
+func (a *Adapter) finishRestore(ctx context.Context, nc *nats.Conn, subject string, sent int64) (*restoreState, error) {
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to the restore's final reply after %d bytes: %w", sent, err)
 	}
 	defer sub.Unsubscribe()
-	if err := a.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox}); err != nil {
+	if err := nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox}); err != nil {
 		return nil, fmt.Errorf("finish the restore after %d bytes: %w", sent, err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, maxFinalWait)
@@ -157,8 +166,9 @@ func (a *Adapter) finishRestore(ctx context.Context, subject string, sent int64)
 const endRestoreWait = 10 * time.Second
 
 // sendData sends the data of a restore the server has accepted to its
-// deliver subject, every chunk acknowledged, and returns the bytes sent.
-func (a *Adapter) sendData(ctx context.Context, subject string, data io.Reader, chunkSize, window int) (int64, error) {
+// deliver subject over nc, every chunk acknowledged, and returns the bytes
+// sent.
+func (a *Adapter) sendData(ctx context.Context, nc *nats.Conn, subject string, data io.Reader, chunkSize, window int) (int64, error) {
 	// One buffer for every chunk: nats.go has copied (or written) a chunk
 	// by the time Publish returns.
 	chunk := make([]byte, chunkSize)
@@ -173,7 +183,7 @@ func (a *Adapter) sendData(ctx context.Context, subject string, data io.Reader, 
 	// The first chunk waits for its reply, sent again while no one listens
 	// yet (see above); once it is answered, the server's subscription is in
 	// place and the rest can be pipelined.
-	reply, err := a.sendChunk(ctx, subject, chunk[:n], a.cfg.timeout, a.cfg.timeout)
+	reply, err := sendChunk(ctx, nc, subject, chunk[:n], a.cfg.timeout, a.cfg.timeout)
 	if err != nil {
 		return 0, fmt.Errorf("send the archive after %d bytes: %w", sent, err)
 	}
@@ -181,18 +191,18 @@ func (a *Adapter) sendData(ctx context.Context, subject string, data io.Reader, 
 		return 0, fmt.Errorf("the server refused the archive after %d bytes: %w", sent, err)
 	}
 	sent += int64(n)
-	return a.pipeline(ctx, subject, data, chunk, sent, window)
+	return a.pipeline(ctx, nc, subject, data, chunk, sent, window)
 }
 
 // sendChunk sends one chunk and waits up to wait for its reply, sending it
 // again while no responder listens yet, for at most retryFor: only the first
 // chunk may meet a subscription not yet in place; later, no responder means
 // the server's restore is gone.
-func (a *Adapter) sendChunk(ctx context.Context, subject string, data []byte, wait, retryFor time.Duration) (*nats.Msg, error) {
+func sendChunk(ctx context.Context, nc *nats.Conn, subject string, data []byte, wait, retryFor time.Duration) (*nats.Msg, error) {
 	retryUntil := time.Now().Add(retryFor)
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 250*time.Millisecond) {
 		rctx, cancel := context.WithTimeout(ctx, wait)
-		reply, err := a.nc.RequestWithContext(rctx, subject, data)
+		reply, err := nc.RequestWithContext(rctx, subject, data)
 		cancel()
 		if !errors.Is(err, nats.ErrNoResponders) || time.Now().Add(backoff).After(retryUntil) {
 			return reply, err
@@ -296,9 +306,9 @@ func readChunk(ctx context.Context, data io.Reader, chunk []byte, sent int64) (i
 // restoreWindow) of them awaiting acknowledgement, and returns once every chunk is acknowledged, or
 // at the first refusal, missing acknowledgement or read error. It returns the
 // bytes acknowledged.
-func (a *Adapter) pipeline(ctx context.Context, subject string, data io.Reader, chunk []byte, acked int64, window int) (int64, error) {
-	inbox := a.nc.NewInbox()
-	sub, err := a.nc.SubscribeSync(inbox)
+func (a *Adapter) pipeline(ctx context.Context, nc *nats.Conn, subject string, data io.Reader, chunk []byte, acked int64, window int) (int64, error) {
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
 		return acked, fmt.Errorf("subscribe to the restore acknowledgements after %d bytes: %w", acked, err)
 	}
@@ -336,7 +346,7 @@ func (a *Adapter) pipeline(ctx context.Context, subject string, data io.Reader, 
 				return acked, err
 			}
 		}
-		if err := a.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: chunk[:n]}); err != nil {
+		if err := nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: chunk[:n]}); err != nil {
 			return acked, fmt.Errorf("send the archive after %d bytes: %w", acked, err)
 		}
 		inFlight[(head+count)%window] = n

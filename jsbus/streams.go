@@ -131,6 +131,13 @@ func (a *Adapter) listStreams(ctx context.Context) ([]keeper.StreamInfo, error) 
 // DeleteStream removes a stream and its consumers, or returns an error
 // wrapping keeper.ErrNoStream when it does not exist.
 func (a *Adapter) DeleteStream(ctx context.Context, name string) error {
+	defer a.holdStarts()() // a removal must not meet a restore's start (see lanes.go)
+	return a.deleteStream(ctx, name)
+}
+
+// deleteStream is DeleteStream for a caller that holds the gate of
+// restores' starts.
+func (a *Adapter) deleteStream(ctx context.Context, name string) error {
 	if !validName(name) {
 		return fmt.Errorf("jsbus: %q is not a stream name, so nothing was deleted: %w", name, keeper.ErrNoStream)
 	}

@@ -148,11 +148,11 @@ func (c *restoreCount) Restore(ctx context.Context, s string, data, meta io.Read
 	return c.Bus.Restore(ctx, s, data, meta)
 }
 
-// On a server of its own, a keeper of 3 streams at once still restores one
-// stream at a time (the bus says so: nats-server 2.15.3 can end its process
-// on restores at once there), over live data and into absent data, and
-// takes its snapshots 3 at once.
-func TestRestoresOneAtATimeOnAServerOfItsOwn(t *testing.T) {
+// On a server of its own, a keeper of 3 streams at once restores streams
+// at once too, over live data and into absent data (the bus takes the start
+// of each restore one at a time: nats-server 2.15.3 can end its process on
+// restores that begin together there), and takes its snapshots 3 at once.
+func TestRestoresAtOnceOnAServerOfItsOwn(t *testing.T) {
 	c := &restoreCount{}
 	e, _, logs := parallelEnv(t, 3, func(cfg *keeper.Config) { c.Bus = cfg.Bus; cfg.Bus = c })
 	before := e.kept()
@@ -171,7 +171,7 @@ func TestRestoresOneAtATimeOnAServerOfItsOwn(t *testing.T) {
 	if d := diffKept(e, before); d != "" {
 		t.Errorf("after the restores:\n%s", d)
 	}
-	if c.max != 1 {
-		t.Errorf("%d restores were in flight at once, want 1", c.max)
+	if c.max < 2 {
+		t.Errorf("%d restores were in flight at once, want the 3 streams at once", c.max)
 	}
 }

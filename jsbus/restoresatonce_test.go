@@ -1,0 +1,109 @@
+package jsbus_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// renamed is backup.json with the stream's name changed to name.
+func renamed(t *testing.T, meta []byte, name string) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(meta, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["config"].(map[string]any)["name"] = name
+	m["config"].(map[string]any)["subjects"] = []any{name + ".>"}
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Many restores at once on a server of its own, with streams being removed
+// beside them, on an account of many streams: nats-server 2.15.3's restore
+// walks the account's streams without its lock when it begins, so starts
+// that overlap a stream's creation or removal can end the server's process.
+func TestManyRestoresAtOnceOnAServerOfItsOwn(t *testing.T) {
+	ctx := testCtx(t)
+	b := newBus(t)
+	for i := range 300 {
+		name := fmt.Sprintf("other%03d", i)
+		if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name}, MaxBytes: 1 << 20}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: "src", Subjects: []string{"src.>"}, MaxBytes: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := b.js.Publish(ctx, fmt.Sprintf("src.%d", i), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, meta := snapshot(t, b.a, "src")
+	const at, rounds = 12, 20
+	var wg sync.WaitGroup
+	errs := make([]error, at)
+	for i := range at {
+		name := fmt.Sprintf("r%02d", i)
+		m := renamed(t, meta, name)
+		wg.Go(func() {
+			for round := range rounds {
+				if err := b.a.Restore(ctx, name, bytes.NewReader(data), bytes.NewReader(m)); err != nil {
+					errs[i] = fmt.Errorf("round %d: restore %s: %w", round, name, err)
+					return
+				}
+				if err := b.a.DeleteStream(ctx, name); err != nil {
+					errs[i] = fmt.Errorf("round %d: delete %s: %w", round, name, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	// Restores beside another went over connections of their own, each
+	// closed when its restore ended.
+	lanes := func(state server.ConnState) int {
+		cz, err := b.srv.Connz(&server.ConnzOptions{State: state, Limit: 100000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, c := range cz.Conns {
+			if strings.HasSuffix(c.Name, "(restore lane)") {
+				n++
+			}
+		}
+		return n
+	}
+	// The server learns of a closed connection a moment after the client
+	// closed it.
+	open, closed := 0, 0
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		open, closed = lanes(server.ConnOpen), lanes(server.ConnClosed)
+		if open == 0 && closed > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if closed == 0 {
+		t.Error("no restore went over a connection of its own")
+	}
+	if open != 0 {
+		t.Errorf("%d restore connections are still open 5 s after every restore ended", open)
+	}
+}
