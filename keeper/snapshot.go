@@ -57,65 +57,29 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	// Positions first: a consumer that moves during the snapshot is then a
 	// little behind, so after a restore it hears a message twice and never
 	// misses one.
+	positions, err := k.positions(ctx, r.Module, r.Local)
+	if err != nil {
+		return fail(withKind(ErrFailed, err))
+	}
+	if err := checkPositionsFit(positions, pointFile); err != nil {
+		return fail(fmt.Errorf("%w, so no point was made", err))
+	}
+
 	if err := k.checkRoom(ctx, storedBytes(live), k.spoolBound(live)); err != nil {
 		return fail(err)
 	}
 	k.hook("snapshot:room-checked") // for tests: the disk may fill from here on
-	// The positions are read while the streams' snapshots arrive (a module
-	// of 2,000 consumers takes as long to list as its snapshot takes); a
-	// failure or positions too many to keep stop the snapshot.
-	actx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	read := k.readPositions(actx, r, stop)
 	rel := pointRel(r.Module, r.Local, r.Form, r.Fingerprint)
-	m, w, err := k.snapshotArchive(actx, rel, streamNames(live),
+	m, w, err := k.snapshotArchive(ctx, rel, streamNames(live),
 		Progress{Verb: VerbSnapshot, Module: r.Module, Local: r.Local, Step: "snapshot", BytesTotal: storedBytes(live)})
-	if w != nil {
-		defer w.Abort()
-	}
 	if err != nil {
-		stop(err)
-	}
-	positions, perr := read()
-	switch {
-	case perr != nil && (err == nil || context.Cause(actx) == perr): // the positions failed first
-		return fail(perr)
-	case err != nil:
 		return fail(withKind(ErrFailed, fmt.Errorf("%w, so no point was written", err)))
 	}
+	defer w.Abort()
 	return k.commitPoint(ctx, VerbSnapshot, r, rel, m, w, positions, fail, func(p *Point) string {
 		return fmt.Sprintf("Took restore point %s: %d stream(s), %d message(s), %d consumer position(s), %s, in %s.",
 			what, len(p.Streams), totalMessages(p.Streams), len(positions), HumanBytes(p.ArchiveSize), k.abs(rel))
 	})
-}
-
-// readPositions reads the positions of r's module's consumers on a
-// goroutine of its own and returns the wait for them. A failure, or
-// positions that point.json could not hold, is given to stop as well, so
-// that the snapshot read beside them stops; the error returned says that
-// no point was made.
-func (k *Keeper) readPositions(ctx context.Context, r Request, stop context.CancelCauseFunc) func() ([]Position, error) {
-	type result struct {
-		positions []Position
-		err       error
-	}
-	done := make(chan result, 1)
-	go func() {
-		ps, err := k.positions(ctx, r.Module, r.Local)
-		if err != nil {
-			err = withKind(ErrFailed, fmt.Errorf("%w, so no point was made", err))
-		} else if err = checkPositionsFit(ps, pointFile); err != nil {
-			err = fmt.Errorf("%w, so no point was made", err)
-		}
-		if err != nil {
-			stop(err)
-		}
-		done <- result{ps, err}
-	}()
-	return func() ([]Position, error) {
-		r := <-done
-		return r.positions, r.err
-	}
 }
 
 // commitPoint commits the point whose archive w holds (written, not yet
