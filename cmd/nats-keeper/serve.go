@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -104,8 +105,9 @@ undoes any restore they left half-way.`,
 	f.StringVar(&o.MetricsListen, "metrics-listen", "", "serve Prometheus /metrics and /healthz on this host:port, such as 127.0.0.1:9464 (default: none)")
 	f.IntVar(&o.MaxHeavy, "max-heavy", verbs.DefaultMaxHeavy, "how many heavy verbs (snapshot-kept, restore-kept, verify-kept) run at once; "+
 		"one more is refused at once with 503 and Retry-After, and list-kept and dry runs never wait behind them")
-	f.IntVar(&o.InFlightMiB, "in-flight-mib", jsbus.DefaultInFlight>>20, "MiB every snapshot and restore on the keeper's connection together may have in flight; "+
-		"one that does not fit waits. Keep it at most half the server's max_pending (64 MiB by default), or the server drops the connection as a slow consumer")
+	f.IntVar(&o.InFlightMiB, "in-flight-mib", 0, "MiB every snapshot and restore on the keeper's connection together may have in flight; "+
+		"one that does not fit waits (0: the default, 32 with a directory store and 8 with a nats:// or s3:// store, whose pace a larger window does not change). "+
+		"Keep it at most half the server's max_pending (64 MiB by default), or the server drops the connection as a slow consumer")
 	o.Seal.addEncrypt(f)
 	o.Seal.addIdentity(f, "restoring or fully verifying one needs it, and so does setting live data aside while --encrypt-to is set")
 	f.IntVar(&o.ActsQueueMax, "acts-queue-max", outbox.DefaultMaxActs, "how many acts wait at most in <dir>/acts-queue while the bus does not take them; "+
@@ -213,7 +215,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	defer st.Close()
 	svc, err := startKeeper(ctx, nc, keeperSetup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket,
 		StreamParallel: o.StreamParallel, AsideWarnAfter: o.AsideWarnAfter, PruneEvery: o.PruneEvery,
-		MetricsListen: o.MetricsListen, MaxHeavy: o.MaxHeavy, InFlight: int64(o.InFlightMiB) << 20, VerbTimeout: o.VerbTimeout, Dir: pd, Replicas: o.Replicas,
+		MetricsListen: o.MetricsListen, MaxHeavy: o.MaxHeavy, InFlight: cmp.Or(int64(o.InFlightMiB)<<20, inproc.InFlightFor(o.Store)), VerbTimeout: o.VerbTimeout, Dir: pd, Replicas: o.Replicas,
 		Seal: seal, Unseal: unseal,
 		ActsQueue: filepath.Join(dir, "acts-queue"), ActsQueueBounds: outbox.Options{MaxActs: o.ActsQueueMax, MaxBytes: int64(o.ActsQueueMiB) << 20}}, log,
 		verbs.WithStopTimeout(o.StopTimeout))
