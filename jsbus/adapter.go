@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -79,9 +78,9 @@ type Adapter struct {
 	// server's advisories, so that a census need not list every stream
 	// (Census).
 	census *censusWatch
-	// starts is held while a restore begins and over a stream's removal
-	// (see lanes.go).
-	starts sync.Mutex
+	// starts is held (a token taken) while a restore begins and over a
+	// stream's removal (see lanes.go).
+	starts chan struct{}
 	// restoring counts the restores in flight, for lane.
 	restoring atomic.Int32
 }
@@ -172,7 +171,8 @@ func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jsbus: open JetStream: %w", err)
 	}
-	a := &Adapter{nc: nc, js: js, cfg: o, log: o.log, actsSub: o.prefix + ".acts", flights: newBudget(o.inFlight)}
+	a := &Adapter{nc: nc, js: js, cfg: o, log: o.log, actsSub: o.prefix + ".acts", flights: newBudget(o.inFlight),
+		starts: make(chan struct{}, 1)}
 	if a.kv, err = a.ensureBucket(ctx); err != nil {
 		return nil, err
 	}

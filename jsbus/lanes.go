@@ -2,6 +2,7 @@ package jsbus
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -35,13 +36,18 @@ const (
 )
 
 // holdStarts takes the gate on a server that is not part of a cluster and
-// returns its release, safe to call more than once.
-func (a *Adapter) holdStarts() func() {
+// returns its release, safe to call more than once; or ctx's error when
+// ctx ends first.
+func (a *Adapter) holdStarts(ctx context.Context) (func(), error) {
 	if a.nc.ConnectedClusterName() != "" {
-		return func() {}
+		return func() {}, nil
 	}
-	a.starts.Lock()
-	return sync.OnceFunc(a.starts.Unlock)
+	select {
+	case a.starts <- struct{}{}:
+		return sync.OnceFunc(func() { <-a.starts }), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waited for another restore to begin on the server: %w", ctx.Err())
+	}
 }
 
 // releaseOnceAdded calls release once the server answers for stream (its

@@ -52,7 +52,10 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 	defer endLane()
 	// The gate is held until the server has added the stream (see
 	// lanes.go); only then do other restores begin beside this one.
-	release := a.holdStarts()
+	release, err := a.holdStarts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("nothing was restored: %w", err)
+	}
 	defer release()
 	var start struct {
 		Error          *apiError `json:"error"`

@@ -2,8 +2,12 @@ package jsbus_test
 
 import (
 	"bytes"
+	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -105,5 +109,72 @@ func TestManyRestoresAtOnceOnAServerOfItsOwn(t *testing.T) {
 	}
 	if open != 0 {
 		t.Errorf("%d restore connections are still open 5 s after every restore ended", open)
+	}
+}
+
+// blockAfter gives the first after bytes of r, then waits for release.
+type blockAfter struct {
+	r       io.Reader
+	after   int
+	given   int
+	reached chan struct{}
+	release chan struct{}
+}
+
+func (b *blockAfter) Read(p []byte) (int, error) {
+	if b.given >= b.after {
+		close(b.reached)
+		<-b.release
+		b.after = math.MaxInt
+	}
+	p = p[:min(len(p), b.after-b.given)]
+	n, err := b.r.Read(p)
+	b.given += n
+	return n, err
+}
+
+// The start of a restore is taken one at a time only until the server has
+// added its stream: a restore begins, and ends, beside one that waits for
+// the rest of its data.
+func TestARestoreBeginsBesideOneWaitingForItsData(t *testing.T) {
+	ctx := testCtx(t)
+	b := newBus(t)
+	payload := make([]byte, 10<<10)
+	for _, s := range []struct {
+		name string
+		msgs int
+	}{{"big", 600}, {"small", 3}} {
+		if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: s.name, Subjects: []string{s.name + ".>"}}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range s.msgs {
+			rand.Read(payload)
+			if _, err := b.js.Publish(ctx, fmt.Sprintf("%s.%d", s.name, i), payload); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	bigData, bigMeta := snapshot(t, b.a, "big")
+	smallData, smallMeta := snapshot(t, b.a, "small")
+	for _, s := range []string{"big", "small"} {
+		if err := b.a.DeleteStream(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Past the snapshot's first s2 block, which holds the state the
+	// server adds the stream from.
+	slow := &blockAfter{r: bytes.NewReader(bigData), after: 2 << 20, reached: make(chan struct{}), release: make(chan struct{})}
+	bigDone := make(chan error, 1)
+	go func() { bigDone <- b.a.Restore(ctx, "big", slow, bytes.NewReader(bigMeta)) }()
+	<-slow.reached
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Second) // under the server's 5 s stall timer of the big one
+	err := b.a.Restore(sctx, "small", bytes.NewReader(smallData), bytes.NewReader(smallMeta))
+	cancel()
+	close(slow.release)
+	if err != nil {
+		t.Errorf("a restore beside one waiting for its data: %v", err)
+	}
+	if err := <-bigDone; err != nil {
+		t.Errorf("the restore that waited for its data: %v", err)
 	}
 }
