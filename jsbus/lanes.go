@@ -52,8 +52,10 @@ func (a *Adapter) holdStarts(ctx context.Context) (func(), error) {
 
 // releaseOnceAdded calls release once the server answers for stream (its
 // restore has added it), or when done is closed or ctx ends. Its looks go
-// over the adapter's own connection, not the restore's lane, so they do not
-// queue behind the restore's chunks.
+// over the adapter's own connection: a restore on a lane of its own does
+// not hold them behind its chunks (the first restore in flight sends its
+// chunks over that connection too, so its looks wait their turn between
+// chunks).
 func (a *Adapter) releaseOnceAdded(ctx context.Context, stream string, release func(), done <-chan struct{}) {
 	defer release()
 	pause := addedFirstPoll
