@@ -289,11 +289,6 @@ func (a *Adapter) OwnStreams() []string { return []string{"KV_" + a.cfg.bucket, 
 // ServerVersion is the version of the server the connection is on.
 func (a *Adapter) ServerVersion() string { return a.nc.ConnectedServerVersion() }
 
-// MaxRestoresAtOnce is 0, no bound: the adapter takes the start of each
-// restore, where nats-server 2.15.3 on a server of its own cannot take a
-// stream added or removed beside it, one at a time (see lanes.go).
-func (a *Adapter) MaxRestoresAtOnce() int { return 0 }
-
 // validName reports whether s can be a stream, consumer or bucket name and a
 // single subject token: keeper.CheckStreamName, the one rule for such names.
 func validName(s string) bool { return keeper.CheckStreamName("name", s) == nil }

@@ -37,9 +37,6 @@ func TestClusterSnapshotRestoreKeepsReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := clusterAdapter(t, ctx, nc)
-	if got := a.MaxRestoresAtOnce(); got != 0 {
-		t.Errorf("a cluster bounds restores at once to %d, want no bound (0)", got)
-	}
 	if err := sample.Create(ctx, js, "billing", "ledger", sample.Replicas(3)); err != nil {
 		t.Fatal(err)
 	}

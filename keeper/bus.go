@@ -37,11 +37,6 @@ type Bus interface {
 	// ServerVersion is the version of the server the bus is connected to.
 	ServerVersion() string
 
-	// MaxRestoresAtOnce bounds how many streams the keeper restores at
-	// once on this bus, whatever Config.StreamParallel says (0: no bound):
-	// a server that cannot take several restores at once safely says 1.
-	MaxRestoresAtOnce() int
-
 	// Stream describes one live stream, or returns an error wrapping
 	// ErrNoStream when it does not exist.
 	Stream(ctx context.Context, name string) (*StreamInfo, error)

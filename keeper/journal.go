@@ -227,7 +227,7 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 		j.Evidence = unprovenStart(j)
 	}
 	j.Evidence.Recovered = true
-	x := &run{k: k, j: j, asides: asides, point: p, parallel: k.restoreParallel()}
+	x := &run{k: k, j: j, asides: asides, point: p, parallel: k.parallel}
 	if p != nil {
 		if x.arch, err = k.openArchive(ctx, j.Point, p); err != nil {
 			x.point = nil // a damaged point is as good as gone: put the aside back

@@ -25,14 +25,6 @@ func DefaultStreamParallel() int {
 	return min(max(runtime.GOMAXPROCS(0), 1), 4)
 }
 
-// restoreParallel is how many streams a restore restores at once: the
-// keeper's StreamParallel, bounded by the bus (Bus.MaxRestoresAtOnce).
-func (k *Keeper) restoreParallel() int {
-	if n := k.bus.MaxRestoresAtOnce(); n > 0 {
-		return min(k.parallel, n)
-	}
-	return k.parallel
-}
 
 // takeInTurn feeds each stream, one after the other, straight into the
 // archive w, and returns the data bytes written.

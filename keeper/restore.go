@@ -121,7 +121,7 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 	}
 	k.hook("journal-written")
 
-	x := &run{k: k, j: j, asides: asides, point: pl.point, arch: pl.arch, parallel: k.restoreParallel()}
+	x := &run{k: k, j: j, asides: asides, point: pl.point, arch: pl.arch, parallel: k.parallel}
 	set, err := x.execute(ctx)
 	if err != nil {
 		if x.done() {
@@ -330,7 +330,7 @@ func (k *Keeper) putBack(ctx context.Context, asides []*Aside, here []string) (s
 	}
 	a, err := k.openArchive(ctx, aside.Dir, asidePoint(aside))
 	if err == nil {
-		_, err = k.restoreArchive(ctx, a, missing, k.restoreParallel(), nil, // an aside goes back as it was
+		_, err = k.restoreArchive(ctx, a, missing, k.parallel, nil, // an aside goes back as it was
 			Progress{Verb: VerbRestore, Module: aside.Module, Local: aside.Local, Step: "put back"}, nil)
 		a.Close()
 	}
