@@ -25,7 +25,6 @@ func DefaultStreamParallel() int {
 	return min(max(runtime.GOMAXPROCS(0), 1), 4)
 }
 
-
 // takeInTurn feeds each stream, one after the other, straight into the
 // archive w, and returns the data bytes written.
 func takeInTurn(ctx context.Context, w *busarchive.Writer, streams []string, take streamSource, p *Progress) (int64, error) {
