@@ -43,6 +43,10 @@ type snapDecoder struct {
 	after         string // what was decoded last, for errors
 	buf           []byte // reused for state.json and the consumer entries
 	err           error
+	// consumer, when set, is given each consumer entry to decode and check
+	// (its bytes valid for the call only), in place of the decoder's own
+	// check of its config and state.
+	consumer func(name string, entry []byte) error
 }
 
 type snapPhase int
@@ -203,15 +207,22 @@ func (d *snapDecoder) decodeConsumer(hdr *archive.Header) (snapItem, error) {
 	if err != nil {
 		return 0, err
 	}
-	var c snapConsumer
-	if err := json.Unmarshal(b, &c); err != nil {
-		return 0, fmt.Errorf("consumer %q does not decode: %w", printable(name), err)
-	}
-	if c.Config != '{' {
-		return 0, fmt.Errorf("consumer %q has no config", printable(name))
-	}
-	if c.State != '{' {
-		return 0, fmt.Errorf("consumer %q has no state", printable(name))
+	if d.consumer != nil {
+		// It decodes the entry, and checks it as below, in one pass.
+		if err := d.consumer(name, b); err != nil {
+			return 0, fmt.Errorf("consumer %q: %w", printable(name), err)
+		}
+	} else {
+		var c snapConsumer
+		if err := json.Unmarshal(b, &c); err != nil {
+			return 0, fmt.Errorf("consumer %q does not decode: %w", printable(name), err)
+		}
+		if c.Config != '{' {
+			return 0, fmt.Errorf("consumer %q has no config", printable(name))
+		}
+		if c.State != '{' {
+			return 0, fmt.Errorf("consumer %q has no state", printable(name))
+		}
 	}
 	d.consumersLeft--
 	if d.consumersLeft == 0 {

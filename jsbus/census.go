@@ -300,7 +300,10 @@ func (w *censusWatch) forget(empty map[string]uint64) {
 // consumer on a stream it lists is made and gone again between the two reads
 // of the totals, or while another stream is deleted: the count comes out
 // right and the set wrong.
-func (a *Adapter) Census(ctx context.Context) ([]string, []keeper.Position, error) {
+//
+// The consumers of the streams named in skip are counted (for the totals)
+// but not listed: a snapshot reads those from the streams' own snapshots.
+func (a *Adapter) Census(ctx context.Context, skip ...string) ([]string, []keeper.Position, error) {
 	for try := 0; try < censusTries && a.census.trusted(a.connMark()); try++ {
 		if try > 0 {
 			select {
@@ -309,7 +312,7 @@ func (a *Adapter) Census(ctx context.Context) ([]string, []keeper.Position, erro
 			case <-time.After(rand.N(censusPause) + time.Millisecond):
 			}
 		}
-		names, ps, ok, err := a.countedCensus(ctx)
+		names, ps, ok, err := a.countedCensus(ctx, skip)
 		if err != nil {
 			a.log.Debug("a counted census failed; a full census is made instead", "err", err)
 			break
@@ -318,12 +321,12 @@ func (a *Adapter) Census(ctx context.Context) ([]string, []keeper.Position, erro
 			return names, ps, nil
 		}
 	}
-	return a.fullCensus(ctx)
+	return a.fullCensus(ctx, skip)
 }
 
 // countedCensus is one try of Census's light way; ok is false when the
 // account's totals do not confirm what it found.
-func (a *Adapter) countedCensus(ctx context.Context) ([]string, []keeper.Position, bool, error) {
+func (a *Adapter) countedCensus(ctx context.Context, skip []string) ([]string, []keeper.Position, bool, error) {
 	mark, dropped := a.connMark(), a.census.droppedNow()
 	if err := a.census.catchUp(ctx); err != nil {
 		return nil, nil, false, err
@@ -337,8 +340,18 @@ func (a *Adapter) countedCensus(ctx context.Context) ([]string, []keeper.Positio
 		return nil, nil, false, err
 	}
 	cand := a.census.candidates(names)
-	ps, counts, err := a.listConsumers(ctx, slices.Sorted(maps.Keys(cand)))
+	var listed []string
+	for s := range cand {
+		if !slices.Contains(skip, s) {
+			listed = append(listed, s)
+		}
+	}
+	slices.Sort(listed)
+	ps, counts, err := a.listConsumers(ctx, listed)
 	if err != nil {
+		return nil, nil, false, err
+	}
+	if err := a.countSkipped(ctx, names, skip, counts); err != nil {
 		return nil, nil, false, err
 	}
 	after, err := a.accountTotals(ctx)
@@ -346,9 +359,11 @@ func (a *Adapter) countedCensus(ctx context.Context) ([]string, []keeper.Positio
 		return nil, nil, false, err
 	}
 	found := 0
+	for _, n := range counts {
+		found += n
+	}
 	empty := map[string]uint64{}
 	for s, g := range cand {
-		found += counts[s]
 		if counts[s] == 0 {
 			empty[s] = g
 		}
@@ -366,7 +381,7 @@ func (a *Adapter) countedCensus(ctx context.Context) ([]string, []keeper.Positio
 
 // fullCensus lists every stream, and the consumers of each that has one
 // (or whose count is not known), and seeds the watch with those.
-func (a *Adapter) fullCensus(ctx context.Context) ([]string, []keeper.Position, error) {
+func (a *Adapter) fullCensus(ctx context.Context, skip []string) ([]string, []keeper.Position, error) {
 	defer a.census.hold(ctx)()
 	mark, dropped := a.connMark(), a.census.droppedNow()
 	a.log.Debug("a full census: every stream is listed", "reconnects", mark, "dropped advisories", dropped)
@@ -382,12 +397,35 @@ func (a *Adapter) fullCensus(ctx context.Context) ([]string, []keeper.Position, 
 			with = append(with, s.Name)
 		}
 	}
-	ps, err := a.Consumers(ctx, with)
+	listed := slices.DeleteFunc(slices.Clone(with), func(s string) bool { return slices.Contains(skip, s) })
+	ps, err := a.Consumers(ctx, listed)
 	if err != nil {
 		return nil, nil, err
 	}
 	a.census.seed(names, with, mark, dropped)
 	return names, ps, nil
+}
+
+// countSkipped counts the consumers of the streams of skip that names
+// holds, from each stream's info, into counts (the list's counts, by
+// stream): a census does not list them, but the account's totals count
+// them.
+func (a *Adapter) countSkipped(ctx context.Context, names, skip []string, counts map[string]int) error {
+	for _, s := range skip {
+		if _, done := counts[s]; done || !slices.Contains(names, s) {
+			continue
+		}
+		si, err := a.Stream(ctx, s)
+		if errors.Is(err, keeper.ErrNoStream) {
+			counts[s] = 0
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		counts[s] = si.Consumers
+	}
+	return nil
 }
 
 // accountTotals are the account's numbers of streams and consumers, as

@@ -412,3 +412,36 @@ func TestStreamsTaking(t *testing.T) {
 		t.Error("an empty subject was taken")
 	}
 }
+
+// TestCensusLeavesOutTheStreamsItIsToSkip: a census told to skip streams
+// lists none of their consumers and still counts them, so the account's
+// totals confirm it (no full stream list), both as the first, full census
+// and as a counted one; the other streams' consumers are listed as always.
+func TestCensusLeavesOutTheStreamsItIsToSkip(t *testing.T) {
+	b := newBus(t)
+	ctx := testCtx(t)
+	makeStreams(t, ctx, b.js, "kept", "other")
+	for _, c := range []string{"k1", "k2", "k3"} {
+		durableOn(t, ctx, b.js, "kept", c)
+	}
+	durableOn(t, ctx, b.js, "other", "o1")
+	check := func(what string) {
+		t.Helper()
+		names, ps, err := b.a.Census(ctx, "kept")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(names, "kept") || !slices.Contains(names, "other") {
+			t.Errorf("%s: the census names %v, want kept and other", what, names)
+		}
+		if got := consumerKeys(ps); !slices.Equal(got, []string{"other/o1"}) {
+			t.Errorf("%s: the census lists %v, want only other/o1", what, got)
+		}
+	}
+	check("the first census")
+	lists := countStreamLists(t, b.nc)
+	durableOn(t, ctx, b.js, "kept", "k4") // heard of, counted, not listed
+	check("a counted census")
+	lists.none(t, "a census that skips a stream")
+	sameCensus(t, ctx, b.a, "a census that skips nothing, after")
+}

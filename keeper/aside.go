@@ -78,11 +78,8 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 			k.removePrefix(context.WithoutCancel(ctx), rel)
 		}
 	}()
-	positions, err := k.positions(ctx, r.Module, r.Local)
+	pb, err := k.readPositionsBefore(ctx, r.Module, r.Local, streams)
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := checkPositionsFit(positions, asideFile); err != nil {
 		return nil, nil, err
 	}
 	var live []StreamInfo
@@ -94,12 +91,19 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 	if err := k.checkRoom(ctx, storedBytes(live), k.spoolBound(live)); err != nil {
 		return nil, nil, err
 	}
-	m, w, err := k.snapshotArchive(ctx, rel, streams,
+	m, w, err := k.snapshotArchive(ctx, rel, streams, pb,
 		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "aside", BytesTotal: storedBytes(live)})
 	if err != nil {
 		return nil, nil, err
 	}
 	defer w.Abort()
+	positions, err := pb.positions(ctx, k)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkPositionsFit(positions, asideFile); err != nil {
+		return nil, nil, err
+	}
 	info, err := w.Commit(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("writing the set-aside copy to the store: %w", err)

@@ -84,8 +84,10 @@ type Bus interface {
 	// without listing every stream (jsbus keeps the streams that may hold
 	// a consumer from the server's advisories and checks what it found
 	// against the account's totals; see jsbus.Adapter.Census for its
-	// guarantee on a cluster). The keeper's ownership rules read it.
-	Census(ctx context.Context) (streams []string, consumers []Position, err error)
+	// guarantee on a cluster). The keeper's ownership rules read it. The
+	// consumers of the streams named in skip are not listed (a snapshot
+	// reads those from the streams' own snapshots); the rest is as without.
+	Census(ctx context.Context, skip ...string) (streams []string, consumers []Position, err error)
 
 	// SetPosition moves the durable consumer p.Consumer on p.Stream so that
 	// the next message it delivers is the one after p.AckFloor (or the

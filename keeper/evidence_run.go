@@ -377,11 +377,13 @@ func (x *run) checkConsumers(ctx context.Context, stopped error) {
 			f.GotFloor, f.GotConfig = &floor, configSum(got.Config, f.By == MoveWithStream && x.j.Overrides != nil)
 			same := f.GotConfig == f.WantConfig
 			if f.By == MoveWithStream {
-				// Positions are read before the streams' snapshots, so one
-				// that acknowledged meanwhile comes back a little ahead.
+				// The point records the snapshot's own position (carried.go);
+				// points taken before that recorded it just before the
+				// snapshot, so one that acknowledged meanwhile comes back
+				// a little ahead.
 				at := floor >= f.WantFloor && floor <= si.LastSeq
 				f.Verdict = verdictOf(at && same)
-				f.Note = "came back with its stream's snapshot, at or after the position recorded before it"
+				f.Note = "came back with its stream's snapshot, at or after the position recorded for it"
 			} else {
 				// The reset delivers the recorded floor's next message, or
 				// the stream's first one if that one is gone.

@@ -76,13 +76,15 @@ func (k *Keeper) ImportKept(ctx context.Context, r Request, dirs []string) (*Rep
 		return fail(err)
 	}
 	rel := pointRel(r.Module, r.Local, r.Form, r.Fingerprint)
+	e := k.prepareReplace(ctx, r, rel)
+	defer e.abandon(ctx)
 	m, w, err := k.writeArchive(ctx, rel, streams, fromBackups(backups), "", 1, // its files are read one stream after the other
 		Progress{Verb: VerbImport, Module: r.Module, Local: r.Local, Step: "import", BytesTotal: size})
 	if err != nil {
 		return fail(withKind(ErrFailed, fmt.Errorf("%w, so no point was written", err)))
 	}
 	defer w.Abort()
-	return k.commitPoint(ctx, VerbImport, r, rel, m, w, nil, fail, func(p *Point) string {
+	return k.commitPoint(ctx, VerbImport, r, rel, m, w, nil, e, fail, func(p *Point) string {
 		return fmt.Sprintf("Imported restore point %s from %d nats backup director%s (%s): %d stream(s), %d message(s), %s, in %s.",
 			what, len(dirs), plural(len(dirs), "y", "ies"), strings.Join(dirs, ", "), len(p.Streams), totalMessages(p.Streams),
 			HumanBytes(p.ArchiveSize), k.abs(rel))

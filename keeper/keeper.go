@@ -375,15 +375,17 @@ func (k *Keeper) lock(ctx context.Context, verb string, r Request, streams ...st
 	}, nil
 }
 
-// streamsOf is every stream a snapshot or restore of r may touch: the kept
-// data's streams by its plan or the naming rule, and those of the point
-// (or aside) a restore names, when it can be found.
-func (k *Keeper) streamsOf(ctx context.Context, r Request) ([]string, error) {
+// streamsOf is every stream a snapshot or restore (verb) of r may touch:
+// the kept data's streams by its plan or the naming rule, and for a
+// restore those of the point (or aside) it names, when it can be found. A
+// snapshot touches only the live streams: the point it may replace is
+// set aside in the store, not on the bus, so its record is not read here.
+func (k *Keeper) streamsOf(ctx context.Context, verb string, r Request) ([]string, error) {
 	names, _, err := k.candidates(ctx, r.Module, r.Local)
 	if err != nil {
 		return nil, err
 	}
-	if r.AsideOnly || !(r.Fingerprint != "" || r.From != "") {
+	if verb != VerbRestore || r.AsideOnly || !(r.Fingerprint != "" || r.From != "") {
 		return names, nil
 	}
 	if p, _, err := k.locatePointHead(ctx, r); err == nil {

@@ -208,6 +208,11 @@ func recordJSON(v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return shapeRecord(data)
+}
+
+// shapeRecord is recordJSON of the compact JSON data.
+func shapeRecord(data []byte) ([]byte, error) {
 	if len(data) < indentBelow {
 		var b bytes.Buffer
 		b.Grow(2 * len(data))
@@ -217,4 +222,46 @@ func recordJSON(v any) ([]byte, error) {
 		data = b.Bytes()
 	}
 	return append(data, '\n'), nil
+}
+
+// pointJSON is recordJSON of p whose positions were encoded already
+// (positions, json.Marshal of p.Positions; nil: none): the point's
+// other fields, then its positions, added last.
+func pointJSON(p *Point, positions []byte) ([]byte, error) {
+	if len(p.Positions) == 0 || positions == nil {
+		return recordJSON(p)
+	}
+	c := *p
+	c.Positions = nil
+	data, err := json.Marshal(&c)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) < 2 || data[len(data)-1] != '}' {
+		return nil, fmt.Errorf("a point's record encoded as %.40q", data)
+	}
+	sep := ","
+	if len(data) == 2 {
+		sep = ""
+	}
+	data = append(append(append(data[:len(data)-1], sep+`"positions":`...), positions...), '}')
+	return shapeRecord(data)
+}
+
+// encodeAhead begins json.Marshal of the positions in the background; its
+// result is given by the returned func, which waits for it.
+func encodeAhead(positions []Position) func() ([]byte, error) {
+	type encoded struct {
+		data []byte
+		err  error
+	}
+	done := make(chan encoded, 1)
+	go func() {
+		data, err := json.Marshal(positions)
+		done <- encoded{data, err}
+	}()
+	return func() ([]byte, error) {
+		e := <-done
+		return e.data, e.err
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 )
@@ -248,25 +247,6 @@ func consumerMetadata(cfg json.RawMessage) map[string]string {
 		return nil
 	}
 	return c.Metadata
-}
-
-// positions reads where module's consumers of kept data local stand now.
-func (k *Keeper) positions(ctx context.Context, module, local string) ([]Position, error) {
-	streams, all, err := k.census(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading the positions of %s's consumers: %w", module, err)
-	}
-	o, err := k.owners(ctx, streams, module, consumerNames(all))
-	if err != nil {
-		return nil, fmt.Errorf("reading the positions of %s's consumers: %w", module, err)
-	}
-	out := []Position{}
-	for _, c := range all {
-		if o.owns(module, local, c) {
-			out = append(out, c)
-		}
-	}
-	return out, nil
 }
 
 // consumerNames are the names of the consumers of ps.

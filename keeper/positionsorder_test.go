@@ -25,12 +25,12 @@ type moveOnSnapshot struct {
 
 const censusWait = 300 * time.Millisecond
 
-func (m *moveOnSnapshot) Census(ctx context.Context) ([]string, []keeper.Position, error) {
+func (m *moveOnSnapshot) Census(ctx context.Context, skip ...string) ([]string, []keeper.Position, error) {
 	select {
 	case <-m.begun:
 	case <-time.After(censusWait):
 	}
-	return m.Bus.Census(ctx)
+	return m.Bus.Census(ctx, skip...)
 }
 
 func (m *moveOnSnapshot) Snapshot(ctx context.Context, stream string, data, meta io.WriteCloser) error {

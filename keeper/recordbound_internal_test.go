@@ -2,6 +2,7 @@ package keeper
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -42,4 +43,44 @@ func FuzzPositionsSize(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPointJSONIsRecordJSON: a point whose positions were encoded ahead
+// reads back as the point written by recordJSON, small (indented) or big
+// (compact).
+func TestPointJSONIsRecordJSON(t *testing.T) {
+	for _, n := range []int{1, 3, 400} {
+		p := &Point{Module: "m", Local: "l", Form: 2, Fingerprint: "f", Dir: "points/m/l/f2-f", PositionCount: n}
+		for i := range n {
+			p.Positions = append(p.Positions, Position{Stream: "s", Consumer: "c" + string(rune('a'+i%26)), AckFloor: uint64(i),
+				Config: json.RawMessage(`{"durable_name":"c", "ack_policy":"explicit","metadata":{"k":"<&>"},"description":"` + strings.Repeat("d", 300) + `"}`)})
+		}
+		ps, err := json.Marshal(p.Positions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pointJSON(p, ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := recordJSON(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g, w Point
+		if err := json.Unmarshal(got, &g); err != nil {
+			t.Fatalf("%d positions: pointJSON wrote %s: %v", n, got, err)
+		}
+		if err := json.Unmarshal(want, &w); err != nil {
+			t.Fatal(err)
+		}
+		gj, _ := json.Marshal(g)
+		wj, _ := json.Marshal(w)
+		if string(gj) != string(wj) {
+			t.Errorf("%d positions: pointJSON reads back as\n%s\nwant\n%s", n, gj, wj)
+		}
+		if got[1] != want[1] {
+			t.Errorf("%d positions: indented %v, recordJSON %v", n, got[1] == '\n', want[1] == '\n')
+		}
+	}
 }

@@ -23,12 +23,13 @@ const (
 	busPauseMax = 5 * time.Second
 )
 
-// snapshotArchive is writeArchive, begun again from the start (a new
-// object, the old one aborted) when it failed because the bus went away,
-// up to busTries times while ctx lasts.
-func (k *Keeper) snapshotArchive(ctx context.Context, rel string, streams []string, p Progress) (*busarchive.Manifest, store.Writer, error) {
+// snapshotArchive is writeArchive of the streams' snapshots, which reads
+// the consumers of each as it passes (pb.take), begun again from the start
+// (a new object, the old one aborted) when it failed because the bus went
+// away, up to busTries times while ctx lasts.
+func (k *Keeper) snapshotArchive(ctx context.Context, rel string, streams []string, pb *positionsBefore, p Progress) (*busarchive.Manifest, store.Writer, error) {
 	for try := 1; ; try++ {
-		m, w, err := k.writeArchive(ctx, rel, streams, k.bus.Snapshot, k.bus.ServerVersion(), k.parallel, p)
+		m, w, err := k.writeArchive(ctx, rel, streams, pb.take(k.bus.Snapshot), k.bus.ServerVersion(), k.parallel, p)
 		if err == nil || try == busTries || !errors.Is(err, ErrNoBus) || ctx.Err() != nil {
 			return m, w, err
 		}

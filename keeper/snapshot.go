@@ -25,7 +25,7 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	if err := CheckRequest(VerbSnapshot, r); err != nil {
 		return nil, err
 	}
-	streams, err := k.streamsOf(ctx, r)
+	streams, err := k.streamsOf(ctx, VerbSnapshot, r)
 	if err != nil {
 		return nil, fmt.Errorf("%s refused: %w, so nothing was done", VerbSnapshot, err)
 	}
@@ -54,15 +54,13 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 		return fail(Errorf(ErrNotFound, "no kept data %s/%s on the bus (looked for %s)", r.Module, r.Local,
 			strings.Join(looked, ", ")))
 	}
-	// Positions first: a consumer that moves during the snapshot is then a
-	// little behind, so after a restore it hears a message twice and never
-	// misses one.
-	positions, err := k.positions(ctx, r.Module, r.Local)
+	// Positions first: a consumer on another stream that moves during the
+	// snapshot is then a little behind, so after a restore it hears a
+	// message twice and never misses one. Those on the kept streams come
+	// with their snapshots (carried.go).
+	pb, err := k.readPositionsBefore(ctx, r.Module, r.Local, streamNames(live))
 	if err != nil {
 		return fail(withKind(ErrFailed, err))
-	}
-	if err := checkPositionsFit(positions, pointFile); err != nil {
-		return fail(fmt.Errorf("%w, so no point was made", err))
 	}
 
 	if err := k.checkRoom(ctx, storedBytes(live), k.spoolBound(live)); err != nil {
@@ -70,13 +68,25 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	}
 	k.hook("snapshot:room-checked") // for tests: the disk may fill from here on
 	rel := pointRel(r.Module, r.Local, r.Form, r.Fingerprint)
-	m, w, err := k.snapshotArchive(ctx, rel, streamNames(live),
+	// An earlier point of the same form and fingerprint is made ready to
+	// set aside while the snapshot runs; it is set aside only once the new
+	// archive is whole (commitPoint).
+	e := k.prepareReplace(ctx, r, rel)
+	defer e.abandon(ctx)
+	m, w, err := k.snapshotArchive(ctx, rel, streamNames(live), pb,
 		Progress{Verb: VerbSnapshot, Module: r.Module, Local: r.Local, Step: "snapshot", BytesTotal: storedBytes(live)})
 	if err != nil {
 		return fail(withKind(ErrFailed, fmt.Errorf("%w, so no point was written", err)))
 	}
 	defer w.Abort()
-	return k.commitPoint(ctx, VerbSnapshot, r, rel, m, w, positions, fail, func(p *Point) string {
+	positions, err := pb.positions(ctx, k)
+	if err != nil {
+		return fail(withKind(ErrFailed, fmt.Errorf("%w, so no point was written", err)))
+	}
+	if err := checkPositionsFit(positions, pointFile); err != nil {
+		return fail(fmt.Errorf("%w, so no point was made", err))
+	}
+	return k.commitPoint(ctx, VerbSnapshot, r, rel, m, w, positions, e, fail, func(p *Point) string {
 		return fmt.Sprintf("Took restore point %s: %d stream(s), %d message(s), %d consumer position(s), %s, in %s.",
 			what, len(p.Streams), totalMessages(p.Streams), len(positions), HumanBytes(p.ArchiveSize), k.abs(rel))
 	})
@@ -84,13 +94,14 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 
 // commitPoint commits the point whose archive w holds (written, not yet
 // committed; the caller aborts it after) at rel, for verb: the earlier
-// point of the same form and fingerprint is set aside (replaced), the
-// archive committed, then point.json, the commit mark, last; then the index
-// record, the act and the reply, whose sentence gives what was done. fail records a
-// failure's act and shapes its error. It is the one way a point is
-// committed: snapshot-kept and import take it.
+// point of the same form and fingerprint, made ready to set aside by e
+// (prepareReplace) while the archive was written, is set aside (replaced),
+// the archive committed, then point.json, the commit mark, last; then the
+// index record, the act and the reply, whose sentence gives what was done.
+// fail records a failure's act and shapes its error. It is the one way a
+// point is committed: snapshot-kept and import take it.
 func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel string, m *busarchive.Manifest, w store.Writer,
-	positions []Position, fail func(error) (*Reply, error), sentence func(*Point) string) (*Reply, error) {
+	positions []Position, e *earlier, fail func(error) (*Reply, error), sentence func(*Point) string) (*Reply, error) {
 	what := fmt.Sprintf("%s/%s f%d-%s", r.Module, r.Local, r.Form, r.Fingerprint)
 	point := &Point{
 		Module: r.Module, Local: r.Local, Form: r.Form, Fingerprint: r.Fingerprint, CatchUp: r.CatchUp,
@@ -101,14 +112,24 @@ func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel st
 		until := point.Taken.Add(time.Duration(r.KeepFor))
 		point.KeepUntil = &until
 	}
-	replaced, err := k.replaceEarlier(ctx, r, rel)
+	encoded := encodeAhead(positions) // while the earlier point is set aside and the archive committed
+	replaced, err := e.setAside(ctx)
 	if err != nil {
 		return fail(Errorf(ErrFailed, "setting the earlier point of the same form and fingerprint aside: %v, so the new point was not written and the earlier one stays in place", err))
 	}
 	info, err := w.Commit(ctx)
 	if err == nil {
 		point.ArchiveSize, point.ArchiveSum, point.Sealing = info.Size, info.Sum, k.sealingOf(w)
-		_, err = k.putJSON(ctx, recordKey(rel), point) // the commit mark, last
+		var ps, data []byte
+		if ps, err = encoded(); err == nil {
+			data, err = pointJSON(point, ps)
+		}
+		if err == nil {
+			err = checkRecordSize(recordKey(rel), data)
+		}
+		if err == nil {
+			_, err = k.putBytes(ctx, recordKey(rel), data) // the commit mark, last
+		}
 	}
 	if err != nil {
 		if replaced != nil {
@@ -137,56 +158,6 @@ func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel st
 		What: said, Outcome: "done"})
 	k.observe.Snapshotted(r.Module, r.Local, point.ArchiveSize, point.Taken)
 	return &Reply{Said: said, Point: point, Aside: replaced, Dir: k.abs(rel), CatchUp: r.CatchUp, Positions: positions}, nil
-}
-
-// replaceEarlier sets an earlier point at rel aside (reason replaced)
-// before the new point's archive is committed over it: the earlier archive
-// is copied to a new aside (a hard link or a server-side copy where the
-// store has one), its aside.json written and recorded, and only then is the
-// earlier point.json removed. So at every instant the earlier point is whole,
-// as a point or as an aside, and the new one becomes visible only with its
-// own point.json. It returns nil when there was no earlier point.
-func (k *Keeper) replaceEarlier(ctx context.Context, r Request, rel string) (*Aside, error) {
-	there, err := k.exists(ctx, recordKey(rel))
-	if err != nil || !there {
-		return nil, err
-	}
-	a := &Aside{Module: r.Module, Local: r.Local, Taken: k.now().UTC(), Caller: r.Caller,
-		Why:    "replaced by a new restore point of the same form and fingerprint",
-		Reason: ReasonReplaced, Point: rel, Streams: []StreamSum{}}
-	src := archiveKey(rel)
-	if old, err := k.loadSource(ctx, rel); err == nil {
-		a.Streams, a.Positions, a.PositionCount, a.Sealing = old.Streams, old.Positions, len(old.Positions), old.Sealing
-		src = archiveKeyOf(rel, old)
-	} else {
-		k.log.Warn("the replaced point's point.json is unreadable; it is set aside as it is", "dir", k.abs(rel), "err", err)
-		if _, err := k.store.Stat(ctx, rel+"/"+sealedName); err == nil {
-			// Encrypted, to recipients its lost record named.
-			src, a.Sealing = rel+"/"+sealedName, Sealing{Archive: sealedName, Encrypted: &Encryption{Format: "age", Recipients: []string{}}}
-		}
-	}
-	id, err := k.newAside(ctx, r.Module, r.Local)
-	if err != nil {
-		return nil, err
-	}
-	a.ID, a.Dir = id, asideRel(id)
-	dst := archiveKeyOf(a.Dir, &Point{Sealing: a.Sealing})
-	info, err := k.copyObject(ctx, src, dst)
-	if err != nil {
-		return nil, fmt.Errorf("copying its archive: %w", err)
-	}
-	a.ArchiveSize, a.ArchiveSum = info.Size, info.Sum
-	if _, err := k.putJSON(ctx, recordKey(a.Dir), a); err != nil {
-		k.store.Delete(ctx, dst)
-		return nil, fmt.Errorf("writing its aside.json: %w", err)
-	}
-	if err := k.recordAside(ctx, a); err != nil {
-		k.log.Warn("the replaced point is set aside but not recorded in the index; a restart rebuilds it", "aside", id, "err", err)
-	}
-	if err := k.store.Delete(ctx, recordKey(rel)); err != nil {
-		return a, fmt.Errorf("removing its point.json after it was set aside as %s: %w", id, err)
-	}
-	return a, nil
 }
 
 // copyObject copies one object within the store, without passing its bytes
