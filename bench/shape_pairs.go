@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -17,6 +18,7 @@ type kept struct {
 	module, local string
 	streams       []string
 	wait          time.Duration // the longest a verb is waited for (default 30 min)
+	target        float64       // keeper ÷ CLI at most for its snapshot and restore (default 1.0)
 }
 
 func (k kept) req() keeper.Request {
@@ -54,7 +56,8 @@ func (r *run) keptPairs(ctx context.Context, sr *ShapeResult, k kept) error {
 		return err
 	}
 	backup, restore := cliCommands(k.streams)
-	snap := ShapeRow{Op: "`snapshot-kept`", CLI: "`" + backup + "`", Target: 1.0}
+	target := cmp.Or(k.target, 1.0)
+	snap := ShapeRow{Op: "`snapshot-kept`", CLI: "`" + backup + "`", Target: target}
 	sr.Rows = append(sr.Rows, snap)
 	si := len(sr.Rows) - 1
 	var archive int64
@@ -84,7 +87,7 @@ func (r *run) keptPairs(ctx context.Context, sr *ShapeResult, k kept) error {
 	if err != nil {
 		return err
 	}
-	sr.Rows = append(sr.Rows, ShapeRow{Op: "`restore-kept` into an absent kept data", CLI: "`" + restore + "`", Target: 1.0})
+	sr.Rows = append(sr.Rows, ShapeRow{Op: "`restore-kept` into an absent kept data", CLI: "`" + restore + "`", Target: target})
 	ri := len(sr.Rows) - 1
 	var cliFailed, serverFailed error
 	for i := range r.cfg.Rounds {

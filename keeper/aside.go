@@ -78,15 +78,15 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 			k.removePrefix(context.WithoutCancel(ctx), rel)
 		}
 	}()
-	pb, err := k.readPositionsBefore(ctx, r.Module, r.Local, streams)
-	if err != nil {
-		return nil, nil, err
-	}
 	var live []StreamInfo
 	for _, s := range streams {
 		if si, err := k.bus.Stream(ctx, s); err == nil {
 			live = append(live, *si)
 		}
+	}
+	pb, err := k.readPositionsBefore(ctx, r.Module, r.Local, live)
+	if err != nil {
+		return nil, nil, err
 	}
 	if err := k.checkRoom(ctx, storedBytes(live), k.spoolBound(live)); err != nil {
 		return nil, nil, err

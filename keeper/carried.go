@@ -28,13 +28,25 @@ import (
 type positionsBefore struct {
 	module, local string
 	carried       []string
+	read          []string // the carried streams whose snapshots' consumers are read
 	streams       []StreamInfo
 	others        []Position
 	snapped       *snapConsumers
 }
 
-// readPositionsBefore takes the census of the bus but the carried streams.
-func (k *Keeper) readPositionsBefore(ctx context.Context, module, local string, carried []string) (*positionsBefore, error) {
+// readPositionsBefore takes the census of the bus but the carried streams,
+// live as they were just looked up. The consumers of a carried stream that
+// had none then are not read from its snapshot (reading its start takes an
+// s2 block's buffers, some 2 MiB): one made since is not recorded, as it was
+// not when the census listed every stream before the snapshot; its
+// snapshot carries it all the same.
+func (k *Keeper) readPositionsBefore(ctx context.Context, module, local string, live []StreamInfo) (*positionsBefore, error) {
+	carried, read := streamNames(live), []string{}
+	for _, s := range live {
+		if s.Consumers != 0 {
+			read = append(read, s.Name)
+		}
+	}
 	names, others, err := k.bus.Census(ctx, carried...)
 	if err != nil {
 		return nil, Errorf(ErrFailed, "reading the positions of %s's consumers: taking the census of the streams and consumers on the bus: %v", module, err)
@@ -44,7 +56,7 @@ func (k *Keeper) readPositionsBefore(ctx context.Context, module, local string, 
 	for i, n := range names {
 		streams[i] = StreamInfo{Name: n}
 	}
-	return &positionsBefore{module: module, local: local, carried: carried, streams: streams, others: others,
+	return &positionsBefore{module: module, local: local, carried: carried, read: read, streams: streams, others: others,
 		snapped: &snapConsumers{by: map[string][]busarchive.SnapshotConsumer{}}}, nil
 }
 
@@ -52,7 +64,7 @@ func (k *Keeper) readPositionsBefore(ctx context.Context, module, local string, 
 // snapshot passes, its consumers.
 func (b *positionsBefore) take(take streamSource) streamSource {
 	return func(ctx context.Context, stream string, data, meta io.WriteCloser) error {
-		if !slices.Contains(b.carried, stream) {
+		if !slices.Contains(b.read, stream) {
 			return take(ctx, stream, data, meta)
 		}
 		return b.snapped.read(ctx, stream, take, data, meta)
