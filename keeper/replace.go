@@ -19,6 +19,7 @@ type earlier struct {
 
 	// Set in the background before done closes.
 	aside *Aside // nil: there is no earlier point
+	copy  string // the key of its archive's copy
 	data  []byte // its aside.json
 	err   error
 
@@ -34,7 +35,7 @@ func (k *Keeper) prepareReplace(ctx context.Context, r Request, rel string) *ear
 	e := &earlier{k: k, done: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(e.done)
-		e.aside, e.data, e.err = k.copyEarlier(ctx, r, rel)
+		e.aside, e.copy, e.data, e.err = k.copyEarlier(ctx, r, rel)
 	}()
 	return e
 }
@@ -54,6 +55,14 @@ func (e *earlier) setAside(ctx context.Context) (*Aside, error) {
 	}
 	if a == nil {
 		return nil, nil
+	}
+	// The copy waited in the store, without a record, while the snapshot
+	// ran: a keeper whose clock is far ahead may have judged the lease on
+	// it lapsed and swept it. An aside.json over a missing archive would
+	// lose the earlier point.
+	if info, err := k.store.Stat(ctx, e.copy); err != nil || info.Size != a.ArchiveSize {
+		k.removePrefix(context.WithoutCancel(ctx), a.Dir)
+		return nil, fmt.Errorf("its archive's copy %s is no longer whole in the store (%v)", k.abs(e.copy), err)
 	}
 	if _, err := k.putBytes(ctx, recordKey(a.Dir), e.data); err != nil {
 		k.removePrefix(context.WithoutCancel(ctx), a.Dir)
@@ -86,12 +95,12 @@ func (e *earlier) abandon(ctx context.Context) {
 }
 
 // copyEarlier makes the point at rel ready to set aside: the aside it
-// becomes and that aside's aside.json, with its archive copied to the
-// aside's place. nil, nil when there is no point at rel.
-func (k *Keeper) copyEarlier(ctx context.Context, r Request, rel string) (*Aside, []byte, error) {
+// becomes, the key of its archive's copy at the aside's place, and that
+// aside's aside.json. A nil aside when there is no point at rel.
+func (k *Keeper) copyEarlier(ctx context.Context, r Request, rel string) (*Aside, string, []byte, error) {
 	there, err := k.exists(ctx, recordKey(rel))
 	if err != nil || !there {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
 	a := &Aside{Module: r.Module, Local: r.Local, Taken: k.now().UTC(), Caller: r.Caller,
 		Why:    "replaced by a new restore point of the same form and fingerprint",
@@ -111,14 +120,14 @@ func (k *Keeper) copyEarlier(ctx context.Context, r Request, rel string) (*Aside
 	}
 	id, err := k.newAside(ctx, r.Module, r.Local)
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
 	a.ID, a.Dir = id, asideRel(id)
 	dst := archiveKeyOf(a.Dir, &Point{Sealing: a.Sealing})
 	info, err := k.copyObject(ctx, src, dst)
 	if err != nil {
 		k.store.Delete(context.WithoutCancel(ctx), dst)
-		return nil, nil, fmt.Errorf("copying its archive: %w", err)
+		return nil, "", nil, fmt.Errorf("copying its archive: %w", err)
 	}
 	a.ArchiveSize, a.ArchiveSum = info.Size, info.Sum
 	if a.ArchiveSum == "" && old != nil && old.ArchiveSize == info.Size {
@@ -132,7 +141,7 @@ func (k *Keeper) copyEarlier(ctx context.Context, r Request, rel string) (*Aside
 	}
 	if err != nil {
 		k.store.Delete(context.WithoutCancel(ctx), dst)
-		return nil, nil, fmt.Errorf("making its aside.json: %w", err)
+		return nil, "", nil, fmt.Errorf("making its aside.json: %w", err)
 	}
-	return a, data, nil
+	return a, dst, data, nil
 }
