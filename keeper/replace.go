@@ -18,10 +18,10 @@ type earlier struct {
 	cancel context.CancelFunc // ends the preparation
 
 	// Set in the background before done closes.
-	aside *Aside // nil: there is no earlier point
-	copy  string // the key of its archive's copy
-	data  []byte // its aside.json
-	err   error
+	aside   *Aside // nil: there is no earlier point
+	copyKey string // the key of its archive's copy
+	data    []byte // its aside.json
+	err     error
 
 	used bool // setAside ran: nothing is left to abandon
 }
@@ -35,7 +35,7 @@ func (k *Keeper) prepareReplace(ctx context.Context, r Request, rel string) *ear
 	e := &earlier{k: k, done: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(e.done)
-		e.aside, e.copy, e.data, e.err = k.copyEarlier(ctx, r, rel)
+		e.aside, e.copyKey, e.data, e.err = k.copyEarlier(ctx, r, rel)
 	}()
 	return e
 }
@@ -60,9 +60,13 @@ func (e *earlier) setAside(ctx context.Context) (*Aside, error) {
 	// ran: a keeper whose clock is far ahead may have judged the lease on
 	// it lapsed and swept it. An aside.json over a missing archive would
 	// lose the earlier point.
-	if info, err := k.store.Stat(ctx, e.copy); err != nil || info.Size != a.ArchiveSize {
+	if info, err := k.store.Stat(ctx, e.copyKey); err != nil || info.Size != a.ArchiveSize {
+		why := fmt.Sprintf("%d bytes, not %d", info.Size, a.ArchiveSize)
+		if err != nil {
+			why = err.Error()
+		}
 		k.removePrefix(context.WithoutCancel(ctx), a.Dir)
-		return nil, fmt.Errorf("its archive's copy %s is no longer whole in the store (%v)", k.abs(e.copy), err)
+		return nil, fmt.Errorf("its archive's copy %s is no longer whole in the store (%s)", k.abs(e.copyKey), why)
 	}
 	if _, err := k.putBytes(ctx, recordKey(a.Dir), e.data); err != nil {
 		k.removePrefix(context.WithoutCancel(ctx), a.Dir)
