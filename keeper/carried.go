@@ -47,15 +47,11 @@ func (k *Keeper) readPositionsBefore(ctx context.Context, module, local string, 
 			read = append(read, s.Name)
 		}
 	}
-	names, others, err := k.bus.Census(ctx, carried...)
+	streams, others, err := k.census(ctx, carried...)
 	if err != nil {
-		return nil, Errorf(ErrFailed, "reading the positions of %s's consumers: taking the census of the streams and consumers on the bus: %v", module, err)
+		return nil, fmt.Errorf("reading the positions of %s's consumers: %w", module, err)
 	}
 	others = slices.DeleteFunc(others, func(p Position) bool { return slices.Contains(carried, p.Stream) })
-	streams := make([]StreamInfo, len(names))
-	for i, n := range names {
-		streams[i] = StreamInfo{Name: n}
-	}
 	return &positionsBefore{module: module, local: local, carried: carried, read: read, streams: streams, others: others,
 		snapped: &snapConsumers{by: map[string][]busarchive.SnapshotConsumer{}}}, nil
 }

@@ -46,10 +46,10 @@ type owners struct {
 }
 
 // census names every stream on the bus and lists every durable consumer on
-// it (Bus.Census): the streams come back by name alone, which is all the
-// ownership rules read of them.
-func (k *Keeper) census(ctx context.Context) ([]StreamInfo, []Position, error) {
-	names, consumers, err := k.bus.Census(ctx)
+// it but those of the streams of skip (Bus.Census): the streams come back by
+// name alone, which is all the ownership rules read of them.
+func (k *Keeper) census(ctx context.Context, skip ...string) ([]StreamInfo, []Position, error) {
+	names, consumers, err := k.bus.Census(ctx, skip...)
 	if err != nil {
 		return nil, nil, Errorf(ErrFailed, "taking the census of the streams and consumers on the bus: %v", err)
 	}
