@@ -340,14 +340,7 @@ func (a *Adapter) countedCensus(ctx context.Context, skip []string) ([]string, [
 		return nil, nil, false, err
 	}
 	cand := a.census.candidates(names)
-	var listed []string
-	for s := range cand {
-		if !slices.Contains(skip, s) {
-			listed = append(listed, s)
-		}
-	}
-	slices.Sort(listed)
-	ps, counts, err := a.listConsumers(ctx, listed)
+	ps, counts, err := a.listConsumers(ctx, without(slices.Sorted(maps.Keys(cand)), skip))
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -397,13 +390,17 @@ func (a *Adapter) fullCensus(ctx context.Context, skip []string) ([]string, []ke
 			with = append(with, s.Name)
 		}
 	}
-	listed := slices.DeleteFunc(slices.Clone(with), func(s string) bool { return slices.Contains(skip, s) })
-	ps, err := a.Consumers(ctx, listed)
+	ps, err := a.Consumers(ctx, without(slices.Clone(with), skip))
 	if err != nil {
 		return nil, nil, err
 	}
 	a.census.seed(names, with, mark, dropped)
 	return names, ps, nil
+}
+
+// without is streams (changed in place) less those of skip.
+func without(streams, skip []string) []string {
+	return slices.DeleteFunc(streams, func(s string) bool { return slices.Contains(skip, s) })
 }
 
 // countSkipped counts the consumers of the streams of skip that names

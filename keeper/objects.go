@@ -110,6 +110,12 @@ func (k *Keeper) putJSON(ctx context.Context, key string, v any) (store.Info, er
 	if err != nil {
 		return store.Info{}, err
 	}
+	return k.putRecord(ctx, key, data)
+}
+
+// putRecord writes a record's encoding (recordJSON, pointJSON) as the
+// object key, refusing one a keeper would not read back.
+func (k *Keeper) putRecord(ctx context.Context, key string, data []byte) (store.Info, error) {
 	if err := checkRecordSize(key, data); err != nil {
 		return store.Info{}, err
 	}

@@ -26,11 +26,19 @@ func (b *copyWaitBus) Snapshot(ctx context.Context, stream string, data, meta io
 	if !b.armed {
 		return b.Bus.Snapshot(ctx, stream, data, meta)
 	}
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !b.saw; time.Sleep(5 * time.Millisecond) {
-		copies, _ := filepath.Glob(filepath.Join(b.asides, "*", "bus.tar"))
-		b.saw = len(copies) > 0
-	}
+	b.saw = waitForCopy(b.asides)
 	return errors.New("the bus went away (injected)")
+}
+
+// waitForCopy waits, up to 10 s, for an archive in one of the aside
+// directories under asides, and reports whether one came.
+func waitForCopy(asides string) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if copies, _ := filepath.Glob(filepath.Join(asides, "*", "bus.tar")); len(copies) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // TestARetakeThatFailsLeavesTheEarlierPoint: a point taken again at the same
@@ -90,11 +98,7 @@ type holdAfterCopyBus struct {
 func (b *holdAfterCopyBus) Snapshot(ctx context.Context, stream string, data, meta io.WriteCloser) error {
 	if b.armed {
 		b.armed = false
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if copies, _ := filepath.Glob(filepath.Join(b.asides, "*", "bus.tar")); len(copies) > 0 {
-				break
-			}
-		}
+		waitForCopy(b.asides) // the test checks what is there
 		close(b.copied)
 		<-b.release
 	}

@@ -125,10 +125,7 @@ func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel st
 			data, err = pointJSON(point, ps)
 		}
 		if err == nil {
-			err = checkRecordSize(recordKey(rel), data)
-		}
-		if err == nil {
-			_, err = k.putBytes(ctx, recordKey(rel), data) // the commit mark, last
+			_, err = k.putRecord(ctx, recordKey(rel), data) // the commit mark, last
 		}
 	}
 	if err != nil {
