@@ -92,3 +92,36 @@ func SetAdvisoryLimit(a *Adapter, n int) error {
 func AwaitReplicated(ctx context.Context, a *Adapter, stream string, replicas int, lastSeq uint64) error {
 	return a.awaitReplicated(ctx, stream, replicas, restoreState{LastSeq: lastSeq})
 }
+
+// ZeroPendingCounts lists the stream's consumers as their leaders answer,
+// counts zeroed as a lagging leader counts them (the fault), and gives the
+// names wrongZeroPending finds counting a wrong 0, and the names a
+// restore's wait asks to step down when it sees that list twice.
+func ZeroPendingCounts(ctx context.Context, a *Adapter, stream string) (wrong, steppedDown []string, err error) {
+	cs, missing, err := a.consumers(ctx, stream)
+	if err != nil || len(missing) > 0 {
+		return nil, nil, fmt.Errorf("consumers of %s: %v, missing %v", stream, err, missing)
+	}
+	var info struct {
+		State struct {
+			LastSeq uint64 `json:"last_seq"`
+		} `json:"state"`
+	}
+	if err := a.requestOnce(ctx, "$JS.API.STREAM.INFO."+stream, nil, &info); err != nil {
+		return nil, nil, err
+	}
+	for i := range cs {
+		cs[i].NumPending = 0
+	}
+	if wrong, err = a.wrongZeroPending(ctx, stream, info.State.LastSeq, cs); err != nil {
+		return nil, nil, err
+	}
+	pc := &pendingCheck{stream: stream, lastSeq: info.State.LastSeq}
+	if pc.settled(ctx, a, cs) || pc.stepDowns != 0 {
+		return nil, nil, fmt.Errorf("the first look at a wrong count settled or stepped down (%d)", pc.stepDowns)
+	}
+	if pc.settled(ctx, a, cs) {
+		return nil, nil, fmt.Errorf("the second look at a wrong count settled")
+	}
+	return wrong, pc.names(), nil
+}

@@ -39,6 +39,8 @@ type rawConsumer struct {
 		Stream uint64 `json:"stream_seq"`
 	} `json:"delivered"`
 	NumAckPending int `json:"num_ack_pending"`
+	// NumPending is how many messages its leader counts still to deliver.
+	NumPending uint64 `json:"num_pending"`
 }
 
 // floor is the stream sequence the consumer has acknowledged up to. With no

@@ -1,0 +1,111 @@
+package jsbus_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/internal/natstest"
+	"github.com/nats-keeper/nats-keeper/jsbus"
+)
+
+// TestWrongZeroPendingIsFoundAndStepsDown: of a replicated stream's
+// consumers counted 0 pending (a leader that took the lead on a replica
+// still fetching the restored messages), only those with a message after
+// their delivered sequence on their filters count it wrongly; a restore's
+// wait asks their leaders to step down, and their new leaders count right.
+func TestWrongZeroPendingIsFoundAndStepsDown(t *testing.T) {
+	srvs := startCluster(t)
+	ctx := testCtx(t)
+	nc := natstest.Connect(t, srvs[0])
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := clusterAdapter(t, ctx, nc)
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "orders", Subjects: []string{"orders.>"}, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		subj := "orders.a"
+		if i%3 == 0 {
+			subj = "orders.b"
+		}
+		if _, err := js.Publish(ctx, subj, []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// b-done has read every orders.b (the last is sequence 28): it counts
+	// 0 rightly though messages follow on other subjects. all-done has
+	// read everything. fresh and half have messages waiting.
+	consume := func(name, filter string, read int) {
+		t.Helper()
+		c, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: name, FilterSubject: filter,
+			AckPolicy: jetstream.AckExplicitPolicy, Replicas: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if read == 0 {
+			return
+		}
+		msgs, err := c.Fetch(read, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range msgs.Messages() {
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		if n != read {
+			t.Fatalf("%s read %d, want %d", name, n, read)
+		}
+	}
+	consume("fresh", "", 0)
+	consume("half", "orders.a", 7)
+	consume("b-done", "orders.b", 10)
+	consume("all-done", "", 30)
+	leaders := map[string]string{}
+	for _, name := range []string{"fresh", "half"} {
+		ci, err := st.Consumer(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaders[name] = ci.CachedInfo().Cluster.Leader
+	}
+	wrong, stepped, err := jsbus.ZeroPendingCounts(ctx, a, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(wrong)
+	slices.Sort(stepped)
+	if fmt.Sprint(wrong) != "[fresh half]" || fmt.Sprint(stepped) != "[fresh half]" {
+		t.Fatalf("counting 0 wrongly: %v, stepped down: %v; want [fresh half] both", wrong, stepped)
+	}
+	want := map[string]uint64{"fresh": 30, "half": 13}
+	for name, n := range want {
+		for {
+			// A consumer between leaders does not answer.
+			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			ci, err := st.Consumer(actx, name)
+			cancel()
+			if err == nil && ci.CachedInfo().Cluster.Leader != leaders[name] && ci.CachedInfo().Cluster.Leader != "" {
+				if got := ci.CachedInfo().NumPending; got != n {
+					t.Fatalf("%s's new leader counts %d pending, want %d", name, got, n)
+				}
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("%s's leader %s did not step down: %v", name, leaders[name], err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
