@@ -13,7 +13,7 @@ import (
 // replica that fetches the restored messages from the stream's leader
 // counts again when that ends, yet a CI run saw both consumers of a
 // restored R3 stream report 0 pending where 26 and 29 waited, seconds
-// after the restore and its checks; 100 restores in a loop here did not
+// after the restore and its checks; some 300 restores here, under load, did not
 // show it again, so the server's path to it is not pinned down. The
 // messages are delivered all the same, but `nats consumer info`, a pull's
 // pending count and a KV watcher's "initial values done" read that number.
