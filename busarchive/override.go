@@ -71,6 +71,11 @@ func CapConsumerReplicas(r io.Reader, max int) io.ReadCloser {
 func capConsumers(r io.Reader, w io.Writer, most int) error {
 	in := archive.NewReader(s2.NewReader(r))
 	zw := s2.NewWriter(w)
+	// Reset stops the compressor's writer goroutine (and lets go of its
+	// blocks) on every return; Close does on success, and a return before it
+	// would leave the goroutine waiting for good, a restore that stopped
+	// early or met a bad snapshot leaking it each time.
+	defer zw.Reset(nil)
 	out := archive.NewWriter(zw)
 	buf := make([]byte, 256<<10)
 	for {

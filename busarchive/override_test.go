@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -140,4 +142,58 @@ func compact(t *testing.T, b []byte) []byte {
 	}
 	out, _ := json.Marshal(v)
 	return out
+}
+
+// TestCapConsumerReplicasLeavesNoGoroutine: a cap that ends early (its
+// reader closed after a few bytes, or a snapshot that stops decoding)
+// leaves no compressor goroutine behind, with its blocks.
+func TestCapConsumerReplicasLeavesNoGoroutine(t *testing.T) {
+	var in bytes.Buffer
+	enc := backup.NewEncoder(&in)
+	if err := enc.WriteState(1, api.StreamState{Msgs: 200, FirstSeq: 1, LastSeq: 200}); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 64<<10)
+	for seq := uint64(1); seq <= 200; seq++ {
+		r := rand.New(rand.NewPCG(seq, 1))
+		for j := range body {
+			body[j] = byte(r.Uint32())
+		}
+		if err := enc.WriteMessage(&backup.Message{Subject: "m.x", Seq: seq, Ts: 1, PayloadSize: int64(len(body)), Body: bytes.NewReader(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := enc.WriteEnd(); err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	whole := in.Bytes()
+	compressors := func() int {
+		var b strings.Builder
+		if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(b.String(), "s2.(*Writer).Reset")
+	}
+	before := compressors()
+	for i := range 3 {
+		// Closed after its first bytes: the compressor's writes fail.
+		rc := busarchive.CapConsumerReplicas(bytes.NewReader(whole), 1)
+		if _, err := io.ReadFull(rc, make([]byte, 100)); err != nil {
+			t.Fatal(err)
+		}
+		rc.Close()
+		// Cut in the middle: the snapshot stops decoding.
+		if _, err := io.ReadAll(busarchive.CapConsumerReplicas(bytes.NewReader(whole[:len(whole)/2]), 1)); err == nil {
+			t.Fatalf("round %d: a snapshot cut in half was capped without an error", i)
+		}
+	}
+	for wait := 0; compressors() > before; wait++ {
+		if wait == 100 {
+			t.Fatalf("%d compressor goroutines are left after caps that ended early (%d before)", compressors(), before)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
