@@ -52,7 +52,7 @@ func (a *Archive) CheckedStreamData(ctx context.Context, stream string) (io.Read
 		c.h = sha256.New()
 	}
 	ctx, c.cancel = context.WithCancel(ctx)
-	c.t = startHashTee(ctx, a.dataSource(ctx, loc), c.h, alignedBlock, 1)
+	c.t = startHashTee(ctx, a.dataSource(ctx, loc), c.h, 1)
 	c.side = c.t.sides[0]
 	return c, nil
 }

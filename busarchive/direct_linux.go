@@ -48,6 +48,10 @@ func openDirect(r io.ReaderAt, off, size int64) blockSource {
 	return &directSource{f: os.NewFile(uintptr(fd), "bus.tar (direct)"), pos: start, off: off, end: off + size}
 }
 
+// newBlock is a verifyBlock buffer aligned for direct reads: the size of
+// each read from the disk.
+func (s *directSource) newBlock() []byte { return alignedBlock() }
+
 func (s *directSource) fill(buf []byte) ([]byte, error) {
 	if s.pos >= s.end {
 		return nil, io.EOF

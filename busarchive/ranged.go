@@ -69,6 +69,7 @@ type errSource struct{ err error }
 
 func (s errSource) fill([]byte) ([]byte, error) { return nil, s.err }
 func (s errSource) close()                      {}
+func (s errSource) newBlock() []byte            { return nil }
 
 // Read-ahead of Open's scan: a block of scanFirstBlock bytes where a read
 // lands outside the block held, doubling up to scanMaxBlock while the reads

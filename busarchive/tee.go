@@ -23,6 +23,8 @@ type blockSource interface {
 	// holds the entry's bytes, with io.EOF when the entry ends there.
 	fill(buf []byte) ([]byte, error)
 	close()
+	// newBlock makes one of the blocks it fills.
+	newBlock() []byte
 }
 
 // hashTee reads an entry once, front to back, in a goroutine of its own, for
@@ -60,8 +62,8 @@ type teeSide struct {
 }
 
 // startHashTee starts reading src and hashing it into h, with sides other
-// consumers; newBuf makes the block buffers.
-func startHashTee(ctx context.Context, src blockSource, h hash.Hash, newBuf func() []byte, sides int) *hashTee {
+// consumers, in verifyBlocks blocks that src makes.
+func startHashTee(ctx context.Context, src blockSource, h hash.Hash, sides int) *hashTee {
 	t := &hashTee{
 		toHash: make(chan *teeBlock, verifyBlocks),
 		free:   make(chan *teeBlock, verifyBlocks), hashed: make(chan struct{}),
@@ -70,7 +72,7 @@ func startHashTee(ctx context.Context, src blockSource, h hash.Hash, newBuf func
 		t.sides = append(t.sides, &teeSide{t: t, ch: make(chan *teeBlock, verifyBlocks)})
 	}
 	for range verifyBlocks {
-		t.free <- &teeBlock{buf: newBuf()}
+		t.free <- &teeBlock{buf: src.newBlock()}
 	}
 	go t.read(ctx, src)
 	go func() {
@@ -191,6 +193,15 @@ func (t *hashTee) wait() (int64, error) {
 
 // readerSource reads blocks from an io.Reader.
 type readerSource struct{ r io.Reader }
+
+// readerBlock is the size of a readerSource's blocks: a stream such as a
+// ranged GET of a store.Object gives its bytes in reads of tens of
+// kilobytes whatever the block, so a block of verifyBlock would only hold
+// more of the heap (three of them per stream read, beside a snapshot that
+// is setting live data aside in a rollback).
+const readerBlock = 256 << 10
+
+func (s readerSource) newBlock() []byte { return make([]byte, readerBlock) }
 
 func (s readerSource) fill(buf []byte) ([]byte, error) {
 	n, err := io.ReadFull(s.r, buf)

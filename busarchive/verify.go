@@ -81,7 +81,7 @@ func (a *Archive) verifyStream(ctx context.Context, sm *StreamManifest) (StreamR
 	// s2-decoding and walking every message).
 	loc := a.entries[dataName]
 	h := newVerifyHash()
-	tee := startHashTee(ctx, a.dataSource(ctx, loc), h, alignedBlock, 1)
+	tee := startHashTee(ctx, a.dataSource(ctx, loc), h, 1)
 	dec := tee.sides[0]
 	decodeProblems := a.decode(ctx, sm, dec, dec.stopped, &rep)
 	n, err := tee.wait()
