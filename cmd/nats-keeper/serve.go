@@ -98,7 +98,7 @@ undoes any restore they left half-way.`,
 		"apply the recorded retention policies (nats-keeper policy set) this often; nothing is pruned when none is recorded (0: never)")
 	f.DurationVar(&o.AsideWarnAfter, "aside-warn-after", keeper.DefaultAsideWarnAfter,
 		"flag a set-aside copy older than this in list, and log it once a day: it waits for a person")
-	f.IntVar(&o.MemoryMiB, "memory-limit", 40, "soft limit of the keeper's Go heap in MiB, so it stays small on a busy host "+
+	f.IntVar(&o.MemoryMiB, "memory-limit", defaultMemoryMiB, "soft limit of the keeper's Go heap in MiB, so it stays small on a busy host "+
 		"(0: none; $GOMEMLIMIT wins; not applied with --embedded, whose server shares the process)")
 	f.DurationVar(&o.StopTimeout, "stop-timeout", verbs.DefaultStopTimeout,
 		"on SIGINT or SIGTERM, how long to let the verbs in flight finish before cancelling them (0: the default)")
@@ -131,6 +131,15 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	}
 	return nil, keeper.Errorf(keeper.ErrBadRequest, "--log-format %q is not text or json", format)
 }
+
+// defaultMemoryMiB is --memory-limit's default. The limit is what the Go
+// runtime's memory may reach before it collects harder; the process's RSS
+// adds the pages of the binary it has touched, 28 MiB with a directory
+// store and 31 with an s3:// one (the S3 client's code) at the peak of a
+// rollback of 1 GiB. At 40 MiB those peaks were 61-65 MiB on file and
+// 65-67 on s3, over the 64 MiB the keeper is held to; at 36 MiB 58.7 and
+// 60.3 MiB, for a rollback 1% slower on file and 6% on s3 (BENCHMARKS.md).
+const defaultMemoryMiB = 36
 
 func runServe(ctx context.Context, o serveOptions) error {
 	log, err := newLogger(o.Err, o.LogFormat, o.LogLevel)
