@@ -95,12 +95,13 @@ func AwaitReplicated(ctx context.Context, a *Adapter, stream string, replicas in
 
 // ZeroPendingCounts lists the stream's consumers as their leaders answer,
 // counts zeroed as a lagging leader counts them (the fault), and gives the
-// names wrongZeroPending finds counting a wrong 0, and the names a
-// restore's wait asks to step down when it sees that list twice.
-func ZeroPendingCounts(ctx context.Context, a *Adapter, stream string) (wrong, steppedDown []string, err error) {
+// names wrongZeroPending finds counting a wrong 0, the names a restore's
+// wait asks to step down when it sees that list twice, and whether that
+// second look ends the wait.
+func ZeroPendingCounts(ctx context.Context, a *Adapter, stream string) (wrong, asked []string, settled bool, err error) {
 	cs, missing, err := a.consumers(ctx, stream)
 	if err != nil || len(missing) > 0 {
-		return nil, nil, fmt.Errorf("consumers of %s: %v, missing %v", stream, err, missing)
+		return nil, nil, false, fmt.Errorf("consumers of %s: %v, missing %v", stream, err, missing)
 	}
 	var info struct {
 		State struct {
@@ -108,20 +109,22 @@ func ZeroPendingCounts(ctx context.Context, a *Adapter, stream string) (wrong, s
 		} `json:"state"`
 	}
 	if err := a.requestOnce(ctx, "$JS.API.STREAM.INFO."+stream, nil, &info); err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	for i := range cs {
 		cs[i].NumPending = 0
 	}
-	if wrong, err = a.wrongZeroPending(ctx, stream, info.State.LastSeq, cs); err != nil {
-		return nil, nil, err
+	found, err := a.wrongZeroPending(ctx, stream, info.State.LastSeq, cs)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	for _, w := range found {
+		wrong = append(wrong, w.name)
 	}
 	pc := &pendingCheck{stream: stream, lastSeq: info.State.LastSeq}
 	if pc.settled(ctx, a, cs) || pc.stepDowns != 0 {
-		return nil, nil, fmt.Errorf("the first look at a wrong count settled or stepped down (%d)", pc.stepDowns)
+		return nil, nil, false, fmt.Errorf("the first look at a wrong count settled or stepped down (%d)", pc.stepDowns)
 	}
-	if pc.settled(ctx, a, cs) {
-		return nil, nil, fmt.Errorf("the second look at a wrong count settled")
-	}
-	return wrong, pc.names(), nil
+	settled = pc.settled(ctx, a, cs)
+	return wrong, pc.asked, settled, nil
 }

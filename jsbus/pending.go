@@ -41,11 +41,16 @@ type pendingCheck struct {
 	lastSeq   uint64
 	suspects  map[string]bool
 	stepDowns int
+	asked     []string // the consumers asked to step down, in order
 }
 
-// settled reports whether no consumer of cs counts a wrong 0, asking those
-// found so at two looks in a row to step down. An error of the bus is
-// taken as settled: the count is a nicety the restore does not fail for.
+// settled reports whether the restore's wait may end as far as the counts
+// go: no consumer of cs counts a wrong 0, or nothing more is to be done
+// about those that do. A consumer found so at two looks in a row is asked
+// to step down; once pendingStepDowns were asked, or for a consumer of one
+// replica (no other can lead it) or one whose step-down fails, the wait
+// ends with a warning. An error of the bus ends it too: the count is a nicety the
+// restore does not fail for.
 func (p *pendingCheck) settled(ctx context.Context, a *Adapter, cs []rawConsumer) bool {
 	wrong, err := a.wrongZeroPending(ctx, p.stream, p.lastSeq, cs)
 	if err != nil {
@@ -58,15 +63,34 @@ func (p *pendingCheck) settled(ctx context.Context, a *Adapter, cs []rawConsumer
 	}
 	seen := p.suspects
 	p.suspects = map[string]bool{}
-	for _, name := range wrong {
-		p.suspects[name] = true
-		if !seen[name] || p.stepDowns >= pendingStepDowns {
-			continue
+	for _, w := range wrong {
+		p.suspects[w.name] = true
+	}
+	for _, w := range wrong {
+		name := w.name
+		if !seen[name] {
+			continue // looked at again after a pause first
+		}
+		if w.replicas == 1 {
+			a.log.Warn("a restored consumer of one replica counts no message pending though some wait for it; no other replica can lead it and count afresh, and its messages are delivered all the same",
+				"stream", p.stream, "consumer", name)
+			return true
+		}
+		if p.stepDowns >= pendingStepDowns {
+			a.log.Warn("restored consumers still count no message pending though some wait for them; their messages are delivered all the same",
+				"stream", p.stream, "consumers", p.names(), "step-downs", p.stepDowns)
+			return true
 		}
 		p.stepDowns++
 		err := a.requestOnce(ctx, "$JS.API.CONSUMER.LEADER.STEPDOWN."+p.stream+"."+name, nil, &struct{}{})
-		a.log.Info("a restored consumer counts no message pending though some wait; its leader was asked to step down",
-			"stream", p.stream, "consumer", name, "err", err)
+		if err != nil {
+			a.log.Warn("a restored consumer counts no message pending though some wait for it, and its leader could not step down; its messages are delivered all the same",
+				"stream", p.stream, "consumer", name, "err", err)
+			return true
+		}
+		p.asked = append(p.asked, name)
+		a.log.Info("a restored consumer counted no message pending though some wait for it; its leader was asked to step down",
+			"stream", p.stream, "consumer", name)
 	}
 	return false
 }
@@ -80,11 +104,11 @@ func (p *pendingCheck) names() []string {
 	return out
 }
 
-// wrongZeroPending names the consumers of cs that count no message
-// pending while a message after their delivered sequence matches their
-// filters, checking at most pendingChecks of them.
-func (a *Adapter) wrongZeroPending(ctx context.Context, stream string, lastSeq uint64, cs []rawConsumer) ([]string, error) {
-	var wrong []string
+// wrongZeroPending gives the consumers of cs that count no message pending
+// while a message after their delivered sequence matches their filters,
+// checking at most pendingChecks of them.
+func (a *Adapter) wrongZeroPending(ctx context.Context, stream string, lastSeq uint64, cs []rawConsumer) ([]wrongCount, error) {
+	var wrong []wrongCount
 	checked := 0
 	for _, c := range cs {
 		if c.NumPending != 0 || c.Delivered.Stream >= lastSeq {
@@ -93,16 +117,16 @@ func (a *Adapter) wrongZeroPending(ctx context.Context, stream string, lastSeq u
 		if checked++; checked > pendingChecks {
 			break
 		}
-		filters, ok := filtersOf(c.Config)
+		cfg, ok := countConfigOf(c.Config)
 		if !ok {
 			continue
 		}
-		found, err := a.messageAfter(ctx, stream, c.Delivered.Stream, filters)
+		found, err := a.messageAfter(ctx, stream, c.Delivered.Stream, cfg.filters())
 		if err != nil {
 			return nil, err
 		}
 		if found {
-			wrong = append(wrong, c.Name)
+			wrong = append(wrong, wrongCount{name: c.Name, replicas: cfg.Replicas})
 		}
 	}
 	return wrong, nil
@@ -129,18 +153,30 @@ func (a *Adapter) messageAfter(ctx context.Context, stream string, seq uint64, s
 	return false, nil
 }
 
-// filtersOf is a consumer configuration's filter subjects, and whether the
-// configuration decoded.
-func filtersOf(cfg json.RawMessage) ([]string, bool) {
-	var c struct {
-		Filter  string   `json:"filter_subject"`
-		Filters []string `json:"filter_subjects"`
-	}
-	if json.Unmarshal(cfg, &c) != nil {
-		return nil, false
-	}
+// wrongCount is a consumer found counting a wrong 0, and its own replicas
+// (0: its stream's).
+type wrongCount struct {
+	name     string
+	replicas int
+}
+
+// countConfig is the part of a consumer configuration the check reads.
+type countConfig struct {
+	Filter   string   `json:"filter_subject"`
+	Filters  []string `json:"filter_subjects"`
+	Replicas int      `json:"num_replicas"`
+}
+
+// countConfigOf decodes it, and says whether it decoded.
+func countConfigOf(cfg json.RawMessage) (countConfig, bool) {
+	var c countConfig
+	return c, json.Unmarshal(cfg, &c) == nil
+}
+
+// filters is the consumer's filter subjects.
+func (c countConfig) filters() []string {
 	if c.Filter != "" {
-		return append(c.Filters, c.Filter), true
+		return append(c.Filters, c.Filter)
 	}
-	return c.Filters, true
+	return c.Filters
 }

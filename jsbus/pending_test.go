@@ -80,14 +80,14 @@ func TestWrongZeroPendingIsFoundAndStepsDown(t *testing.T) {
 		}
 		leaders[name] = ci.CachedInfo().Cluster.Leader
 	}
-	wrong, stepped, err := jsbus.ZeroPendingCounts(ctx, a, "orders")
+	wrong, asked, settled, err := jsbus.ZeroPendingCounts(ctx, a, "orders")
 	if err != nil {
 		t.Fatal(err)
 	}
 	slices.Sort(wrong)
-	slices.Sort(stepped)
-	if fmt.Sprint(wrong) != "[fresh half]" || fmt.Sprint(stepped) != "[fresh half]" {
-		t.Fatalf("counting 0 wrongly: %v, stepped down: %v; want [fresh half] both", wrong, stepped)
+	slices.Sort(asked)
+	if fmt.Sprint(wrong) != "[fresh half]" || fmt.Sprint(asked) != "[fresh half]" || settled {
+		t.Fatalf("counting 0 wrongly: %v, asked to step down: %v, settled %v; want [fresh half] both, not settled", wrong, asked, settled)
 	}
 	want := map[string]uint64{"fresh": 30, "half": 13}
 	for name, n := range want {
@@ -107,5 +107,25 @@ func TestWrongZeroPendingIsFoundAndStepsDown(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+	}
+	// A consumer of one replica has no other to lead it: it is not asked
+	// to step down, and the wait ends rather than looking until its
+	// timeout.
+	solo, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "solo", Subjects: []string{"solo.>"}, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "solo.a", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := solo.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "one", AckPolicy: jetstream.AckExplicitPolicy, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	wrong, asked, settled, err = jsbus.ZeroPendingCounts(ctx, a, "solo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(wrong) != "[one]" || len(asked) != 0 || !settled {
+		t.Fatalf("an R1 consumer counting 0 wrongly: %v, asked to step down: %v, settled %v; want [one], none, settled", wrong, asked, settled)
 	}
 }
