@@ -47,9 +47,10 @@ type pendingCheck struct {
 // settled reports whether the restore's wait may end as far as the counts
 // go: no consumer of cs counts a wrong 0, or nothing more is to be done
 // about those that do. A consumer found so at two looks in a row is asked
-// to step down; once pendingStepDowns were asked, or for a consumer of one
-// replica (no other can lead it) or one whose step-down fails, the wait
-// ends with a warning. An error of the bus ends it too: the count is a nicety the
+// to step down; a consumer of one replica is not (no other can lead it, and
+// the server takes its step-down and gives it the same leader back), and
+// once only such are left, pendingStepDowns were asked, or a step-down
+// fails, the wait ends with a warning. An error of the bus ends it too: the count is a nicety the
 // restore does not fail for.
 func (p *pendingCheck) settled(ctx context.Context, a *Adapter, cs []rawConsumer) bool {
 	wrong, err := a.wrongZeroPending(ctx, p.stream, p.lastSeq, cs)
@@ -66,15 +67,19 @@ func (p *pendingCheck) settled(ctx context.Context, a *Adapter, cs []rawConsumer
 	for _, w := range wrong {
 		p.suspects[w.name] = true
 	}
+	helpable := false
 	for _, w := range wrong {
 		name := w.name
+		if w.replicas == 1 {
+			if seen[name] {
+				a.log.Warn("a restored consumer of one replica counts no message pending though some wait for it; no other replica can lead it and count afresh, and its messages are delivered all the same",
+					"stream", p.stream, "consumer", name)
+			}
+			continue
+		}
+		helpable = true
 		if !seen[name] {
 			continue // looked at again after a pause first
-		}
-		if w.replicas == 1 {
-			a.log.Warn("a restored consumer of one replica counts no message pending though some wait for it; no other replica can lead it and count afresh, and its messages are delivered all the same",
-				"stream", p.stream, "consumer", name)
-			return true
 		}
 		if p.stepDowns >= pendingStepDowns {
 			a.log.Warn("restored consumers still count no message pending though some wait for them; their messages are delivered all the same",
@@ -92,7 +97,9 @@ func (p *pendingCheck) settled(ctx context.Context, a *Adapter, cs []rawConsumer
 		a.log.Info("a restored consumer counted no message pending though some wait for it; its leader was asked to step down",
 			"stream", p.stream, "consumer", name)
 	}
-	return false
+	// Consumers of one replica alone are left as they are, once they were
+	// looked at twice.
+	return !helpable && len(seen) > 0
 }
 
 // names is the consumers still counting a wrong 0, for a log line.
