@@ -25,10 +25,11 @@ func startCluster(t *testing.T) []*server.Server {
 	return natstest.Cluster(t, "keeper", 3)
 }
 
-// TestClusterSnapshotRestoreKeepsReplicas takes R3 streams' snapshots through
-// one node, removes the streams, restores them and sets a position back: the
-// streams come back with three replicas and exactly their content.
-func TestClusterSnapshotRestoreKeepsReplicas(t *testing.T) {
+// clusterBus starts a three-node cluster and gives its servers, the test's
+// context, a JetStream client through the first server and an R3 adapter
+// on the same connection.
+func clusterBus(t *testing.T) ([]*server.Server, context.Context, jetstream.JetStream, *jsbus.Adapter) {
+	t.Helper()
 	srvs := startCluster(t)
 	ctx := testCtx(t)
 	nc := natstest.Connect(t, srvs[0])
@@ -36,7 +37,14 @@ func TestClusterSnapshotRestoreKeepsReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := clusterAdapter(t, ctx, nc)
+	return srvs, ctx, js, clusterAdapter(t, ctx, nc)
+}
+
+// TestClusterSnapshotRestoreKeepsReplicas takes R3 streams' snapshots through
+// one node, removes the streams, restores them and sets a position back: the
+// streams come back with three replicas and exactly their content.
+func TestClusterSnapshotRestoreKeepsReplicas(t *testing.T) {
+	_, ctx, js, a := clusterBus(t)
 	if err := sample.Create(ctx, js, "billing", "ledger", sample.Replicas(3)); err != nil {
 		t.Fatal(err)
 	}

@@ -9,24 +9,16 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 )
 
 // TestWrongZeroPendingIsFoundAndStepsDown: of a replicated stream's
-// consumers counted 0 pending (a leader that took the lead on a replica
-// still fetching the restored messages), only those with a message after
+// consumers counted 0 pending (as a CI run saw two restored R3 consumers
+// count), only those with a message after
 // their delivered sequence on their filters count it wrongly; a restore's
 // wait asks their leaders to step down, and their new leaders count right.
 func TestWrongZeroPendingIsFoundAndStepsDown(t *testing.T) {
-	srvs := startCluster(t)
-	ctx := testCtx(t)
-	nc := natstest.Connect(t, srvs[0])
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := clusterAdapter(t, ctx, nc)
+	_, ctx, js, a := clusterBus(t)
 	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "orders", Subjects: []string{"orders.>"}, Replicas: 3})
 	if err != nil {
 		t.Fatal(err)

@@ -20,14 +20,7 @@ import (
 // others held it), is a restore the bus cut short (keeper.ErrNoBus), so
 // that the executor removes the stream and restores it again.
 func TestClusterRestoredStreamNotOnAMajority(t *testing.T) {
-	srvs := startCluster(t)
-	ctx := testCtx(t)
-	nc := natstest.Connect(t, srvs[0])
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := clusterAdapter(t, ctx, nc)
+	srvs, ctx, js, a := clusterBus(t)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "held", Subjects: []string{"held"}, Replicas: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +38,7 @@ func TestClusterRestoredStreamNotOnAMajority(t *testing.T) {
 	if took := time.Since(began); took < 500*time.Millisecond {
 		t.Errorf("the replicas were counted after %s, before any could answer 0.5 s after the restore", took)
 	}
-	err = jsbus.AwaitReplicated(ctx, a, "held", 3, 9)
+	err := jsbus.AwaitReplicated(ctx, a, "held", 3, 9)
 	if !errors.Is(err, keeper.ErrNoBus) || !strings.Contains(err.Error(), "which holds it up to sequence 5 and not 9") {
 		t.Fatalf("a leader holding less than the restore ended with: %v; want an error wrapping ErrNoBus that says so", err)
 	}
