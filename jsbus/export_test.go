@@ -103,11 +103,7 @@ func ZeroPendingCounts(ctx context.Context, a *Adapter, stream string) (wrong, a
 	if err != nil || len(missing) > 0 {
 		return nil, nil, false, fmt.Errorf("consumers of %s: %v, missing %v", stream, err, missing)
 	}
-	var info struct {
-		State struct {
-			LastSeq uint64 `json:"last_seq"`
-		} `json:"state"`
-	}
+	var info replicatedInfo
 	if err := a.requestOnce(ctx, "$JS.API.STREAM.INFO."+stream, nil, &info); err != nil {
 		return nil, nil, false, err
 	}
@@ -122,8 +118,8 @@ func ZeroPendingCounts(ctx context.Context, a *Adapter, stream string) (wrong, a
 		wrong = append(wrong, w.name)
 	}
 	pc := &pendingCheck{stream: stream, lastSeq: info.State.LastSeq}
-	if pc.settled(ctx, a, cs) || pc.stepDowns != 0 {
-		return nil, nil, false, fmt.Errorf("the first look at a wrong count settled or stepped down (%d)", pc.stepDowns)
+	if pc.settled(ctx, a, cs) || len(pc.asked) != 0 {
+		return nil, nil, false, fmt.Errorf("the first look at a wrong count settled or asked %v to step down", pc.asked)
 	}
 	settled = pc.settled(ctx, a, cs)
 	return wrong, pc.asked, settled, nil

@@ -34,14 +34,13 @@ const pendingStepDowns = 6
 const pendingChecks = 64
 
 // pendingCheck is what the restore's wait keeps between looks: the
-// consumers found counting none pending at the last look, and the
-// step-downs asked so far.
+// consumers found counting none pending at the last look, and those asked
+// to step down so far, in order.
 type pendingCheck struct {
-	stream    string
-	lastSeq   uint64
-	suspects  map[string]bool
-	stepDowns int
-	asked     []string // the consumers asked to step down, in order
+	stream   string
+	lastSeq  uint64
+	suspects map[string]bool
+	asked    []string
 }
 
 // settled reports whether the restore's wait may end as far as the counts
@@ -50,8 +49,8 @@ type pendingCheck struct {
 // to step down; a consumer of one replica is not (no other can lead it, and
 // the server takes its step-down and gives it the same leader back), and
 // once only such are left, pendingStepDowns were asked, or a step-down
-// fails, the wait ends with a warning. An error of the bus ends it too: the count is a nicety the
-// restore does not fail for.
+// fails, the wait ends with a warning. An error of the bus ends it too:
+// the count is a nicety the restore does not fail for.
 func (p *pendingCheck) settled(ctx context.Context, a *Adapter, cs []rawConsumer) bool {
 	wrong, err := a.wrongZeroPending(ctx, p.stream, p.lastSeq, cs)
 	if err != nil {
@@ -67,26 +66,21 @@ func (p *pendingCheck) settled(ctx context.Context, a *Adapter, cs []rawConsumer
 	for _, w := range wrong {
 		p.suspects[w.name] = true
 	}
-	helpable := false
+	var single []string // of one replica: a step-down cannot help them
 	for _, w := range wrong {
 		name := w.name
 		if w.replicas == 1 {
-			if seen[name] {
-				a.log.Warn("a restored consumer of one replica counts no message pending though some wait for it; no other replica can lead it and count afresh, and its messages are delivered all the same",
-					"stream", p.stream, "consumer", name)
-			}
+			single = append(single, name)
 			continue
 		}
-		helpable = true
 		if !seen[name] {
 			continue // looked at again after a pause first
 		}
-		if p.stepDowns >= pendingStepDowns {
+		if len(p.asked) >= pendingStepDowns {
 			a.log.Warn("restored consumers still count no message pending though some wait for them; their messages are delivered all the same",
-				"stream", p.stream, "consumers", p.names(), "step-downs", p.stepDowns)
+				"stream", p.stream, "consumers", p.names(), "step-downs", len(p.asked))
 			return true
 		}
-		p.stepDowns++
 		err := a.requestOnce(ctx, "$JS.API.CONSUMER.LEADER.STEPDOWN."+p.stream+"."+name, nil, &struct{}{})
 		if err != nil {
 			a.log.Warn("a restored consumer counts no message pending though some wait for it, and its leader could not step down; its messages are delivered all the same",
@@ -99,7 +93,12 @@ func (p *pendingCheck) settled(ctx context.Context, a *Adapter, cs []rawConsumer
 	}
 	// Consumers of one replica alone are left as they are, once they were
 	// looked at twice.
-	return !helpable && len(seen) > 0
+	if len(single) < len(wrong) || len(seen) == 0 {
+		return false
+	}
+	a.log.Warn("restored consumers of one replica count no message pending though some wait for them; no other replica can lead them and count afresh, and their messages are delivered all the same",
+		"stream", p.stream, "consumers", single)
+	return true
 }
 
 // names is the consumers still counting a wrong 0, for a log line.
