@@ -163,9 +163,10 @@ func (r *run) subRun(ctx context.Context, name string) (*run, error) {
 		}
 	}
 	s := &run{cfg: r.cfg, work: work, env: r.env, nats: r.nats, prof: r.prof, res: &Result{Config: r.cfg}}
-	// The parent removes the directory, and its own keeper's log is the one
+	// The parent removes the directory (unless -keep, when the shape's
+	// keeper's log is left in it too), and its own keeper's log is the one
 	// written beside the profiles; the profiler (s.prof) is the parent's.
-	s.cfg.Keep, s.cfg.Perf = false, ""
+	s.cfg.Perf = ""
 	serverBin, err := tools.NatsServerPath(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("install nats-server: %w", err)
