@@ -83,6 +83,8 @@ type Adapter struct {
 	starts chan struct{}
 	// restoring counts the restores in flight, for lane.
 	restoring atomic.Int32
+	// markers are the delete markers of the leases it released (Create).
+	markers markers
 }
 
 type options struct {

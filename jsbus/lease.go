@@ -5,18 +5,42 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
 // Create sets key only if it holds no value, for leases.
+//
+// A key this adapter removed (DeleteRev) is set again in one request, over
+// the delete marker it wrote: jetstream's Create takes three for a key that
+// holds a delete marker (a write expecting none, a read of the marker, a
+// write expecting it), and every verb takes two leases or more.
 func (a *Adapter) Create(ctx context.Context, key string, value []byte) (uint64, error) {
 	var rev uint64
 	tries := 0
+	marker, overMarker := a.markers.take(key)
 	err := a.retry(ctx, "create "+key, func(ctx context.Context) (err error) {
 		tries++
+		if overMarker {
+			rev, err = a.kv.Update(ctx, key, value, marker)
+			if !isWrongRevision(err) {
+				return err
+			}
+			// Written since: by an earlier try whose answer was lost, or
+			// by another keeper. The general way from now on.
+			overMarker = false
+			if tries > 1 {
+				if cur, r, gerr := a.getRev(ctx, key); gerr == nil && bytes.Equal(cur, value) {
+					rev = r
+					return nil
+				}
+			}
+		}
 		rev, err = a.kv.Create(ctx, key, value)
 		if errors.Is(err, jetstream.ErrKeyExists) && tries > 1 {
 			// An earlier try whose answer was lost may have made it.
@@ -91,7 +115,10 @@ func (a *Adapter) DeleteRev(ctx context.Context, key string, rev uint64) error {
 	tries := 0
 	err := a.retry(ctx, "remove "+key, func(ctx context.Context) error {
 		tries++
-		err := a.kv.Delete(ctx, key, jetstream.LastRevision(rev))
+		marker, err := a.deleteMarker(ctx, key, rev)
+		if err == nil {
+			a.markers.put(key, marker)
+		}
 		if isWrongRevision(err) && tries > 1 {
 			// An earlier try whose answer was lost may have removed it.
 			if _, _, gerr := a.getRev(ctx, key); errors.Is(gerr, jetstream.ErrKeyNotFound) {
@@ -110,12 +137,61 @@ func (a *Adapter) DeleteRev(ctx context.Context, key string, rev uint64) error {
 	}
 }
 
-// isWrongRevision tells the server's "wrong last sequence" answer (10071)
-// apart from other failures.
+// isWrongRevision tells the server's "wrong last sequence" answers apart
+// from other failures: 10071, and 10164, which a replicated index gives
+// when another write of the same key is still being agreed on (two keepers
+// taking one lease at once).
 func isWrongRevision(err error) bool {
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
 		return true
 	}
-	return errors.Is(err, jetstream.ErrKeyExists)
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
+}
+
+// deleteMarker is one try of removing key at revision rev, as jetstream's
+// Delete with LastRevision does (a delete marker, written only if key's last
+// revision is rev), returning the marker's own revision.
+func (a *Adapter) deleteMarker(ctx context.Context, key string, rev uint64) (uint64, error) {
+	m := nats.NewMsg("$KV." + a.cfg.bucket + "." + key)
+	m.Header.Set("KV-Operation", "DEL")
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
+	ack, err := a.js.PublishMsg(ctx, m)
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// maxMarkers bounds the delete markers an adapter remembers: far more keys
+// than the leases of the verbs a keeper runs at once.
+const maxMarkers = 4096
+
+// markers are the delete markers this adapter wrote over leases it
+// released, by key: the revision a key holds if no one wrote it since.
+type markers struct {
+	mu  sync.Mutex
+	rev map[string]uint64
+}
+
+// put notes that key's last revision is rev, a delete marker this adapter
+// wrote. When the map is full it is emptied first: a key it forgot is
+// created the general way.
+func (m *markers) put(key string, rev uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rev == nil || len(m.rev) >= maxMarkers {
+		m.rev = map[string]uint64{}
+	}
+	m.rev[key] = rev
+}
+
+// take returns and forgets the marker noted for key.
+func (m *markers) take(key string) (uint64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rev, ok := m.rev[key]
+	delete(m.rev, key)
+	return rev, ok
 }
