@@ -87,8 +87,10 @@ func (k *Keeper) owners(ctx context.Context, streams []StreamInfo, module string
 	}
 	// The longer modules that could own a consumer by its name, not yet
 	// known by a stream or a plan: only the index's points and asides
-	// can make them known.
-	var probe []string
+	// can make them known. Past maxProbes of them the index is listed
+	// whole, so the names are not looked at further.
+	longer := map[string]bool{}
+names:
 	for _, name := range names {
 		if !fitsModule(module, name) {
 			continue
@@ -97,17 +99,23 @@ func (k *Keeper) owners(ctx context.Context, streams []StreamInfo, module string
 			if i < len(name) && name[i] != '_' && name[i] != '-' {
 				continue
 			}
-			if x := name[:i]; !o.known[x] && ValidName("module", x) == nil {
-				probe = append(probe, "point."+x+".", "aside."+x+".")
+			if x := name[:i]; !o.known[x] && !longer[x] && ValidName("module", x) == nil {
+				if longer[x] = true; len(longer) > maxProbes {
+					break names
+				}
 			}
 		}
 	}
-	if len(probe) == 0 {
+	if len(longer) == 0 {
 		return o, nil
 	}
-	slices.Sort(probe)
-	if probe = slices.Compact(probe); len(probe) > 2*maxProbes {
-		probe = []string{"point.", "aside."}
+	probe := []string{"point.", "aside."}
+	if len(longer) <= maxProbes {
+		probe = probe[:0]
+		for x := range longer {
+			probe = append(probe, "point."+x+".", "aside."+x+".")
+		}
+		slices.Sort(probe)
 	}
 	keys, err := k.keysUnder(ctx, probe)
 	if err != nil {

@@ -1,6 +1,7 @@
 package keeper_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -193,32 +194,47 @@ func TestSiblingKeptDataKeepTheirConsumers(t *testing.T) {
 
 // TestLongerModuleKnownByItsPointAlone: billing-eu has a restore point but
 // nothing on the bus any more; its consumer billing-eu_tail is still not
-// billing's, so billing's point does not record it.
+// billing's, so billing's point does not record it. So too when billing's
+// consumers name more longer modules than are asked about one by one
+// (maxProbes, 64), and the index is listed whole instead.
 func TestLongerModuleKnownByItsPointAlone(t *testing.T) {
-	e := newEnv(t)
-	if _, err := e.js.CreateKeyValue(e.ctx, jetstream.KeyValueConfig{Bucket: "billing-eu_cfg"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.k.SnapshotKept(e.ctx, keeper.Request{Module: "billing-eu", Local: "cfg", Form: 1, Fingerprint: "x"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.js.DeleteKeyValue(e.ctx, "billing-eu_cfg"); err != nil {
-		t.Fatal(err)
-	}
-	shared, err := e.js.Stream(e.ctx, sample.SharedStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"billing-eu_tail", "billing-east"} {
-		if _, err := shared.CreateConsumer(e.ctx, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	recorded := map[string]bool{}
-	for _, p := range e.snapshot(1, "fp").Point.Positions {
-		recorded[p.Consumer] = true
-	}
-	if recorded["billing-eu_tail"] || !recorded["billing-east"] || !recorded[e.names.Events] {
-		t.Errorf("billing's point records %v; want billing-east and %s, and not billing-eu_tail (billing-eu has a point)", recorded, e.names.Events)
+	for _, extra := range []int{0, 70} {
+		t.Run(fmt.Sprintf("%d more consumers", extra), func(t *testing.T) {
+			e := newEnv(t)
+			if _, err := e.js.CreateKeyValue(e.ctx, jetstream.KeyValueConfig{Bucket: "billing-eu_cfg"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.k.SnapshotKept(e.ctx, keeper.Request{Module: "billing-eu", Local: "cfg", Form: 1, Fingerprint: "x"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.js.DeleteKeyValue(e.ctx, "billing-eu_cfg"); err != nil {
+				t.Fatal(err)
+			}
+			shared, err := e.js.Stream(e.ctx, sample.SharedStream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := []string{"billing-eu_tail", "billing-east"}
+			for i := range extra {
+				names = append(names, fmt.Sprintf("billing_x%02d", i))
+			}
+			for _, name := range names {
+				if _, err := shared.CreateConsumer(e.ctx, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			recorded := map[string]bool{}
+			for _, p := range e.snapshot(1, "fp").Point.Positions {
+				recorded[p.Consumer] = true
+			}
+			if recorded["billing-eu_tail"] || !recorded["billing-east"] || !recorded[e.names.Events] {
+				t.Errorf("billing's point records %v; want billing-east and %s, and not billing-eu_tail (billing-eu has a point)", recorded, e.names.Events)
+			}
+			for _, name := range names[2:] {
+				if !recorded[name] {
+					t.Errorf("billing's point does not record %s", name)
+				}
+			}
+		})
 	}
 }
