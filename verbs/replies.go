@@ -30,8 +30,14 @@ func (s *Service) replyBound() int {
 func (s *Service) respond(req *request, verb string, reply *keeper.Reply, log *slog.Logger) {
 	bound := s.replyBound()
 	shaped := keeper.BoundReply(verb, reply, bound)
-	if shaped.Cut != nil {
-		log.Warn("the reply was over the connection's max payload and was cut", "bytes", shaped.Cut.Bytes, "max", bound, "short", shaped.Cut.Short)
+	// A cut reply is the reply working as documented (a module of 2,000
+	// consumers gets one every time): information; one cut to the short
+	// reply lost what the caller asked for: a warning.
+	switch {
+	case shaped.Cut != nil && shaped.Cut.Short:
+		log.Warn("the reply was over the connection's max payload even when cut; the short reply was sent", "bytes", shaped.Cut.Bytes, "max", bound)
+	case shaped.Cut != nil:
+		log.Info("the reply was over the connection's max payload and was cut", "bytes", shaped.Cut.Bytes, "max", bound)
 	}
 	body, err := json.Marshal(shaped)
 	if err == nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,10 +35,11 @@ func manyPositions(n int) *keeper.Reply {
 // timeout). The engine is told the bound, read from the connection.
 func TestAReplyOverTheMaxPayloadArrivesCut(t *testing.T) {
 	var bound int
+	logs := &lockedLog{}
 	nc, _ := startFake(t, func(ctx context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
 		bound, _ = keeper.ReplyBound(ctx)
 		return manyPositions(2000), nil
-	})
+	}, WithLogger(logs.logger()))
 	whole, _ := json.Marshal(manyPositions(2000))
 	if int64(len(whole)) <= nc.MaxPayload() {
 		t.Fatalf("the reply is %d bytes, not over the max payload %d: the test proves nothing", len(whole), nc.MaxPayload())
@@ -74,17 +76,43 @@ func TestAReplyOverTheMaxPayloadArrivesCut(t *testing.T) {
 	if rep.Aside == nil || rep.Aside.ID != "billing.ledger.20260101T000000" || rep.CatchUp != "migrate" {
 		t.Errorf("the cut reply lost the aside id or catch-up: %+v %q", rep.Aside, rep.CatchUp)
 	}
+	// A cut reply is the reply working as documented: no warning.
+	if got := logs.String(); !strings.Contains(got, `level=INFO msg="the reply was over the connection's max payload and was cut"`) || strings.Contains(got, "level=WARN") {
+		t.Errorf("the keeper's log of a cut reply, want it at INFO and no WARN:\n%s", got)
+	}
 }
+
+// lockedLog is a text log the service may write from its handlers while
+// the test reads it.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *lockedLog) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
 // A reply that is over the max payload even cut (here, its sentence alone)
 // reaches the caller as a short reply that says the verb was done and names
 // what it made.
 func TestAReplyThatCannotBeCutArrivesShort(t *testing.T) {
+	logs := &lockedLog{}
 	nc, _ := startFake(t, func(ctx context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
 		rep := manyPositions(3)
 		rep.Said = strings.Repeat("a very long sentence ", 100_000)
 		return rep, nil
-	}, WithLogger(slog.New(slog.DiscardHandler)))
+	}, WithLogger(logs.logger()))
 	c := NewClient(nc, WithTimeout(time.Minute))
 	rep, err := c.RestoreKept(t.Context(), keeper.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "f", Why: "test"})
 	if err != nil {
@@ -102,6 +130,9 @@ func TestAReplyThatCannotBeCutArrivesShort(t *testing.T) {
 	}
 	if rep.Aside == nil || rep.Aside.ID != "billing.ledger.20260101T000000" || rep.Point == nil || rep.Point.Dir != "points/billing/ledger/f3-f" || len(rep.Positions) != 0 {
 		t.Errorf("short reply does not name what was made, or carries lists: %+v %+v", rep.Aside, rep.Point)
+	}
+	if got := logs.String(); !strings.Contains(got, `level=WARN msg="the reply was over the connection's max payload even when cut; the short reply was sent"`) {
+		t.Errorf("the keeper's log of a short reply, want a WARN:\n%s", got[:min(len(got), 2000)])
 	}
 }
 
