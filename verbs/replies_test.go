@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -35,11 +35,11 @@ func manyPositions(n int) *keeper.Reply {
 // timeout). The engine is told the bound, read from the connection.
 func TestAReplyOverTheMaxPayloadArrivesCut(t *testing.T) {
 	var bound int
-	logs := &lockedLog{}
+	logs := &syncbuf.Buffer{}
 	nc, _ := startFake(t, func(ctx context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
 		bound, _ = keeper.ReplyBound(ctx)
 		return manyPositions(2000), nil
-	}, WithLogger(logs.logger()))
+	}, WithLogger(textLog(logs)))
 	whole, _ := json.Marshal(manyPositions(2000))
 	if int64(len(whole)) <= nc.MaxPayload() {
 		t.Fatalf("the reply is %d bytes, not over the max payload %d: the test proves nothing", len(whole), nc.MaxPayload())
@@ -82,37 +82,19 @@ func TestAReplyOverTheMaxPayloadArrivesCut(t *testing.T) {
 	}
 }
 
-// lockedLog is a text log the service may write from its handlers while
-// the test reads it.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *lockedLog) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+// textLog is a text logger writing into b.
+func textLog(b *syncbuf.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
 
 // A reply that is over the max payload even cut (here, its sentence alone)
 // reaches the caller as a short reply that says the verb was done and names
 // what it made.
 func TestAReplyThatCannotBeCutArrivesShort(t *testing.T) {
-	logs := &lockedLog{}
+	logs := &syncbuf.Buffer{}
 	nc, _ := startFake(t, func(ctx context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
 		rep := manyPositions(3)
 		rep.Said = strings.Repeat("a very long sentence ", 100_000)
 		return rep, nil
-	}, WithLogger(logs.logger()))
+	}, WithLogger(textLog(logs)))
 	c := NewClient(nc, WithTimeout(time.Minute))
 	rep, err := c.RestoreKept(t.Context(), keeper.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "f", Why: "test"})
 	if err != nil {
