@@ -154,6 +154,9 @@ func isWrongRevision(err error) bool {
 // Delete with LastRevision does (a delete marker, written only if key's last
 // revision is rev), returning the marker's own revision.
 func (a *Adapter) deleteMarker(ctx context.Context, key string, rev uint64) (uint64, error) {
+	if !validKey(key) {
+		return 0, jetstream.ErrInvalidKey
+	}
 	m := nats.NewMsg("$KV." + a.cfg.bucket + "." + key)
 	m.Header.Set("KV-Operation", "DEL")
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))

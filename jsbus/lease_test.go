@@ -46,6 +46,9 @@ func TestIndexCompareAndSet(t *testing.T) {
 	if _, err := a.Create(ctx, "lease.m.l", []byte("again")); err != nil {
 		t.Fatalf("create after delete: %v", err)
 	}
+	if err := a.DeleteRev(ctx, "lease.m l", 1); err == nil || !strings.Contains(err.Error(), "invalid key") {
+		t.Fatalf("removing an invalid key: got %v, want the invalid key refused", err)
+	}
 }
 
 // A lease this adapter released is taken again with one write over the
