@@ -31,15 +31,10 @@ func (a *Adapter) Create(ctx context.Context, key string, value []byte) (uint64,
 			if !isWrongRevision(err) {
 				return err
 			}
-			// Written since: by an earlier try whose answer was lost, or
-			// by another keeper. The general way from now on.
+			// Written since, by another keeper or by an earlier try whose
+			// answer was lost (the create below then finds the key held
+			// and checks whose value it is): the general way from now on.
 			overMarker = false
-			if tries > 1 {
-				if cur, r, gerr := a.getRev(ctx, key); gerr == nil && bytes.Equal(cur, value) {
-					rev = r
-					return nil
-				}
-			}
 		}
 		rev, err = a.kv.Create(ctx, key, value)
 		if errors.Is(err, jetstream.ErrKeyExists) && tries > 1 {
