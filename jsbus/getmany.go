@@ -34,7 +34,7 @@ func (a *Adapter) GetMany(ctx context.Context, keys []string) (map[string][]byte
 
 // getManyOnce is one try of one batch of GetMany.
 func (a *Adapter) getManyOnce(ctx context.Context, keys []string, out map[string][]byte) error {
-	prefix := "$KV." + a.cfg.bucket + "."
+	prefix := a.keySubject("")
 	subjects := make([]string, len(keys))
 	for i, k := range keys {
 		if !validIndexKey(k) {

@@ -13,6 +13,10 @@ import (
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
+// keySubject is the subject that holds key in the index bucket (with key
+// empty, the prefix of every key's subject).
+func (a *Adapter) keySubject(key string) string { return "$KV." + a.cfg.bucket + "." + key }
+
 // Get returns the value of key in the index, or an error wrapping
 // keeper.ErrNotFound when the key is missing or deleted.
 func (a *Adapter) Get(ctx context.Context, key string) ([]byte, error) {

@@ -38,7 +38,7 @@ func (a *Adapter) leaderGet(ctx context.Context, key string) ([]byte, uint64, er
 	}
 	var resp msgGetResponse
 	err := a.requestOnce(ctx, "$JS.API.STREAM.MSG.GET.KV_"+a.cfg.bucket,
-		map[string]string{"last_by_subj": "$KV." + a.cfg.bucket + "." + key}, &resp)
+		map[string]string{"last_by_subj": a.keySubject(key)}, &resp)
 	if isCode(err, codeNoMessage) {
 		return nil, 0, jetstream.ErrKeyNotFound
 	}

@@ -55,7 +55,7 @@ func (a *Adapter) LiveKeys(ctx context.Context, prefix string) ([]string, error)
 // prefix with the messages its subject holds, over the server's pages of
 // subjects.
 func (a *Adapter) subjectCounts(ctx context.Context, prefix string) (map[string]uint64, error) {
-	subjectPrefix := "$KV." + a.cfg.bucket + "."
+	subjectPrefix := a.keySubject("")
 	counts := map[string]uint64{}
 	for offset := 0; ; {
 		var resp struct {
