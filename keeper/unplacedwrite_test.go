@@ -186,7 +186,7 @@ func TestRefusedPointIsRemovedBeforeTheAnswer(t *testing.T) {
 		inPlace bool // the earlier point is still the point; else it is set aside whole
 	}{
 		{"first part", func(f *faultStore) { f.writeKey, f.writeAt = "points/", 1 }, true},
-		{"mid-archive", func(f *faultStore) { f.writeKey, f.writeAt = "points/", 300 << 10 }, true},
+		{"mid-archive", func(f *faultStore) { f.writeKey, f.writeAt = "points/", 300<<10 }, true},
 		{"archive commit", func(f *faultStore) { f.commitKey = "points/" + module + "/" + local + "/f1-fp/bus.tar" }, false},
 		{"commit mark", func(f *faultStore) { f.commitKey = "/point.json" }, false},
 	}
