@@ -87,7 +87,9 @@ func TestRefusedWriteLeavesNoOrphan(t *testing.T) {
 			defer w.Abort()
 			_, err = w.Write(random(t, 2*store.PartSize+4096))
 			if err == nil {
-				_, err = w.Commit(t.Context())
+				_, err = w.Commit(t.Context()) // a failed Commit aborts by itself
+			} else {
+				w.Abort() // as every writer's caller does after a failed Write
 			}
 			if !errors.Is(err, store.ErrFull) || refused.Load() == 0 {
 				t.Fatalf("a write the store refused with EntityTooLarge: %v (refused %d request(s)), want store.ErrFull", err, refused.Load())
