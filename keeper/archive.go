@@ -98,7 +98,8 @@ func (k *Keeper) writeArchive(ctx context.Context, rel string, streams []string,
 			sw.Abort()
 		}
 	}()
-	w := busarchive.NewWriter(archiveFile{sw}, busarchive.WriterInfo{
+	failed := &storeFailure{Writer: sw} // a store's refusal, told as such whatever the bus's snapshot says of it
+	w := busarchive.NewWriter(archiveFile{failed}, busarchive.WriterInfo{
 		KeeperVersion: k.version,
 		ServerVersion: serverVersion,
 		Created:       k.now().UTC(),
@@ -110,14 +111,14 @@ func (k *Keeper) writeArchive(ctx context.Context, rel string, streams []string,
 		before, err = takeInTurn(ctx, w, streams, take, &p)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, k.roomRefused(failed.of(err), p.BytesTotal)
 	}
 	if before >= releaseAfter {
 		defer debug.FreeOSMemory()
 	}
 	m, err := w.Commit()
 	if err != nil {
-		return nil, nil, fmt.Errorf("commit archive: %w", err)
+		return nil, nil, k.roomRefused(fmt.Errorf("commit archive: %w", failed.of(err)), p.BytesTotal)
 	}
 	p.StreamsDone, p.Stream = len(streams), ""
 	progressFrom(ctx)(p)

@@ -63,7 +63,7 @@ func (k *Keeper) setAside(ctx context.Context, r Request, pl *restorePlan, point
 // meanwhile: if that fails, so does this. On error, nothing was removed and
 // no partial aside is left. It returns the aside and the report of its
 // verification.
-func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []string, reason, pointRel string, pointOK func() error) (*Aside, *busarchive.Report, error) {
+func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []string, reason, pointRel string, pointOK func() error) (_ *Aside, _ *busarchive.Report, err error) {
 	if err := k.canReadOwn(); err != nil {
 		return nil, nil, err
 	}
@@ -74,8 +74,8 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 	rel := asideRel(id)
 	placed := false
 	defer func() {
-		if !placed {
-			k.removePrefix(context.WithoutCancel(ctx), rel)
+		if !placed && err != nil { // refused: what it wrote goes before the verb answers
+			err = k.dropUnplaced(ctx, rel, err)
 		}
 	}()
 	var live []StreamInfo
@@ -106,7 +106,7 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 	}
 	info, err := w.Commit(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("writing the set-aside copy to the store: %w", err)
+		return nil, nil, fmt.Errorf("writing the set-aside copy to the store: %w", k.roomRefused(err, m.Bytes()))
 	}
 	a := &Aside{ID: id, Module: r.Module, Local: r.Local, Taken: k.now().UTC(), Caller: r.Caller, Why: r.Why,
 		Reason: reason, Point: pointRel, Dir: rel, Streams: streamSums(m), Positions: positions, PositionCount: len(positions),
@@ -140,7 +140,7 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 		}
 	}
 	if _, err := k.putJSON(ctx, recordKey(rel), a); err != nil { // the commit mark
-		return nil, nil, fmt.Errorf("writing aside.json: %w", err)
+		return nil, nil, fmt.Errorf("writing aside.json: %w", k.roomRefused(err, m.Bytes()))
 	}
 	placed = true
 	if err := k.recordAside(ctx, a); err != nil {

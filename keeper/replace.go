@@ -65,12 +65,10 @@ func (e *earlier) setAside(ctx context.Context) (*Aside, error) {
 		if err != nil {
 			why = err.Error()
 		}
-		k.removePrefix(context.WithoutCancel(ctx), a.Dir)
-		return nil, fmt.Errorf("its archive's copy %s is no longer whole in the store (%s)", k.abs(e.copyKey), why)
+		return nil, k.dropUnplaced(ctx, a.Dir, fmt.Errorf("its archive's copy %s is no longer whole in the store (%s)", k.abs(e.copyKey), why))
 	}
 	if _, err := k.putBytes(ctx, recordKey(a.Dir), e.data); err != nil {
-		k.removePrefix(context.WithoutCancel(ctx), a.Dir)
-		return nil, fmt.Errorf("writing its aside.json: %w", err)
+		return nil, k.dropUnplaced(ctx, a.Dir, fmt.Errorf("writing its aside.json: %w", k.roomRefused(err, a.ArchiveSize)))
 	}
 	if err := k.recordAside(ctx, a); err != nil {
 		k.log.Warn("the replaced point is set aside but not recorded in the index; a restart rebuilds it", "aside", a.ID, "err", err)

@@ -129,10 +129,13 @@ func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel st
 		}
 	}
 	if err != nil {
+		// Nothing under rel is a point now (the earlier one, if any, is set
+		// aside whole): what this wrote there goes before the answer.
+		err = k.dropUnplaced(ctx, rel, k.roomRefused(err, m.Bytes()))
 		if replaced != nil {
-			return fail(Errorf(ErrFailed, "writing the point to the store: %v, so no point is visible; the earlier point is set aside whole as %s in %s", err, replaced.ID, k.abs(replaced.Dir)))
+			return fail(Errorf(ErrFailed, "writing the point to the store: %w, so no point is visible; the earlier point is set aside whole as %s in %s", err, replaced.ID, k.abs(replaced.Dir)))
 		}
-		return fail(Errorf(ErrFailed, "writing the point to the store: %v, so no point is visible", err))
+		return fail(Errorf(ErrFailed, "writing the point to the store: %w, so no point is visible", err))
 	}
 
 	if replaced != nil {

@@ -26,6 +26,15 @@ type faultStore struct {
 	readKey   string // fail reads of keys holding this once readAt bytes were read from them, all reads counted
 	readAt    int64
 	read      int64
+	failWith  error  // the write or commit fault's error, when not errInjected (a store that is full, say)
+	deleteKey string // fail deletes of keys holding this
+}
+
+func (f *faultStore) Delete(ctx context.Context, key string) error {
+	if f.match(key, &f.deleteKey) {
+		return errors.Join(errInjected, errors.New("the store refused the delete"))
+	}
+	return f.Store.Delete(ctx, key)
 }
 
 // take counts n bytes read from a matching key, and says how many of them
@@ -56,11 +65,16 @@ func (f *faultStore) Create(ctx context.Context, key string) (store.Writer, erro
 	if err != nil {
 		return nil, err
 	}
-	fw := &faultWriter{Writer: w}
+	fw := &faultWriter{Writer: w, err: errInjected}
 	if f.match(key, &f.writeKey) {
 		fw.failAfter = f.writeAt
 	}
 	fw.failCommit = f.match(key, &f.commitKey)
+	f.mu.Lock()
+	if f.failWith != nil {
+		fw.err = f.failWith
+	}
+	f.mu.Unlock()
 	return fw, nil
 }
 
@@ -77,11 +91,12 @@ type faultWriter struct {
 	n          int64
 	failAfter  int64 // -1: never
 	failCommit bool
+	err        error // the fault's
 }
 
 func (w *faultWriter) Write(p []byte) (int, error) {
 	if w.failAfter > 0 && w.n+int64(len(p)) > w.failAfter {
-		return 0, errors.Join(errInjected, errors.New("the store stopped taking bytes"))
+		return 0, errors.Join(w.err, errors.New("the store stopped taking bytes"))
 	}
 	w.n += int64(len(p))
 	return w.Writer.Write(p)
@@ -90,7 +105,7 @@ func (w *faultWriter) Write(p []byte) (int, error) {
 func (w *faultWriter) Commit(ctx context.Context) (store.Info, error) {
 	if w.failCommit {
 		w.Writer.Abort()
-		return store.Info{}, errInjected
+		return store.Info{}, w.err
 	}
 	return w.Writer.Commit(ctx)
 }

@@ -77,6 +77,16 @@ var (
 	// ErrUnavailable: the store could not be reached or refused the
 	// credentials; nothing was read or written.
 	ErrUnavailable = errors.New("the store is not reachable")
+	// ErrFull: the store refused a write for want of room (a full disk, an
+	// object-store bucket's max_bytes, an account's JetStream storage limit,
+	// an S3 quota or EntityTooLarge). The object was not committed and what
+	// the write had stored was given up, as after any failed write.
+	ErrFull = errors.New("the store has no room for it")
+	// ErrRefused: the store answered a write (a part's upload, a commit)
+	// with a refusal of the request itself (an S3 4xx that is none of
+	// ErrFull's, ErrNotFound's or ErrUnavailable's), which trying again
+	// does not change. Nothing was committed.
+	ErrRefused = errors.New("the store refused the write")
 )
 
 // Info describes one committed object.
@@ -163,7 +173,8 @@ type Description struct {
 }
 
 // FreeSpacer is implemented by stores that can tell how many bytes they may
-// still take (the file backend, with statfs). Remote stores do not.
+// still take: the file backend (statfs) and the object store (its bucket's
+// max_bytes and its account's JetStream storage limits). S3 does not.
 type FreeSpacer interface {
 	// FreeSpace is the bytes a write may still use, or an error.
 	FreeSpace(ctx context.Context) (int64, error)

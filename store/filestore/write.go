@@ -82,7 +82,7 @@ func (k *fileSink) writeAt(p []byte, off int64) error {
 			k.direct.Close()
 			k.direct = nil
 		case err != nil:
-			return fmt.Errorf("writing %s at %d: %w", k.f.Name(), off, err)
+			return writeFail(k.f.Name(), off, err)
 		default:
 			p, off = p[m:], off+int64(m)
 		}
@@ -91,9 +91,18 @@ func (k *fileSink) writeAt(p []byte, off int64) error {
 		return nil
 	}
 	if _, err := k.f.WriteAt(p, off); err != nil {
-		return fmt.Errorf("writing %s at %d: %w", k.f.Name(), off, err)
+		return writeFail(k.f.Name(), off, err)
 	}
 	return nil
+}
+
+// writeFail is the error of a write to name at off: store.ErrFull too when
+// the file system has no room left (ENOSPC, or EDQUOT, a quota).
+func writeFail(name string, off int64, err error) error {
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+		return fmt.Errorf("writing %s at %d: %w (%w)", name, off, err, store.ErrFull)
+	}
+	return fmt.Errorf("writing %s at %d: %w", name, off, err)
 }
 
 // Complete fsyncs the temporary file, which must hold size bytes, renames it
@@ -110,6 +119,9 @@ func (k *fileSink) Complete(ctx context.Context, size int64) (store.Info, error)
 		return store.Info{}, fmt.Errorf("the temporary file %s holds %d bytes, not the %d written", k.f.Name(), fi.Size(), size)
 	}
 	if err := k.f.Sync(); err != nil {
+		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+			return store.Info{}, fmt.Errorf("syncing %s: %w (%w)", k.f.Name(), err, store.ErrFull)
+		}
 		return store.Info{}, fmt.Errorf("syncing %s: %w", k.f.Name(), err)
 	}
 	if err := k.closeFiles(); err != nil {

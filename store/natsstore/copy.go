@@ -99,7 +99,9 @@ func (s *Store) putHead(ctx context.Context, meta jetstream.ObjectMeta, body []b
 		return err
 	})
 	if tried != nil {
-		*tried = sent
+		// A head the server refused for want of room was not stored and
+		// never lands: its parts can go at once.
+		*tried = sent && !isFull(err)
 	}
 	if err != nil && sent && s.headLanded(ctx, key, upload) {
 		s.log.Warn("the put of a head failed but the head is there", "key", key, "err", err)

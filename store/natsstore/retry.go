@@ -35,9 +35,14 @@ func unreachable(err error) bool {
 }
 
 // busErr wraps store.ErrUnavailable into err when it means the bus could not
-// be reached, so the caller can tell "not there" from "not allowed".
+// be reached, so the caller can tell "not there" from "not allowed", and
+// store.ErrFull when the server refused it for want of room (which trying
+// again does not change: a full bucket is never tried again).
 func busErr(err error) error {
-	if err == nil || errors.Is(err, store.ErrUnavailable) || !unreachable(err) {
+	if isFull(err) && !errors.Is(err, store.ErrFull) {
+		return fmt.Errorf("%w (%w)", err, store.ErrFull)
+	}
+	if err == nil || isFull(err) || errors.Is(err, store.ErrUnavailable) || !unreachable(err) {
 		return err
 	}
 	return fmt.Errorf("%w (%w)", err, store.ErrUnavailable)
@@ -46,7 +51,7 @@ func busErr(err error) error {
 // policy is how the store tries a step again, each try with deadline d.
 func (s *Store) policy(d time.Duration) jsretry.Policy {
 	return jsretry.Policy{Attempt: d, Limit: d, FirstPause: 250 * time.Millisecond, MaxPause: 4 * time.Second, Tries: tries, Log: s.log,
-		Passes: func(err error) bool { return errors.Is(err, errOutOfOrder) || jsretry.Transient(err) }}
+		Passes: func(err error) bool { return !isFull(err) && (errors.Is(err, errOutOfOrder) || jsretry.Transient(err)) }}
 }
 
 // retry runs step with its own deadline (the store's Timeout, or ctx's if

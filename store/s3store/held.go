@@ -54,7 +54,7 @@ func (k *sink) KeepPart(ctx context.Context, n int, data store.Blocks, sum [32]b
 	}, unsignedPayload())
 	body.close()
 	if err != nil {
-		return k.s.fail(err, "keeping part %d (%d bytes) of %s as %s failed, so the part was not stored", n, data.Len(), k.key, key)
+		return k.s.failWrite(err, "keeping part %d (%d bytes) of %s as %s failed, so the part was not stored", n, data.Len(), k.key, key)
 	}
 	k.mu.Lock()
 	if k.held == nil {

@@ -228,6 +228,41 @@ func (s *Store) fail(err error, format string, args ...any) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
+// failWrite is fail for a write's request (a part's upload, the upload's
+// beginning or completion, a short object's put, a held part's keeping):
+// an answer that says the store has no room wraps store.ErrFull, and any
+// other refusal of the request (a 4xx that is not about the key, the
+// bucket or the credentials) wraps store.ErrRefused, which a quota may be
+// behind.
+func (s *Store) failWrite(err error, format string, args ...any) error {
+	if classify(err) == other {
+		what := fmt.Sprintf(format, args...)
+		switch code, st := apiCode(err), status(err); {
+		case roomCodes[code] || st == http.StatusInsufficientStorage:
+			return fmt.Errorf("%s: %w (%w)", what, store.ErrFull, err)
+		case st >= 400 && st < 500:
+			return fmt.Errorf("%s: %w (%w)", what, store.ErrRefused, err)
+		}
+	}
+	return s.fail(err, format, args...)
+}
+
+// roomCodes are the S3 error codes (AWS's, and those of S3-compatible
+// servers) that say a write found no room: an object over the store's
+// limit, a quota reached, a full disk.
+var roomCodes = map[string]bool{
+	"EntityTooLarge": true, "QuotaExceeded": true, "XMinioAdminBucketQuotaExceeded": true,
+	"XMinioStorageFull": true, "StorageFull": true, "InsufficientStorage": true, "ServiceQuotaExceeded": true,
+}
+
+// apiCode is the S3 error code of err, or "".
+func apiCode(err error) string {
+	if ae, ok := errors.AsType[smithy.APIError](err); ok {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
 type kind int
 
 const (

@@ -80,7 +80,7 @@ func (k *sink) Part(ctx context.Context, n int, data store.Blocks, sum [32]byte)
 	}, unsignedPayload())
 	body.close()
 	if err != nil {
-		return k.s.fail(err, "uploading part %d (%d bytes) of %s failed, so the part was not stored", n, size, k.key)
+		return k.s.failWrite(err, "uploading part %d (%d bytes) of %s failed, so the part was not stored", n, size, k.key)
 	}
 	k.mu.Lock()
 	k.parts = append(k.parts, types.CompletedPart{PartNumber: aws.Int32(int32(n)), ETag: out.ETag, ChecksumSHA256: aws.String(b64(sum[:]))})
@@ -105,7 +105,7 @@ func (k *sink) upload(ctx context.Context) (string, error) {
 		ChecksumAlgorithm: types.ChecksumAlgorithmSha256,
 	})
 	if err != nil {
-		return "", k.s.fail(err, "beginning the multipart upload of %s failed, so nothing was stored", k.key)
+		return "", k.s.failWrite(err, "beginning the multipart upload of %s failed, so nothing was stored", k.key)
 	}
 	k.uploadID = aws.ToString(out.UploadId)
 	return k.uploadID, nil
@@ -136,7 +136,7 @@ func (k *sink) Complete(ctx context.Context, count int, size int64, sum string) 
 		}, unsignedPayload())
 		k.small = nil
 		if err != nil {
-			return store.Info{}, k.s.fail(err, "putting %s (%d bytes) failed, so it was not stored", k.key, size)
+			return store.Info{}, k.s.failWrite(err, "putting %s (%d bytes) failed, so it was not stored", k.key, size)
 		}
 		return k.s.written(ctx, k.key, size, sum)
 	}
@@ -158,7 +158,7 @@ func (k *sink) Complete(ctx context.Context, count int, size int64, sum string) 
 			k.uploadID = "" // any leftover is Sweep's
 			return info, nil
 		}
-		return store.Info{}, k.s.fail(err, "completing the multipart upload of %s (%d parts) failed, so it was not made visible", k.key, count)
+		return store.Info{}, k.s.failWrite(err, "completing the multipart upload of %s (%d parts) failed, so it was not made visible", k.key, count)
 	}
 	k.uploadID = "" // completed: nothing left to abort
 	if got := compositeSum(aws.ToString(out.ChecksumSHA256), count); got != "" && got != sum {
