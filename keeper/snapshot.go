@@ -133,6 +133,11 @@ func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel st
 		// aside whole): what this wrote there goes before the answer.
 		err = k.dropUnplaced(ctx, rel, k.roomRefused(err, m.Bytes()))
 		if replaced != nil {
+			// The earlier point is an aside now: its record would name a
+			// point that is no longer there.
+			if derr := k.index.Delete(context.WithoutCancel(ctx), pointKey(r.Module, r.Local, r.Form, r.Fingerprint)); derr != nil {
+				k.log.Warn("the replaced point's record stays in the index until the next rebuild", "point", what, "err", derr)
+			}
 			return fail(Errorf(ErrFailed, "writing the point to the store: %w, so no point is visible; the earlier point is set aside whole as %s in %s", err, replaced.ID, k.abs(replaced.Dir)))
 		}
 		return fail(Errorf(ErrFailed, "writing the point to the store: %w, so no point is visible", err))

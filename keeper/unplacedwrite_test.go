@@ -221,6 +221,9 @@ func TestRefusedPointIsRemovedBeforeTheAnswer(t *testing.T) {
 				if lerr != nil || len(list.Asides) != 1 || list.Asides[0].Reason != keeper.ReasonReplaced {
 					t.Fatalf("asides after a refused point: %v (%v), want the earlier point's", list, lerr)
 				}
+				if len(list.Points) != 0 {
+					t.Errorf("the index still lists %d point(s) after the earlier one was set aside and the new one refused: %+v", len(list.Points), list.Points[0])
+				}
 				if _, err := e.k.VerifyKept(e.ctx, keeper.Request{From: "aside/" + list.Asides[0].ID}); err != nil {
 					t.Errorf("the earlier point, set aside: %v", err)
 				}
