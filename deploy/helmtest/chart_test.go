@@ -11,6 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"helm.sh/helm/v4/pkg/chart/v2/lint"
+	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
 )
 
 // peakRSS is the keeper's largest peak RSS in BENCHMARKS.md's big
@@ -420,6 +423,23 @@ func TestChartSchemaRefuses(t *testing.T) {
 	} {
 		if _, err := render(ch, *vals); err == nil || !strings.Contains(err.Error(), says) {
 			t.Errorf("rendered with %v: err %v, want a refusal naming %s", *vals, err, says)
+		}
+	}
+}
+
+// TestChartLint runs Helm's own linter (as `helm lint` does) with the
+// defaults and with each example: no error and no warning.
+func TestChartLint(t *testing.T) {
+	cases := map[string]map[string]any{"defaults": nil}
+	for _, file := range examples(t) {
+		cases[filepath.Base(file)] = readValues(t, file)
+	}
+	for name, vals := range cases {
+		l := lint.RunAll(chartDir, vals, release.Namespace)
+		for _, m := range l.Messages {
+			if m.Severity >= support.WarningSev {
+				t.Errorf("%s: %s", name, m)
+			}
 		}
 	}
 }
