@@ -199,7 +199,20 @@ func checkNatsStoreExample(t *testing.T, objs *objects) {
 	if v == nil || v.Secret == nil || v.Secret.SecretName != "nats-keeper" || len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != "keeper.creds" {
 		t.Errorf("the credentials volume %+v is not the Secret nats-keeper's keeper.creds alone", v)
 	}
+	if len(objs.Jobs) != 2 {
+		t.Fatalf("%d jobs, want the two policies'", len(objs.Jobs))
+	}
+	for _, j := range objs.Jobs {
+		wantAnnotations(t, j, map[string]string{"helm.sh/hook": "post-install,post-upgrade"}, "argocd.argoproj.io/hook")
+		checkJob(t, j, "policy", "set")
+	}
+	wantArgs(t, objs.Jobs[0].Spec.Template.Spec.Containers[0].Args, "--keep-last", "5", "--keep-daily", "7", "--keep-weekly", "4")
+	wantArgs(t, objs.Jobs[1].Spec.Template.Spec.Containers[0].Args, "billing", "--keep-within", "30d", "--creds", "/etc/nats-keeper/secret/nats.creds")
 	sm := objs.ServiceMonitors[0]
+	// The rules select job="nats-keeper": the monitor's job label gives it.
+	if sm.Spec.JobLabel != "app.kubernetes.io/name" || objs.Services[0].Labels[sm.Spec.JobLabel] != "nats-keeper" {
+		t.Errorf("the ServiceMonitor's job label %q is %q on the Service, not nats-keeper", sm.Spec.JobLabel, objs.Services[0].Labels[sm.Spec.JobLabel])
+	}
 	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "metrics" || sm.Spec.Endpoints[0].Path != "/metrics" ||
 		sm.Labels["release"] != "kube-prometheus-stack" || !matches(sm.Spec.Selector.MatchLabels, objs.Services[0].Labels) {
 		t.Errorf("the ServiceMonitor %+v does not scrape the metrics Service's port", sm)
@@ -236,6 +249,9 @@ func checkS3StoreExample(t *testing.T, objs *objects) {
 		t.Errorf("no init container copies the identity, 0600, to %s: %+v", id, spec.InitContainers)
 	}
 	pm := objs.PodMonitors[0]
+	if pm.Spec.JobLabel != "app.kubernetes.io/name" || objs.Deployments[0].Spec.Template.Labels[pm.Spec.JobLabel] != "nats-keeper" {
+		t.Errorf("the PodMonitor's job label %q is %q on the pods, not nats-keeper", pm.Spec.JobLabel, objs.Deployments[0].Spec.Template.Labels[pm.Spec.JobLabel])
+	}
 	if len(pm.Spec.PodMetricsEndpoints) != 1 || pm.Spec.PodMetricsEndpoints[0].Port == nil || *pm.Spec.PodMetricsEndpoints[0].Port != "metrics" ||
 		!matches(pm.Spec.Selector.MatchLabels, objs.Deployments[0].Spec.Template.Labels) {
 		t.Errorf("the PodMonitor %+v does not scrape the keepers' metrics port", pm.Spec)
@@ -290,16 +306,29 @@ func checkArgoHooksExample(t *testing.T, objs *objects) {
 // its credentials mounted. It returns the container.
 func checkHookJob(t *testing.T, j batchv1.Job, verb string) corev1.Container {
 	t.Helper()
+	c := checkJob(t, j, verb)
+	if !slices.Contains(c.Args, "--json") {
+		t.Errorf("job %s runs %v without --json", j.Name, c.Args)
+	}
+	return c
+}
+
+// checkJob: a Job runs `nats-keeper command...` of the nats-keeper image
+// once, every flag one the command takes, with the pod's security, its
+// credentials mounted and NATS_URL set. It returns the container.
+func checkJob(t *testing.T, j batchv1.Job, command ...string) corev1.Container {
+	t.Helper()
 	spec := j.Spec.Template.Spec
 	checkPodSecurity(t, spec)
 	if spec.RestartPolicy != corev1.RestartPolicyNever || len(spec.Containers) != 1 {
 		t.Fatalf("job %s: restart policy %s, %d containers", j.Name, spec.RestartPolicy, len(spec.Containers))
 	}
 	c := spec.Containers[0]
-	if !slices.Equal(c.Command, []string{"/nats-keeper"}) || !strings.HasPrefix(c.Image, "nats-keeper:") || c.Args[0] != verb || !slices.Contains(c.Args, "--json") {
-		t.Errorf("job %s runs %s %v %v, not the nats-keeper image's %s --json", j.Name, c.Image, c.Command, c.Args, verb)
+	if !slices.Equal(c.Command, []string{"/nats-keeper"}) || !strings.HasPrefix(c.Image, "nats-keeper:") ||
+		len(c.Args) < len(command) || !slices.Equal(c.Args[:len(command)], command) {
+		t.Fatalf("job %s runs %s %v %v, not the nats-keeper image's %s", j.Name, c.Image, c.Command, c.Args, strings.Join(command, " "))
 	}
-	checkFlags(t, c.Args, helpOf(t, verb))
+	checkFlags(t, c.Args, helpOf(t, command[0]))
 	checkFilesMounted(t, spec, c)
 	if e := envOf(c, "NATS_URL"); e == nil || e.Value == "" {
 		t.Errorf("job %s has no NATS_URL", j.Name)

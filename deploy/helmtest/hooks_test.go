@@ -86,10 +86,10 @@ func hookJobs(objs *objects, hook string) []batchv1.Job {
 	return out
 }
 
-// runJob runs the Job's container's command line with this checkout's
-// binary, its credentials' file flags left out and NATS_URL the keeper's
-// server, and decodes its JSON output into rep.
-func runJob(t *testing.T, k *runningKeeper, j batchv1.Job, rep any) {
+// jobCmd is the Job's container's command line with this checkout's
+// binary, its credentials' file flags left out, its environment with
+// NATS_URL the keeper's server.
+func jobCmd(t *testing.T, k *runningKeeper, j batchv1.Job) *exec.Cmd {
 	t.Helper()
 	c := j.Spec.Template.Spec.Containers[0]
 	var args []string
@@ -107,9 +107,17 @@ func runJob(t *testing.T, k *runningKeeper, j batchv1.Job, rep any) {
 			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
 		}
 	}
+	return cmd
+}
+
+// runJob runs the Job's command line (jobCmd) and decodes its JSON output
+// into rep.
+func runJob(t *testing.T, k *runningKeeper, j batchv1.Job, rep any) {
+	t.Helper()
+	cmd := jobCmd(t, k, j)
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("job %s: nats-keeper %s: %v\n%s", j.Name, strings.Join(args, " "), err, out)
+		t.Fatalf("job %s: %s: %v\n%s", j.Name, strings.Join(cmd.Args, " "), err, out)
 	}
 	if err := json.Unmarshal(out, rep); err != nil {
 		t.Fatalf("job %s printed no JSON: %v\n%s", j.Name, err, out)
@@ -142,5 +150,51 @@ func TestHooksAsDependency(t *testing.T) {
 	vals["nats-keeper"].(map[string]any)["hooks"].(map[string]any)["mode"] = "flux"
 	if _, err := render(module, vals); err == nil || !strings.Contains(err.Error(), "mode") {
 		t.Errorf("a module's release with hooks.mode flux rendered (err %v); want the schema's refusal", err)
+	}
+}
+
+// TestPolicyJobsRun runs the command lines of the policy Jobs, as rendered
+// from the nats-store example, against a live keeper: the policies are
+// recorded in its index. A schedule (`every`, with a time zone) is rendered
+// as --every and --time-zone; it runs too where the binary schedules points.
+func TestPolicyJobsRun(t *testing.T) {
+	ch := loadChart(t)
+	objs, err := render(ch, readValues(t, filepath.Join(chartDir, "examples", "nats-store.yaml")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := startKeeper(t)
+	for _, j := range objs.Jobs {
+		runJobText(t, k, j)
+	}
+	if out := k.cli(t, true, "policy", "show", "billing", "ledger"); !strings.Contains(out, "policy.billing.ledger") || !strings.Contains(out, "30d") {
+		t.Errorf("policy show billing ledger after the Jobs: %s", out)
+	}
+	if out := k.cli(t, true, "policy", "show"); !strings.Contains(out, "policy.default") {
+		t.Errorf("policy show after the Jobs: %s", out)
+	}
+
+	scheduled, err := render(ch, map[string]any{"policies": []any{map[string]any{
+		"module": "shop", "local": "cart", "every": "0 3 * * *", "timeZone": "Europe/Berlin", "keepLast": 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := scheduled.Jobs[0]
+	wantArgs(t, j.Spec.Template.Spec.Containers[0].Args, "shop", "--every", "0 3 * * *", "--time-zone", "Europe/Berlin", "--keep-last", "3")
+	if !schedules(t) {
+		t.Log("this binary takes no scheduled points (policy has no --every): the schedule's Job is checked once they are merged")
+		return
+	}
+	checkJob(t, j, "policy", "set")
+	runJobText(t, k, j)
+}
+
+// runJobText runs the Job's command line (jobCmd), for a command that
+// prints text.
+func runJobText(t *testing.T, k *runningKeeper, j batchv1.Job) {
+	t.Helper()
+	cmd := jobCmd(t, k, j)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("job %s: %s: %v\n%s", j.Name, strings.Join(cmd.Args, " "), err, out)
 	}
 }

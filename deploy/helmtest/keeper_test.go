@@ -75,8 +75,8 @@ func helpOf(t *testing.T, command ...string) string {
 }
 
 // runningKeeper is `nats-keeper serve --embedded` run as a process, as the
-// chart runs it: its --dir a directory it makes inside a world-writable one
-// (an emptyDir), its metrics on --metrics-listen.
+// chart runs it: its --dir a directory it makes inside a world-writable,
+// setgid one (an emptyDir), its metrics on --metrics-listen.
 type runningKeeper struct {
 	natsURL    string
 	metricsURL string
@@ -91,7 +91,9 @@ func startKeeper(t *testing.T) *runningKeeper {
 	if err := os.Mkdir(emptyDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(emptyDir, 0o777); err != nil { // what an emptyDir is
+	// What an emptyDir with the chart's fsGroup is: open to all, its group
+	// inherited (setgid).
+	if err := os.Chmod(emptyDir, os.ModeSetgid|0o777); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(binary(t), "serve", "--embedded", "--listen", "127.0.0.1:0",
