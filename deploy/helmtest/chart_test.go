@@ -425,16 +425,17 @@ func TestChartSchemaRefuses(t *testing.T) {
 		vals map[string]any
 		says string
 	}{
-		"no keepers":           {map[string]any{"replicaCount": 0}, "replicaCount"},
-		"a store of its own":   {map[string]any{"store": map[string]any{"url": "file:///var/lib/nats-keeper"}}, "store"},
-		"a form that is text":  {map[string]any{"hooks": map[string]any{"enabled": true, "kept": []any{map[string]any{"module": "billing", "local": "ledger", "form": "3", "before": "9f2c1a7e"}}}}, "form"},
-		"a kept data unnamed":  {map[string]any{"hooks": map[string]any{"enabled": true, "kept": []any{map[string]any{"module": "billing", "form": 3, "before": "9f2c1a7e"}}}}, "local"},
-		"a module with a dot":  {map[string]any{"hooks": map[string]any{"enabled": true, "kept": []any{map[string]any{"module": "bill.ing", "local": "ledger", "form": 3, "before": "9f2c1a7e"}}}}, "module"},
-		"a hook mode unknown":  {map[string]any{"hooks": map[string]any{"mode": "flux"}}, "mode"},
-		"a duration in days":   {map[string]any{"serve": map[string]any{"asideWarnAfter": "14d"}}, "asideWarnAfter"},
-		"a log format unknown": {map[string]any{"serve": map[string]any{"logFormat": "xml"}}, "logFormat"},
-		"a misspelled value":   {map[string]any{"serve": map[string]any{"prefixx": "ops"}}, "prefixx"},
-		"too many heavy verbs": {map[string]any{"serve": map[string]any{"maxHeavy": 65}}, "maxHeavy"},
+		"no keepers":               {map[string]any{"replicaCount": 0}, "replicaCount"},
+		"a store of its own":       {map[string]any{"store": map[string]any{"url": "file:///var/lib/nats-keeper"}}, "store"},
+		"a form that is text":      {map[string]any{"hooks": map[string]any{"enabled": true, "kept": []any{map[string]any{"module": "billing", "local": "ledger", "form": "3", "before": "9f2c1a7e"}}}}, "form"},
+		"a kept data unnamed":      {map[string]any{"hooks": map[string]any{"enabled": true, "kept": []any{map[string]any{"module": "billing", "form": 3, "before": "9f2c1a7e"}}}}, "local"},
+		"a module with a dot":      {map[string]any{"hooks": map[string]any{"enabled": true, "kept": []any{map[string]any{"module": "bill.ing", "local": "ledger", "form": 3, "before": "9f2c1a7e"}}}}, "module"},
+		"a hook mode unknown":      {map[string]any{"hooks": map[string]any{"mode": "flux"}}, "mode"},
+		"a duration in days":       {map[string]any{"serve": map[string]any{"asideWarnAfter": "14d"}}, "asideWarnAfter"},
+		"a log format unknown":     {map[string]any{"serve": map[string]any{"logFormat": "xml"}}, "logFormat"},
+		"a misspelled value":       {map[string]any{"serve": map[string]any{"prefixx": "ops"}}, "prefixx"},
+		"too many heavy verbs":     {map[string]any{"serve": map[string]any{"maxHeavy": 65}}, "maxHeavy"},
+		"a policy keeping nothing": {map[string]any{"policies": []any{map[string]any{"module": "billing", "local": "ledger"}}}, "policies"},
 	}
 	for name, c := range bad {
 		t.Run(name, func(t *testing.T) {
@@ -445,13 +446,17 @@ func TestChartSchemaRefuses(t *testing.T) {
 		})
 	}
 	// Refusals of the templates, where the schema cannot see the whole.
-	for vals, says := range map[*map[string]any]string{
-		{"credentials": map[string]any{"creds": "keeper.creds"}}: "credentials.secretName",
-		{"hooks": map[string]any{"enabled": true}}:               "hooks.kept",
-		{"metrics": map[string]any{"service": map[string]any{"enabled": false}, "serviceMonitor": map[string]any{"enabled": true}}}: "metrics.service.enabled",
+	for _, c := range []struct {
+		vals map[string]any
+		says string
+	}{
+		{map[string]any{"credentials": map[string]any{"creds": "keeper.creds"}}, "credentials.secretName"},
+		{map[string]any{"hooks": map[string]any{"enabled": true}}, "hooks.kept"},
+		{map[string]any{"policies": []any{map[string]any{"module": "billing", "keepLast": 3}}}, "policies[0]"},
+		{map[string]any{"metrics": map[string]any{"service": map[string]any{"enabled": false}, "serviceMonitor": map[string]any{"enabled": true}}}, "metrics.service.enabled"},
 	} {
-		if _, err := render(ch, *vals); err == nil || !strings.Contains(err.Error(), says) {
-			t.Errorf("rendered with %v: err %v, want a refusal naming %s", *vals, err, says)
+		if _, err := render(ch, c.vals); err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("rendered with %v: err %v, want a refusal naming %s", c.vals, err, c.says)
 		}
 	}
 }
