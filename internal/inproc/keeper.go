@@ -112,6 +112,7 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 	// Listen first, so a taken address fails before anything is done; the
 	// health check answers 503 until the keeper is made.
 	m := metrics.New(log)
+	m.Build(verbs.SemVer(s.Version))
 	var made atomic.Pointer[keeper.Keeper]
 	var msrv *metrics.Server
 	if s.MetricsListen != "" {
