@@ -12,17 +12,45 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// release is the release version, set only when a release is built:
+// release is the release version, set only when a release is built, and
+// revision the git revision, for a build whose build information has none
+// (go build stamps it only in a git checkout whose .git is a directory, not
+// in a git worktree, and not with -buildvcs=false):
 //
 //	go build -ldflags "-X main.release=1.4.0" ./cmd/nats-keeper
+//	go build -ldflags "-X main.revision=$(git rev-parse HEAD)" ./cmd/nats-keeper
 //
-// The linker sets it; nothing changes it while the program runs.
-var release string
+// The linker sets them; nothing changes them while the program runs.
+var release, revision string
 
 // buildVersion is the binary's version (versionOf).
 func buildVersion() string {
-	bi, _ := debug.ReadBuildInfo()
-	return versionOf(release, bi)
+	return versionOf(release, buildInfo())
+}
+
+// buildRevision is the VCS revision the binary was built from, or "".
+func buildRevision() string {
+	rev, _, _ := vcsOf(buildInfo())
+	return rev
+}
+
+// buildInfo is the binary's build information, with the revision set at
+// build time when it has none of its own; nil when there is none.
+func buildInfo() *debug.BuildInfo {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		bi = nil
+	}
+	if rev, _, _ := vcsOf(bi); rev != "" || revision == "" {
+		return bi
+	}
+	with := &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}
+	if bi != nil {
+		*with = *bi
+		with.Settings = append([]debug.BuildSetting{}, bi.Settings...)
+	}
+	with.Settings = append(with.Settings, debug.BuildSetting{Key: "vcs.revision", Value: revision})
+	return with
 }
 
 // versionOf is the version of a binary built as release (set at build time,
@@ -95,7 +123,7 @@ func newVersionCmd(e env) *cobra.Command {
 }
 
 func runVersion(_ context.Context, o versionOptions) error {
-	bi, _ := debug.ReadBuildInfo()
+	bi := buildInfo()
 	about := []string{}
 	if rev, modified, at := vcsOf(bi); rev != "" {
 		r := "revision " + rev

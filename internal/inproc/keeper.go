@@ -45,6 +45,7 @@ type Setup struct {
 	PruneEvery     time.Duration // apply the recorded retention policies this often; 0: never
 	Replicas       int           // of the index bucket and acts stream; 0: 3 on a cluster, else 1 (jsbus.WithReplicas)
 	Version        string        // the keeper's version, recorded in archives and announced by the service
+	Revision       string        // the VCS revision it was built from, for nats_keeper_build_info; "" when not known
 	Logger         *slog.Logger  // nil: slog.Default()
 	// StepHook, when set, is called at each restore step (crash tests).
 	StepHook func(step string)
@@ -112,7 +113,7 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 	// Listen first, so a taken address fails before anything is done; the
 	// health check answers 503 until the keeper is made.
 	m := metrics.New(log)
-	m.Build(verbs.SemVer(s.Version))
+	m.Build(verbs.SemVer(s.Version), s.Revision)
 	var made atomic.Pointer[keeper.Keeper]
 	var msrv *metrics.Server
 	if s.MetricsListen != "" {

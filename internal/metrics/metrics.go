@@ -15,7 +15,6 @@ import (
 	"context"
 	"log/slog"
 	"runtime"
-	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -101,20 +100,12 @@ func New(log *slog.Logger) *Metrics {
 	return m
 }
 
-// Build sets nats_keeper_build_info to the keeper's version, with the VCS
-// revision and Go version from the binary's build information; a later call
-// replaces the earlier.
-func (m *Metrics) Build(version string) {
-	rev, goVersion := "", runtime.Version()
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				rev = s.Value
-			}
-		}
-	}
+// Build sets nats_keeper_build_info to the keeper's version and VCS revision
+// ("" when not known), with the Go version; a later call replaces the
+// earlier.
+func (m *Metrics) Build(version, revision string) {
 	m.build.Reset()
-	m.build.WithLabelValues(version, rev, goVersion).Set(1)
+	m.build.WithLabelValues(version, revision, runtime.Version()).Set(1)
 }
 
 // Registry is where the metrics are registered, for Handler and tests.
