@@ -87,6 +87,7 @@ func (c *Client) exchange(ctx context.Context, verb, subject string, r keeper.Re
 // comes again meanwhile, it waits again.
 func (w *watch) wait(ctx context.Context, res <-chan result) (*nats.Msg, error) {
 	var last *Beat
+	var heard time.Time // when the last beat came
 	silence := time.NewTimer(time.Hour)
 	silence.Stop()
 	defer silence.Stop()
@@ -97,7 +98,7 @@ func (w *watch) wait(ctx context.Context, res <-chan result) (*nats.Msg, error) 
 			return r.msg, r.err
 		case b := <-w.beats:
 			if last == nil || b.ID == last.ID {
-				last, misses = &b, 0
+				last, heard, misses = &b, time.Now(), 0
 				silence.Reset(beatSilence)
 			}
 		case <-silence.C:
@@ -112,11 +113,11 @@ func (w *watch) wait(ctx context.Context, res <-chan result) (*nats.Msg, error) 
 					continue
 				}
 			}
-			m, back, err := w.follow(ctx, res, *last)
+			m, back, err := w.follow(ctx, res, *last, heard)
 			if !back {
 				return m, err
 			}
-			misses = 0
+			heard, misses = time.Now(), 0
 			silence.Reset(beatSilence)
 		}
 	}
@@ -142,12 +143,12 @@ func (c *Client) ping(ctx context.Context, id string) error {
 }
 
 // follow follows the recovery of the verb whose keeper (last.ID) stopped
-// answering, for up to the recovery wait: the reply, if it comes after all;
+// answering (its last beat came at heard), for up to the recovery wait: the reply, if it comes after all;
 // the act that finished or undid the verb (a *settled error); or, when the
 // wait ends with neither, a *settled error of kind keeper.ErrCutShort. back
 // is set when the keeper beats again: it lives, and the caller waits on.
-func (w *watch) follow(ctx context.Context, res <-chan result, last Beat) (msg *nats.Msg, back bool, err error) {
-	f := &following{w: w, last: last, lost: time.Now()}
+func (w *watch) follow(ctx context.Context, res <-chan result, last Beat, heard time.Time) (msg *nats.Msg, back bool, err error) {
+	f := &following{w: w, last: last, heard: heard, lost: time.Now()}
 	end := time.NewTimer(w.c.recoveryWait)
 	defer end.Stop()
 	tick := time.NewTicker(followEvery)
@@ -162,7 +163,7 @@ func (w *watch) follow(ctx context.Context, res <-chan result, last Beat) (msg *
 				return nil, true, nil
 			}
 		case a := <-w.acts:
-			if s := f.outcome(a); s != nil {
+			if s := f.outcome(ctx, a); s != nil {
 				return nil, false, s
 			}
 		case <-tick.C:

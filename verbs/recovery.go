@@ -68,9 +68,10 @@ func (w *watch) close() {
 
 // following is one verb followed after its keeper stopped answering.
 type following struct {
-	w    *watch
-	last Beat      // the keeper's last beat
-	lost time.Time // when the client found it stopped
+	w     *watch
+	last  Beat      // the keeper's last beat
+	heard time.Time // when it came
+	lost  time.Time // when the client found the keeper stopped
 
 	kv      jetstream.KeyValue // the index, once opened
 	journal *journalSeen       // the restore's journal as last read; nil: none seen
@@ -114,8 +115,9 @@ func (f *following) readJournal(ctx context.Context) {
 // cut is the beginning of every sentence: which verb, and that its keeper
 // stopped answering.
 func (f *following) cut() string {
-	return fmt.Sprintf("%s of %s/%s was cut short: the keeper that ran it (nats-keeper service %s) stopped answering %s after it took the request",
-		f.w.verb, f.w.r.Module, f.w.r.Local, f.last.ID, f.lost.Sub(f.last.Since).Round(time.Second))
+	return fmt.Sprintf("%s of %s/%s was cut short: the keeper that ran it (nats-keeper service %s) stopped answering "+
+		"(no beat for %s, and no answer to its PING)",
+		f.w.verb, f.w.r.Module, f.w.r.Local, f.last.ID, f.lost.Sub(f.heard).Round(time.Second))
 }
 
 // aside is the aside id the journal named, or "".
@@ -126,11 +128,39 @@ func (f *following) aside() string {
 	return f.journal.Aside
 }
 
+// findAside is the id of the aside the verb made, when the journal was not
+// read in time to name it (recovery closed it first): the first aside of the
+// kept data set aside for a restore since the verb began, as list-kept
+// (asked of any keeper) gives it, or "". Its time and the beat's are the
+// same keeper's clock.
+func (f *following) findAside(ctx context.Context) string {
+	if id := f.aside(); id != "" {
+		return id
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*pingWait)
+	defer cancel()
+	rep, err := f.w.c.ListAllKept(ctx, keeper.Request{Module: f.w.r.Module, Local: f.w.r.Local})
+	if err != nil {
+		return ""
+	}
+	var first *keeper.Aside
+	for i, a := range rep.Asides {
+		if a.Module == f.w.r.Module && a.Local == f.w.r.Local && a.Reason != keeper.ReasonRecovery && a.Reason != keeper.ReasonReplaced && !a.Taken.Before(f.last.Since) &&
+			(first == nil || a.Taken.Before(first.Taken)) {
+			first = &rep.Asides[i]
+		}
+	}
+	if first == nil {
+		return ""
+	}
+	return first.ID
+}
+
 // outcome is what act a says of the verb followed, or nil when it is not
 // its outcome: a restore-kept of the same kept data and why that is done,
 // rolled back or failed (the keeper that ran it, or the recovery that took
 // it up, records one), or a snapshot-kept of the same point that is done.
-func (f *following) outcome(a keeper.Act) *settled {
+func (f *following) outcome(ctx context.Context, a keeper.Act) *settled {
 	var rep keeper.Reply
 	detail := len(a.Detail) > 0 && json.Unmarshal(a.Detail, &rep) == nil && rep.Said != ""
 	if f.w.verb == VerbSnapshot {
@@ -143,20 +173,21 @@ func (f *following) outcome(a keeper.Act) *settled {
 	if a.Why != f.w.r.Why {
 		return nil
 	}
-	aside := f.aside()
 	switch a.Outcome {
 	case "done":
 		if !detail {
 			rep = keeper.Reply{Said: a.What}
 		}
-		if rep.Aside == nil && aside != "" {
-			rep.Aside = &keeper.Aside{ID: aside, Module: f.w.r.Module, Local: f.w.r.Local}
+		if aside := ""; rep.Aside == nil {
+			if aside = f.findAside(ctx); aside != "" {
+				rep.Aside = &keeper.Aside{ID: aside, Module: f.w.r.Module, Local: f.w.r.Local}
+			}
 		}
 		rep.Said = f.cut() + "; recovery finished it: " + rep.Said
 		return &settled{rep: &rep}
 	case "rolled back":
 		note := ""
-		if aside != "" {
+		if aside := f.findAside(ctx); aside != "" {
 			note = fmt.Sprintf(" (its set-aside copy %s stays)", aside)
 		}
 		return &settled{err: keeper.Errorf(keeper.ErrFailed, "%s; recovery undid it, so the point was not restored and the live data is back on the bus%s: %s", f.cut(), note, a.What)}
