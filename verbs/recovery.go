@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,7 +34,7 @@ func (c *Client) watch(verb string, r keeper.Request) *watch {
 	inbox := c.nc.NewInbox()
 	sub, err := c.nc.Subscribe(inbox, func(m *nats.Msg) {
 		var b Beat
-		if len(m.Data) <= 4<<10 && json.Unmarshal(m.Data, &b) == nil && b.ID != "" {
+		if len(m.Data) <= 4<<10 && json.Unmarshal(m.Data, &b) == nil && b.ID != "" && !strings.ContainsAny(b.ID, ".*> \t\r\n") {
 			select {
 			case w.beats <- b:
 			default: // a beat only says the keeper lives; one waiting says it already
