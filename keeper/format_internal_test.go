@@ -51,3 +51,30 @@ func TestFormatWrittenAndRefused(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCheckFormat: any record either passes (its format is one this keeper
+// reads, or it does not decode: its reader says so) or is refused with a
+// *FormatError of a newer format whose sentence repeats the writer's version
+// only when it reads as a short version.
+func FuzzCheckFormat(f *testing.F) {
+	for _, s := range []string{`{}`, `{"format":1}`, `{"format":2,"written-by":"1.4.0"}`, `{"format":9,"written-by":"x y"}`,
+		`{"format":"2"}`, `{"format":-1}`, `[1]`, ``, `{"format":2,"written-by":"` + strings.Repeat("1", 100) + `"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		err := checkFormat("a record", data, RecordFormat)
+		if err == nil {
+			return
+		}
+		var fe *FormatError
+		if !errors.As(err, &fe) || fe.Format <= RecordFormat || KindOf(err) != ErrConflict {
+			t.Fatalf("refused with %v", err)
+		}
+		if fe.WrittenBy != "" && (len(fe.WrittenBy) > maxVersionText || !plainVersion(fe.WrittenBy)) {
+			t.Fatalf("repeats the writer's version %q", fe.WrittenBy)
+		}
+		if strings.ContainsAny(err.Error(), "\r\n") {
+			t.Fatalf("the sentence spans lines: %q", err)
+		}
+	})
+}

@@ -85,3 +85,40 @@ func TestBeatSubject(t *testing.T) {
 		}
 	}
 }
+
+// FuzzBeatSubject: beats go to a subject without wildcards, of bounded
+// length, under the same first token as the reply, or nowhere.
+func FuzzBeatSubject(f *testing.F) {
+	f.Add("_INBOX.abc.1", "_INBOX.def")
+	f.Add("_INBOX.abc.1", "_INBOX.>")
+	f.Add("_X.a", "_X")
+	f.Add("", "")
+	f.Fuzz(func(t *testing.T, reply, beat string) {
+		m := nats.NewMsg("mesh-broker.restore-kept")
+		m.Reply = reply
+		m.Header.Set(BeatHeader, beat)
+		got := beatSubject(m)
+		if got == "" {
+			return
+		}
+		first := func(s string) string { t, _, _ := strings.Cut(s, "."); return t }
+		if got != m.Header.Get(BeatHeader) || len(got) > maxBeatSubject || strings.ContainsAny(got, "*> \t\r\n") ||
+			first(got) != first(reply) || strings.Contains(got, "..") {
+			t.Fatalf("reply %q: beats to %q", reply, got)
+		}
+	})
+}
+
+// FuzzDecodeAct: any message of the acts subjects is an act naming a verb,
+// or nothing.
+func FuzzDecodeAct(f *testing.F) {
+	f.Add([]byte(`{"verb":"restore-kept","module":"a","local":"b","outcome":"done","detail":{"said":"x"}}`))
+	f.Add([]byte(`{"verb":""}`))
+	f.Add([]byte(`[`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a := decodeAct(&nats.Msg{Data: data})
+		if a != nil && a.Verb == "" {
+			t.Fatalf("an act without a verb: %+v", a)
+		}
+	})
+}
