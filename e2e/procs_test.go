@@ -42,12 +42,24 @@ func run(m *testing.M) int {
 		return 1
 	}
 	keeperBin = filepath.Join(dir, "nats-keeper")
-	cmd := exec.Command(goBin, "build", "-o", keeperBin, "../cmd/nats-keeper")
+	cmd := exec.Command(goBin, append([]string{"build", "-o", keeperBin}, revisionFlags()...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: go build nats-keeper: %v\n%s", err, out)
 		return 1
 	}
 	return m.Run()
+}
+
+// revisionFlags are the go build flags that give the binary its git
+// revision where the build does not stamp it (a git worktree, or
+// -buildvcs=false in GOFLAGS), as the README's Upgrading says; none
+// outside a git checkout.
+func revisionFlags() []string {
+	rev, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return []string{"../cmd/nats-keeper"}
+	}
+	return []string{"-ldflags", "-X main.revision=" + strings.TrimSpace(string(rev)), "../cmd/nats-keeper"}
 }
 
 // tail is the end of a log, enough to see why something failed.

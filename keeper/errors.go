@@ -41,17 +41,22 @@ var (
 	// that decrypts it (serve --identity), so it was neither restored nor
 	// fully verified, and nothing was touched.
 	ErrLocked = errors.New("encrypted, and no identity here decrypts it")
+	// ErrCutShort: the keeper that ran the verb stopped answering (it died,
+	// or lost the bus) before it replied, and no outcome was known when the
+	// caller stopped waiting: recovery finishes or undoes what it left. A
+	// client gives it; a keeper never answers with it.
+	ErrCutShort = errors.New("cut short: the keeper that ran the verb stopped answering")
 )
 
 // KindOf is the kind err carries: ErrBadRequest, ErrNotFound, ErrBusy,
-// ErrConflict, ErrLocked, ErrFailed, ErrNoBus or ErrDenied, whichever errors.Is finds
+// ErrConflict, ErrLocked, ErrFailed, ErrNoBus, ErrDenied or ErrCutShort, whichever errors.Is finds
 // first in that order (so a busy error is ErrBusy, not ErrConflict). It is
 // nil for a nil error and for an error that carries no kind.
 func KindOf(err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, kind := range [...]error{ErrBadRequest, ErrNotFound, ErrBusy, ErrConflict, ErrLocked, ErrFailed, ErrNoBus, ErrDenied} {
+	for _, kind := range [...]error{ErrBadRequest, ErrNotFound, ErrBusy, ErrConflict, ErrLocked, ErrFailed, ErrNoBus, ErrDenied, ErrCutShort} {
 		if errors.Is(err, kind) {
 			return kind
 		}

@@ -43,6 +43,11 @@ type journal struct {
 	// evidence_run.go); absent in journals of keepers that kept none.
 	Evidence *Evidence         `json:"evidence,omitempty"`
 	Expect   []ConsumerFigures `json:"-"` // the body, as Reposition
+	// Format is the journal's format (JournalFormat when written; 0 in
+	// journals of keepers before formats, read as 1), and WrittenBy the
+	// version of the keeper that last wrote it (format.go).
+	Format    int    `json:"format,omitempty"`
+	WrittenBy string `json:"written-by,omitempty"`
 
 	// body names the parts of the index that hold Reposition and Expect;
 	// nil when the head holds them (none to hold, or an older journal).
@@ -61,6 +66,7 @@ func (k *Keeper) saveJournal(ctx context.Context, j *journal) error {
 	if err := k.saveBody(ctx, j); err != nil {
 		return fmt.Errorf("recording the restore journal in the index: %w", err)
 	}
+	j.WrittenBy = k.version
 	data := encodeHead(j)
 	if len(data) > maxJournalHead {
 		return fmt.Errorf("recording the restore journal in the index: its head is %d bytes, over the %d it may take, so it was not recorded", len(data), maxJournalHead)
@@ -94,7 +100,13 @@ func (k *Keeper) readJournal(ctx context.Context, module, local string) (*journa
 		return nil, err
 	}
 	var j journal
-	if err := decodeJournal(data, &j); err != nil || j.Module != module || j.Local != local {
+	err = decodeJournal(data, &j)
+	var fe *FormatError
+	if errors.As(err, &fe) {
+		fe.What = "restore journal " + journalKey(module, local)
+		return nil, fe
+	}
+	if err != nil || j.Module != module || j.Local != local {
 		return nil, fmt.Errorf("restore journal %s in the index is unreadable (%v)", journalKey(module, local), err)
 	}
 	return &j, nil
@@ -380,7 +392,10 @@ func (k *Keeper) closeJournalIfAbsent(ctx context.Context, module, local string)
 // until recovery finishes it, the bus may hold only part of the kept data.
 func (k *Keeper) unfinished(ctx context.Context, verb, module, local string) error {
 	j, err := k.readJournal(ctx, module, local)
+	var fe *FormatError
 	switch {
+	case errors.As(err, &fe):
+		return Errorf(ErrConflict, "%s refused: %v, to finish or undo the restore it records; nothing was done, and every other kept data is served", verb, err)
 	case err != nil:
 		return Errorf(ErrConflict, "%s refused: %s/%s has a restore journal that cannot be read (%v), so nothing was done", verb, module, local, err)
 	case j == nil:

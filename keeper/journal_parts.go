@@ -97,9 +97,10 @@ type journalShape journal
 func encodeHead(j *journal) []byte {
 	h := struct {
 		*journalShape
+		Format     int               `json:"format"`
 		Reposition any               `json:"reposition"`
 		Expect     []ConsumerFigures `json:"expect,omitempty"`
-	}{journalShape: (*journalShape)(j)}
+	}{journalShape: (*journalShape)(j), Format: JournalFormat}
 	switch {
 	case j.body != nil:
 		h.Reposition = j.body
@@ -115,8 +116,14 @@ func encodeHead(j *journal) []byte {
 // decodeJournal reads a head into j: of this shape, whose "reposition"
 // names the parts of its body (which loadBody then reads), or of the older
 // one, which holds the positions and the expected figures itself.
+//
+// A head of a format above JournalFormat is refused with a *FormatError
+// before anything else of it is read.
 func decodeJournal(data []byte, j *journal) error {
 	*j = journal{}
+	if err := checkFormat("a restore journal in the index", data, JournalFormat); err != nil {
+		return err
+	}
 	var h struct {
 		*journalShape
 		Reposition json.RawMessage   `json:"reposition"`

@@ -3,7 +3,6 @@ package keeper
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -84,16 +83,19 @@ func (k *Keeper) ListKept(ctx context.Context, r Request) (*Reply, error) {
 		var err error
 		if strings.HasPrefix(key, "aside.") {
 			var a Aside
-			if err = json.Unmarshal(data, &a); err == nil {
+			if err = decodeRecord("index record "+key, data, &a); err == nil {
 				asides = append(asides, a)
 			}
 		} else {
 			var p Point
-			if err = json.Unmarshal(data, &p); err == nil {
+			if err = decodeRecord("index record "+key, data, &p); err == nil {
 				points = append(points, p)
 			}
 		}
-		if err != nil {
+		var fe *FormatError
+		if errors.As(err, &fe) {
+			k.log.Warn("index record of a newer format; not listed", "key", key, "err", err)
+		} else if err != nil {
 			k.log.Warn("index record is not valid JSON; skipped", "key", key, "err", err)
 		}
 	}

@@ -142,7 +142,11 @@ func (k *Keeper) getJSON(ctx context.Context, key string, v any) error {
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(data, v); err != nil {
+	if err := decodeRecord(key, data, v); err != nil {
+		var fe *FormatError
+		if errors.As(err, &fe) {
+			return err
+		}
 		return fmt.Errorf("%s is not valid JSON: %w", key, err)
 	}
 	return nil

@@ -75,7 +75,7 @@ func (k *Keeper) SetPlan(ctx context.Context, r Request) (*Reply, error) {
 	if err := k.checkUnclaimed(ctx, r.Module, r.Local, r.Streams); err != nil {
 		return refused(err)
 	}
-	p := Plan{Module: r.Module, Local: r.Local, Streams: r.Streams, Consumers: r.Consumers}
+	p := Plan{Module: r.Module, Local: r.Local, Streams: r.Streams, Consumers: r.Consumers, Format: RecordFormat}
 	data, err := json.Marshal(p)
 	if err != nil {
 		return refused(Errorf(ErrFailed, "the plan could not be encoded: %v", err))
@@ -233,7 +233,11 @@ func (k *Keeper) readPlan(ctx context.Context, module, local string) (*Plan, err
 		return nil, Errorf(ErrFailed, "reading the plan of %s/%s: %v", module, local, err)
 	}
 	var p Plan
-	if err := json.Unmarshal(data, &p); err != nil {
+	if err := decodeRecord("the recorded plan "+planKey(module, local), data, &p); err != nil {
+		var fe *FormatError
+		if errors.As(err, &fe) {
+			return nil, err
+		}
 		return nil, Errorf(ErrFailed, "the recorded plan of %s/%s is not valid JSON: %v", module, local, err)
 	}
 	for _, s := range p.Streams {

@@ -234,7 +234,7 @@ func (k *Keeper) indexPoints(ctx context.Context, module, local string) ([]Point
 	var out []Point
 	err := k.listIndex(ctx, "point."+module+"."+local+".", func(data []byte) error {
 		var p Point
-		if err := json.Unmarshal(data, &p); err != nil {
+		if err := decodeRecord("a restore point record of "+module+"/"+local, data, &p); err != nil {
 			return err
 		}
 		if p.Module == module && p.Local == local {

@@ -10,11 +10,25 @@ import "encoding/json"
 // export) reads the point's own record from the store; list-kept, prune,
 // rebuild and the checks of plans and stores read the index, and need none.
 
+// Every record carries its format, RecordFormat (format.go); records read
+// from the index or the store pass decodeRecord, which refuses a newer one.
+
+// decodeRecord decodes one point, aside or plan record (what names it, for
+// the sentence) into v, refusing one of a format above RecordFormat with a
+// *FormatError.
+func decodeRecord(what string, data []byte, v any) error {
+	if err := checkFormat(what, data, RecordFormat); err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}
+
 // pointRecord is p's record in the index: p without its positions, which
 // it counts.
 func pointRecord(p *Point) []byte {
 	r := *p
 	r.PositionCount, r.Positions = positionCount(p.PositionCount, p.Positions), nil
+	r.Format = RecordFormat
 	data, _ := json.Marshal(&r)
 	return data
 }
@@ -24,6 +38,7 @@ func pointRecord(p *Point) []byte {
 func asideRecord(a *Aside) []byte {
 	r := *a
 	r.PositionCount, r.Positions = positionCount(a.PositionCount, a.Positions), nil
+	r.Format = RecordFormat
 	data, _ := json.Marshal(&r)
 	return data
 }

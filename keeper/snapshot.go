@@ -107,6 +107,7 @@ func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel st
 		Module: r.Module, Local: r.Local, Form: r.Form, Fingerprint: r.Fingerprint, CatchUp: r.CatchUp,
 		Taken: k.now().UTC(), Caller: r.Caller, Why: r.Why, Dir: rel,
 		Streams: streamSums(m), Positions: positions, PositionCount: len(positions),
+		Format: RecordFormat, WrittenBy: k.version,
 	}
 	if r.KeepFor > 0 {
 		until := point.Taken.Add(time.Duration(r.KeepFor))

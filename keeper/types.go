@@ -193,6 +193,7 @@ type Plan struct {
 	// Consumers are durable consumers, on any stream, that belong to this
 	// kept data whatever their names say.
 	Consumers []PlanConsumer `json:"consumers,omitempty"`
+	Format    int            `json:"format,omitempty"` // the record's format (RecordFormat when written; 0: older, read as 1)
 }
 
 // StreamSum is one stream of a point or aside as the archive manifest has it.
@@ -232,6 +233,11 @@ type Point struct {
 	// when encrypted, so a copy is checked without the key); empty for
 	// points taken before stores.
 	ArchiveSum string `json:"archive_sum,omitempty"`
+	// Format is the record's format (RecordFormat when written; 0 in
+	// records of keepers before formats, read as 1), and WrittenBy the
+	// version of the keeper that took the point (format.go).
+	Format    int    `json:"format,omitempty"`
+	WrittenBy string `json:"written-by,omitempty"`
 	Sealing
 }
 
@@ -273,6 +279,7 @@ type Aside struct {
 	PositionCount int        `json:"position_count,omitempty"` // as Point.PositionCount
 	ArchiveSize   int64      `json:"archive_size"`             // as Point.ArchiveSize
 	ArchiveSum    string     `json:"archive_sum,omitempty"`    // as Point.ArchiveSum
+	Format        int        `json:"format,omitempty"`         // as Point.Format
 	Sealing
 }
 

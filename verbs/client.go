@@ -52,12 +52,25 @@ const MaxReply = 8 << 20
 // your own before NewClient, or chain the one you find with nc.ErrorHandler()).
 // When no keeper answers (no responders, or no reply in time) the error wraps
 // keeper.ErrNoBus; after a timeout the verb may still be running.
+//
+// A keeper that dies mid-verb is found within seconds: the Client asks the
+// keeper that takes its request for beats (BeatHeader) and, when they stop
+// and the keeper does not answer its $SRV PING, follows the recovery for up
+// to WithRecoveryWait (the restore's journal in the keeper's index, the
+// verb's acts on <prefix>.acts.<verb>). If recovery finished the verb, the
+// reply is the finishing act's, its Said beginning with what happened and
+// its Aside the aside's id; if recovery undid it, an error of kind
+// keeper.ErrFailed that says so; if neither is known when the wait ends, an
+// error of kind keeper.ErrCutShort that says the verb was cut short and
+// that recovery will finish or undo it. A keeper that sends no beats (an
+// older one) is waited for as before, up to the timeout.
 type Client struct {
-	nc      *nats.Conn
-	prefix  string
-	timeout time.Duration
-	wait    time.Duration // WithNoResponderWait
-	denials *denials
+	nc           *nats.Conn
+	prefix       string
+	timeout      time.Duration
+	wait         time.Duration // WithNoResponderWait
+	recoveryWait time.Duration // WithRecoveryWait
+	denials      *denials
 }
 
 // NewClient returns a Client using nc. It takes WithPrefix and WithTimeout.
@@ -71,7 +84,10 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) *Client {
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
 	}
-	return &Client{nc: nc, prefix: c.prefix, timeout: c.timeout, wait: c.wait, denials: watchDenials(nc)}
+	if c.recoveryWait <= 0 {
+		c.recoveryWait = DefaultRecoveryWait
+	}
+	return &Client{nc: nc, prefix: c.prefix, timeout: c.timeout, wait: c.wait, recoveryWait: c.recoveryWait, denials: watchDenials(nc)}
 }
 
 // Prefix is the subject prefix the client sends to.
@@ -198,7 +214,10 @@ func (c *Client) Do(ctx context.Context, verb string, r keeper.Request) (*keeper
 			"check with list-kept", replies, said, subject))
 	}, "pub "+subject, "sub "+replies)
 	defer done()
-	msg, err := c.request(ctx, subject, body)
+	msg, err := c.exchange(ctx, verb, subject, r, body)
+	if s, ok := isSettled(err); ok {
+		return s.rep, s.err
+	}
 	if err != nil {
 		if cause := context.Cause(ctx); errors.Is(cause, keeper.ErrDenied) {
 			return nil, cause
@@ -208,15 +227,15 @@ func (c *Client) Do(ctx context.Context, verb string, r keeper.Request) (*keeper
 	return decodeReply(subject, msg)
 }
 
-// request sends body to subject, again while no one is subscribed there,
-// for up to c.wait.
-func (c *Client) request(ctx context.Context, subject string, body []byte) (*nats.Msg, error) {
+// request sends msg, again while no one is subscribed to its subject, for
+// up to c.wait.
+func (c *Client) request(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) {
 	giveUp := time.Now().Add(c.wait)
 	pause := 100 * time.Millisecond
 	for {
-		msg, err := c.nc.RequestWithContext(ctx, subject, body)
+		reply, err := c.nc.RequestMsgWithContext(ctx, msg)
 		if !errors.Is(err, nats.ErrNoResponders) || time.Now().Add(pause).After(giveUp) {
-			return msg, err
+			return reply, err
 		}
 		select {
 		case <-ctx.Done():

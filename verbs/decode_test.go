@@ -138,7 +138,7 @@ func TestSemVerAndPrefix(t *testing.T) {
 
 func TestSemVerIsWhatMicroTakes(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Start(t, nil))
-	for _, v := range []string{"v0.0.0-20261130103300-7aa4e08abcde+dirty", "v1.2.3-01", "(devel)", "v1.2", "v2.0.0-rc.1"} {
+	for _, v := range []string{"v0.0.0-20261130103300-7aa4e08abcde+dirty", "0.0.0-dev+7aa4e08abcde.dirty", "v1.2.3-01", "(devel)", "v1.2", "v2.0.0-rc.1"} {
 		got := SemVer(v)
 		svc, err := micro.AddService(nc, micro.Config{Name: "x", Version: got})
 		if err != nil {

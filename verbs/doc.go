@@ -37,5 +37,8 @@
 // back into an *Error that errors.Is matches to the keeper's sentinels
 // (keeper.ErrNotFound, keeper.ErrBusy, ...), and a request the server
 // refused the user, or that no keeper answered, into keeper.ErrDenied or
-// keeper.ErrNoBus.
+// keeper.ErrNoBus. A verb whose keeper stopped answering mid-way (it sends
+// beats while it runs, see BeatHeader) is followed through recovery, and
+// becomes, when no outcome is known in time, keeper.ErrCutShort (code 504,
+// given by the client only).
 package verbs

@@ -20,6 +20,10 @@ const (
 	// CodeDenied is never sent by a keeper: the client gives it to a request
 	// the NATS server refused before it reached one (keeper.ErrDenied).
 	CodeDenied = 403
+	// CodeCutShort is never sent by a keeper: the client gives it to a
+	// verb whose keeper stopped answering before it replied, when no
+	// outcome was known (keeper.ErrCutShort).
+	CodeCutShort = 504
 )
 
 // Code is the wire code for err: 200 for nil, else the code of its kind
@@ -41,6 +45,8 @@ func Code(err error) int {
 		return CodeDenied
 	case keeper.ErrLocked:
 		return CodeLocked
+	case keeper.ErrCutShort:
+		return CodeCutShort
 	default:
 		return CodeFailed
 	}
@@ -66,6 +72,8 @@ func kindOfCode(code int, busy bool) error {
 		return keeper.ErrDenied
 	case CodeLocked:
 		return keeper.ErrLocked
+	case CodeCutShort:
+		return keeper.ErrCutShort
 	default:
 		return keeper.ErrFailed
 	}

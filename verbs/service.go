@@ -80,12 +80,14 @@ type serveConfig struct {
 	verbTimeout time.Duration
 	observe     func(verb string, code int, took time.Duration)
 	statsData   func(verb string) map[string]any
+	indexBucket string
 }
 
 type clientConfig struct {
-	prefix  string
-	timeout time.Duration
-	wait    time.Duration
+	prefix       string
+	timeout      time.Duration
+	wait         time.Duration
+	recoveryWait time.Duration
 }
 
 type serveOption func(*serveConfig)
@@ -169,6 +171,7 @@ type Service struct {
 	verbTimeout time.Duration
 	observe     func(verb string, code int, took time.Duration)
 	statsData   func(verb string) map[string]any
+	indexBucket string          // named in beats (WithIndexBucket)
 	base        context.Context // verbs run under it: cancelled by Stop after the grace
 	cancel      context.CancelFunc
 	done        chan struct{} // closed by Stop
@@ -261,7 +264,7 @@ func Serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...ServeOption) (*
 		nc: nc, engine: e, prefix: c.prefix, log: c.logger,
 		slots: make(chan struct{}, c.maxInFlight),
 		heavy: make(chan struct{}, c.maxHeavy), verbTimeout: c.verbTimeout,
-		observe: c.observe, statsData: c.statsData,
+		observe: c.observe, statsData: c.statsData, indexBucket: c.indexBucket,
 		base: base, cancel: cancel,
 		done:        make(chan struct{}),
 		stopTimeout: c.stopTimeout,
@@ -417,12 +420,14 @@ func (s *Service) handler(ep *endpoint) nats.MsgHandler {
 		}
 		s.running.Add(1)
 		s.mu.Unlock()
+		stopBeat := s.beat(m, ep.verb) // from arrival: the wait for a slot counts
 		slots := s.slots
 		if heavyVerb(ep.verb, m.Data) {
 			slots = s.heavy
 			select {
 			case s.heavy <- struct{}{}:
 			default:
+				stopBeat()
 				s.fail(req, ep.verb, s.overloaded(ep.verb))
 				s.running.Done()
 				return
@@ -431,6 +436,7 @@ func (s *Service) handler(ep *endpoint) nats.MsgHandler {
 			select {
 			case s.slots <- struct{}{}: // wait for a free slot: back-pressure on this endpoint
 			case <-s.done:
+				stopBeat()
 				s.refuse(req)
 				s.running.Done()
 				return
@@ -439,6 +445,7 @@ func (s *Service) handler(ep *endpoint) nats.MsgHandler {
 		ep.enter(1)
 		go func() {
 			defer s.running.Done()
+			defer stopBeat()
 			defer func() { <-slots }()
 			defer ep.enter(-1)
 			s.run(ep.verb, req)

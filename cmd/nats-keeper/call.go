@@ -46,7 +46,7 @@ func callClient(ctx context.Context, f clientFlags, out output, verb string, req
 		return jsonErr(f, out, err)
 	}
 	defer nc.Close()
-	c := verbs.NewClient(nc, verbs.WithPrefix(f.Prefix), verbs.WithTimeout(f.Timeout))
+	c := verbs.NewClient(nc, verbs.WithPrefix(f.Prefix), verbs.WithTimeout(f.Timeout), verbs.WithRecoveryWait(f.RecoveryWait))
 	endProgress := func() {}
 	if out.Progress && !f.JSON && req.Module != "" && req.Local != "" {
 		bar := &progressLine{w: out.Err}

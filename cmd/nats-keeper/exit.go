@@ -14,6 +14,7 @@ const (
 	exitNoService = 5
 	exitDenied    = 6
 	exitLocked    = 7
+	exitCutShort  = 8
 )
 
 // exitCode is the documented exit code for err.
@@ -34,6 +35,8 @@ func exitCode(err error) int {
 		return exitDenied
 	case keeper.ErrLocked:
 		return exitLocked
+	case keeper.ErrCutShort:
+		return exitCutShort
 	default:
 		return exitFailed
 	}

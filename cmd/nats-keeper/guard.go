@@ -137,7 +137,8 @@ func runGuard(ctx context.Context, o guardOptions) error {
 		return jsonErr(o.Client, o.Out, err)
 	}
 	defer nc.Close()
-	c := verbs.NewClient(nc, verbs.WithPrefix(o.Client.Prefix), verbs.WithTimeout(o.Client.Timeout))
+	c := verbs.NewClient(nc, verbs.WithPrefix(o.Client.Prefix), verbs.WithTimeout(o.Client.Timeout),
+		verbs.WithRecoveryWait(o.Client.RecoveryWait))
 
 	// A signal guard gets while the command runs cancels the change's
 	// context, so Guard knows the change was cut short.

@@ -19,7 +19,9 @@ const exitCodesHelp = `Exit codes:
   4  busy or conflict (another verb holds the kept data)
   5  no service or bus reachable
   6  denied by the NATS server's permissions (nothing was done)
-  7  locked: the archive is encrypted and the keeper has no identity that decrypts it (nothing was touched)`
+  7  locked: the archive is encrypted and the keeper has no identity that decrypts it (nothing was touched)
+  8  cut short: the keeper that ran the verb stopped answering, and no keeper had finished or undone it
+     within --recovery-wait; recovery will (see list-kept and acts)`
 
 func newRoot(e env) *cobra.Command {
 	root := &cobra.Command{
@@ -76,17 +78,20 @@ func addConnFlags(fs *pflag.FlagSet, c *connFlags, e env) {
 
 // clientFlags are the flags of the commands that send one verb.
 type clientFlags struct {
-	Conn    connFlags
-	Prefix  string
-	Timeout time.Duration
-	JSON    bool
-	Caller  string
+	Conn         connFlags
+	Prefix       string
+	Timeout      time.Duration
+	RecoveryWait time.Duration
+	JSON         bool
+	Caller       string
 }
 
 func addClientFlags(fs *pflag.FlagSet, c *clientFlags, e env) {
 	addConnFlags(fs, &c.Conn, e)
 	fs.StringVar(&c.Prefix, "prefix", verbs.DefaultPrefix, "subject prefix of the keeper's verbs")
 	fs.DurationVar(&c.Timeout, "timeout", verbs.DefaultTimeout, "how long to wait for the reply")
+	fs.DurationVar(&c.RecoveryWait, "recovery-wait", verbs.DefaultRecoveryWait,
+		"when the keeper running the verb stops answering, how long to follow the recovery for its outcome before exiting 8 (cut short)")
 	fs.BoolVar(&c.JSON, "json", false, "print the reply as JSON")
 	fs.StringVar(&c.Caller, "caller", defaultCaller(e), "who is asking, recorded with the act")
 }

@@ -45,9 +45,13 @@ type Setup struct {
 	PruneEvery     time.Duration // apply the recorded retention policies this often; 0: never
 	Replicas       int           // of the index bucket and acts stream; 0: 3 on a cluster, else 1 (jsbus.WithReplicas)
 	Version        string        // the keeper's version, recorded in archives and announced by the service
+	Revision       string        // the VCS revision it was built from, for nats_keeper_build_info; "" when not known
 	Logger         *slog.Logger  // nil: slog.Default()
 	// StepHook, when set, is called at each restore step (crash tests).
 	StepHook func(step string)
+	// LeaseTTL is how long the keeper's leases live unless renewed; 0 is
+	// keeper.DefaultLeaseTTL (tests of a keeper that dies).
+	LeaseTTL time.Duration
 	// Now, when set, is the keeper's clock (tests of dates); nil is the
 	// real one.
 	Now func() time.Time
@@ -112,6 +116,7 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 	// Listen first, so a taken address fails before anything is done; the
 	// health check answers 503 until the keeper is made.
 	m := metrics.New(log)
+	m.Build(verbs.SemVer(s.Version), s.Revision)
 	var made atomic.Pointer[keeper.Keeper]
 	var msrv *metrics.Server
 	if s.MetricsListen != "" {
@@ -156,7 +161,7 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 	if s.Dir != nil {
 		engine = &dirGuard{Engine: engine, dir: s.Dir}
 	}
-	opts = append([]verbs.ServeOption{verbs.WithPrefix(prefix), verbs.WithVersion(s.Version),
+	opts = append([]verbs.ServeOption{verbs.WithPrefix(prefix), verbs.WithVersion(s.Version), verbs.WithIndexBucket(bucket),
 		verbs.WithLogger(log), verbs.WithMetadata("store", where),
 		verbs.WithMaxHeavy(s.MaxHeavy), verbs.WithVerbTimeout(s.VerbTimeout),
 		verbs.WithObserver(m.Answered), verbs.WithStatsData(m.StatsData)}, opts...)
@@ -229,7 +234,7 @@ func engine(ctx context.Context, nc *nats.Conn, s Setup, bucket, prefix string, 
 		acts = queue
 	}
 	k, err := keeper.New(ctx, keeper.Config{Store: s.Store, Bus: a, Index: a, Acts: acts, Logger: log, Version: s.Version,
-		StepHook: s.StepHook, Now: s.Now, StreamParallel: s.StreamParallel, SpoolDir: spoolDir(s.Dir), AsideWarnAfter: s.AsideWarnAfter,
+		StepHook: s.StepHook, LeaseTTL: s.LeaseTTL, Now: s.Now, StreamParallel: s.StreamParallel, SpoolDir: spoolDir(s.Dir), AsideWarnAfter: s.AsideWarnAfter,
 		OwnStreams: a.OwnStreams(), Observer: obs, Seal: s.Seal, Unseal: s.Unseal})
 	if err != nil {
 		if queue != nil {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -158,7 +159,7 @@ var billing = keeper.Request{Module: "billing", Local: "ledger", Form: 1, Finger
 // time of the last successful snapshot and restore; the same counts are in
 // $SRV.STATS.
 func TestMetricsAfterSnapshotFailedVerifyAndRestore(t *testing.T) {
-	b := newBed(t, inproc.Setup{})
+	b := newBed(t, inproc.Setup{Version: "v1.4.0"})
 	ctx := context.Background()
 	if err := sample.Create(ctx, b.js, "billing", "ledger"); err != nil {
 		t.Fatal(err)
@@ -198,6 +199,8 @@ func TestMetricsAfterSnapshotFailedVerifyAndRestore(t *testing.T) {
 	want(t, m, `nats_keeper_verb_requests_total{outcome="ok",verb="snapshot-kept"}`, 2)
 	want(t, m, fmt.Sprintf(`nats_keeper_verb_requests_total{outcome="%s",verb="verify-kept"}`, outcome(verr.Code)), 1)
 	want(t, m, `nats_keeper_verb_requests_total{outcome="ok",verb="restore-kept"}`, 1)
+	// A test binary carries no VCS revision.
+	want(t, m, fmt.Sprintf(`nats_keeper_build_info{goversion="%s",revision="",version="1.4.0"}`, runtime.Version()), 1)
 	want(t, m, `nats_keeper_verb_duration_seconds_count{outcome="ok",verb="snapshot-kept"}`, 2)
 	want(t, m, `nats_keeper_snapshot_bytes_total`, float64(first.Point.ArchiveSize+damaged.Point.ArchiveSize))
 	want(t, m, `nats_keeper_restore_bytes_total`, float64(first.Point.ArchiveSize))

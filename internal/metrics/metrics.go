@@ -14,6 +14,7 @@ package metrics
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -50,6 +51,7 @@ type Metrics struct {
 	durations *prometheus.HistogramVec
 	snapBytes prometheus.Counter
 	restBytes prometheus.Counter
+	build     *prometheus.GaugeVec
 	log       *slog.Logger
 
 	mu       sync.Mutex
@@ -85,14 +87,25 @@ func New(log *slog.Logger) *Metrics {
 			Help: "Bytes of the restore points' archives this keeper wrote."}),
 		restBytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "restore_bytes_total",
 			Help: "Bytes of archives this keeper restored onto the bus."}),
+		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
+			Help: "Always 1, labelled with the keeper's version, its VCS revision (empty when the build does not know it) and its Go version."},
+			[]string{"version", "revision", "goversion"}),
 		log:      log,
 		lastSnap: map[kept]time.Time{},
 		lastRest: map[kept]time.Time{},
 		outcomes: map[string]map[string]uint64{},
 	}
-	m.reg.MustRegister(m.requests, m.durations, m.snapBytes, m.restBytes, (*keptCollector)(m),
+	m.reg.MustRegister(m.requests, m.durations, m.snapBytes, m.restBytes, m.build, (*keptCollector)(m),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// Build sets nats_keeper_build_info to the keeper's version and VCS revision
+// ("" when not known), with the Go version; a later call replaces the
+// earlier.
+func (m *Metrics) Build(version, revision string) {
+	m.build.Reset()
+	m.build.WithLabelValues(version, revision, runtime.Version()).Set(1)
 }
 
 // Registry is where the metrics are registered, for Handler and tests.
