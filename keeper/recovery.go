@@ -127,7 +127,7 @@ func (k *Keeper) RecoveryWaits() []RecoveryOutcome {
 func (k *Keeper) waitSaid(module, local string) string {
 	o, ok := k.waits.of(module, local)
 	if !ok {
-		return "recovery finishes or undoes it (it runs at start and every few seconds while the keeper serves)"
+		return "recovery finishes or undoes it (a serving keeper takes it up as it starts and every 15 s)"
 	}
 	return fmt.Sprintf("recovery waits since %s: %v; the keeper tries again by itself, and the wait ends once recovery finishes or undoes the restore",
 		o.Since.UTC().Format(time.RFC3339), o.Err)
