@@ -45,16 +45,19 @@ type killEnv struct {
 const (
 	killModule, killLocal = "kill", "big"
 	killStream            = killModule + "_" + killLocal
-	killPayload           = 64 << 10
+	killPayload           = 8 << 10
 )
 
 // TestKillMidRestore kills `nats-keeper serve` (SIGKILL) at 10, 20, 40, 60
 // and 80% of a restore-kept of a 200 MiB stream over live data, three
-// rounds each, and starts it again at once: it must answer a verb within
-// 30 s, the kept data must end whole (the point's or the live data, the
-// other set aside), and aside/ must hold no archive without its
-// aside.json. The restore's progress is the restored stream's message
-// count on the bus, against the point's.
+// rounds each, and starts it again at once, while the module writes into
+// its stream for 8 s from the kill (the half-restored stream takes writes
+// once the server gives the dead keeper's restore up, 5 s after its last
+// chunk): it must answer a verb within 30 s, the kept data must end whole
+// (the point's or the live data, the other set aside), every write the bus
+// acknowledged must be in the recovery aside, and aside/ must hold no
+// archive without its aside.json. The restore's progress is the restored
+// stream's message count on the bus, against the point's.
 func TestKillMidRestore(t *testing.T) {
 	e := &killEnv{owner: t}
 	tmp := t.TempDir()
@@ -176,16 +179,42 @@ func (e *killEnv) round(t *testing.T, pct uint64, round int) {
 	<-e.k.p.exited
 	cancel()
 	<-replied
+	wrote := make(chan []uint64, 1)
+	go func() { wrote <- e.writeThrough(8 * time.Second) }()
 
 	start := time.Now()
 	e.k = e.startKeeper(t)
 	took := e.waitServes(t, start)
 	t.Logf("killed at %d of %d messages; the keeper answered list-kept %s after it was started again",
 		at, e.point[2], took.Round(time.Millisecond))
+	writes := <-wrote
 	if left := waitNoStale(t, e.js, e.dir, 4*time.Minute); len(left) > 0 {
 		t.Fatalf("recovery left these after 4 minutes: %v\n%s", left, longTail(e.k.p.log.String()))
 	}
-	e.check(t, live, before)
+	e.check(t, live, before, writes)
+}
+
+// writeThrough is the module writing into its stream through the crash:
+// for d, every 25 ms, it publishes, and returns the stream sequences of the
+// writes the bus acknowledged. The half-restored stream takes writes once
+// the server gave the dead keeper's restore up.
+func (e *killEnv) writeThrough(d time.Duration) []uint64 {
+	var seqs []uint64
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(25 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		ack, err := e.js.Publish(ctx, killModule+"."+killLocal+".after", []byte("written through the crash"))
+		cancel()
+		if err == nil {
+			seqs = append(seqs, ack.Sequence)
+		}
+	}
+	return seqs
+}
+
+// withWrites reports whether got is the point's stream with the module's
+// writes after it: a write that came after recovery restored the point.
+func (e *killEnv) withWrites(got [4]uint64) bool {
+	return got[0] == e.point[0] && got[1] > e.point[1] && got[2] == e.point[2]+(got[1]-e.point[1])
 }
 
 // waitProgress waits until the stream restored over the live one (made
@@ -231,22 +260,27 @@ func (e *killEnv) waitServes(t *testing.T, start time.Time) time.Duration {
 	}
 }
 
-// check: the kept data is whole (the point's or the live data), the
-// restore's aside holds the live data, a recovery aside at most the
-// point's messages, every new aside verifies, and aside/ holds no archive
-// without its aside.json. Then the new asides are discarded.
-func (e *killEnv) check(t *testing.T, live [4]uint64, before []string) {
+// check: the kept data is whole (the point's, with or without the
+// module's writes after it, or the live data), the restore's aside holds
+// the live data, a recovery aside the point's first messages, every write
+// acknowledged (by sequence) is in a recovery aside or live after the
+// point, every new aside verifies, and aside/ holds no archive without its
+// aside.json. Then the new asides are discarded.
+func (e *killEnv) check(t *testing.T, live [4]uint64, before []string, writes []uint64) {
 	t.Helper()
 	got := e.streamState(t)
-	switch got {
-	case e.point:
+	switch {
+	case got == e.point:
 		t.Logf("the kept data is the point's")
-	case live:
+	case e.withWrites(got):
+		t.Logf("the kept data is the point's with %d of the module's writes after it", got[1]-e.point[1])
+	case got == live:
 		t.Logf("the kept data is the live data")
 	default:
 		t.Errorf("the kept data is %v (first, last, messages, bytes): neither the point's %v nor the live data's %v", got, e.point, live)
 	}
 	var restoreAsides, fresh []string
+	held := uint64(0) // the last sequence a recovery aside holds
 	for _, id := range asides(t, e.dir) {
 		if contains(before, id) {
 			continue
@@ -262,12 +296,20 @@ func (e *killEnv) check(t *testing.T, live [4]uint64, before []string) {
 				t.Errorf("the restore's aside %s holds %v, not the live data %v", id, st, live)
 			}
 		case "recovery":
-			if st[0] != e.point[0] || st[2] > e.point[2] || st[1] > e.point[1] {
-				t.Errorf("the recovery aside %s holds %v: not a part of the point's stream %v", id, st, e.point)
+			if st[0] != e.point[0] {
+				t.Errorf("the recovery aside %s holds %v: not the point's stream %v restored in part", id, st, e.point)
 			}
-			t.Logf("the recovery aside holds the half-restored stream as it settled: %d of the point's %d messages", st[2], e.point[2])
+			held = max(held, st[1])
+			t.Logf("the recovery aside holds the half-restored stream as it settled, with the module's writes: %d messages, last sequence %d (%d writes acknowledged)",
+				st[2], st[1], len(writes))
 		default:
 			t.Errorf("a new aside %s has reason %q", id, r)
+		}
+	}
+	for _, s := range writes {
+		if s > held && !(e.withWrites(got) && s > e.point[1] && s <= got[1]) {
+			t.Errorf("the module's write acknowledged as sequence %d is neither in a recovery aside (it holds up to %d) nor live after the point (%v): lost",
+				s, held, got)
 		}
 	}
 	if len(restoreAsides) != 1 {
