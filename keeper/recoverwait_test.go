@@ -105,3 +105,32 @@ func TestRecoveryWaitsForAStreamStillWritten(t *testing.T) {
 	}
 	t.Logf("%d writes through the crash, all kept; recovery said: %s", len(written), rec.Said()[0])
 }
+
+// A journal recovery cannot read (a newer keeper's, or damaged) holds back
+// only its own kept data: in the same round, another kept data's
+// interrupted restore is finished.
+func TestUnreadableJournalWaitsAlone(t *testing.T) {
+	e, stop := crashEnv(t, "journal-written")
+	point := e.kept()
+	e.snapshot(1, "fp")
+	e.change()
+	stop()
+	if err := e.bus.Put(e.ctx, "journal.spare.data", []byte(`{"module":"spare","local":"data","format":99`)); err != nil {
+		t.Fatal(err)
+	}
+	k2, err := e.keeperOn(e.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := k2.Recover(e.ctx)
+	w := rec.Waiting()
+	if err != nil || len(rec.Said()) != 1 || len(w) != 1 || w[0].Module != "spare" || w[0].Local != "data" || !strings.Contains(w[0].Err.Error(), "unreadable") {
+		t.Fatalf("recovery beside an unreadable journal: %v %+v; want %s/%s done and spare/data waiting", err, rec, module, local)
+	}
+	if d := sample.Diff(point, e.kept()); d != "" {
+		t.Errorf("after recovery the kept data is not the point:\n%s", d)
+	}
+	if got := k2.RecoveryWaits(); len(got) != 1 || got[0].Since.IsZero() {
+		t.Errorf("RecoveryWaits: %+v", got)
+	}
+}
