@@ -70,7 +70,7 @@ func who(caller string) string {
 // restoringFrom reports whether an unfinished restore (a journal in the
 // index) restores from rel.
 func (k *Keeper) restoringFrom(ctx context.Context, rel string) bool {
-	js, _ := k.journals(ctx)
+	js, _, _ := k.journals(ctx)
 	for _, j := range js {
 		if j.Point == rel {
 			return true

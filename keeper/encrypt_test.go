@@ -327,16 +327,16 @@ func TestInterruptedEncryptedRestoreNeedsTheIdentity(t *testing.T) {
 	stop()
 	half := e.kept()
 
-	_, err := e.keeperWith(nil, nil).Recover(e.ctx)
-	if !errors.Is(err, keeper.ErrLocked) || !strings.Contains(err.Error(), "was not taken up") {
-		t.Fatalf("recovery without the identity: %v, want ErrLocked", err)
+	rec, err := e.keeperWith(nil, nil).Recover(e.ctx)
+	if w := rec.Waiting(); err != nil || len(w) != 1 || !errors.Is(w[0].Err, keeper.ErrLocked) || !strings.Contains(w[0].Err.Error(), "was not taken up") {
+		t.Fatalf("recovery without the identity: %v %+v, want its kept data waiting, ErrLocked", err, rec)
 	}
 	if d := sample.Diff(half, e.kept()); d != "" {
 		t.Fatalf("recovery without the identity changed the bus:\n%s", d)
 	}
-	said, err := e.keeperWith(nil, []age.Identity{id}).Recover(e.ctx)
-	if err != nil || len(said) != 1 || !strings.Contains(said[0], "was completed") {
-		t.Fatalf("recovery with the identity: %v %q", err, said)
+	rec, err = e.keeperWith(nil, []age.Identity{id}).Recover(e.ctx)
+	if said := rec.Said(); err != nil || len(said) != 1 || !strings.Contains(said[0], "was completed") {
+		t.Fatalf("recovery with the identity: %v %+v", err, rec)
 	}
 	if d := sample.Diff(point, e.kept()); d != "" {
 		t.Fatalf("after recovery the kept data is not the point:\n%s", d)

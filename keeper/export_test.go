@@ -24,3 +24,7 @@ const RoomMargin = roomMargin
 
 // SetEvidenceWait shortens the bound on the reads of one evidence check.
 func SetEvidenceWait(k *Keeper, d time.Duration) { k.evidenceWait = d }
+
+// SetSettle shortens how long recovery waits for a stream a stopped
+// restore left to stop changing (quiet) and for how long at most (bound).
+func SetSettle(k *Keeper, quiet, bound time.Duration) { k.waits.quiet, k.waits.bound = quiet, bound }

@@ -352,7 +352,7 @@ func TestPutBackFailsJournalStays(t *testing.T) {
 		t.Fatalf("snapshot during an unfinished restore: got %v, want conflict", err)
 	}
 	said, err := e.k.Recover(e.ctx)
-	if err != nil || len(said) != 1 {
+	if err != nil || len(said.Said()) != 1 {
 		t.Fatalf("recover: %v %q", err, said)
 	}
 	if d := sample.Diff(point, e.kept()); d != "" {

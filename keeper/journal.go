@@ -125,13 +125,19 @@ func (k *Keeper) hasJournal(ctx context.Context, asideID string) bool {
 
 // Recover finds every restore that a stopped keeper left unfinished and
 // either completes it or puts the set-aside data back, so that the kept data
-// ends whole on the bus. Each outcome is recorded as an act and returned as a
-// sentence. It runs at start, before any verb.
-func (k *Keeper) Recover(ctx context.Context) ([]string, error) {
+// ends whole on the bus. Each outcome is recorded as an act. It says per
+// kept data what it did: done (finished or rolled back, with a sentence),
+// or waits, with why: a kept data whose recovery cannot finish now (a
+// stream still being written, a journal it cannot read, an identity it
+// lacks, the bus away) keeps its journal, so its verbs stay refused, and
+// waits for the next round; it holds back no other kept data. Its error
+// says only that the journals could not be listed at all.
+func (k *Keeper) Recover(ctx context.Context) (Recovery, error) {
 	k.releaseDeadLeases(ctx)
-	var said []string
-	js, err := k.journals(ctx)
-	errs := []error{err}
+	js, rec, err := k.journals(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for _, j := range js {
 		var s string
 		var err error
@@ -140,48 +146,57 @@ func (k *Keeper) Recover(ctx context.Context) ([]string, error) {
 		} else {
 			s, err = k.recoverIntoAbsent(ctx, j)
 		}
-		if errors.Is(err, ErrBusy) {
-			continue // a verb holds it; not interrupted
+		switch {
+		case errors.Is(err, ErrBusy):
+			// a verb holds it; not interrupted
+		case err != nil:
+			rec = append(rec, waits(j.Module, j.Local, err))
+		default:
+			rec = append(rec, done(j.Module, j.Local, s))
 		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		said = append(said, s)
 	}
 	if _, err := k.sweepJournalParts(ctx); err != nil {
-		errs = append(errs, err)
+		k.log.Warn("could not sweep the parts of finished restore journals; the next round of recovery tries again", "err", err)
 	}
-	return said, errors.Join(errs...)
+	rec = k.waits.note(rec, k.now())
+	for _, w := range rec.Waiting() {
+		k.log.Error("an interrupted restore waits for recovery; the kept data's verbs are refused until it is finished or undone, and the keeper tries again",
+			"module", w.Module, "local", w.Local, "since", w.Since.UTC().Format(time.RFC3339), "why", w.Err.Error())
+	}
+	return rec, nil
 }
 
-// journals lists the restore journals in the index.
-func (k *Keeper) journals(ctx context.Context) ([]*journal, error) {
+// journals lists the restore journals in the index, and a waiting outcome
+// for each one it cannot read (a newer keeper's, or damaged): only that
+// kept data waits. Its error says the index could not be listed.
+func (k *Keeper) journals(ctx context.Context) ([]*journal, Recovery, error) {
 	keys, err := k.index.Keys(ctx, "journal.")
 	if err != nil {
-		return nil, fmt.Errorf("listing restore journals in the index: %w", err)
+		return nil, nil, fmt.Errorf("listing restore journals in the index: %w", err)
 	}
 	var out []*journal
-	var errs []error
+	var unread Recovery
 	for _, key := range keys {
+		module, local := journalKeyParts(key)
 		data, err := k.index.Get(ctx, key)
 		if errors.Is(err, ErrNotFound) {
 			continue // finished meanwhile
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("reading restore journal %s: %w", key, err))
+			unread = append(unread, waits(module, local, fmt.Errorf("reading restore journal %s: %w; nothing was changed", key, err)))
 			continue
 		}
 		var j journal
 		if err := decodeJournal(data, &j); err != nil || journalKey(j.Module, j.Local) != key {
-			errs = append(errs, fmt.Errorf("restore journal %s in the index is unreadable (%v), so it was left alone", key, err))
+			unread = append(unread, waits(module, local, fmt.Errorf("restore journal %s in the index is unreadable (%v), so it was left alone: "+
+				"if a newer keeper wrote it, run that keeper (or a newer one) to finish it", key, err)))
 			continue
 		}
 		if j.Aside != "" || j.Point != "" {
 			out = append(out, &j)
 		}
 	}
-	return out, errors.Join(errs...)
+	return out, unread, nil
 }
 
 func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
@@ -203,6 +218,11 @@ func (k *Keeper) recoverOne(ctx context.Context, j *journal) (string, error) {
 		return "", fmt.Errorf("restore journal %s in the index is unreadable (%w); nothing was changed", journalKey(j.Module, j.Local), err)
 	}
 	*j = *now
+	// A restore the stopped keeper began may still be stored by the
+	// server: what to set aside is what it holds once it settles.
+	if err := k.settle(ctx, restoring(j)); err != nil {
+		return "", fmt.Errorf("the interrupted restore of %s/%s was not taken up: %w; nothing was removed", j.Module, j.Local, err)
+	}
 	var a Aside
 	if err := k.getJSON(ctx, recordKey(asideRel(j.Aside)), &a); err != nil {
 		return "", fmt.Errorf("the restore of %s/%s left a journal but its aside %s is unreadable (%v); nothing was changed",
@@ -347,6 +367,9 @@ func (k *Keeper) recoverIntoAbsent(ctx context.Context, j *journal) (string, err
 	if err := decodeJournal(data, j); err != nil || j.Aside != "" {
 		return "", Errorf(ErrBusy, "the restore journal of %s/%s changed meanwhile", j.Module, j.Local)
 	}
+	if err := k.settle(ctx, restoring(j)); err != nil {
+		return "", fmt.Errorf("the interrupted restore of %s/%s was not taken up: %w; nothing was removed", j.Module, j.Local, err)
+	}
 	k.log.Warn("taking up an interrupted restore into absent kept data", "module", j.Module, "local", j.Local, "point", j.Point, "restored", j.Restored)
 	if _, err := k.loadSource(ctx, j.Point); err != nil {
 		k.closeJournal(ctx, j)
@@ -362,13 +385,14 @@ func (k *Keeper) recoverIntoAbsent(ctx context.Context, j *journal) (string, err
 		k.closeJournalIfAbsent(ctx, j.Module, j.Local)
 		return "the interrupted restore of " + j.Module + "/" + j.Local + " was taken up and done, but it failed: " + err.Error(), nil
 	}
+	if errors.Is(err, ErrNoBus) {
+		return "", fmt.Errorf("the interrupted restore of %s/%s was not completed: %w; it waits for the bus", j.Module, j.Local, err)
+	}
 	if err != nil {
-		if !errors.Is(err, ErrNoBus) {
-			// Not a bus that is away: trying again would fail again and
-			// keep the kept data refusing every verb. A restore that set
-			// data aside has its own journal by now.
-			k.closeJournalIfAbsent(ctx, j.Module, j.Local)
-		}
+		// Not a bus that is away: trying again would fail again and keep
+		// the kept data refusing every verb. A restore that set data
+		// aside has its own journal by now.
+		k.closeJournalIfAbsent(ctx, j.Module, j.Local)
 		return "the interrupted restore was not completed: " + err.Error(), nil
 	}
 	k.closeJournalIfAbsent(ctx, j.Module, j.Local)
@@ -390,6 +414,7 @@ func (k *Keeper) closeJournalIfAbsent(ctx context.Context, module, local string)
 
 // unfinished refuses a verb on a kept data whose last restore left a journal:
 // until recovery finishes it, the bus may hold only part of the kept data.
+// The refusal says whether recovery waits, why, and what ends the wait.
 func (k *Keeper) unfinished(ctx context.Context, verb, module, local string) error {
 	j, err := k.readJournal(ctx, module, local)
 	var fe *FormatError
@@ -397,15 +422,16 @@ func (k *Keeper) unfinished(ctx context.Context, verb, module, local string) err
 	case errors.As(err, &fe):
 		return Errorf(ErrConflict, "%s refused: %v, to finish or undo the restore it records; nothing was done, and every other kept data is served", verb, err)
 	case err != nil:
-		return Errorf(ErrConflict, "%s refused: %s/%s has a restore journal that cannot be read (%v), so nothing was done", verb, module, local, err)
+		return Errorf(ErrConflict, "%s refused: %s/%s has a restore journal that cannot be read (%v); %s; so nothing was done",
+			verb, module, local, err, k.waitSaid(module, local))
 	case j == nil:
 		return nil
 	case j.Aside == "":
-		return Errorf(ErrConflict, "%s refused: %s/%s has an unfinished restore into absent kept data that the keeper will finish or undo, so nothing was done",
-			verb, module, local)
+		return Errorf(ErrConflict, "%s refused: %s/%s has an unfinished restore into absent kept data; %s; so nothing was done",
+			verb, module, local, k.waitSaid(module, local))
 	}
-	return Errorf(ErrConflict, "%s refused: %s/%s has an unfinished restore (aside %s) that the keeper will finish or undo, so nothing was done",
-		verb, module, local, j.Aside)
+	return Errorf(ErrConflict, "%s refused: %s/%s has an unfinished restore (aside %s); %s; so nothing was done",
+		verb, module, local, j.Aside, k.waitSaid(module, local))
 }
 
 // canOpen refuses, with ErrLocked, to take up an interrupted restore whose

@@ -169,9 +169,10 @@ func recoverSerial(t *testing.T, e *env) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	said, err := k.Recover(e.ctx)
+	rec, err := k.Recover(e.ctx)
+	said := rec.Said()
 	if err != nil || len(said) != 1 {
-		t.Fatalf("recover: %v %q", err, said)
+		t.Fatalf("recover: %v %+v", err, rec)
 	}
 	return said[0]
 }

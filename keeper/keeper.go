@@ -129,6 +129,9 @@ type Keeper struct {
 	// observe hears what the verbs did; leases counts the leases held.
 	observe Observer
 	leases  leaseCount
+	// waits is the kept data the last round of recovery left waiting
+	// (recovery.go).
+	waits recoveryWaits
 }
 
 // leftoverAge is how old an uncommitted write must be before Sweep removes

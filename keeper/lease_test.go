@@ -127,7 +127,7 @@ func TestRecoverWaitsForLiveLease(t *testing.T) {
 	}
 	k2 := secondKeeper(t, e, "keeper-two", time.Second)
 	said, err := k2.Recover(e.ctx)
-	if err != nil || len(said) != 0 {
+	if err != nil || len(said) != 0 { // a verb holds it: not interrupted, and not waiting
 		t.Fatalf("recover under a live lease: %v %q", err, said)
 	}
 	_, rev, _ := e.bus.GetRev(e.ctx, key)
@@ -137,7 +137,7 @@ func TestRecoverWaitsForLiveLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	said, err = k2.Recover(e.ctx)
-	if err != nil || len(said) != 1 {
+	if err != nil || len(said.Said()) != 1 {
 		t.Fatalf("recover after the lease expired: %v %q", err, said)
 	}
 	if d := diffKept(e, point); d != "" {

@@ -114,9 +114,10 @@ func recoverOnce(t *testing.T, e *env) (*keeper.Keeper, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	said, err := k2.Recover(e.ctx)
-	if err != nil || len(said) != 1 {
-		t.Fatalf("recover: %v %q", err, said)
+	rec, err := k2.Recover(e.ctx)
+	said := rec.Said()
+	if err != nil || len(said) != 1 || len(rec) != 1 {
+		t.Fatalf("recover: %v %+v", err, rec)
 	}
 	return k2, said[0]
 }

@@ -1,6 +1,6 @@
 // Package inproc runs a keeper in this process: it opens the keeper's store
-// from a URL, opens the keeper's state on the bus, finishes the restores a
-// stopped keeper left, rebuilds the index, and serves the verbs. It is the one
+// from a URL, opens the keeper's state on the bus, rebuilds the index,
+// serves the verbs, and finishes the restores a stopped keeper left. It is the one
 // way to do so, used by `nats-keeper serve`, `nats-keeper demo` and the
 // keepertest harness.
 package inproc
@@ -99,14 +99,19 @@ type Keeper struct {
 	loops  sync.WaitGroup
 }
 
-// Start builds the jsbus adapter and the keeper on nc and s.Store, finishes
-// or undoes the restores a stopped keeper left, brings the index up to date
-// with the store, and serves the verbs with opts (after the setup's prefix,
-// version, logger, the store's URL as metadata, its admission bounds and
-// its metrics), and, with MetricsListen, /metrics and /healthz. Until ctx ends or Stop is
-// called it also looks for interrupted restores every RecoverEvery and, with
-// PruneEvery, applies the recorded retention policies. Each failure is a
-// sentence ending "so nothing is served".
+// Start builds the jsbus adapter and the keeper on nc and s.Store, brings
+// the index up to date with the store, and serves the verbs with opts
+// (after the setup's prefix, version, logger, the store's URL as metadata,
+// its admission bounds and its metrics), and, with MetricsListen, /metrics
+// and /healthz. Then, in the background, it finishes or undoes the
+// restores a stopped keeper left, at once and again every RecoverEvery
+// until ctx ends or Stop is called: a kept data with an unfinished restore
+// refuses its verbs until recovery is done with it (keeper.Recover), and
+// one whose recovery cannot finish now waits, logged, in the metrics and
+// in /healthz, without holding back any other. With PruneEvery it also
+// applies the recorded retention policies. Start fails only for what stops
+// the whole keeper (no bus, no store, an index of another store), each
+// failure a sentence ending "so nothing is served".
 func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOption) (*Keeper, error) {
 	if s.Store == nil {
 		return nil, errors.New("inproc.Start needs a store, so nothing is served")
@@ -140,13 +145,6 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 			_ = queue.Close()
 		}
 	}()
-	recovered, err := k.Recover(ctx)
-	for _, said := range recovered {
-		log.Warn("recovered an interrupted restore", "said", said)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("could not finish the restores a stopped keeper left in %s, so nothing is served: %w", where, err)
-	}
 	written, removed, err := k.Rebuild(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("could not bring the index %s up to date with the store %s, so nothing is served: %w", bucket, where, err)
@@ -279,7 +277,8 @@ func (k *Keeper) MetricsAddr() string {
 }
 
 // health is /healthz's check: the connection to the bus is up, the index
-// answers and the store is reachable.
+// answers and the store is reachable. The kept data waiting for recovery
+// do not fail it (the metrics' handler names them).
 func health(nc *nats.Conn, made *atomic.Pointer[keeper.Keeper]) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if !nc.IsConnected() {
@@ -287,7 +286,7 @@ func health(nc *nats.Conn, made *atomic.Pointer[keeper.Keeper]) func(context.Con
 		}
 		k := made.Load()
 		if k == nil {
-			return errors.New("the keeper is starting: it opens its state and its store, and finishes interrupted restores")
+			return errors.New("the keeper is starting: it opens its state and its store, and brings its index up to date")
 		}
 		return k.Health(ctx)
 	}
@@ -313,11 +312,15 @@ func pruneLoop(ctx context.Context, k *keeper.Keeper, every time.Duration, log *
 	}
 }
 
+// recoverLoop runs a round of recovery at once, then every RecoverEvery,
+// and warns daily of asides that wait for a person. Each round logs what
+// it finished or undid; the keeper logs what waits (keeper.Recover).
 func recoverLoop(ctx context.Context, k *keeper.Keeper, log *slog.Logger) {
 	t := time.NewTicker(RecoverEvery)
 	defer t.Stop()
 	daily := time.NewTicker(24 * time.Hour)
 	defer daily.Stop()
+	recoverRound(ctx, k, log)
 	k.WarnWaiting(ctx)
 	for {
 		select {
@@ -326,13 +329,18 @@ func recoverLoop(ctx context.Context, k *keeper.Keeper, log *slog.Logger) {
 		case <-daily.C:
 			k.WarnWaiting(ctx)
 		case <-t.C:
-			said, err := k.Recover(ctx)
-			for _, s := range said {
-				log.Warn("recovered an interrupted restore", "said", s)
-			}
-			if err != nil {
-				log.Error("recovering interrupted restores", "err", err)
-			}
+			recoverRound(ctx, k, log)
 		}
+	}
+}
+
+// recoverRound runs one round of recovery and logs what it did.
+func recoverRound(ctx context.Context, k *keeper.Keeper, log *slog.Logger) {
+	rec, err := k.Recover(ctx)
+	for _, s := range rec.Said() {
+		log.Warn("recovered an interrupted restore", "said", s)
+	}
+	if err != nil && ctx.Err() == nil {
+		log.Error("recovering interrupted restores: the restore journals could not be listed; the next round tries again", "err", err)
 	}
 }

@@ -110,6 +110,8 @@ var (
 	descLeases  = desc("leases_held", "Leases this keeper holds in the index.")
 	descQueued  = desc("acts_queued", "Acts waiting to be recorded on the bus.")
 	descDropped = desc("acts_dropped_total", "Acts dropped: the acts queue was full, or an act could be neither queued nor recorded.")
+	descWaiting = desc("recovery_waiting", "Kept data whose interrupted restore recovery could not finish yet: their verbs are refused, and recovery tries again.")
+	descWaitSin = desc("recovery_waiting_since_timestamp_seconds", "Unix time since which a kept data waits for recovery.", keptLabels...)
 )
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -118,7 +120,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 
 func (c *keptCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPoints, descPBytes, descAsides, descABytes, descOldest, descLastSn, descLastRe,
-		descJournal, descLeases, descQueued, descDropped} {
+		descJournal, descLeases, descQueued, descDropped, descWaiting, descWaitSin} {
 		ch <- d
 	}
 }
@@ -152,6 +154,11 @@ func (c *keptCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if src != nil {
 		gauge(descLeases, float64(src.LeasesHeld()))
+		waits := src.RecoveryWaits()
+		gauge(descWaiting, float64(len(waits)))
+		for _, w := range waits {
+			gauge(descWaitSin, unix(w.Since), w.Module, w.Local)
+		}
 	}
 	for d, times := range map[*prometheus.Desc]map[kept]time.Time{descLastSn: lastSnap, descLastRe: lastRest} {
 		for k, t := range times {

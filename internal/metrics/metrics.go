@@ -3,7 +3,8 @@
 // bytes it snapshotted and restored and when it last did so per kept data
 // (fed by the keeper's Observer), and, read when scraped, what it keeps
 // (points and asides per kept data with their bytes, the oldest aside's age),
-// its open journals, the leases it holds and its queued and dropped acts.
+// its open journals, the kept data waiting for recovery, the leases it
+// holds and its queued and dropped acts.
 // The same counts fill each endpoint's `data` in `nats micro stats`. Handler
 // serves /metrics and /healthz.
 //
@@ -35,6 +36,10 @@ type Source interface {
 	OpenJournals(ctx context.Context) (int, error)
 	LeasesHeld() int
 	Acts() keeper.Acts
+	// RecoveryWaits is the kept data whose interrupted restore the last
+	// round of recovery could not finish (read on every scrape and
+	// /healthz, from memory).
+	RecoveryWaits() []keeper.RecoveryOutcome
 }
 
 // censusTTL is how long one reading of the Source serves scrapes and stats;

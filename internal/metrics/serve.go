@@ -17,7 +17,9 @@ import (
 const healthTimeout = 5 * time.Second
 
 // Handler serves /metrics (the Prometheus text format) and /healthz: 200
-// while health returns nil, else 503 with health's sentence.
+// while health returns nil, else 503 with health's sentence. A healthy
+// answer names, a line each, the kept data waiting for recovery: one kept
+// data's wait does not make the keeper unhealthy, as it serves the rest.
 func (m *Metrics) Handler(health func(context.Context) error) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{MaxRequestsInFlight: 4, Timeout: 30 * time.Second}))
@@ -32,8 +34,24 @@ func (m *Metrics) Handler(health func(context.Context) error) http.Handler {
 			return
 		}
 		fmt.Fprintln(w, "ok: connected to the bus, the index answers and the store is reachable")
+		for _, o := range m.recoveryWaits() {
+			fmt.Fprintf(w, "waiting for recovery: %s/%s since %s (its verbs are refused; every other kept data is served): %v\n",
+				o.Module, o.Local, o.Since.UTC().Format(time.RFC3339), o.Err)
+		}
 	})
 	return mux
+}
+
+// recoveryWaits is the watched keeper's kept data waiting for recovery;
+// none before Watch.
+func (m *Metrics) recoveryWaits() []keeper.RecoveryOutcome {
+	m.mu.Lock()
+	src := m.src
+	m.mu.Unlock()
+	if src == nil {
+		return nil
+	}
+	return src.RecoveryWaits()
 }
 
 // listenError is a failure to listen: keeper.ErrConflict for errors.Is (the
