@@ -25,6 +25,11 @@ func TestNewerFormatHoldsBackOnlyItsOwn(t *testing.T) {
 	if !errors.Is(err, keeper.ErrConflict) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("restore under a newer journal: %v\nwant it to say %q", err, want)
 	}
+	// Recovery leaves it waiting, with the same sentence, and no error of its own.
+	rec, err := e.k.Recover(e.ctx)
+	if err != nil || len(rec) != 1 || rec[0].State != keeper.RecoveryWaits || rec[0].Err == nil || !strings.Contains(rec[0].Err.Error(), want) {
+		t.Fatalf("recovery beside a newer journal: %+v, %v\nwant it waiting, saying %q", rec, err, want)
+	}
 	if rep, err := e.k.ListKept(e.ctx, keeper.Request{}); err != nil || len(rep.Points) != 1 {
 		t.Fatalf("list-kept beside a newer journal: %+v, %v", rep, err)
 	}

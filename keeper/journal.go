@@ -187,7 +187,14 @@ func (k *Keeper) journals(ctx context.Context) ([]*journal, Recovery, error) {
 			continue
 		}
 		var j journal
-		if err := decodeJournal(data, &j); err != nil || journalKey(j.Module, j.Local) != key {
+		err = decodeJournal(data, &j)
+		var fe *FormatError
+		if errors.As(err, &fe) {
+			fe.What = "restore journal " + key
+			unread = append(unread, waits(module, local, fe))
+			continue
+		}
+		if err != nil || journalKey(j.Module, j.Local) != key {
 			unread = append(unread, waits(module, local, fmt.Errorf("restore journal %s in the index is unreadable (%v), so it was left alone: "+
 				"if a newer keeper wrote it, run that keeper (or a newer one) to finish it", key, err)))
 			continue
