@@ -43,10 +43,6 @@ func (r *run) keeperVerb(ctx context.Context, name string, k kept, verb func(con
 	})
 }
 
-// quickPair is the length under which a snapshot pair is taken SmallRounds
-// times rather than Rounds.
-const quickPair = time.Second
-
 // keptPairs measures the kept data k in rounds: snapshot-kept against `nats
 // backup stream` of its streams; then restore-kept into the absent kept data
 // against `nats backup restore stream` and against the server's own restore
@@ -65,7 +61,7 @@ func (r *run) keptPairs(ctx context.Context, sr *ShapeResult, k kept) error {
 	sr.Rows = append(sr.Rows, snap)
 	si := len(sr.Rows) - 1
 	var archive int64
-	// A snapshot pair of under quickPair is taken as many times as the small
+	// A snapshot pair of under QuickPair is taken as many times as the small
 	// KV's (SmallRounds): a median of three samples of some 50 ms says more
 	// about the machine's scheduler than about either tool.
 	rounds := r.cfg.Rounds
@@ -84,7 +80,7 @@ func (r *run) keptPairs(ctx context.Context, sr *ShapeResult, k kept) error {
 		}
 		p := &sr.Rows[si].Pairs
 		p.Keeper, p.Nats = append(p.Keeper, ks), append(p.Nats, ns)
-		if i == 0 && ks.Wall+ns.Wall < quickPair {
+		if i == 0 && ks.Wall+ns.Wall < r.cfg.QuickPair {
 			rounds = max(rounds, r.cfg.SmallRounds)
 		}
 	}

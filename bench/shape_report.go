@@ -60,7 +60,7 @@ func (res *Result) shapesMarkdown(b *strings.Builder) {
 		"then, for a restore, the server's own restore (the JetStream restore protocol fed from memory with the nats CLI's backup of the same streams, "+
 		"%d-byte chunks, %d awaiting their acknowledgement at once: no client-side work at all, so the server's limit). "+
 		"A snapshot whose first pair took under %s in all is taken in %d pairs instead (the row says so). "+
-		"Every restore is checked against the data as it was (see each shape). Ratios are medians of the per-round ratios.\n\n", c.Rounds, rawChunk, rawWindow, quickPair, c.SmallRounds)
+		"Every restore is checked against the data as it was (see each shape). Ratios are medians of the per-round ratios.\n\n", c.Rounds, rawChunk, rawWindow, c.QuickPair, c.SmallRounds)
 	b.WriteString("| shape | operation | keeper | nats CLI | keeper ÷ nats | target | met | server's own restore | keeper ÷ server | nats ÷ server |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	if len(res.ServerRestore) > 0 {
 		kr, nr := ratioTo(res.Restore.Keeper, res.ServerRestore), ratioTo(res.Restore.Nats, res.ServerRestore)
