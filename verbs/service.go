@@ -49,6 +49,7 @@ type Engine interface {
 	ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)     // show-plan: the recorded plan
 	RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)   // remove-plan: back to the naming rule
 	ShowEvidence(ctx context.Context, r keeper.Request) (*keeper.Reply, error) // show-evidence: a restore's evidence report
+	DiscardPoint(ctx context.Context, r keeper.Request) (*keeper.Reply, error) // discard-point: remove one point, on a person's call
 }
 
 var _ Engine = (*keeper.Keeper)(nil)
@@ -569,6 +570,8 @@ func (s *Service) call(ctx context.Context, verb string, r keeper.Request) (rep 
 		return s.engine.RemovePlan(ctx, r)
 	case VerbShowEvidence:
 		return s.engine.ShowEvidence(ctx, r)
+	case VerbDiscardPoint:
+		return s.engine.DiscardPoint(ctx, r)
 	}
 	return nil, badRequest(verb, "is not a verb of nats-keeper")
 }
