@@ -37,7 +37,7 @@ func (k *Keeper) DiscardPoint(ctx context.Context, r Request) (*Reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	act := Act{Verb: VerbDiscardPoint, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why, Hand: true,
+	act := Act{Verb: VerbDiscardPoint, Module: r.Module, Local: r.Local, Caller: r.Caller, BusIdentity: r.BusIdentity, Why: r.Why, Hand: true,
 		What: fmt.Sprintf("discard restore point %s in %s", name, k.abs(rel)), Outcome: "intent"}
 	if err := k.recordNow(ctx, act); err != nil {
 		return nil, Errorf(ErrFailed, "the hand act to discard restore point %s could not be recorded (%v), so nothing was removed", name, err)

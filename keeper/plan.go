@@ -86,7 +86,7 @@ func (k *Keeper) SetPlan(ctx context.Context, r Request) (*Reply, error) {
 	}
 	said := fmt.Sprintf("Recorded the plan of %s/%s as %s: %d stream(s) (%s) and %d consumer(s); it wins over the naming rule from the next verb on.",
 		r.Module, r.Local, planKey(r.Module, r.Local), len(p.Streams), strings.Join(p.Streams, ", "), len(p.Consumers))
-	k.record(ctx, Act{Verb: VerbSetPlan, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why, Hand: true,
+	k.record(ctx, Act{Verb: VerbSetPlan, Module: r.Module, Local: r.Local, Caller: r.Caller, BusIdentity: r.BusIdentity, Why: r.Why, Hand: true,
 		What: said, Outcome: "done"})
 	return &Reply{Said: said, KeptPlan: &p}, nil
 }
@@ -138,7 +138,7 @@ func (k *Keeper) RemovePlan(ctx context.Context, r Request) (*Reply, error) {
 	if was {
 		said = fmt.Sprintf("Removed the plan of %s/%s (%s); its kept data is again whichever of %s exist.",
 			r.Module, r.Local, planKey(r.Module, r.Local), strings.Join(namingRule(r.Module, r.Local), ", "))
-		k.record(ctx, Act{Verb: VerbRemovePlan, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why, Hand: true,
+		k.record(ctx, Act{Verb: VerbRemovePlan, Module: r.Module, Local: r.Local, Caller: r.Caller, BusIdentity: r.BusIdentity, Why: r.Why, Hand: true,
 			What: said, Outcome: "done"})
 	}
 	return &Reply{Said: said}, nil

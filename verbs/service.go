@@ -176,6 +176,7 @@ type Service struct {
 	stopTimeout time.Duration
 
 	id       string
+	own      keeper.BusIdentity // the keeper's own connection, for requests the bus gave no identity
 	version  string
 	metadata map[string]string
 	started  time.Time
@@ -271,6 +272,7 @@ func Serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...ServeOption) (*
 		metadata:    md,
 		started:     time.Now().UTC(),
 		flights:     map[*flight]struct{}{},
+		own:         ownIdentity(nc),
 	}
 	for _, verb := range Verbs() {
 		s.endpoints = append(s.endpoints, &endpoint{verb: verb, subject: c.prefix + "." + verb})
@@ -510,6 +512,7 @@ func (s *Service) run(verb string, req *request) {
 		s.fail(req, verb, err)
 		return
 	}
+	r.BusIdentity = s.identityOf(req.msg)
 	f := &flight{verb: verb, module: r.Module, local: r.Local, caller: r.Caller, since: start}
 	s.mu.Lock()
 	s.flights[f] = struct{}{}
@@ -519,7 +522,7 @@ func (s *Service) run(verb string, req *request) {
 		delete(s.flights, f)
 		s.mu.Unlock()
 	}()
-	log := s.log.With("verb", verb, "module", r.Module, "local", r.Local, "caller", r.Caller)
+	log := s.log.With("verb", verb, "module", r.Module, "local", r.Local, "caller", r.Caller, "bus_identity", r.BusIdentity.String())
 	ctx := s.base
 	if verb == VerbSnapshot || verb == VerbRestore || verb == VerbVerify {
 		p := newProgress(s.nc, s.prefix, r.Module, r.Local)
