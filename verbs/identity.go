@@ -91,13 +91,14 @@ func (s *Service) identityOf(m *nats.Msg) *keeper.BusIdentity {
 }
 
 // ownIdentity is the keeper's own connection as the server says it (its
-// user and account, from $SYS.REQ.USER.INFO), with its name and server.
+// user and account, from $SYS.REQ.USER.INFO), with its name. It is asked
+// once, at Serve: the server the keeper is connected to may change, the
+// user and account do not.
 // When the server does not answer in userInfoWait (no system account, or
 // the keeper may not ask), the user is the one the connection was given,
 // and the account is left unknown.
 func ownIdentity(nc *nats.Conn) keeper.BusIdentity {
-	id := keeper.BusIdentity{Source: keeper.IdentityKeeper, User: nc.Opts.User, Name: nc.Opts.Name, Server: nc.ConnectedServerName(),
-		Cluster: nc.ConnectedClusterName()}
+	id := keeper.BusIdentity{Source: keeper.IdentityKeeper, User: nc.Opts.User, Name: nc.Opts.Name}
 	msg, err := nc.Request(userInfoSubject, nil, userInfoWait)
 	if err != nil {
 		return id
