@@ -239,7 +239,7 @@ func TestHostileInput(t *testing.T) {
 		"invalid UTF-8":       "{\"module\":\"ho\xffst\",\"local\":\"data\"}",
 		"oversize body":       `{"module":"host","local":"data","why":"` + strings.Repeat("x", 70<<10) + `"}`,
 	}
-	for _, verb := range []string{"snapshot-kept", "restore-kept", "discard-aside", "list-kept", "verify-kept"} {
+	for _, verb := range []string{"snapshot-kept", "restore-kept", "discard-aside", "list-kept", "verify-kept", "discard-point"} {
 		for name, body := range bodies {
 			cases = append(cases, hostile{name, verb, []byte(body), []int{400}})
 		}
@@ -253,7 +253,7 @@ func TestHostileInput(t *testing.T) {
 	}
 	for label, n := range names {
 		for _, field := range []string{"module", "local", "fingerprint"} {
-			for _, verb := range []string{"snapshot-kept", "restore-kept", "verify-kept"} {
+			for _, verb := range []string{"snapshot-kept", "restore-kept", "verify-kept", "discard-point"} {
 				cases = append(cases, hostile{field + " with " + label, verb, jsonBody(base(map[string]any{field: n})), []int{400}})
 			}
 		}
@@ -296,7 +296,10 @@ func TestHostileInput(t *testing.T) {
 	}
 	cases = append(cases,
 		hostile{"an aside that is not there", "discard-aside", jsonBody(map[string]any{"from": "host.data.20990101T000000", "why": "hostile"}), []int{404}},
-		hostile{"no why", "discard-aside", jsonBody(map[string]any{"from": "host.data.20990101T000000"}), []int{400}})
+		hostile{"no why", "discard-aside", jsonBody(map[string]any{"from": "host.data.20990101T000000"}), []int{400}},
+		hostile{"a point that is not there", "discard-point", jsonBody(base(map[string]any{"fingerprint": "never-taken"})), []int{404}},
+		hostile{"no why", "discard-point", jsonBody(base(map[string]any{"why": nil})), []int{400}},
+		hostile{"a from", "discard-point", jsonBody(base(map[string]any{"from": "points/host/data/f1-good"})), []int{400}})
 
 	// The control point verifies (so the damaged ones fail for their damage).
 	if r := call(context.Background(), nc, "verify-kept", jsonBody(base(map[string]any{"fingerprint": "remade"})), time.Minute); r.Code != 200 {

@@ -200,6 +200,11 @@ type Act struct {
 	Outcome string          `json:"outcome"`          // "done", "failed", "planned" (a dry run), "intent" (before a removal), "rolled back" (an interrupted restore undone by recovery)
 	Time    time.Time       `json:"time"`             // when (UTC), set by the keeper
 	Detail  json.RawMessage `json:"detail,omitempty"` // more, as JSON, where the verb has it
+	// BusIdentity is who asked as the bus says it, beside Caller, which is
+	// what the request claimed (any text the caller chose). It is absent
+	// in acts recorded before it was kept and in acts no request asked
+	// for (recovery's).
+	BusIdentity *BusIdentity `json:"bus-identity,omitempty"`
 }
 
 // Progress is reported while a long verb runs.

@@ -39,7 +39,7 @@ func (k *Keeper) DiscardAside(ctx context.Context, r Request) (*Reply, error) {
 		k.log.Warn("aside.json unreadable; discarding by id", "id", id, "err", err)
 	}
 
-	act := Act{Verb: VerbDiscard, Module: module, Local: local, Caller: r.Caller, Why: r.Why, Hand: true,
+	act := Act{Verb: VerbDiscard, Module: module, Local: local, Caller: r.Caller, BusIdentity: r.BusIdentity, Why: r.Why, Hand: true,
 		What: fmt.Sprintf("discard set-aside copy %s in %s", id, k.abs(rel)), Outcome: "intent"}
 	if err := k.recordNow(ctx, act); err != nil {
 		return nil, Errorf(ErrFailed, "the hand act to discard %s could not be recorded (%v), so nothing was removed", id, err)

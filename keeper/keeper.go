@@ -309,7 +309,7 @@ func (k *Keeper) recordNow(ctx context.Context, a Act) error {
 func (k *Keeper) recordAct(ctx context.Context, a Act, now bool) error {
 	a.ID, a.Time = NewActID(), k.now().UTC()
 	k.log.Info("act", "id", a.ID, "verb", a.Verb, "module", a.Module, "local", a.Local, "caller", a.Caller,
-		"why", a.Why, "hand", a.Hand, "outcome", a.Outcome, "what", a.What)
+		"bus_identity", a.BusIdentity.String(), "why", a.Why, "hand", a.Hand, "outcome", a.Outcome, "what", a.What)
 	q, queued := k.acts.(ActsQueue)
 	var err error
 	if queued && !now {

@@ -105,6 +105,8 @@ const (
 	VerbRemovePlan = "remove-plan"
 	// VerbShowEvidence reads back the evidence report of a restore.
 	VerbShowEvidence = "show-evidence"
+	// VerbDiscardPoint removes one restore point on a person's call.
+	VerbDiscardPoint = "discard-point"
 )
 
 // VerbImport is what ImportKept records its acts as. It is no verb on the
@@ -244,6 +246,14 @@ func checkRequest(verb string, r Request) error {
 				return Errorf(ErrBadRequest, "show-evidence takes a from, or module, local, form and fingerprint, not both")
 			}
 			return checkFromShape(r.From)
+		}
+		return needPoint()
+	case VerbDiscardPoint:
+		if r.Why == "" {
+			return Errorf(ErrBadRequest, "why is required for discard-point")
+		}
+		if r.From != "" || r.CatchUp != "" {
+			return Errorf(ErrBadRequest, "discard-point takes module, local, form, fingerprint, caller and why, not from or catch-up")
 		}
 		return needPoint()
 	case VerbDiscard:

@@ -86,7 +86,7 @@ func (k *Keeper) SetPlan(ctx context.Context, r Request) (*Reply, error) {
 	}
 	said := fmt.Sprintf("Recorded the plan of %s/%s as %s: %d stream(s) (%s) and %d consumer(s); it wins over the naming rule from the next verb on.",
 		r.Module, r.Local, planKey(r.Module, r.Local), len(p.Streams), strings.Join(p.Streams, ", "), len(p.Consumers))
-	k.record(ctx, Act{Verb: VerbSetPlan, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why, Hand: true,
+	k.record(ctx, Act{Verb: VerbSetPlan, Module: r.Module, Local: r.Local, Caller: r.Caller, BusIdentity: r.BusIdentity, Why: r.Why, Hand: true,
 		What: said, Outcome: "done"})
 	return &Reply{Said: said, KeptPlan: &p}, nil
 }
@@ -138,7 +138,7 @@ func (k *Keeper) RemovePlan(ctx context.Context, r Request) (*Reply, error) {
 	if was {
 		said = fmt.Sprintf("Removed the plan of %s/%s (%s); its kept data is again whichever of %s exist.",
 			r.Module, r.Local, planKey(r.Module, r.Local), strings.Join(namingRule(r.Module, r.Local), ", "))
-		k.record(ctx, Act{Verb: VerbRemovePlan, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why, Hand: true,
+		k.record(ctx, Act{Verb: VerbRemovePlan, Module: r.Module, Local: r.Local, Caller: r.Caller, BusIdentity: r.BusIdentity, Why: r.Why, Hand: true,
 			What: said, Outcome: "done"})
 	}
 	return &Reply{Said: said}, nil
@@ -157,12 +157,12 @@ func (k *Keeper) checkUnclaimed(ctx context.Context, module, local string, strea
 	self := [2]string{module, local}
 	known := map[[2]string]bool{} // kept data with points, asides or a plan
 	planned := map[[2]string]bool{}
-	claim := func(kd [2]string, s, by string) error {
+	claim := func(kd [2]string, s, by, free string) error {
 		if kd == self || !slices.Contains(streams, s) {
 			return nil
 		}
-		return Errorf(ErrBadRequest, "the plan of %s/%s names %s, a stream of another kept data, %s/%s (%s); a stream belongs to one kept data",
-			module, local, s, kd[0], kd[1], by)
+		return Errorf(ErrBadRequest, "the plan of %s/%s names %s, a stream of another kept data, %s/%s (%s); a stream belongs to one kept data "+
+			"(%s frees it)", module, local, s, kd[0], kd[1], by, free)
 	}
 	for _, prefix := range [...]string{"plan.", "point.", "aside."} {
 		keys, err := k.index.Keys(ctx, prefix)
@@ -201,9 +201,9 @@ func (k *Keeper) checkUnclaimed(ctx context.Context, module, local string, strea
 				_ = json.Unmarshal(rec.Streams, &sums)
 				names = streamSumNames(sums)
 			}
-			by := map[string]string{"plan.": "its plan lists it", "point.": "its restore point " + key + " holds it", "aside.": "its set-aside copy " + key + " holds it"}[prefix]
+			by, free := claimedBy(prefix, key)
 			for _, s := range names {
-				if err := claim(kd, s, by); err != nil {
+				if err := claim(kd, s, by, free); err != nil {
 					return err
 				}
 			}
@@ -214,12 +214,32 @@ func (k *Keeper) checkUnclaimed(ctx context.Context, module, local string, strea
 			continue // its plan, checked above, wins over the naming rule
 		}
 		for _, s := range namingRule(kd[0], kd[1]) {
-			if err := claim(kd, s, "by the naming rule"); err != nil {
+			if err := claim(kd, s, "by the naming rule", "a plan of "+kd[0]+"/"+kd[1]+" that does not list it"); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// claimedBy says, for the refusal of a plan, how the index record key of
+// kind prefix claims a stream and which verb frees it: a plan's
+// remove-plan (or a set-plan without it), a point's discard-point, an
+// aside's discard-aside.
+func claimedBy(prefix, key string) (by, free string) {
+	switch prefix {
+	case "plan.":
+		return "its plan lists it", "remove-plan, or a set-plan of it without the stream,"
+	case "point.":
+		parts := strings.SplitN(key, ".", 5)
+		free = "discard-point of that point"
+		if len(parts) == 5 {
+			free = fmt.Sprintf("discard-point of that point, `nats-keeper discard-point %s %s --form %s --before %s --why TEXT`,",
+				parts[1], parts[2], parts[3], parts[4])
+		}
+		return "its restore point " + key + " holds it", free
+	}
+	return "its set-aside copy " + key + " holds it", "discard-aside of that copy"
 }
 
 // readPlan reads the recorded plan of module/local, or an error wrapping

@@ -67,7 +67,8 @@ func TestPlanRefusals(t *testing.T) {
 		{"other", []string{"KEEPER_ACTS_ops_keeper"}, "the keeper's own"},
 		{"other", []string{"KV_myindex"}, "the keeper's own"},
 		{"other", []string{"ORDERS"}, "another kept data, shop/orders (its plan lists it)"},
-		{"other", []string{e.names.Stream}, "another kept data, billing/ledger"},
+		{"other", []string{e.names.Stream}, "another kept data, billing/ledger (its restore point point.billing.ledger.1.x holds it); a stream belongs to one kept data " +
+			"(discard-point of that point, `nats-keeper discard-point billing ledger --form 1 --before x --why TEXT`, frees it), so no plan was recorded"},
 		{"other", []string{"KV_billing_ledger"}, "another kept data, billing/ledger"},
 		{"other", []string{"a.b"}, "not a stream or consumer name"},
 		{"other", []string{"A", "A"}, "twice"},

@@ -208,7 +208,7 @@ func (k *Keeper) pruneOne(ctx context.Context, r Request, module, local string, 
 		if d.Keep {
 			continue
 		}
-		act := Act{Verb: VerbPrune, Module: module, Local: local, Caller: r.Caller, Why: r.Why, Hand: hand,
+		act := Act{Verb: VerbPrune, Module: module, Local: local, Caller: r.Caller, BusIdentity: r.BusIdentity, Why: r.Why, Hand: hand,
 			What: fmt.Sprintf("remove restore point %s (%s) by policy %s: %s", pointName(&d.Point), HumanBytes(d.Point.ArchiveSize), p, d), Outcome: "intent"}
 		if err := k.recordNow(ctx, act); err != nil {
 			return ds, removed, Errorf(ErrFailed, "prune-kept of %s/%s: the act to remove %s could not be recorded (%v), so it and the points after it were not removed; %d were",

@@ -43,7 +43,7 @@ func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
 // restoreLocked is RestoreKept once the kept data's lock is held; hand says
 // whether a person asked for it (recovery also runs it).
 func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Reply, error) {
-	act := Act{Verb: VerbRestore, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why, Hand: hand}
+	act := Act{Verb: VerbRestore, Module: r.Module, Local: r.Local, Caller: r.Caller, BusIdentity: r.BusIdentity, Why: r.Why, Hand: hand}
 	fail := func(err error) (*Reply, error) {
 		act.What, act.Outcome = err.Error(), "failed"
 		var ee *EvidenceError

@@ -41,7 +41,7 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	what := fmt.Sprintf("%s/%s f%d-%s", r.Module, r.Local, r.Form, r.Fingerprint)
 	fail := func(err error) (*Reply, error) {
 		err = fmt.Errorf("restore point %s was not taken: %w", what, err)
-		k.record(ctx, Act{Verb: VerbSnapshot, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why,
+		k.record(ctx, Act{Verb: VerbSnapshot, Module: r.Module, Local: r.Local, Caller: r.Caller, BusIdentity: r.BusIdentity, Why: r.Why,
 			What: err.Error(), Outcome: "failed"})
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel st
 		said += fmt.Sprintf(" It replaces the earlier point of the same form and fingerprint, which is set aside as %s in %s; only discard-aside removes it.",
 			replaced.ID, k.abs(replaced.Dir))
 	}
-	k.record(ctx, Act{Verb: verb, Module: r.Module, Local: r.Local, Caller: r.Caller, Why: r.Why,
+	k.record(ctx, Act{Verb: verb, Module: r.Module, Local: r.Local, Caller: r.Caller, BusIdentity: r.BusIdentity, Why: r.Why,
 		What: said, Outcome: "done"})
 	k.observe.Snapshotted(r.Module, r.Local, point.ArchiveSize, point.Taken)
 	return &Reply{Said: said, Point: point, Aside: replaced, Dir: k.abs(rel), CatchUp: r.CatchUp, Positions: positions}, nil

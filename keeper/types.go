@@ -16,7 +16,7 @@ type Request struct {
 	CatchUp     string `json:"catch-up,omitempty"`    // snapshot-kept: the tool that brings data at Form up to the next form, handed back by a restore
 	From        string `json:"from,omitempty"`        // restore-kept: a point's directory or aside/<id> instead of Form and Fingerprint; discard-aside: the aside id
 	AsideOnly   bool   `json:"aside-only,omitempty"`  // restore-kept: only set the live data aside and remove it, restoring nothing
-	Caller      string `json:"caller,omitempty"`      // who asks, recorded with the act
+	Caller      string `json:"caller,omitempty"`      // who asks, as the request claims it: recorded with the act as caller
 	Why         string `json:"why,omitempty"`         // why, recorded with the act; required by restore-kept and discard-aside
 	DryRun      bool   `json:"dry-run,omitempty"`     // restore-kept and prune-kept: say exactly what would be done, and change nothing
 	// KeepFor, for snapshot-kept, protects the point from prune-kept for
@@ -43,6 +43,11 @@ type Request struct {
 	// first).
 	Limit int    `json:"limit,omitempty"`
 	After string `json:"after,omitempty"`
+	// BusIdentity is who asked as the bus says it (verbs.Service sets it
+	// from the request's Nats-Request-Info header, else the keeper's own
+	// connection); acts record it beside Caller. It is never read from a
+	// request's JSON.
+	BusIdentity *BusIdentity `json:"-"`
 }
 
 // Overrides change the configuration of the streams a restore re-creates

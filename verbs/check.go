@@ -27,14 +27,16 @@ const (
 	VerbRemovePlan = keeper.VerbRemovePlan
 	// VerbShowEvidence reads back a restore's evidence report.
 	VerbShowEvidence = keeper.VerbShowEvidence
+	// VerbDiscardPoint removes one restore point on a person's call.
+	VerbDiscardPoint = keeper.VerbDiscardPoint
 )
 
 // Verbs lists the verbs a Service answers, one endpoint each, in the order
-// the contract gives them, then prune-kept, the plan verbs and
-// show-evidence. Each call returns a new slice.
+// the contract gives them, then prune-kept, the plan verbs, show-evidence
+// and discard-point. Each call returns a new slice.
 func Verbs() []string {
 	return []string{VerbSnapshot, VerbRestore, VerbDiscard, VerbList, VerbVerify, VerbPrune,
-		VerbSetPlan, VerbShowPlan, VerbRemovePlan, VerbShowEvidence}
+		VerbSetPlan, VerbShowPlan, VerbRemovePlan, VerbShowEvidence, VerbDiscardPoint}
 }
 
 // badRequest is a request refused before anything was done: its sentence,

@@ -110,6 +110,12 @@ func (c *Client) DiscardAside(ctx context.Context, r keeper.Request) (*keeper.Re
 	return c.Do(ctx, VerbDiscard, r)
 }
 
+// DiscardPoint removes the restore point r.Module, r.Local, r.Form and
+// r.Fingerprint name, on a person's call; r.Why is required.
+func (c *Client) DiscardPoint(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return c.Do(ctx, VerbDiscardPoint, r)
+}
+
 // ListKept lists one page of points and asides, of r.Module (and r.Local)
 // when given: at most r.Limit (the keeper's default when 0) after r.After.
 // The reply's Next is the cursor of the next page ("" on the last), and its

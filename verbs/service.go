@@ -49,6 +49,7 @@ type Engine interface {
 	ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)     // show-plan: the recorded plan
 	RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)   // remove-plan: back to the naming rule
 	ShowEvidence(ctx context.Context, r keeper.Request) (*keeper.Reply, error) // show-evidence: a restore's evidence report
+	DiscardPoint(ctx context.Context, r keeper.Request) (*keeper.Reply, error) // discard-point: remove one point, on a person's call
 }
 
 var _ Engine = (*keeper.Keeper)(nil)
@@ -178,6 +179,7 @@ type Service struct {
 	stopTimeout time.Duration
 
 	id       string
+	own      keeper.BusIdentity // the keeper's own connection, for requests the bus gave no identity
 	version  string
 	metadata map[string]string
 	started  time.Time
@@ -273,6 +275,7 @@ func Serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...ServeOption) (*
 		metadata:    md,
 		started:     time.Now().UTC(),
 		flights:     map[*flight]struct{}{},
+		own:         ownIdentity(nc),
 	}
 	for _, verb := range Verbs() {
 		s.endpoints = append(s.endpoints, &endpoint{verb: verb, subject: c.prefix + "." + verb})
@@ -516,6 +519,7 @@ func (s *Service) run(verb string, req *request) {
 		s.fail(req, verb, err)
 		return
 	}
+	r.BusIdentity = s.identityOf(req.msg)
 	f := &flight{verb: verb, module: r.Module, local: r.Local, caller: r.Caller, since: start}
 	s.mu.Lock()
 	s.flights[f] = struct{}{}
@@ -525,7 +529,7 @@ func (s *Service) run(verb string, req *request) {
 		delete(s.flights, f)
 		s.mu.Unlock()
 	}()
-	log := s.log.With("verb", verb, "module", r.Module, "local", r.Local, "caller", r.Caller)
+	log := s.log.With("verb", verb, "module", r.Module, "local", r.Local, "caller", r.Caller, "bus_identity", r.BusIdentity.String())
 	ctx := s.base
 	if verb == VerbSnapshot || verb == VerbRestore || verb == VerbVerify {
 		p := newProgress(s.nc, s.prefix, r.Module, r.Local)
@@ -576,6 +580,8 @@ func (s *Service) call(ctx context.Context, verb string, r keeper.Request) (rep 
 		return s.engine.RemovePlan(ctx, r)
 	case VerbShowEvidence:
 		return s.engine.ShowEvidence(ctx, r)
+	case VerbDiscardPoint:
+		return s.engine.DiscardPoint(ctx, r)
 	}
 	return nil, badRequest(verb, "is not a verb of nats-keeper")
 }

@@ -558,3 +558,7 @@ func TestClientWaitsForAKeeperToSubscribe(t *testing.T) {
 func (f *fakeEngine) ShowEvidence(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
 	return f.fn(ctx, VerbShowEvidence, r)
 }
+
+func (f *fakeEngine) DiscardPoint(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f.fn(ctx, VerbDiscardPoint, r)
+}

@@ -172,6 +172,11 @@ func printAct(w io.Writer, sa jsbus.StoredAct) error {
 	if a.Why != "" {
 		line += "  why: " + clean(a.Why)
 	}
+	if a.BusIdentity != nil {
+		// The caller column is what the request claimed; this is who the
+		// bus says asked.
+		line += "  bus says: " + clean(a.BusIdentity.String())
+	}
 	_, err := fmt.Fprintln(w, line)
 	return err
 }

@@ -40,7 +40,8 @@ func TestActsCommandReadsTheTrail(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 3 || !strings.Contains(lines[0], "snapshot-kept  billing/ledger  done  ops-jane  ") ||
-		!strings.Contains(lines[0], "why: before release 42") || !strings.Contains(lines[1], "orders/ledger") ||
+		!strings.Contains(lines[0], "why: before release 42") ||
+		!strings.Contains(lines[0], "bus says: ") || !strings.Contains(lines[0], "(the bus gave no identity; the keeper's own connection)") || !strings.Contains(lines[1], "orders/ledger") ||
 		!strings.Contains(lines[2], "is not an act") || strings.Contains(out, "\x1b") || !strings.Contains(lines[2], `\x1b[31m`) {
 		t.Fatalf("acts printed:\n%s", out)
 	}

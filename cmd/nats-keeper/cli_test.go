@@ -504,3 +504,7 @@ func (f engineFunc) RemovePlan(ctx context.Context, r keeper.Request) (*keeper.R
 func (f engineFunc) ShowEvidence(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
 	return f(ctx, verbs.VerbShowEvidence, r)
 }
+
+func (f engineFunc) DiscardPoint(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	return f(ctx, verbs.VerbDiscardPoint, r)
+}

@@ -114,6 +114,13 @@ func (h *hangEngine) DiscardAside(ctx context.Context, r keeper.Request) (*keepe
 	return h.Keeper.DiscardAside(ctx, r)
 }
 
+func (h *hangEngine) DiscardPoint(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	if err := h.hang(ctx, verbs.VerbDiscardPoint); err != nil {
+		return nil, err
+	}
+	return h.Keeper.DiscardPoint(ctx, r)
+}
+
 func (h *hangEngine) ListKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
 	if err := h.hang(ctx, verbs.VerbList); err != nil {
 		return nil, err

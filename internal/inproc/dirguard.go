@@ -10,7 +10,7 @@ import (
 )
 
 // dirGuard checks, before each verb that writes (snapshot-kept, restore-kept
-// and prune-kept other than dry runs, discard-aside), that the keeper's
+// and prune-kept other than dry runs, discard-aside, discard-point), that the keeper's
 // directory is still the one it started with; a verb that finds it changed
 // is refused and does nothing.
 type dirGuard struct {
@@ -56,6 +56,13 @@ func (g *dirGuard) DiscardAside(ctx context.Context, r keeper.Request) (*keeper.
 		return nil, err
 	}
 	return g.Engine.DiscardAside(ctx, r)
+}
+
+func (g *dirGuard) DiscardPoint(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+	if err := g.check(verbs.VerbDiscardPoint); err != nil {
+		return nil, err
+	}
+	return g.Engine.DiscardPoint(ctx, r)
 }
 
 func (g *dirGuard) PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
