@@ -64,7 +64,10 @@ func (k *Keeper) DiscardPoint(ctx context.Context, r Request) (*Reply, error) {
 // restore journal restores from it, or while the journals cannot all be
 // read (then it cannot be told).
 func (k *Keeper) pointNeeded(ctx context.Context, name, rel string) error {
-	js, err := k.journals(ctx)
+	js, unread, err := k.journals(ctx)
+	if err == nil && len(unread) > 0 {
+		err = unread[0].Err // a journal not read may restore from it
+	}
 	for _, j := range js {
 		if j.Point == rel {
 			return Errorf(ErrConflict, "discard-point refused: restore point %s is what the unfinished restore of %s/%s restores from; "+
