@@ -1,0 +1,176 @@
+package keeper_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+// indexHook is an index that runs a hook once, before the first Keys
+// whose prefix begins with keys (another keeper's verb then runs after a
+// rebuild read the store and before it reads the index), or before the
+// first Create of a key that begins with create.
+type indexHook struct {
+	keeper.Index
+	keys, create string
+	once         sync.Once
+	hook         func()
+}
+
+func (h *indexHook) Keys(ctx context.Context, prefix string) ([]string, error) {
+	if h.keys != "" && strings.HasPrefix(prefix, h.keys) {
+		h.once.Do(h.hook)
+	}
+	return h.Index.Keys(ctx, prefix)
+}
+
+func (h *indexHook) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+	if h.create != "" && strings.HasPrefix(key, h.create) {
+		h.once.Do(h.hook)
+	}
+	return h.Index.Create(ctx, key, value)
+}
+
+// rebuilder opens a keeper beside e.k, on its store, bus and index, as a
+// second keeper starting would; hook runs once as its rebuild lists the
+// index's point records, after it read the store.
+func (e *env) rebuilder(hook func()) *keeper.Keeper {
+	return e.rebuilderOn(&indexHook{Index: e.bus, keys: "point.", hook: hook})
+}
+
+// rebuilderOn is rebuilder with the index ix.
+func (e *env) rebuilderOn(ix keeper.Index) *keeper.Keeper {
+	e.t.Helper()
+	k, err := keeper.New(e.ctx, keeper.Config{Store: fileStore(e.t, e.dir), Bus: e.bus, Index: ix, Acts: e.bus,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return k
+}
+
+// TestRebuildKeepsAPointCommittedDuringIt: a keeper starting beside another
+// read the store; the other then commits a point (point.json, then its
+// index record) before the rebuild reads the index. The rebuild must not
+// take the new record for one without files: the point stays in the
+// index, restorable. (It used to be removed: "written=0 removed=1".)
+func TestRebuildKeepsAPointCommittedDuringIt(t *testing.T) {
+	e := newEnv(t)
+	e.snapshot(1, "before")
+	var during *keeper.Reply
+	k := e.rebuilder(func() { during = e.snapshot(1, "during") })
+	written, removed, err := k.Rebuild(e.ctx)
+	if err != nil || removed != 0 || written != 0 {
+		t.Fatalf("rebuild: wrote %d, removed %d, %v; want 0, 0", written, removed, err)
+	}
+	if during == nil {
+		t.Fatal("the hook did not run: no point was committed during the rebuild")
+	}
+	list, err := e.k.ListKept(e.ctx, keeper.Request{Module: module, Local: local})
+	if err != nil || len(list.Points) != 2 {
+		t.Fatalf("after rebuild the index lists %+v (%v), want the points before and during", list, err)
+	}
+	e.change()
+	if _, err := k.RestoreKept(e.ctx, req(1, "during")); err != nil {
+		t.Fatalf("restore of the point committed during the rebuild: %v", err)
+	}
+}
+
+// TestRebuildWritesBackNoPrunedPoint: the other keeper prunes a point after
+// the rebuild read it from the store. The rebuild must not write its record
+// back: a record without files would be listed, and refused at restore.
+func TestRebuildWritesBackNoPrunedPoint(t *testing.T) {
+	e := newEnv(t)
+	e.snapshot(1, "old")
+	e.snapshot(1, "new")
+	var pruned int
+	k := e.rebuilder(func() {
+		rep, err := e.k.PruneKept(e.ctx, keeper.Request{Module: module, Local: local, Policy: &keeper.Policy{KeepLast: 1},
+			Caller: "t", Why: "prune during a rebuild"})
+		if err != nil {
+			t.Errorf("prune: %v", err)
+			return
+		}
+		for _, d := range rep.Pruned {
+			if !d.Keep {
+				pruned++
+			}
+		}
+	})
+	written, removed, err := k.Rebuild(e.ctx)
+	if err != nil || written != 0 || removed != 0 || pruned != 1 {
+		t.Fatalf("rebuild: wrote %d, removed %d, %v (pruned %d); want 0, 0 (1)", written, removed, err, pruned)
+	}
+	if _, err := e.bus.Get(e.ctx, "point."+module+"."+local+".1.old"); !errors.Is(err, keeper.ErrNotFound) {
+		t.Fatalf("the pruned point's record is back in the index: %v", err)
+	}
+	list, err := e.k.ListKept(e.ctx, keeper.Request{Module: module, Local: local})
+	if err != nil || len(list.Points) != 1 || list.Points[0].Fingerprint != "new" {
+		t.Fatalf("after rebuild the index lists %+v (%v), want only the newest point", list, err)
+	}
+}
+
+// TestRebuildWritesBackNoDiscardedAside: the same for an aside discarded by
+// the other keeper after the rebuild read it.
+func TestRebuildWritesBackNoDiscardedAside(t *testing.T) {
+	e := newEnv(t)
+	e.snapshot(1, "fp")
+	e.change()
+	rep, err := e.k.RestoreKept(e.ctx, req(1, "fp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := e.rebuilder(func() {
+		if _, err := e.k.DiscardAside(e.ctx, keeper.Request{From: rep.Aside.ID, Caller: "t", Why: "discard during a rebuild"}); err != nil {
+			t.Errorf("discard: %v", err)
+		}
+	})
+	written, removed, err := k.Rebuild(e.ctx)
+	if err != nil || written != 0 || removed != 0 {
+		t.Fatalf("rebuild: wrote %d, removed %d, %v; want 0, 0", written, removed, err)
+	}
+	if _, err := e.bus.Get(e.ctx, "aside."+rep.Aside.ID); !errors.Is(err, keeper.ErrNotFound) {
+		t.Fatalf("the discarded aside's record is back in the index: %v", err)
+	}
+}
+
+// TestRebuildTakesBackARecordWhoseFilesWentAsItWrote: the rebuild finds an
+// aside's record missing and the aside in the store, looks again and writes
+// the record; between that look and the write the other keeper discards the
+// aside (its files, then its record, already missing). The record written
+// must not outlive the files: the rebuild looks a second time and takes it
+// back.
+func TestRebuildTakesBackARecordWhoseFilesWentAsItWrote(t *testing.T) {
+	e := newEnv(t)
+	e.snapshot(1, "fp")
+	e.change()
+	rep, err := e.k.RestoreKept(e.ctx, req(1, "fp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "aside." + rep.Aside.ID
+	if err := e.bus.Delete(e.ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	discarded := false
+	k := e.rebuilderOn(&indexHook{Index: e.bus, create: "aside.", hook: func() {
+		_, err := e.k.DiscardAside(e.ctx, keeper.Request{From: rep.Aside.ID, Caller: "t", Why: "discard as a rebuild writes"})
+		if err != nil {
+			t.Errorf("discard: %v", err)
+		}
+		discarded = err == nil
+	}})
+	written, removed, err := k.Rebuild(e.ctx)
+	if err != nil || written != 0 || removed != 0 || !discarded {
+		t.Fatalf("rebuild: wrote %d, removed %d, %v (discarded %v); want 0, 0 (true)", written, removed, err, discarded)
+	}
+	if _, err := e.bus.Get(e.ctx, key); !errors.Is(err, keeper.ErrNotFound) {
+		t.Fatalf("the discarded aside's record stands in the index: %v", err)
+	}
+}
