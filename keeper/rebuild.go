@@ -134,30 +134,33 @@ func (k *Keeper) dropStale(ctx context.Context, key string) (bool, error) {
 }
 
 // rewriteRecord writes the index record key, missing or other than the
-// store's listing made it, as the store holds it now: not at all when its point or
-// aside was removed since (pruned, discarded), and not over a record
-// another keeper wrote after it was read. A record it wrote whose files are
-// gone on a second look (a prune that removed them, then the record,
-// between the look and the write) is taken back. It reports whether the
-// record it wrote stands.
+// store's listing made it, as the store holds it now: not at all when its
+// point or aside was removed since (pruned, discarded), and not over a
+// record another keeper wrote since. The record's revision is read before
+// the store, so a commit whose record came before that revision is in what
+// the store shows, and one whose record comes after it makes the write
+// fail (it stands) or overwrites it (newer). A missing record has no
+// revision to hold to: one written whose files are gone on a second look
+// (a discard that removed them, and its absent record, between the look
+// and the write) is taken back. It reports whether the record it wrote
+// stands.
 func (k *Keeper) rewriteRecord(ctx context.Context, key string) (bool, error) {
+	cur, rev, err := k.index.GetRev(ctx, key)
+	absent := errors.Is(err, ErrNotFound)
+	if err != nil && !absent {
+		return false, Errorf(ErrFailed, "reading index record %s: %w, so it was not written", key, err)
+	}
 	fresh, err := k.storedRecord(ctx, key)
 	if err != nil {
 		k.log.Warn("an index record was not written: the store could not be read again", "key", key, "err", err)
 		return false, nil
 	}
-	if fresh == nil {
-		return false, nil // removed since the listing
+	if fresh == nil || (!absent && bytes.Equal(cur, fresh)) {
+		return false, nil // removed since the listing, or in place
 	}
-	cur, rev, err := k.index.GetRev(ctx, key)
-	switch {
-	case errors.Is(err, ErrNotFound):
+	if absent {
 		rev, err = k.index.Create(ctx, key, fresh)
-	case err != nil:
-		return false, Errorf(ErrFailed, "reading index record %s: %w, so it was not written", key, err)
-	case bytes.Equal(cur, fresh):
-		return false, nil
-	default:
+	} else {
 		rev, err = k.index.Update(ctx, key, fresh, rev)
 	}
 	if errors.Is(err, ErrExists) || errors.Is(err, ErrRevision) {

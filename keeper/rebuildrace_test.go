@@ -2,7 +2,9 @@ package keeper_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -14,13 +16,27 @@ import (
 
 // indexHook is an index that runs a hook once, before the first Keys
 // whose prefix begins with keys (another keeper's verb then runs after a
-// rebuild read the store and before it reads the index), or before the
-// first Create of a key that begins with create.
+// rebuild read the store and before it reads the index), before the first
+// Create of a key that begins with create, or at the first GetRev of a key
+// that begins with getRev: before it reads, or with afterRead right after.
 type indexHook struct {
 	keeper.Index
-	keys, create string
-	once         sync.Once
-	hook         func()
+	keys, create, getRev string
+	afterRead            bool
+	once                 sync.Once
+	hook                 func()
+}
+
+func (h *indexHook) GetRev(ctx context.Context, key string) ([]byte, uint64, error) {
+	hooked := h.getRev != "" && strings.HasPrefix(key, h.getRev)
+	if hooked && !h.afterRead {
+		h.once.Do(h.hook)
+	}
+	v, rev, err := h.Index.GetRev(ctx, key)
+	if hooked && h.afterRead {
+		h.once.Do(h.hook)
+	}
+	return v, rev, err
 }
 
 func (h *indexHook) Keys(ctx context.Context, prefix string) ([]string, error) {
@@ -172,5 +188,47 @@ func TestRebuildTakesBackARecordWhoseFilesWentAsItWrote(t *testing.T) {
 	}
 	if _, err := e.bus.Get(e.ctx, key); !errors.Is(err, keeper.ErrNotFound) {
 		t.Fatalf("the discarded aside's record stands in the index: %v", err)
+	}
+}
+
+// TestRebuildWritesNoStaleRecordOverANewerOne: the rebuild finds a point's
+// record other than the store's and sets out to write it; as it reads the
+// record's revision (just before, and just after), the other keeper takes
+// the point again (same form and fingerprint: the earlier one is set
+// aside) and records it. The rebuild must not put the replaced point's
+// record over the new one, whichever of the store and the index it read
+// first.
+func TestRebuildWritesNoStaleRecordOverANewerOne(t *testing.T) {
+	for _, afterRead := range []bool{false, true} {
+		t.Run(fmt.Sprintf("afterRead=%v", afterRead), func(t *testing.T) { staleOverNewer(t, afterRead) })
+	}
+}
+
+func staleOverNewer(t *testing.T, afterRead bool) {
+	e := newEnv(t)
+	e.snapshot(1, "fp")
+	key := "point." + module + "." + local + ".1.fp"
+	if err := e.bus.Put(e.ctx, key, []byte(`{"module":"billing","local":"ledger","form":1,"fingerprint":"fp","why":"stale"}`)); err != nil {
+		t.Fatal(err)
+	}
+	var again *keeper.Reply
+	k := e.rebuilderOn(&indexHook{Index: e.bus, getRev: key, afterRead: afterRead, hook: func() { again = e.snapshot(1, "fp") }})
+	if _, _, err := k.Rebuild(e.ctx); err != nil {
+		t.Fatalf("rebuild: %v", err)
+	}
+	if again == nil {
+		t.Fatal("the hook did not run: the point was not taken again during the rebuild")
+	}
+	data, err := e.bus.Get(e.ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec keeper.Point
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Taken.Equal(again.Point.Taken) || rec.ArchiveSum != again.Point.ArchiveSum {
+		t.Fatalf("the index records the point taken at %s (sum %s); the store holds the one taken again at %s (sum %s)",
+			rec.Taken, rec.ArchiveSum, again.Point.Taken, again.Point.ArchiveSum)
 	}
 }
