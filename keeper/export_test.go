@@ -20,7 +20,7 @@ func SetSpoolMemory(k *Keeper, bytes, chunk int) {
 func NoFiles(t testing.TB, dir string) { t.Helper(); noFiles(t, dir) }
 
 // RoomMargin is what a snapshot needs free beyond what it writes.
-const RoomMargin = roomMargin
+const RoomMargin = DefaultFreeMargin
 
 // SetEvidenceWait shortens the bound on the reads of one evidence check.
 func SetEvidenceWait(k *Keeper, d time.Duration) { k.evidenceWait = d }

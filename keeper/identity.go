@@ -130,17 +130,22 @@ func (k *Keeper) claimStore(ctx context.Context) error {
 // loses no record. The store gets an id of its own and the index's record
 // names it, so the store the index belonged to is refused from then on. It
 // returns false, and changes nothing, when any record is missing here.
+//
+// An index that records no point, no aside and no unfinished restore (a
+// copy of an empty store) moves too, but only to a store of another URL
+// than the one it belongs to: the same URL without its id is the same path
+// on another host's disk, a second keeper that must share the first one's
+// store, and is refused as before.
 func (k *Keeper) takeOverIndex(ctx context.Context, rec storeRecord) (bool, error) {
-	var keys []string
-	for _, prefix := range []string{"point.", "aside."} {
-		ks, err := k.index.Keys(ctx, prefix)
-		if err != nil {
-			return false, fmt.Errorf("listing the index: %w", withKind(ErrNoBus, err))
-		}
-		keys = append(keys, ks...)
+	keys, err := k.indexKeys(ctx, "point.", "aside.")
+	if err != nil {
+		return false, err
 	}
 	if len(keys) == 0 {
-		return false, nil
+		journals, err := k.indexKeys(ctx, "journal.")
+		if err != nil || len(journals) > 0 || rec.URL == k.store.Describe().URL {
+			return false, err
+		}
 	}
 	for _, key := range keys {
 		data, err := k.index.Get(ctx, key)
@@ -177,9 +182,25 @@ func (k *Keeper) takeOverIndex(ctx context.Context, rec storeRecord) (bool, erro
 	}
 	k.log.Warn("the index moved to this store, which holds every point and aside it records; the store it belonged to is refused from now on",
 		"store", here, "from", rec.where(), "records", len(keys))
-	k.record(ctx, Act{Verb: "store", What: fmt.Sprintf("The index moved from store %s to %s, which holds all %d of its point and aside records.",
-		rec.where(), here, len(keys)), Outcome: "done"})
+	what := fmt.Sprintf("The index moved from store %s to %s, which holds all %d of its point and aside records.", rec.where(), here, len(keys))
+	if len(keys) == 0 {
+		what = fmt.Sprintf("The index, which records no point and no aside, moved from store %s to %s.", rec.where(), here)
+	}
+	k.record(ctx, Act{Verb: "store", What: what, Outcome: "done"})
 	return true, nil
+}
+
+// indexKeys lists the index's keys under each of prefixes.
+func (k *Keeper) indexKeys(ctx context.Context, prefixes ...string) ([]string, error) {
+	var keys []string
+	for _, prefix := range prefixes {
+		ks, err := k.index.Keys(ctx, prefix)
+		if err != nil {
+			return nil, fmt.Errorf("listing the index: %w", withKind(ErrNoBus, err))
+		}
+		keys = append(keys, ks...)
+	}
+	return keys, nil
 }
 
 // keepStoreID makes sure store.json holds id, the one the index names.
@@ -201,13 +222,9 @@ func (k *Keeper) keepStoreID(ctx context.Context, id *storeID) error {
 // foreignRecords refuses to claim an index that holds point or aside
 // records of which this store holds none: they are another store's.
 func (k *Keeper) foreignRecords(ctx context.Context) error {
-	var keys []string
-	for _, prefix := range []string{"point.", "aside."} {
-		ks, err := k.index.Keys(ctx, prefix)
-		if err != nil {
-			return fmt.Errorf("listing the index: %w", withKind(ErrNoBus, err))
-		}
-		keys = append(keys, ks...)
+	keys, err := k.indexKeys(ctx, "point.", "aside.")
+	if err != nil {
+		return err
 	}
 	if len(keys) == 0 {
 		return nil

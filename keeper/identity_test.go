@@ -151,3 +151,54 @@ func TestKeepersStartingAtOnceOnANewStore(t *testing.T) {
 		t.Errorf("store.json holds %s (%v); want the other keeper's id", data, err)
 	}
 }
+
+// TestEmptyIndexMovesToAnotherStore: an index that records no point and no
+// aside (its store was empty when it was copied) moves to a new store, as
+// one holding all its records does: the keeper on the new store starts, a
+// point taken there restores, and the old store is refused from then on.
+// An index with an unfinished restore's journal does not move, nor does
+// one whose store's URL is this keeper's (the same path on another disk:
+// a second keeper that must share the first one's store).
+func TestEmptyIndexMovesToAnotherStore(t *testing.T) {
+	e := newEnv(t)
+	journal := []byte(`{"module":"billing","local":"ledger"}`)
+	if err := e.bus.Put(e.ctx, "journal.billing.ledger", journal); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.keeperOn(t.TempDir()); !errors.Is(err, keeper.ErrOtherStore) {
+		t.Fatalf("a new store on an index with a journal: got %v, want it refused", err)
+	}
+	if err := e.bus.Delete(e.ctx, "journal.billing.ledger"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(e.dir, "store.json"), filepath.Join(e.dir, "store.json.other-disk")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.keeperOn(e.dir)
+	if !errors.Is(err, keeper.ErrOtherStore) {
+		t.Fatalf("the same path without its id: got %v, want it refused", err)
+	}
+	mustContain(t, err.Error(), "has no store id yet")
+	if err := os.Rename(filepath.Join(e.dir, "store.json.other-disk"), filepath.Join(e.dir, "store.json")); err != nil {
+		t.Fatal(err)
+	}
+
+	newDir := t.TempDir()
+	k2, err := e.keeperOn(newDir)
+	if err != nil {
+		t.Fatalf("a keeper on a new store, the index recording nothing: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(newDir, "store.json")); err != nil {
+		t.Fatalf("the new store has no id of its own: %v", err)
+	}
+	if _, err := e.keeperOn(e.dir); !errors.Is(err, keeper.ErrOtherStore) {
+		t.Fatalf("the old store after the move: got %v, want it refused", err)
+	}
+	if _, err := k2.SnapshotKept(e.ctx, req(1, "after-move")); err != nil {
+		t.Fatalf("a snapshot on the new store: %v", err)
+	}
+	e.change()
+	if _, err := k2.RestoreKept(e.ctx, req(1, "after-move")); err != nil {
+		t.Fatalf("a restore from the new store: %v", err)
+	}
+}

@@ -91,6 +91,12 @@ type Config struct {
 	// without identities) cannot restore or fully verify them, and such a
 	// request is refused with ErrLocked before anything is touched.
 	Unseal *agecrypt.Opener
+	// FreeMargin is the room, in bytes, that a snapshot or an aside must
+	// leave free on a store that tells its free space (and on the spool's
+	// file system), beyond its estimate of the archive (serve
+	// --free-margin; room.go says what it covers). 0 means
+	// DefaultFreeMargin; a negative value means no margin at all.
+	FreeMargin int64
 }
 
 // DefaultAsideWarnAfter is how old an aside is when it is flagged.
@@ -118,6 +124,8 @@ type Keeper struct {
 	spools   *spoolBudget
 	// asideWarnAfter: asides older than this wait for a person
 	asideWarnAfter time.Duration
+	// freeMargin: Config.FreeMargin, the default put in, never negative
+	freeMargin int64
 	// evidenceWait bounds the reads of one evidence check (evidenceWait)
 	evidenceWait time.Duration
 	own          []string         // Config.OwnStreams
@@ -182,6 +190,13 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 		k.spoolDir, k.spools = cfg.SpoolDir, newSpoolBudget(spoolMemory, spoolChunk)
 	}
 	k.own = slices.Clone(cfg.OwnStreams)
+	k.freeMargin = cfg.FreeMargin
+	switch {
+	case k.freeMargin == 0:
+		k.freeMargin = DefaultFreeMargin
+	case k.freeMargin < 0:
+		k.freeMargin = 0
+	}
 	k.asideWarnAfter = cfg.AsideWarnAfter
 	if k.asideWarnAfter <= 0 {
 		k.asideWarnAfter = DefaultAsideWarnAfter

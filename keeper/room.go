@@ -8,17 +8,29 @@ import (
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
-// roomMargin is what a snapshot needs free beyond the kept data's stored
-// bytes: a little for the archive's own entries and manifest, and room for
-// the file system to breathe.
-const roomMargin = 64 << 20
+// DefaultFreeMargin is the room a snapshot leaves free beyond its
+// estimate of the archive (Config.FreeMargin, serve --free-margin). It
+// covers what the estimate does not count: the record beside the archive
+// (point.json or aside.json, up to maxRecordSize with many consumers'
+// positions), the archive's own headers and manifest, a file system's
+// blocks and metadata beyond the bytes written; and it keeps the file
+// system, often shared with the host's logs and the keeper's spool, from
+// being filled to its last byte by a snapshot whose streams grew after the
+// check. A keeper on a small volume of its own, with small kept data,
+// lowers it (to 0 even): a write that still runs out of room fails
+// cleanly, leaving nothing, as a full disk always does.
+const DefaultFreeMargin = 64 << 20
+
+// marginFlag names the setting that moves the margin, for the refusals.
+const marginFlag = "--free-margin"
 
 // checkRoom refuses up front an archive of stored bytes (a point's or an
 // aside's) that cannot fit, so that nothing is written; spool is what its
 // snapshot may spool (see spoolBound):
 //   - a store that can tell its free space (the file store, with statfs)
 //     must have the kept data's stored bytes (an archive is about as big,
-//     less where the server compresses) plus 5% and roomMargin free;
+//     less where the server compresses) plus 5% and the margin
+//     (Config.FreeMargin) free;
 //   - when the streams are taken at once, every stream but the first may
 //     wait in the spool for its turn in the archive (see spool.go), so the
 //     spool's file system must have room for those too: counted with the
@@ -27,7 +39,7 @@ const roomMargin = 64 << 20
 //
 // Remote stores tell no free space, and are not checked.
 func (k *Keeper) checkRoom(ctx context.Context, stored, spool int64) error {
-	need := stored + stored/20 + roomMargin
+	need := stored + stored/20 + k.freeMargin
 	if spool > 0 {
 		shared := false
 		if d, ok := k.store.(store.DiskSharer); ok {
@@ -52,8 +64,9 @@ func (k *Keeper) checkRoom(ctx context.Context, stored, spool int64) error {
 		return nil
 	}
 	if free < need {
-		return Errorf(ErrFailed, "the store %s has %s free and this needs about %s (the kept data's %s stored, plus a margin%s), so nothing was written; free some space (prune-kept, discard-aside) or give the keeper a bigger store",
-			k.store.Describe().URL, HumanBytes(free), HumanBytes(need), HumanBytes(stored), spoolNote(spool))
+		return Errorf(ErrFailed, "the store %s has %s free and this needs about %s (the kept data's %s stored, plus a margin of %s%s), so nothing was written; "+
+			"free some space (prune-kept, discard-aside), give the keeper a bigger store, or run it with a smaller %s",
+			k.store.Describe().URL, HumanBytes(free), HumanBytes(need), HumanBytes(stored), HumanBytes(k.freeMargin), spoolNote(spool), marginFlag)
 	}
 	return nil
 }
@@ -86,9 +99,10 @@ func (k *Keeper) checkSpoolRoom(spool int64) error {
 		return nil
 	}
 	free := int64(st.Bavail) * int64(st.Bsize)
-	if need := spool + roomMargin; free < need {
-		return Errorf(ErrFailed, "the spool directory %s has %s free and taking the streams at once may spool about %s, so nothing was written; free some space there or run the keeper with --stream-parallel 1",
-			k.spoolDir, HumanBytes(free), HumanBytes(need))
+	if need := spool + k.freeMargin; free < need {
+		return Errorf(ErrFailed, "the spool directory %s has %s free and taking the streams at once may spool about %s (with a margin of %s), so nothing was written; "+
+			"free some space there, run the keeper with --stream-parallel 1, or run it with a smaller %s",
+			k.spoolDir, HumanBytes(free), HumanBytes(need), HumanBytes(k.freeMargin), marginFlag)
 	}
 	return nil
 }

@@ -3,6 +3,9 @@ package keeper_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -58,5 +61,47 @@ func TestSpoolCountsWithTheStoreItShares(t *testing.T) {
 	ds.shares = false
 	if _, err := e.k.SnapshotKept(e.ctx, req(2, "spool-apart")); err != nil {
 		t.Fatalf("with the spool on a disk of its own: %v", err)
+	}
+}
+
+// TestFreeMarginIsASetting: the margin a snapshot leaves free beyond its
+// estimate is Config.FreeMargin (serve --free-margin). With the default, a
+// store with a little more room than the kept data refuses it, naming the
+// flag that moves the margin; with a small margin the same store takes it,
+// and with none (negative) a store with just the estimate free does.
+func TestFreeMarginIsASetting(t *testing.T) {
+	var ds *diskStore
+	e := newEnv(t, func(c *keeper.Config) {
+		ds = &diskStore{Store: c.Store, free: 1 << 40}
+		c.Store = ds
+	})
+	var stored int64
+	for _, s := range e.snapshot(1, "sizing").Point.Streams {
+		stored += int64(s.Bytes)
+	}
+	estimate := stored + stored/20
+	ds.free = estimate + 1<<20
+	_, err := e.k.SnapshotKept(e.ctx, req(2, "default-margin"))
+	if !errors.Is(err, keeper.ErrFailed) {
+		t.Fatalf("with %d bytes free and the default margin: got %v, want a refusal", ds.free, err)
+	}
+	mustContain(t, err.Error(), "a margin of 64.0 MiB", "--free-margin", "so nothing was written")
+
+	for _, c := range []struct {
+		margin, free int64
+	}{{64 << 10, estimate + 64<<10}, {-1, estimate}} {
+		k, err := keeper.New(e.ctx, keeper.Config{Store: ds, Bus: e.bus, Index: e.bus, Acts: e.bus, FreeMargin: c.margin,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds.free = c.free
+		if _, err := k.SnapshotKept(e.ctx, req(3, fmt.Sprintf("margin%d", c.margin))); err != nil {
+			t.Errorf("with a margin of %d and %d bytes free: %v", c.margin, c.free, err)
+		}
+		ds.free = c.free - 1
+		if _, err := k.SnapshotKept(e.ctx, req(4, fmt.Sprintf("margin%d", c.margin))); !errors.Is(err, keeper.ErrFailed) {
+			t.Errorf("with a margin of %d and a byte less free: got %v, want a refusal", c.margin, err)
+		}
 	}
 }

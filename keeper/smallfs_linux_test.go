@@ -213,3 +213,44 @@ func filesUnder(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// TestSmallVolumeTakesASmallMargin: on a real 8 MiB tmpfs, a snapshot of
+// the small sample kept data is refused with the default margin (64 MiB),
+// in a sentence that names --free-margin, and taken by a keeper with a
+// margin of 256 KiB (serve --free-margin 256KiB). Run, as
+// TestSmallFileSystem is, in a user and mount namespace of its own.
+func TestSmallVolumeTakesASmallMargin(t *testing.T) {
+	if os.Getenv(smallFSEnv) == "" {
+		runInOwnMountNamespace(t)
+		return
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		t.Fatalf("making the test's own mounts private: %v", err)
+	}
+	mnt := t.TempDir()
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=8m,mode=0700"); err != nil {
+		t.Fatalf("mounting an 8 MiB tmpfs on %s: %v", mnt, err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	e := newEnv(t, func(c *keeper.Config) { c.Store = fileStore(t, mnt) })
+	e.dir = mnt
+	_, err := e.k.SnapshotKept(e.ctx, req(1, "default-margin"))
+	if !errors.Is(err, keeper.ErrFailed) {
+		t.Fatalf("a snapshot on an 8 MiB volume with the default margin: got %v, want a refusal", err)
+	}
+	mustContain(t, err.Error(), "a margin of 64.0 MiB", "--free-margin", "so nothing was written")
+
+	k, err := keeper.New(e.ctx, keeper.Config{Store: fileStore(t, mnt), Bus: e.bus, Index: e.bus, Acts: e.bus,
+		FreeMargin: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := k.SnapshotKept(e.ctx, req(1, "small-margin"))
+	if err != nil {
+		t.Fatalf("a snapshot with a margin of 256 KiB on an 8 MiB volume with %d bytes free: %v", free(t, mnt), err)
+	}
+	if _, err := k.VerifyKept(e.ctx, req(1, "small-margin")); err != nil {
+		t.Errorf("the point taken with a small margin: %v", err)
+	}
+	t.Logf("took %s on the 8 MiB volume: %s", rep.Dir, rep.Said)
+}

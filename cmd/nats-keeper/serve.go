@@ -53,6 +53,7 @@ type serveOptions struct {
 	Seal           sealFlags     // --encrypt-to, --encrypt-to-file, --identity
 	ActsQueueMax   int           // acts the on-disk queue holds at most
 	ActsQueueMiB   int           // MiB the on-disk queue holds at most
+	FreeMargin     sizeFlag      // room a snapshot leaves free on the store's file system beyond its archive
 	Err            io.Writer     // logs
 
 	// ready, when set, is called once the service answers (tests).
@@ -60,7 +61,7 @@ type serveOptions struct {
 }
 
 func newServeCmd(e env) *cobra.Command {
-	o := &serveOptions{Err: e.Err}
+	o := &serveOptions{Err: e.Err, FreeMargin: keeper.DefaultFreeMargin}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the keeper as a NATS micro service answering the verbs",
@@ -114,6 +115,11 @@ undoes any restore they left half-way.`,
 		"one more is dropped, counted in nats_keeper_acts_dropped_total and logged")
 	f.IntVar(&o.ActsQueueMiB, "acts-queue-mib", outbox.DefaultMaxBytes>>20, "how many MiB of acts wait at most in <dir>/acts-queue")
 	f.DurationVar(&o.VerbTimeout, "verb-timeout", verbs.DefaultVerbTimeout, "every verb's server-side deadline: a verb past it is cancelled, and leaves the data whole")
+	f.Var(&o.FreeMargin, "free-margin", "room a snapshot or a set-aside copy must leave free on a directory store's file system (and the spool's), "+
+		"beyond the kept data's stored bytes and 5%: it covers the point's record (up to 4 MiB with many consumers), the archive's headers "+
+		"and the file system's own blocks, and keeps the volume, often shared with the host, from filling to its last byte; "+
+		"one that would not fit is refused before anything is written. A small volume of the keeper's own may take 0 "+
+		"(a size: 0, 512KiB, 64MiB)")
 	return cmd
 }
 
@@ -225,7 +231,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	svc, err := startKeeper(ctx, nc, keeperSetup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket,
 		StreamParallel: o.StreamParallel, AsideWarnAfter: o.AsideWarnAfter, PruneEvery: o.PruneEvery,
 		MetricsListen: o.MetricsListen, MaxHeavy: o.MaxHeavy, InFlight: cmp.Or(int64(o.InFlightMiB)<<20, inproc.InFlightFor(o.Store)), VerbTimeout: o.VerbTimeout, Dir: pd, Replicas: o.Replicas,
-		Seal: seal, Unseal: unseal,
+		Seal: seal, Unseal: unseal, FreeMargin: noneIsNegative(int64(o.FreeMargin)),
 		ActsQueue: filepath.Join(dir, "acts-queue"), ActsQueueBounds: outbox.Options{MaxActs: o.ActsQueueMax, MaxBytes: int64(o.ActsQueueMiB) << 20}}, log,
 		verbs.WithStopTimeout(o.StopTimeout))
 	if err != nil {
@@ -268,6 +274,16 @@ type keeperSetup struct {
 	Unseal          *agecrypt.Opener // decrypts stored ones; nil: none
 	ActsQueue       string           // the acts queue's directory; "": none
 	ActsQueueBounds outbox.Options
+	FreeMargin      int64 // keeper.Config.FreeMargin: 0 is the default, negative none
+}
+
+// noneIsNegative turns a margin flag's 0 (no margin) into keeper.Config's
+// word for none, a negative value; its 0 is the default.
+func noneIsNegative(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // startKeeper starts the keeper on nc and the store through inproc.Start,
@@ -278,7 +294,7 @@ func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.L
 	k, err := inproc.Start(ctx, nc, inproc.Setup{Store: ks.Store, Prefix: ks.Prefix, Bucket: ks.Bucket,
 		StreamParallel: ks.StreamParallel, AsideWarnAfter: ks.AsideWarnAfter, PruneEvery: ks.PruneEvery,
 		MetricsListen: ks.MetricsListen, MaxHeavy: ks.MaxHeavy, InFlight: ks.InFlight, VerbTimeout: ks.VerbTimeout, Dir: ks.Dir, Replicas: ks.Replicas,
-		Seal: ks.Seal, Unseal: ks.Unseal,
+		Seal: ks.Seal, Unseal: ks.Unseal, FreeMargin: ks.FreeMargin,
 		ActsQueue: ks.ActsQueue, ActsQueueBounds: ks.ActsQueueBounds,
 		Version: buildVersion(), Revision: buildRevision(), Logger: log, StepHook: crashHook(log), Now: clockHook(log),
 		Engine: func(k *keeper.Keeper) verbs.Engine { return hangHook(k, log) },

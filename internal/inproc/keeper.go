@@ -69,6 +69,10 @@ type Setup struct {
 	// have in flight (jsbus.WithInFlight); 0 is jsbus.DefaultInFlight.
 	InFlight    int64
 	VerbTimeout time.Duration // every verb's deadline; 0 is verbs.DefaultVerbTimeout
+	// FreeMargin is keeper.Config.FreeMargin, the room a snapshot leaves
+	// free on the store's file system: 0 is keeper.DefaultFreeMargin, a
+	// negative value none.
+	FreeMargin int64
 	// Dir, when set, is the keeper's private directory: checked to be the
 	// same one before each verb that writes (privdir.Dir.Check).
 	Dir *privdir.Dir
@@ -233,7 +237,7 @@ func engine(ctx context.Context, nc *nats.Conn, s Setup, bucket, prefix string, 
 	}
 	k, err := keeper.New(ctx, keeper.Config{Store: s.Store, Bus: a, Index: a, Acts: acts, Logger: log, Version: s.Version,
 		StepHook: s.StepHook, LeaseTTL: s.LeaseTTL, Now: s.Now, StreamParallel: s.StreamParallel, SpoolDir: spoolDir(s.Dir), AsideWarnAfter: s.AsideWarnAfter,
-		OwnStreams: a.OwnStreams(), Observer: obs, Seal: s.Seal, Unseal: s.Unseal})
+		OwnStreams: a.OwnStreams(), Observer: obs, Seal: s.Seal, Unseal: s.Unseal, FreeMargin: s.FreeMargin})
 	if err != nil {
 		if queue != nil {
 			_ = queue.Close()
