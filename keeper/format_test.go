@@ -1,7 +1,10 @@
 package keeper_test
 
 import (
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -39,5 +42,42 @@ func TestNewerFormatHoldsBackOnlyItsOwn(t *testing.T) {
 	_, err = e.k.ShowPlan(e.ctx, keeper.Request{Module: "other", Local: "data"})
 	if !errors.Is(err, keeper.ErrConflict) || !strings.Contains(err.Error(), "(format 3, this keeper reads up to 1); run a newer nats-keeper") {
 		t.Fatalf("show-plan of a newer plan: %v", err)
+	}
+}
+
+// A point whose point.json a newer keeper wrote (a newer format) is neither
+// removed from the index nor rewritten by this keeper's rebuild: its record
+// stays as the newer keeper left it.
+func TestRebuildLeavesANewerFormatAlone(t *testing.T) {
+	e := newEnv(t)
+	e.snapshot(1, "fp")
+	file := filepath.Join(e.dir, "points", module, local, "f1-fp", "point.json")
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["format"], m["written-by"] = 2, "2.0.0"
+	if raw, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key := "point." + module + "." + local + ".1.fp"
+	before, err := e.bus.Get(e.ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, removed, err := e.k.Rebuild(e.ctx)
+	if err != nil || written != 0 || removed != 0 {
+		t.Fatalf("rebuild beside a newer point: wrote %d, removed %d, %v; want 0 and 0", written, removed, err)
+	}
+	after, err := e.bus.Get(e.ctx, key)
+	if err != nil || string(after) != string(before) {
+		t.Fatalf("the newer point's record after a rebuild: %q, %v; want it as it was", after, err)
 	}
 }
