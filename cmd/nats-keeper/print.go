@@ -124,6 +124,9 @@ func printList(w io.Writer, rep *keeper.Reply) error {
 			return err
 		}
 	}
+	if err := printSchedules(w, rep.Schedules); err != nil {
+		return err
+	}
 	if len(rep.Totals) > 0 {
 		fmt.Fprintln(w, "\nKept, per kept data:")
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -144,4 +147,28 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// printSchedules prints list-kept's schedules: each kept data's every, the
+// form and fingerprint of the point due next, and when.
+func printSchedules(w io.Writer, scheds []keeper.Scheduled) error {
+	if len(scheds) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nScheduled points (taken by the keepers of the bus; LAST DUE: taken, or not yet):")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  MODULE\tLOCAL\tEVERY\tFORM\tLAST DUE\tNEXT DUE\tNEXT BEFORE\tPOLICY")
+	for _, s := range scheds {
+		every := s.Every
+		if s.TimeZone != "" {
+			every += " (" + s.TimeZone + ")"
+		}
+		last := "-"
+		if !s.Due.IsZero() {
+			last = s.Due.UTC().Format("2006-01-02 15:04Z") + map[bool]string{true: " taken", false: " not yet"}[s.Taken]
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.Module, s.Local, every, s.Form, last,
+			s.NextDue.UTC().Format("2006-01-02 15:04Z"), keeper.ScheduledFingerprint(s.NextDue), s.Policy)
+	}
+	return tw.Flush()
 }

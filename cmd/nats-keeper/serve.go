@@ -280,7 +280,7 @@ func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.L
 		MetricsListen: ks.MetricsListen, MaxHeavy: ks.MaxHeavy, InFlight: ks.InFlight, VerbTimeout: ks.VerbTimeout, Dir: ks.Dir, Replicas: ks.Replicas,
 		Seal: ks.Seal, Unseal: ks.Unseal,
 		ActsQueue: ks.ActsQueue, ActsQueueBounds: ks.ActsQueueBounds,
-		Version: buildVersion(), Logger: log, StepHook: crashHook(log), Now: clockHook(log),
+		Version: buildVersion(), Logger: log, StepHook: crashHook(log), Now: clockHook(log), ScheduleTick: scheduleTickHook(log),
 		Engine: func(k *keeper.Keeper) verbs.Engine { return hangHook(k, log) },
 		BusError: func(err error) error {
 			if keeper.KindOf(err) != nil {

@@ -43,6 +43,7 @@ type Setup struct {
 	StreamParallel int           // streams of one kept data snapshotted or restored at once; 0 is keeper.DefaultStreamParallel()
 	AsideWarnAfter time.Duration // asides older than this are flagged; 0 is keeper.DefaultAsideWarnAfter
 	PruneEvery     time.Duration // apply the recorded retention policies this often; 0: never
+	ScheduleTick   time.Duration // look for due scheduled points this often; 0 is DefaultScheduleTick, < 0 never
 	Replicas       int           // of the index bucket and acts stream; 0: 3 on a cluster, else 1 (jsbus.WithReplicas)
 	Version        string        // the keeper's version, recorded in archives and announced by the service
 	Logger         *slog.Logger  // nil: slog.Default()
@@ -170,6 +171,9 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 	ik.loops.Go(func() { recoverLoop(loopCtx, k, log) })
 	if s.PruneEvery > 0 {
 		ik.loops.Go(func() { pruneLoop(loopCtx, k, s.PruneEvery, log) })
+	}
+	if s.ScheduleTick >= 0 {
+		ik.loops.Go(func() { scheduleLoop(loopCtx, k, cmp.Or(s.ScheduleTick, DefaultScheduleTick), m.Schedules(), log) })
 	}
 	return ik, nil
 }

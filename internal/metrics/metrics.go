@@ -62,6 +62,8 @@ type Metrics struct {
 	census   *census
 	readAt   time.Time
 	stale    bool
+
+	sched Schedules // see Schedules
 }
 
 type kept struct{ module, local string }
@@ -92,6 +94,7 @@ func New(log *slog.Logger) *Metrics {
 	}
 	m.reg.MustRegister(m.requests, m.durations, m.snapBytes, m.restBytes, (*keptCollector)(m),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Schedules()
 	return m
 }
 
