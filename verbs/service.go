@@ -297,6 +297,10 @@ func Serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...ServeOption) (*
 		unsubscribe()
 		return nil, fmt.Errorf("could not answer the %s service discovery, so nothing is served: %w", ServiceName, err)
 	}
+	if err := s.subscribeUnknown(); err != nil {
+		unsubscribe()
+		return nil, fmt.Errorf("could not subscribe to %s.*, where requests for no verb are answered, so nothing is served: %w", c.prefix, err)
+	}
 	if err := nc.Flush(); err != nil {
 		unsubscribe()
 		return nil, fmt.Errorf("%w: the %s subscriptions did not reach the server (%v), so nothing is served", keeper.ErrNoBus, ServiceName, err)

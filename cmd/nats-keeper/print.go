@@ -29,8 +29,13 @@ func printSaid(w io.Writer, rep *keeper.Reply) error {
 		fmt.Fprintf(w, "  dir:       %s\n", rep.Dir)
 	}
 	if p := rep.Point; p != nil {
-		fmt.Fprintf(w, "  point:     %s.%s form %d before %s, taken %s\n", p.Module, p.Local, p.Form, p.Fingerprint,
-			p.Taken.UTC().Format("2006-01-02 15:04:05Z"))
+		if p.Fingerprint == "" { // put back from an aside: it has no form or fingerprint
+			fmt.Fprintf(w, "  from:      the set-aside copy %s of %s/%s, taken %s\n", p.Dir, p.Module, p.Local,
+				p.Taken.UTC().Format("2006-01-02 15:04:05Z"))
+		} else {
+			fmt.Fprintf(w, "  point:     %s/%s form %d before %s, taken %s\n", p.Module, p.Local, p.Form, p.Fingerprint,
+				p.Taken.UTC().Format("2006-01-02 15:04:05Z"))
+		}
 		if rep.Report == nil {
 			printStreams(w, p.Streams)
 		}
@@ -39,7 +44,11 @@ func printSaid(w io.Writer, rep *keeper.Reply) error {
 		fmt.Fprintf(w, "  aside:     %s (%s, %s) in %s\n", a.ID, a.Reason, humanBytes(a.ArchiveSize), a.Dir)
 	}
 	if len(rep.Positions) > 0 {
-		fmt.Fprintf(w, "  positions: %d consumer(s) set back:", len(rep.Positions))
+		done := "recorded" // a snapshot reads them; a restore sets them back
+		if len(rep.Moves) > 0 || rep.Evidence != nil || rep.Plan != nil {
+			done = "set back"
+		}
+		fmt.Fprintf(w, "  positions: %d consumer(s) %s (stream/consumer@acked up to):", len(rep.Positions), done)
 		for _, p := range rep.Positions {
 			fmt.Fprintf(w, " %s/%s@%d", p.Stream, p.Consumer, p.AckFloor)
 		}
