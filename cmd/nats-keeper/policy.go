@@ -57,6 +57,7 @@ a span in whole minutes (90m, 6h, 1d) or a cron spec of five fields ("0 3 * * *"
 	}
 	f := cmd.Flags()
 	addConnFlags(f, &o.Conn, e)
+	addDomainFlag(f, &o.Conn)
 	f.StringVar(&o.Bucket, "bucket", "kept", "KV bucket of the keeper's index")
 	f.BoolVar(&o.JSON, "json", false, "print the policy as JSON")
 	addPolicyFlags(f, &o.Policy)
@@ -91,7 +92,11 @@ func runPolicy(ctx context.Context, o policyOptions) error {
 		return err
 	}
 	defer nc.Close()
-	idx, err := jsbus.New(ctx, nc, jsbus.WithBucket(o.Bucket), jsbus.WithLogger(log))
+	domain, err := o.Conn.domain()
+	if err != nil {
+		return err
+	}
+	idx, err := jsbus.New(ctx, nc, jsbus.WithBucket(o.Bucket), jsbus.WithLogger(log), jsbus.WithDomain(domain))
 	if err != nil {
 		return keeper.Errorf(keeper.ErrNoBus, "could not open the index %s: %v, so nothing was done", o.Bucket, err)
 	}

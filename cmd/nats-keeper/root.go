@@ -9,6 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -64,6 +66,28 @@ type connFlags struct {
 	TLSCA   string
 	Context string
 	envURL  string // $NATS_URL, --server's default: a --context wins over it
+	// JSDomain is --js-domain, on the commands that reach JetStream
+	// themselves (addDomainFlag); "" takes the context's domain, if any.
+	JSDomain string
+}
+
+// addDomainFlag adds --js-domain, on the commands that reach JetStream
+// themselves (serve, policy, import); the others only send verbs to a
+// keeper, which has its own.
+func addDomainFlag(fs *pflag.FlagSet, c *connFlags) {
+	fs.StringVar(&c.JSDomain, "js-domain", "", "the JetStream domain the kept data, the index and the acts are in, such as a leafnode's (default: the --context's domain, else the connected server's own)")
+}
+
+// domain is the JetStream domain to reach: --js-domain, else the context's.
+func (c connFlags) domain() (string, error) {
+	if c.JSDomain != "" || c.Context == "" {
+		return c.JSDomain, nil
+	}
+	d, err := jsbus.ContextDomain(c.Context)
+	if err != nil {
+		return "", keeper.Errorf(keeper.ErrBadRequest, "%w, so nothing was done", err)
+	}
+	return d, nil
 }
 
 func addConnFlags(fs *pflag.FlagSet, c *connFlags, e env) {

@@ -40,6 +40,7 @@ type Setup struct {
 	Store          store.Store   // required; the caller closes it after Stop
 	Prefix         string        // of the verbs; "" is verbs.DefaultPrefix
 	Bucket         string        // of the index; "" is DefaultBucket
+	JSDomain       string        // the JetStream domain of the kept data, the index and the acts; "" is the connected server's (jsbus.WithDomain)
 	StreamParallel int           // streams of one kept data snapshotted or restored at once; 0 is keeper.DefaultStreamParallel()
 	AsideWarnAfter time.Duration // asides older than this are flagged; 0 is keeper.DefaultAsideWarnAfter
 	PruneEvery     time.Duration // apply the recorded retention policies this often; 0: never
@@ -160,7 +161,7 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 	opts = append([]verbs.ServeOption{verbs.WithPrefix(prefix), verbs.WithVersion(s.Version),
 		verbs.WithLogger(log), verbs.WithMetadata("store", where),
 		verbs.WithMaxHeavy(s.MaxHeavy), verbs.WithVerbTimeout(s.VerbTimeout),
-		verbs.WithObserver(m.Answered), verbs.WithStatsData(m.StatsData)}, opts...)
+		verbs.WithObserver(m.Answered), verbs.WithStatsData(m.StatsData)}, append(peerOptions(nc, prefix, s.JSDomain, bucket, log), opts...)...)
 	svc, err := verbs.Serve(ctx, nc, engine, opts...)
 	if err != nil {
 		return nil, err
@@ -214,7 +215,7 @@ func Open(ctx context.Context, nc *nats.Conn, s Setup) (*keeper.Keeper, error) {
 // s.ActsQueue is set (nil otherwise; the caller closes it), and the keeper
 // on them; each failure is a sentence ending ", so "+nothing.
 func engine(ctx context.Context, nc *nats.Conn, s Setup, bucket, prefix string, log *slog.Logger, obs keeper.Observer, nothing string) (*keeper.Keeper, *outbox.Queue, error) {
-	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log), jsbus.WithReplicas(s.Replicas),
+	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log), jsbus.WithReplicas(s.Replicas), jsbus.WithDomain(s.JSDomain),
 		jsbus.WithInFlight(cmp.Or(s.InFlight, jsbus.DefaultInFlight)))
 	if err != nil {
 		if s.BusError != nil {
