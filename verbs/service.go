@@ -182,6 +182,7 @@ type Service struct {
 	// never change afterwards.
 	endpoints []*endpoint
 	control   []*nats.Subscription
+	unknown   *nats.Subscription // <prefix>.*: requests for no verb (unknown.go)
 
 	mu      sync.Mutex
 	stopped bool
@@ -283,6 +284,9 @@ func Serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...ServeOption) (*
 		for _, sub := range s.control {
 			_ = sub.Unsubscribe()
 		}
+		if s.unknown != nil {
+			_ = s.unknown.Unsubscribe()
+		}
 		cancel()
 	}
 	for _, ep := range s.endpoints {
@@ -338,6 +342,9 @@ func (s *Service) Stop() error {
 			if err := ep.sub.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 				errs = append(errs, fmt.Errorf("could not stop taking requests on %s: %w", ep.subject, err))
 			}
+		}
+		if s.unknown != nil { // with the verbs: a request after Stop finds no responders
+			_ = s.unknown.Unsubscribe()
 		}
 		s.stopErr = s.waitVerbs()
 		for _, sub := range s.control {

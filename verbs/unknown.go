@@ -47,6 +47,6 @@ func (s *Service) subscribeUnknown() error {
 	if err != nil {
 		return err
 	}
-	s.control = append(s.control, sub)
+	s.unknown = sub
 	return nil
 }
