@@ -72,8 +72,8 @@ type connFlags struct {
 }
 
 // addDomainFlag adds --js-domain, on the commands that reach JetStream
-// themselves (serve, policy, import); the others only send verbs to a
-// keeper, which has its own.
+// themselves (serve, policy, import, acts); the others only send verbs to
+// a keeper, which has its own.
 func addDomainFlag(fs *pflag.FlagSet, c *connFlags) {
 	fs.StringVar(&c.JSDomain, "js-domain", "", "the JetStream domain the kept data, the index and the acts are in, such as a leafnode's (default: the --context's domain, else the connected server's own)")
 }

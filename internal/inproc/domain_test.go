@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"net/url"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/internal/inproc"
+	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
@@ -116,6 +118,15 @@ func TestKeeperOfAnotherDomain(t *testing.T) {
 	}
 	if _, err := ljs.KeyValue(ctx, "kept"); err != nil {
 		t.Errorf("the leaf keeper's index is not in the leaf's JetStream: %v", err)
+	}
+	var verbsSeen []string
+	if err := jsbus.ReadActsIn(ctx, hub, "leaf", verbs.DefaultPrefix, time.Time{}, func(sa jsbus.StoredAct) error {
+		if sa.Bad == nil {
+			verbsSeen = append(verbsSeen, sa.Act.Verb)
+		}
+		return nil
+	}); err != nil || !slices.Contains(verbsSeen, keeper.VerbSnapshot) || !slices.Contains(verbsSeen, keeper.VerbRestore) {
+		t.Errorf("the leaf keeper's acts, read from the hub in domain leaf: %v %v", verbsSeen, err)
 	}
 	hjs, err := jetstream.New(hub)
 	if err != nil {
