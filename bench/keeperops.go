@@ -70,8 +70,8 @@ func (r *run) asideOp(ctx context.Context, k *keeperSvc, name string, i int) (Sa
 		return Sample{}, fmt.Errorf("after aside + restore%s, round %d: %w", which(k), i+1, err)
 	}
 	discard := keeperRequest("", "", 0, "")
-	discard.From, discard.Why = rep.Aside.ID, "benchmark: the aside is not needed"
-	if _, err := k.client.DiscardAside(ctx, discard); err != nil {
+	discard.Why = "benchmark: the aside is not needed"
+	if _, err := k.client.DiscardAside(ctx, rep.Aside.ID, discard); err != nil {
 		return Sample{}, fmt.Errorf("discard-aside %s%s: %w", rep.Aside.ID, which(k), err)
 	}
 	return s, nil

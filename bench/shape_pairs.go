@@ -270,8 +270,8 @@ func (r *run) rollbackPairs(ctx context.Context, sr *ShapeResult, k kept) error 
 			return err
 		}
 		discard := keeperRequest("", "", 0, "")
-		discard.From, discard.Why = rep.Aside.ID, "benchmark: the aside is not needed"
-		if _, err := r.file().client.DiscardAside(ctx, discard); err != nil {
+		discard.Why = "benchmark: the aside is not needed"
+		if _, err := r.file().client.DiscardAside(ctx, rep.Aside.ID, discard); err != nil {
 			return fmt.Errorf("discard-aside %s: %w", rep.Aside.ID, err)
 		}
 		if err := r.waitAllFiles(ctx, k.streams); err != nil { // the files of what the keeper removed

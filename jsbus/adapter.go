@@ -91,6 +91,7 @@ type options struct {
 	bucket   string
 	acts     string
 	prefix   string
+	domain   string // WithDomain
 	replicas int
 	timeout  time.Duration
 	attempt  time.Duration
@@ -169,7 +170,16 @@ func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Adapter, error) {
 		return nil, fmt.Errorf("jsbus: an in-flight budget of %d bytes is less than the %d one restore chunk needs, so the adapter was not made: %w",
 			o.inFlight, MinInFlight, keeper.ErrBadRequest)
 	}
-	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(o.timeout))
+	if !validDomain(o.domain) {
+		return nil, fmt.Errorf("jsbus: JetStream domain %q is not a valid name, so the adapter was not made: %w", o.domain, keeper.ErrBadRequest)
+	}
+	var js jetstream.JetStream
+	var err error
+	if o.domain != "" {
+		js, err = jetstream.NewWithDomain(nc, o.domain, jetstream.WithDefaultTimeout(o.timeout))
+	} else {
+		js, err = jetstream.New(nc, jetstream.WithDefaultTimeout(o.timeout))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("jsbus: open JetStream: %w", err)
 	}

@@ -147,9 +147,22 @@ func redact(urls string) string {
 	return strings.Join(parts, ",")
 }
 
+// ContextDomain is the JetStream domain a `nats` CLI context names ("" for
+// none), for the commands that reach JetStream in it (WithDomain).
+func ContextDomain(name string) (string, error) {
+	if _, _, err := contextOptions(name); err != nil {
+		return "", fmt.Errorf("jsbus: nats context %q cannot be used: %w", name, err)
+	}
+	c, err := natscontext.New(name, true)
+	if err != nil {
+		return "", fmt.Errorf("jsbus: nats context %q cannot be used: %w: %w", name, keeper.ErrBadRequest, err)
+	}
+	return c.JSDomain(), nil
+}
+
 // contextOptions loads a `nats` CLI context through jsm.go's natscontext,
 // refusing a context file that is a symlink and settings the keeper cannot
-// honour (a JetStream domain or API prefix).
+// honour (a JetStream API prefix; a domain is read by ContextDomain).
 func contextOptions(name string) ([]nats.Option, string, error) {
 	path, err := natscontext.ContextPath(name)
 	if err != nil {
@@ -166,8 +179,8 @@ func contextOptions(name string) ([]nats.Option, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %w", keeper.ErrBadRequest, err)
 	}
-	if c.JSDomain() != "" || c.JSAPIPrefix() != "" {
-		return nil, "", fmt.Errorf("%w: it names a JetStream domain or API prefix, which the keeper does not support", keeper.ErrBadRequest)
+	if c.JSAPIPrefix() != "" {
+		return nil, "", fmt.Errorf("%w: it names a JetStream API prefix, which the keeper does not support (a JetStream domain it does: give the context a domain, or --js-domain)", keeper.ErrBadRequest)
 	}
 	opts, err := c.NATSOptions()
 	if err != nil {

@@ -89,12 +89,13 @@ func TestConnectRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeContext(t, "domain", `{"url":"nats://127.0.0.1:1","jetstream_domain":"hub"}`)
+	writeContext(t, "apiprefix", `{"url":"nats://127.0.0.1:1","jetstream_api_prefix":"$JS.hub.API"}`)
 	writeContext(t, "opcreds", `{"url":"nats://127.0.0.1:1","creds":"op://vault/item"}`)
 	writeContext(t, "envtoken", `{"url":"nats://127.0.0.1:1","token":"env://TOKEN"}`)
 	writeContext(t, "nkeymissing", `{"url":"nats://127.0.0.1:1","nkey":"/nonexistent/seed.nk"}`)
 	writeContext(t, "broken", `{"url":`)
 	for _, o := range []jsbus.ConnOptions{
-		{Context: "missing"}, {Context: "../good"}, {Context: "a/b"}, {Context: "link"}, {Context: "domain"},
+		{Context: "missing"}, {Context: "../good"}, {Context: "a/b"}, {Context: "link"}, {Context: "apiprefix"},
 		{Context: "opcreds"}, {Context: "envtoken"}, {Context: "nkeymissing"}, {Context: "broken"},
 		{URL: "nats://127.0.0.1:1", Creds: "/nonexistent/user.creds"},
 		{URL: "nats://127.0.0.1:1", NKey: t.TempDir()},
@@ -104,6 +105,13 @@ func TestConnectRefusals(t *testing.T) {
 		if _, err := jsbus.Connect(o); !errors.Is(err, keeper.ErrBadRequest) {
 			t.Errorf("Connect(%+v): %v, want ErrBadRequest", o, err)
 		}
+	}
+	// A context's JetStream domain is used (ContextDomain), not refused.
+	if d, err := jsbus.ContextDomain("domain"); err != nil || d != "hub" {
+		t.Errorf("ContextDomain of a context with jetstream_domain hub: %q %v", d, err)
+	}
+	if _, err := jsbus.Connect(jsbus.ConnOptions{Context: "domain", Logger: quiet()}); !errors.Is(err, keeper.ErrNoBus) {
+		t.Errorf("a context with a domain: %v, want it used (ErrNoBus at its closed port)", err)
 	}
 	_, err := jsbus.Connect(jsbus.ConnOptions{URL: "nats://user:secret@" + closedPort(t)[len("nats://"):], Logger: quiet()})
 	if !errors.Is(err, keeper.ErrNoBus) {

@@ -58,7 +58,7 @@ func (a *Adapter) getManyOnce(ctx context.Context, keys []string, out map[string
 	if err := sub.SetPendingLimits(2*maxMultiLast, 2*indexMaxValue*4); err != nil {
 		return err
 	}
-	if err := a.nc.PublishRequest("$JS.API.DIRECT.GET.KV_"+a.cfg.bucket, inbox, body); err != nil {
+	if err := a.nc.PublishRequest(a.api("$JS.API.DIRECT.GET.KV_"+a.cfg.bucket), inbox, body); err != nil {
 		return err
 	}
 	got := map[string][]byte{}

@@ -152,7 +152,7 @@ func (a *Adapter) deleteMarker(ctx context.Context, key string, rev uint64) (uin
 	if !validKey(key) {
 		return 0, jetstream.ErrInvalidKey
 	}
-	m := nats.NewMsg(a.keySubject(key))
+	m := nats.NewMsg(a.putSubject(key))
 	m.Header.Set("KV-Operation", "DEL")
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
 	ack, err := a.js.PublishMsg(ctx, m)

@@ -127,7 +127,7 @@ func (a *Adapter) requestOnce(ctx context.Context, subject string, body any, out
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.timeout)
 	defer cancel()
-	msg, err := a.nc.RequestWithContext(ctx, subject, req)
+	msg, err := a.nc.RequestWithContext(ctx, a.api(subject), req)
 	if err != nil {
 		return busErr(err)
 	}

@@ -36,8 +36,17 @@ const readBatch = 256
 // and its replies (_INBOX.>); it changes nothing. A stream that does not
 // exist is an error wrapping keeper.ErrNotFound.
 func ReadActs(ctx context.Context, nc *nats.Conn, prefix string, since time.Time, fn func(StoredAct) error) error {
+	return ReadActsIn(ctx, nc, "", prefix, since, fn)
+}
+
+// ReadActsIn is ReadActs in the JetStream domain domain ("" is the
+// connected server's), as a keeper with WithDomain records them.
+func ReadActsIn(ctx context.Context, nc *nats.Conn, domain, prefix string, since time.Time, fn func(StoredAct) error) error {
 	stream := ActsStreamFor(prefix)
 	js, err := jetstream.New(nc)
+	if domain != "" {
+		js, err = jetstream.NewWithDomain(nc, domain)
+	}
 	if err != nil {
 		return busErr(fmt.Errorf("jsbus: open JetStream to read the acts stream %s: %w", stream, err))
 	}

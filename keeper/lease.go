@@ -45,6 +45,8 @@ func leaseName(key string) string {
 	case strings.HasPrefix(key, streamLeaseHexPrefix):
 		b, _ := hex.DecodeString(strings.TrimPrefix(key, streamLeaseHexPrefix))
 		return "stream " + string(b)
+	case strings.HasPrefix(key, "lease-sched."):
+		return "the schedule of " + strings.Replace(strings.TrimPrefix(key, "lease-sched."), ".", "/", 1)
 	}
 	return strings.Replace(strings.TrimPrefix(key, "lease."), ".", "/", 1)
 }
@@ -174,7 +176,7 @@ func (k *Keeper) releaseDeadLeases(ctx context.Context) {
 		return
 	}
 	var keys []string
-	for _, prefix := range []string{"lease.", streamLeasePrefix, streamLeaseHexPrefix} {
+	for _, prefix := range []string{"lease.", streamLeasePrefix, streamLeaseHexPrefix, "lease-sched."} {
 		ks, err := k.index.Keys(ctx, prefix)
 		if err != nil {
 			return

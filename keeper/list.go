@@ -119,8 +119,12 @@ func (k *Keeper) ListKept(ctx context.Context, r Request) (*Reply, error) {
 		said += fmt.Sprintf(" %d set-aside copy(ies) are older than %s and wait for a person to discard them or put them back: %s.",
 			len(waiting), HumanAge(k.asideWarnAfter), strings.Join(waiting, ", "))
 	}
-	return &Reply{Said: said, Points: points, Asides: asides, Totals: totals, TotalBytes: all, Waiting: waiting,
-		Total: len(keys), Next: next}, nil
+	rep := &Reply{Said: said, Points: points, Asides: asides, Totals: totals, TotalBytes: all, Waiting: waiting,
+		Total: len(keys), Next: next}
+	if from == 0 {
+		k.listSchedules(ctx, r, rep)
+	}
+	return rep, nil
 }
 
 // ListOf names what a list-kept request lists: everything, a module, or
@@ -148,6 +152,7 @@ func MergeList(of string, pages []*Reply) *Reply {
 		m.Points = append(m.Points, p.Points...)
 		m.Asides = append(m.Asides, p.Asides...)
 		m.Waiting = append(m.Waiting, p.Waiting...)
+		m.Schedules = append(m.Schedules, p.Schedules...)
 	}
 	m.Totals, m.TotalBytes = keptTotals(m.Points, m.Asides)
 	m.Total = len(m.Points) + len(m.Asides)

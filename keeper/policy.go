@@ -20,10 +20,30 @@ type Policy struct {
 	KeepDaily   int      `json:"keep-daily,omitempty"`   // the newest point of each of the last N days that hold one (UTC)
 	KeepWeekly  int      `json:"keep-weekly,omitempty"`  // … of each of the last N ISO weeks that hold one
 	KeepMonthly int      `json:"keep-monthly,omitempty"` // … of each of the last N months that hold one
+	// Every, when set, schedules points: the keepers of the bus take one
+	// at form Form, fingerprint sched-<UTC yyyymmddThhmm of its due time>,
+	// each time it falls due (ParseSchedule says what it may be), and
+	// prune by the keep rules after each. TimeZone is the IANA zone a cron
+	// spec is read in; "" is UTC.
+	Every    string `json:"every,omitempty"`
+	TimeZone string `json:"time-zone,omitempty"`
+	Form     int    `json:"form,omitempty"`
 }
 
-// Empty reports a policy with no rule at all, which prune refuses.
-func (p Policy) Empty() bool { return p == Policy{} }
+// Empty reports a policy with no keep rule, which prune refuses (a
+// schedule alone keeps nothing).
+func (p Policy) Empty() bool {
+	p.Every, p.TimeZone, p.Form = "", "", 0
+	return p == Policy{}
+}
+
+// Schedule is the policy's schedule; the zero Schedule without every.
+func (p Policy) Schedule() (Schedule, error) {
+	if p.Every == "" {
+		return Schedule{}, nil
+	}
+	return ParseSchedule(p.Every, p.TimeZone)
+}
 
 // Check refuses an empty policy, a negative count, a count over MaxKeepCount
 // and a keep-within out of range. Its error wraps ErrBadRequest.
@@ -39,7 +59,20 @@ func (p Policy) Check() error {
 	if err := p.KeepWithin.check(); err != nil {
 		return Errorf(ErrBadRequest, "keep-within: %w", err)
 	}
-	return nil
+	return p.checkSchedule()
+}
+
+// checkSchedule refuses an every that does not parse, and a time-zone or
+// form without every.
+func (p Policy) checkSchedule() error {
+	if p.Every == "" && (p.TimeZone != "" || p.Form != 0) {
+		return Errorf(ErrBadRequest, "time-zone and form are of scheduled points; give every too")
+	}
+	if p.Form < 0 || p.Form > MaxForm {
+		return Errorf(ErrBadRequest, "form %d is outside 0..%d", p.Form, MaxForm)
+	}
+	_, err := p.Schedule()
+	return err
 }
 
 type ruleCount struct {
@@ -66,6 +99,16 @@ func (p Policy) String() string {
 		}
 	}
 	if len(rules) == 0 {
+		rules = append(rules, "no keep rule")
+	}
+	if p.Every != "" {
+		sched := "every " + p.Every
+		if p.TimeZone != "" {
+			sched += " (" + p.TimeZone + ")"
+		}
+		rules = append(rules, fmt.Sprintf("%s at form %d", sched, p.Form))
+	}
+	if p == (Policy{}) {
 		return "no policy"
 	}
 	return strings.Join(rules, ", ")

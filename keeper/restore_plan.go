@@ -105,7 +105,7 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 			return nil, err
 		}
 	} else if len(live) == 0 {
-		return nil, Errorf(ErrNotFound, "no kept data %s/%s on the bus to set aside (looked for %s)", r.Module, r.Local, strings.Join(looked, ", "))
+		return nil, Errorf(ErrNotFound, "no kept data %s/%s on the bus%s to set aside (looked for %s)", r.Module, r.Local, k.busDomain(), strings.Join(looked, ", "))
 	}
 	switch {
 	case r.AsideOnly || (len(live) == 0 && !r.DryRun):

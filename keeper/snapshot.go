@@ -51,8 +51,8 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 		return fail(err)
 	}
 	if len(live) == 0 {
-		return fail(Errorf(ErrNotFound, "no kept data %s/%s on the bus (looked for %s)", r.Module, r.Local,
-			strings.Join(looked, ", ")))
+		return fail(Errorf(ErrNotFound, "no kept data %s/%s on the bus%s (looked for %s)", r.Module, r.Local,
+			k.busDomain(), strings.Join(looked, ", ")))
 	}
 	// Positions first: a consumer on another stream that moves during the
 	// snapshot is then a little behind, so after a restore it hears a

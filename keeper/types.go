@@ -114,6 +114,9 @@ type Reply struct {
 	// Waiting cover the points and asides of this page.
 	Total int    `json:"total,omitempty"`
 	Next  string `json:"next,omitempty"`
+	// Schedules is list-kept's (its first page): the schedules of what it
+	// lists, with each one's next due time.
+	Schedules []Scheduled `json:"schedules,omitempty"`
 	// Cut, when set, says what this reply left out to stay under the
 	// connection's max payload, and where the whole is (see BoundReply).
 	Cut *ReplyCut `json:"cut,omitempty"`

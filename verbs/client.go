@@ -105,8 +105,20 @@ func (c *Client) RestoreKept(ctx context.Context, r keeper.Request) (*keeper.Rep
 	return c.Do(ctx, VerbRestore, r)
 }
 
-// DiscardAside removes the set-aside copy whose id is r.From; r.Why is required.
-func (c *Client) DiscardAside(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+// DiscardAside removes the set-aside copy id (as list-kept names it:
+// billing.ledger.20261130T103732Z); r.Why is required, r.Caller says who
+// asks. On the wire the id travels in the request's from. An id of "" takes
+// it from r.From, as callers before this parameter gave it; an id and a
+// different r.From are refused, and nothing is sent.
+func (c *Client) DiscardAside(ctx context.Context, id string, r keeper.Request) (*keeper.Reply, error) {
+	switch {
+	case id == "" && r.From == "":
+		return nil, keeper.Errorf(keeper.ErrBadRequest, "discard-aside needs the id of the aside, so nothing was sent")
+	case id != "" && r.From != "" && r.From != id:
+		return nil, keeper.Errorf(keeper.ErrBadRequest, "discard-aside was given the aside %s and a request from %s; give one, so nothing was sent", id, r.From)
+	case id != "":
+		r.From = id
+	}
 	return c.Do(ctx, VerbDiscard, r)
 }
 
@@ -255,7 +267,7 @@ func (c *Client) request(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) 
 func noReply(subject string, err error) error {
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		return fmt.Errorf("%w: no nats-keeper answers on %s, so nothing was done; start one with `nats-keeper serve`", keeper.ErrNoBus, subject)
+		return keeper.Errorf(keeper.ErrNoBus, "the bus answered, but no nats-keeper answers on %s (none runs, or none serves this account or prefix), so nothing was done; start one with `nats-keeper serve`, or check the account and --prefix", subject)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		return fmt.Errorf("%w: no reply on %s in time; the keeper may still be running the verb, check with list-kept: %v", keeper.ErrNoBus, subject, err)
 	case errors.Is(err, context.Canceled):

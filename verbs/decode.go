@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
@@ -101,7 +102,7 @@ func checkKeys(body []byte) error {
 func jsonProblem(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return fmt.Sprintf("%q must be a %s, not a JSON %s", te.Field, te.Type.String(), te.Value)
+		return fmt.Sprintf("%q must be %s, not a JSON %s", te.Field, jsonKind(te.Type), te.Value)
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
@@ -111,4 +112,24 @@ func jsonProblem(err error) string {
 		return "the JSON ends too soon"
 	}
 	return err.Error()
+}
+
+// jsonKind says in words what a request field of type t holds.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct, reflect.Pointer:
+		return "a JSON object"
+	}
+	return "a " + t.String()
 }

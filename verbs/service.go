@@ -187,6 +187,7 @@ type Service struct {
 	// never change afterwards.
 	endpoints []*endpoint
 	control   []*nats.Subscription
+	unknown   *nats.Subscription // <prefix>.*: requests for no verb (unknown.go)
 
 	mu      sync.Mutex
 	stopped bool
@@ -289,6 +290,9 @@ func Serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...ServeOption) (*
 		for _, sub := range s.control {
 			_ = sub.Unsubscribe()
 		}
+		if s.unknown != nil {
+			_ = s.unknown.Unsubscribe()
+		}
 		cancel()
 	}
 	for _, ep := range s.endpoints {
@@ -302,6 +306,10 @@ func Serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...ServeOption) (*
 	if err := s.subscribeDiscovery(); err != nil {
 		unsubscribe()
 		return nil, fmt.Errorf("could not answer the %s service discovery, so nothing is served: %w", ServiceName, err)
+	}
+	if err := s.subscribeUnknown(); err != nil {
+		unsubscribe()
+		return nil, fmt.Errorf("could not subscribe to %s.*, where requests for no verb are answered, so nothing is served: %w", c.prefix, err)
 	}
 	if err := nc.Flush(); err != nil {
 		unsubscribe()
@@ -340,6 +348,9 @@ func (s *Service) Stop() error {
 			if err := ep.sub.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 				errs = append(errs, fmt.Errorf("could not stop taking requests on %s: %w", ep.subject, err))
 			}
+		}
+		if s.unknown != nil { // with the verbs: a request after Stop finds no responders
+			_ = s.unknown.Unsubscribe()
 		}
 		s.stopErr = s.waitVerbs()
 		for _, sub := range s.control {

@@ -42,6 +42,7 @@ works while no keeper runs; the NATS user needs read access to that stream
 		},
 	}
 	addClientFlags(cmd.Flags(), &o.Client, e)
+	addDomainFlag(cmd.Flags(), &o.Client.Conn)
 	cmd.Flags().StringVar(&o.Since, "since", "", "only acts stored since then: a duration back from now (24h, 90m) or a time (2026-12-01T18:00:00Z, or a UTC date 2026-12-01)")
 	return cmd
 }
@@ -89,6 +90,10 @@ func runActs(ctx context.Context, o actsOptions) error {
 	if err != nil {
 		return jsonErr(o.Client, o.Out, err)
 	}
+	domain, err := o.Client.Conn.domain()
+	if err != nil {
+		return jsonErr(o.Client, o.Out, err)
+	}
 	nc, err := connectClient(ctx, o.Client, o.Out, "nats-keeper acts")
 	if err != nil {
 		return jsonErr(o.Client, o.Out, err)
@@ -98,7 +103,7 @@ func runActs(ctx context.Context, o actsOptions) error {
 	defer cancel()
 	seen := map[string]bool{}
 	shown := 0
-	err = jsbus.ReadActs(ctx, nc, o.Client.Prefix, since, func(sa jsbus.StoredAct) error {
+	err = jsbus.ReadActsIn(ctx, nc, domain, o.Client.Prefix, since, func(sa jsbus.StoredAct) error {
 		if sa.Bad == nil {
 			if (o.Module != "" && sa.Act.Module != o.Module) || (o.Local != "" && sa.Act.Local != o.Local) {
 				return nil

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -79,10 +80,10 @@ func connectClient(ctx context.Context, f clientFlags, out output, name string) 
 		f.Conn.Server = clientDefaultURL
 	}
 	nc, err := connect(ctx, f.Conn, name, slog.New(slog.NewTextHandler(out.Err, &slog.HandlerOptions{Level: slog.LevelError})))
-	if err != nil {
+	if err != nil && errors.Is(err, keeper.ErrNoBus) {
 		return nil, fmt.Errorf("%w; is NATS running? `nats-keeper serve --embedded` starts one with the keeper", err)
 	}
-	return nc, nil
+	return nc, err
 }
 
 func jsonErr(f clientFlags, out output, err error) error {

@@ -29,6 +29,12 @@ func connect(ctx context.Context, c connFlags, name string, log *slog.Logger) (*
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if c.Context != "" && c.Server != "" {
+		if c.Server != c.envURL {
+			return nil, keeper.Errorf(keeper.ErrBadRequest, "--context %s and --server %s both say where to connect; give one of them, so nothing was done", c.Context, c.Server)
+		}
+		c.Server = "" // the context, named on the command line, wins over $NATS_URL
+	}
 	nc, err := jsbus.Connect(c.options(name, log))
 	if err != nil {
 		where := c.Server

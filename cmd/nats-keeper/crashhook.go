@@ -175,3 +175,20 @@ func clockHook(log *slog.Logger) func() time.Time {
 		return at.Add(max(time.Since(fi.ModTime()), 0))
 	}
 }
+
+// scheduleTickEnv names how often (a Go duration) the keeper looks for due
+// scheduled points, instead of inproc.DefaultScheduleTick. It exists only
+// for the test that drives a schedule with the test clock; nothing else
+// should set it.
+const scheduleTickEnv = "NATS_KEEPER_TEST_SCHEDULE_TICK"
+
+// scheduleTickHook returns the schedule tick: 0 (the default) unless
+// scheduleTickEnv holds a positive duration.
+func scheduleTickHook(log *slog.Logger) time.Duration {
+	d, err := time.ParseDuration(os.Getenv(scheduleTickEnv))
+	if err != nil || d <= 0 {
+		return 0
+	}
+	log.Warn("schedule test: the keeper looks for due points more often", "tick", d)
+	return d
+}

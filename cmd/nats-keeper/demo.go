@@ -164,7 +164,7 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 	}
 
 	say("Discarding the set-aside copy, on a person's call: discard-aside %s --why ...", aside)
-	rep, err = c.DiscardAside(ctx, keeper.Request{From: aside, Why: "demo: the restore was checked", Caller: "demo"})
+	rep, err = c.DiscardAside(ctx, aside, keeper.Request{Why: "demo: the restore was checked", Caller: "demo"})
 	if err != nil {
 		return err
 	}
@@ -222,11 +222,35 @@ func (s *state) print(show func(string, ...any)) {
 		show("KV user.1 is absent; %d live keys", len(s.kv))
 	}
 	show("object %s: %d bytes, sha256 %s…", sample.BigObject, s.bigSize, s.bigSHA[:16])
-	show("stream %s: %d messages, sequences %d..%d", s.stream.Name, s.stream.Msgs, s.stream.FirstSeq, s.stream.LastSeq)
+	show("stream %s: %d messages, sequences %d..%d%s", s.stream.Name, s.stream.Msgs, s.stream.FirstSeq, s.stream.LastSeq,
+		deletedNote(s.stream.Msgs, s.stream.FirstSeq, s.stream.LastSeq))
 	for _, c := range s.stream.Consumers {
-		show("consumer %s: acked up to %d, next message %d", c.Name, c.AckFloor, c.Next)
+		show("consumer %s: acked up to %d, next message %d%s", c.Name, c.AckFloor, c.Next, unackedNote(c.AckFloor, c.Next))
 	}
 	if c := s.events; c != nil {
-		show("consumer %s on the shared stream %s: acked up to %d, next message %d", c.Name, sample.SharedStream, c.AckFloor, c.Next)
+		show("consumer %s on the shared stream %s: acked up to %d, next message %d%s", c.Name, sample.SharedStream, c.AckFloor, c.Next,
+			unackedNote(c.AckFloor, c.Next))
 	}
+}
+
+// deletedNote explains a stream holding fewer messages than its sequences
+// span: messages deleted in between.
+func deletedNote(msgs, first, last uint64) string {
+	if last < first || msgs >= last-first+1 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d deleted in between; a sequence is never reused)", last-first+1-msgs)
+}
+
+// unackedNote explains a consumer whose next message is past its ack floor
+// plus one: messages delivered and not yet acknowledged, which the server
+// delivers again if they are never acked.
+func unackedNote(ackFloor, next uint64) string {
+	switch {
+	case next <= ackFloor+1:
+		return ""
+	case next == ackFloor+2:
+		return fmt.Sprintf(" (message %d was delivered and waits for its ack)", ackFloor+1)
+	}
+	return fmt.Sprintf(" (messages %d..%d were delivered and wait for their acks)", ackFloor+1, next-1)
 }

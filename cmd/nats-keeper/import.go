@@ -57,6 +57,7 @@ is busy, 5 if the bus or the store cannot be reached, 1 on a failure.`,
 	}
 	f := cmd.Flags()
 	addConnFlags(f, &o.Conn, e)
+	addDomainFlag(f, &o.Conn)
 	addKeeperStoreFlags(f, &o.Store, e)
 	f.StringVar(&o.Prefix, "prefix", verbs.DefaultPrefix, "subject prefix of the keeper's verbs (its acts are recorded under it)")
 	f.StringVar(&o.Bucket, "bucket", inproc.DefaultBucket, "KV bucket of the keeper's index")
@@ -101,7 +102,11 @@ func runImport(ctx context.Context, o importOptions) error {
 		return done(nil, err)
 	}
 	defer st.Close()
-	k, err := inproc.Open(ctx, nc, inproc.Setup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket, Version: buildVersion(), Logger: log, Seal: seal})
+	domain, err := conn.domain()
+	if err != nil {
+		return done(nil, err)
+	}
+	k, err := inproc.Open(ctx, nc, inproc.Setup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket, JSDomain: domain, Version: buildVersion(), Logger: log, Seal: seal})
 	if err != nil {
 		return done(nil, err)
 	}

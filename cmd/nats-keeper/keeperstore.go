@@ -34,6 +34,7 @@ func addDirStoreFlags(fs *pflag.FlagSet, dir, st *string, sf *storeFlags, e env,
 		def = "./nats-keeper-data"
 	}
 	fs.StringVar(dir, "dir", def, "the keeper's directory, its store unless --store says otherwise (default $NATS_KEEPER_DIR, else ./nats-keeper-data)")
+	fs.Lookup("dir").DefValue = "" // the usage says the default; pflag would print it a second time
 	fs.StringVar(st, "store", e.Getenv("NATS_KEEPER_STORE"), what+": file:///path (default: --dir), "+
 		"nats://host:port/bucket (a JetStream object store, made if missing) or s3://bucket/prefix (default $NATS_KEEPER_STORE)")
 	addStoreFlags(fs, sf)

@@ -14,6 +14,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
@@ -54,19 +56,28 @@ func run(ctx context.Context, args []string, e env) int {
 	root := newRoot(e)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
-	return report(err, e)
+	return report(err, e, helpOf(root, args))
+}
+
+// helpOf is the command whose --help a usage error of args points at: the
+// subcommand args name, else the root.
+func helpOf(root *cobra.Command, args []string) string {
+	if c, _, err := root.Find(args); err == nil && c != nil {
+		return c.CommandPath()
+	}
+	return root.CommandPath()
 }
 
 // report prints err and maps it to the documented exit code, through
 // exitCode only, except for guard, which exits with the code of the
-// command it ran.
-func report(err error, e env) int {
+// command it ran. A usage error points at help's --help.
+func report(err error, e env, help string) int {
 	if err == nil {
 		return exitOK
 	}
 	var ran *ranError
 	if !errors.As(err, &ran) {
-		fmt.Fprintf(e.Err, "nats-keeper: %v\nRun 'nats-keeper --help' for usage.\n", err)
+		fmt.Fprintf(e.Err, "nats-keeper: %v\nRun '%s --help' for usage.\n", err, help)
 		return exitUsage
 	}
 	fmt.Fprintf(e.Err, "nats-keeper: %v\n", ran.err)

@@ -29,12 +29,18 @@ type policyOptions struct {
 func newPolicyCmd(e env) *cobra.Command {
 	o := &policyOptions{Out: e.Out, Err: e.Err}
 	cmd := &cobra.Command{
-		Use:   "policy set|show|rm [MODULE LOCAL] [--keep-last N] [--keep-within D] [--keep-daily N] [--keep-weekly N] [--keep-monthly N]",
+		Use:   "policy set|show|rm [MODULE LOCAL] [--keep-last N] [--keep-within D] [--keep-daily N] [--keep-weekly N] [--keep-monthly N] [--every SPEC [--time-zone TZ] [--form F]]",
 		Short: "Record, show or remove the retention policy of a kept data (or, with no MODULE LOCAL, the default)",
 		Long: `Record the retention policy that prune (and serve --prune-every) applies to one kept
 data, as policy.<module>.<local> in the keeper's index, or with no MODULE LOCAL the default
 for every kept data without its own, policy.default. show prints the policy that applies
-and where it comes from; rm removes the record. The --keep-* flags are prune's.`,
+and where it comes from; rm removes the record. The --keep-* flags are prune's.
+
+With --every the policy also schedules points: each time the schedule falls due, one
+keeper of the bus takes a point of the kept data at --form with fingerprint
+sched-<UTC yyyymmddThhmm of the due time>, then prunes by the --keep-* rules. --every is
+a span in whole minutes (90m, 6h, 1d) or a cron spec of five fields ("0 3 * * *",
+"*/15 * * * mon-fri", @daily), read in --time-zone (default UTC).`,
 		Args: func(cmd *cobra.Command, a []string) error {
 			if len(a) != 1 && len(a) != 3 {
 				return &usageError{err: errors.New("policy takes set, show or rm, then MODULE LOCAL or nothing (the default)")}
@@ -51,9 +57,13 @@ and where it comes from; rm removes the record. The --keep-* flags are prune's.`
 	}
 	f := cmd.Flags()
 	addConnFlags(f, &o.Conn, e)
+	addDomainFlag(f, &o.Conn)
 	f.StringVar(&o.Bucket, "bucket", "kept", "KV bucket of the keeper's index")
 	f.BoolVar(&o.JSON, "json", false, "print the policy as JSON")
 	addPolicyFlags(f, &o.Policy)
+	f.StringVar(&o.Policy.Every, "every", "", "take a point on this schedule: a span (6h, 1d) or a cron spec (\"0 3 * * *\"); the keepers of the bus take each due point once")
+	f.StringVar(&o.Policy.TimeZone, "time-zone", "", "the IANA time zone the --every cron spec is read in (default UTC)")
+	f.IntVar(&o.Policy.Form, "form", 0, "the form of the scheduled points (with --every)")
 	return cmd
 }
 
@@ -82,7 +92,11 @@ func runPolicy(ctx context.Context, o policyOptions) error {
 		return err
 	}
 	defer nc.Close()
-	idx, err := jsbus.New(ctx, nc, jsbus.WithBucket(o.Bucket), jsbus.WithLogger(log))
+	domain, err := o.Conn.domain()
+	if err != nil {
+		return err
+	}
+	idx, err := jsbus.New(ctx, nc, jsbus.WithBucket(o.Bucket), jsbus.WithLogger(log), jsbus.WithDomain(domain))
 	if err != nil {
 		return keeper.Errorf(keeper.ErrNoBus, "could not open the index %s: %v, so nothing was done", o.Bucket, err)
 	}

@@ -29,8 +29,13 @@ func printSaid(w io.Writer, rep *keeper.Reply) error {
 		fmt.Fprintf(w, "  dir:       %s\n", rep.Dir)
 	}
 	if p := rep.Point; p != nil {
-		fmt.Fprintf(w, "  point:     %s.%s form %d before %s, taken %s\n", p.Module, p.Local, p.Form, p.Fingerprint,
-			p.Taken.UTC().Format("2006-01-02 15:04:05Z"))
+		if p.Fingerprint == "" { // put back from an aside: it has no form or fingerprint
+			fmt.Fprintf(w, "  from:      the set-aside copy %s of %s/%s, taken %s\n", p.Dir, p.Module, p.Local,
+				p.Taken.UTC().Format("2006-01-02 15:04:05Z"))
+		} else {
+			fmt.Fprintf(w, "  point:     %s/%s form %d before %s, taken %s\n", p.Module, p.Local, p.Form, p.Fingerprint,
+				p.Taken.UTC().Format("2006-01-02 15:04:05Z"))
+		}
 		if rep.Report == nil {
 			printStreams(w, p.Streams)
 		}
@@ -39,7 +44,11 @@ func printSaid(w io.Writer, rep *keeper.Reply) error {
 		fmt.Fprintf(w, "  aside:     %s (%s, %s) in %s\n", a.ID, a.Reason, humanBytes(a.ArchiveSize), a.Dir)
 	}
 	if len(rep.Positions) > 0 {
-		fmt.Fprintf(w, "  positions: %d consumer(s) set back:", len(rep.Positions))
+		done := "recorded" // a snapshot reads them; a restore sets them back
+		if len(rep.Moves) > 0 || rep.Evidence != nil || rep.Plan != nil {
+			done = "set back"
+		}
+		fmt.Fprintf(w, "  positions: %d consumer(s) %s (stream/consumer@acked up to):", len(rep.Positions), done)
 		for _, p := range rep.Positions {
 			fmt.Fprintf(w, " %s/%s@%d", p.Stream, p.Consumer, p.AckFloor)
 		}
@@ -124,6 +133,9 @@ func printList(w io.Writer, rep *keeper.Reply) error {
 			return err
 		}
 	}
+	if err := printSchedules(w, rep.Schedules); err != nil {
+		return err
+	}
 	if len(rep.Totals) > 0 {
 		fmt.Fprintln(w, "\nKept, per kept data:")
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -144,4 +156,28 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// printSchedules prints list-kept's schedules: each kept data's every, the
+// form and fingerprint of the point due next, and when.
+func printSchedules(w io.Writer, scheds []keeper.Scheduled) error {
+	if len(scheds) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nScheduled points (taken by the keepers of the bus; LAST DUE: taken, or not yet):")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  MODULE\tLOCAL\tEVERY\tFORM\tLAST DUE\tNEXT DUE\tNEXT BEFORE\tPOLICY")
+	for _, s := range scheds {
+		every := s.Every
+		if s.TimeZone != "" {
+			every += " (" + s.TimeZone + ")"
+		}
+		last := "-"
+		if !s.Due.IsZero() {
+			last = s.Due.UTC().Format("2006-01-02 15:04Z") + map[bool]string{true: " taken", false: " not yet"}[s.Taken]
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.Module, s.Local, every, s.Form, last,
+			s.NextDue.UTC().Format("2006-01-02 15:04Z"), keeper.ScheduledFingerprint(s.NextDue), s.Policy)
+	}
+	return tw.Flush()
 }

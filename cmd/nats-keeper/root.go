@@ -3,11 +3,14 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -64,10 +67,34 @@ type connFlags struct {
 	TLSKey  string
 	TLSCA   string
 	Context string
+	envURL  string // $NATS_URL, --server's default: a --context wins over it
+	// JSDomain is --js-domain, on the commands that reach JetStream
+	// themselves (addDomainFlag); "" takes the context's domain, if any.
+	JSDomain string
+}
+
+// addDomainFlag adds --js-domain, on the commands that reach JetStream
+// themselves (serve, policy, import, acts); the others only send verbs to
+// a keeper, which has its own.
+func addDomainFlag(fs *pflag.FlagSet, c *connFlags) {
+	fs.StringVar(&c.JSDomain, "js-domain", "", "the JetStream domain the kept data, the index and the acts are in, such as a leafnode's (default: the --context's domain, else the connected server's own)")
+}
+
+// domain is the JetStream domain to reach: --js-domain, else the context's.
+func (c connFlags) domain() (string, error) {
+	if c.JSDomain != "" || c.Context == "" {
+		return c.JSDomain, nil
+	}
+	d, err := jsbus.ContextDomain(c.Context)
+	if err != nil {
+		return "", keeper.Errorf(keeper.ErrBadRequest, "%w, so nothing was done", err)
+	}
+	return d, nil
 }
 
 func addConnFlags(fs *pflag.FlagSet, c *connFlags, e env) {
-	fs.StringVar(&c.Server, "server", e.Getenv("NATS_URL"), "NATS server URL(s) (default $NATS_URL)")
+	c.envURL = e.Getenv("NATS_URL")
+	fs.StringVar(&c.Server, "server", c.envURL, "NATS server URL(s) (default $NATS_URL; not with --context, which wins over $NATS_URL)")
 	fs.StringVar(&c.Creds, "creds", "", "user credentials file")
 	fs.StringVar(&c.NKey, "nkey", "", "user NKey seed file")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "TLS client certificate file")
@@ -121,12 +148,33 @@ func optionalKept(a []string, module, local *string) {
 
 func args(min, max int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, a []string) error {
-		if len(a) < min || len(a) > max {
-			if min == max {
-				return &usageError{fmt.Errorf("%s takes %d argument(s), got %d", cmd.Name(), min, len(a))}
-			}
-			return &usageError{fmt.Errorf("%s takes %d to %d arguments, got %d", cmd.Name(), min, max, len(a))}
+		if len(a) >= min && len(a) <= max {
+			return nil
 		}
-		return nil
+		got := fmt.Sprintf("got %d", len(a))
+		if len(a) > 0 {
+			got += ": " + strings.Join(a, " ")
+		}
+		names := argNames(cmd.Use)
+		switch {
+		case max == 0:
+			return &usageError{fmt.Errorf("%s takes no arguments, only flags; %s", cmd.Name(), got)}
+		case min == max:
+			return &usageError{fmt.Errorf("%s takes %s (%d argument(s)), %s", cmd.Name(), names, min, got)}
+		}
+		return &usageError{fmt.Errorf("%s takes %s (%d to %d arguments), %s", cmd.Name(), names, min, max, got)}
 	}
+}
+
+// argNames are the positional arguments a command's Use line names: the
+// words after its name, up to the first flag or alternative.
+func argNames(use string) string {
+	var names []string
+	for _, w := range strings.Fields(use)[1:] {
+		if strings.HasPrefix(w, "-") || strings.HasPrefix(w, "[-") || w == "|" {
+			break
+		}
+		names = append(names, w)
+	}
+	return strings.Join(names, " ")
 }

@@ -81,6 +81,7 @@ undoes any restore they left half-way.`,
 	}
 	f := cmd.Flags()
 	addConnFlags(f, &o.Conn, e)
+	addDomainFlag(f, &o.Conn)
 	addDirStoreFlags(f, &o.Dir, &o.Store, &o.StoreFlags, e, "where points and asides live")
 	f.StringVar(&o.Prefix, "prefix", verbs.DefaultPrefix, "subject prefix of the verbs")
 	f.StringVar(&o.Bucket, "bucket", "kept", "KV bucket of the keeper's index")
@@ -228,7 +229,11 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("%w, so nothing is served", err)
 	}
 	defer st.Close()
-	svc, err := startKeeper(ctx, nc, keeperSetup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket,
+	domain, err := conn.domain()
+	if err != nil {
+		return err
+	}
+	svc, err := startKeeper(ctx, nc, keeperSetup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket, JSDomain: domain,
 		StreamParallel: o.StreamParallel, AsideWarnAfter: o.AsideWarnAfter, PruneEvery: o.PruneEvery,
 		MetricsListen: o.MetricsListen, MaxHeavy: o.MaxHeavy, InFlight: cmp.Or(int64(o.InFlightMiB)<<20, inproc.InFlightFor(o.Store)), VerbTimeout: o.VerbTimeout, Dir: pd, Replicas: o.Replicas,
 		Seal: seal, Unseal: unseal, FreeMargin: noneIsNegative(int64(o.FreeMargin)),
@@ -261,6 +266,7 @@ type keeperSetup struct {
 	Store           store.Store
 	Prefix          string           // of the verbs; "" is verbs.DefaultPrefix
 	Bucket          string           // of the index; "" is kept
+	JSDomain        string           // the JetStream domain to reach; "" is the connected server's
 	StreamParallel  int              // streams of one kept data snapshotted or restored at once; 0 is keeper.DefaultStreamParallel()
 	AsideWarnAfter  time.Duration    // asides older than this are flagged; 0 is keeper.DefaultAsideWarnAfter
 	PruneEvery      time.Duration    // apply the recorded retention policies this often; 0: never
@@ -291,12 +297,12 @@ func noneIsNegative(n int64) int64 {
 // service is stopped. A failure to open the keeper's state on the bus that
 // names no kind of its own wraps keeper.ErrNoBus (exit 5).
 func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.Logger, opts ...verbs.ServeOption) (*verbs.Service, error) {
-	k, err := inproc.Start(ctx, nc, inproc.Setup{Store: ks.Store, Prefix: ks.Prefix, Bucket: ks.Bucket,
+	k, err := inproc.Start(ctx, nc, inproc.Setup{Store: ks.Store, Prefix: ks.Prefix, Bucket: ks.Bucket, JSDomain: ks.JSDomain,
 		StreamParallel: ks.StreamParallel, AsideWarnAfter: ks.AsideWarnAfter, PruneEvery: ks.PruneEvery,
 		MetricsListen: ks.MetricsListen, MaxHeavy: ks.MaxHeavy, InFlight: ks.InFlight, VerbTimeout: ks.VerbTimeout, Dir: ks.Dir, Replicas: ks.Replicas,
 		Seal: ks.Seal, Unseal: ks.Unseal, FreeMargin: ks.FreeMargin,
 		ActsQueue: ks.ActsQueue, ActsQueueBounds: ks.ActsQueueBounds,
-		Version: buildVersion(), Revision: buildRevision(), Logger: log, StepHook: crashHook(log), Now: clockHook(log),
+		Version: buildVersion(), Revision: buildRevision(), Logger: log, StepHook: crashHook(log), Now: clockHook(log), ScheduleTick: scheduleTickHook(log),
 		Engine: func(k *keeper.Keeper) verbs.Engine { return hangHook(k, log) },
 		BusError: func(err error) error {
 			if keeper.KindOf(err) != nil {

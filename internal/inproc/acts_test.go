@@ -127,7 +127,7 @@ func TestActsArriveOnceWhenTheActsStreamComesBack(t *testing.T) {
 	}
 	want(t, b.scrape(), `nats_keeper_acts_queued`, float64(b.backlog().ActsQueued()))
 
-	_, err = b.client.DiscardAside(ctx, keeper.Request{From: aside.ID, Caller: "ops-jane", Why: "no longer needed"})
+	_, err = b.client.DiscardAside(ctx, aside.ID, keeper.Request{Caller: "ops-jane", Why: "no longer needed"})
 	var verr *verbs.Error
 	if !errors.As(err, &verr) || !strings.Contains(err.Error(), "could not be recorded") || !strings.Contains(err.Error(), "so nothing was removed") {
 		t.Fatalf("discard-aside while its hand act cannot be acknowledged: %v, want a refusal that removed nothing", err)

@@ -40,9 +40,11 @@ type Setup struct {
 	Store          store.Store   // required; the caller closes it after Stop
 	Prefix         string        // of the verbs; "" is verbs.DefaultPrefix
 	Bucket         string        // of the index; "" is DefaultBucket
+	JSDomain       string        // the JetStream domain of the kept data, the index and the acts; "" is the connected server's (jsbus.WithDomain)
 	StreamParallel int           // streams of one kept data snapshotted or restored at once; 0 is keeper.DefaultStreamParallel()
 	AsideWarnAfter time.Duration // asides older than this are flagged; 0 is keeper.DefaultAsideWarnAfter
 	PruneEvery     time.Duration // apply the recorded retention policies this often; 0: never
+	ScheduleTick   time.Duration // look for due scheduled points this often; 0 is DefaultScheduleTick, < 0 never
 	Replicas       int           // of the index bucket and acts stream; 0: 3 on a cluster, else 1 (jsbus.WithReplicas)
 	Version        string        // the keeper's version, recorded in archives and announced by the service
 	Revision       string        // the VCS revision it was built from, for nats_keeper_build_info; "" when not known
@@ -166,7 +168,7 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 	opts = append([]verbs.ServeOption{verbs.WithPrefix(prefix), verbs.WithVersion(s.Version), verbs.WithIndexBucket(bucket),
 		verbs.WithLogger(log), verbs.WithMetadata("store", where),
 		verbs.WithMaxHeavy(s.MaxHeavy), verbs.WithVerbTimeout(s.VerbTimeout),
-		verbs.WithObserver(m.Answered), verbs.WithStatsData(m.StatsData)}, opts...)
+		verbs.WithObserver(m.Answered), verbs.WithStatsData(m.StatsData)}, append(peerOptions(nc, prefix, s.JSDomain, bucket, log), opts...)...)
 	svc, err := verbs.Serve(ctx, nc, engine, opts...)
 	if err != nil {
 		return nil, err
@@ -177,6 +179,9 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 	ik.loops.Go(func() { recoverLoop(loopCtx, k, log) })
 	if s.PruneEvery > 0 {
 		ik.loops.Go(func() { pruneLoop(loopCtx, k, s.PruneEvery, log) })
+	}
+	if s.ScheduleTick >= 0 {
+		ik.loops.Go(func() { scheduleLoop(loopCtx, k, cmp.Or(s.ScheduleTick, DefaultScheduleTick), m.Schedules(), log) })
 	}
 	return ik, nil
 }
@@ -217,7 +222,7 @@ func Open(ctx context.Context, nc *nats.Conn, s Setup) (*keeper.Keeper, error) {
 // s.ActsQueue is set (nil otherwise; the caller closes it), and the keeper
 // on them; each failure is a sentence ending ", so "+nothing.
 func engine(ctx context.Context, nc *nats.Conn, s Setup, bucket, prefix string, log *slog.Logger, obs keeper.Observer, nothing string) (*keeper.Keeper, *outbox.Queue, error) {
-	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log), jsbus.WithReplicas(s.Replicas),
+	a, err := jsbus.New(ctx, nc, jsbus.WithBucket(bucket), jsbus.WithPrefix(prefix), jsbus.WithLogger(log), jsbus.WithReplicas(s.Replicas), jsbus.WithDomain(s.JSDomain),
 		jsbus.WithInFlight(cmp.Or(s.InFlight, jsbus.DefaultInFlight)))
 	if err != nil {
 		if s.BusError != nil {

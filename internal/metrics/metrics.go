@@ -69,6 +69,8 @@ type Metrics struct {
 	census   *census
 	readAt   time.Time
 	stale    bool
+
+	sched Schedules // see Schedules
 }
 
 type kept struct{ module, local string }
@@ -102,6 +104,7 @@ func New(log *slog.Logger) *Metrics {
 	}
 	m.reg.MustRegister(m.requests, m.durations, m.snapBytes, m.restBytes, m.build, (*keptCollector)(m),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Schedules()
 	return m
 }
 
