@@ -98,6 +98,9 @@ func startKeeper(t *testing.T) *runningKeeper {
 	}
 	cmd := exec.Command(binary(t), "serve", "--embedded", "--listen", "127.0.0.1:0",
 		"--dir", filepath.Join(emptyDir, "keeper"), "--metrics-listen", "127.0.0.1:0", "--log-format", "json")
+	// The schedule loop looks every second, not every 20: the schedule
+	// metrics are set by its passes.
+	cmd.Env = append(os.Environ(), "NATS_KEEPER_TEST_SCHEDULE_TICK=1s")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
