@@ -194,7 +194,7 @@ func checkNatsStoreExample(t *testing.T, objs *objects) {
 	}
 	c := d.Spec.Template.Spec.Containers[0]
 	wantArgs(t, c.Args, "--store", "nats://nats.nats.svc:4222/nats-keeper-points", "--store-replicas", "3", "--replicas", "3",
-		"--prune-every", "1h", "--creds", "/etc/nats-keeper/secret/nats.creds")
+		"--prune-every", "1h", "--creds", "/etc/nats-keeper/secret/nats.creds", "--js-domain", "hub", "--free-margin", "256MiB")
 	v := volumeOf(d.Spec.Template.Spec, "credentials")
 	if v == nil || v.Secret == nil || v.Secret.SecretName != "nats-keeper" || len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != "keeper.creds" {
 		t.Errorf("the credentials volume %+v is not the Secret nats-keeper's keeper.creds alone", v)
