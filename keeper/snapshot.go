@@ -129,6 +129,17 @@ func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel st
 			_, err = k.putRecord(ctx, recordKey(rel), data) // the commit mark, last
 		}
 	}
+	if err != nil && leaseLost(ctx) {
+		// Another keeper may hold the kept data now and have committed its
+		// own point at rel, with its record in the index: neither is this
+		// verb's to remove.
+		err = fmt.Errorf("%w, so this keeper's point was not committed; what it wrote in %s is left for the sweep of leftovers, "+
+			"since another keeper may write there now", err, k.abs(rel))
+		if replaced != nil {
+			err = fmt.Errorf("%w; the earlier point is set aside whole as %s in %s", err, replaced.ID, k.abs(replaced.Dir))
+		}
+		return fail(Errorf(ErrFailed, "writing the point to the store: %w", err))
+	}
 	if err != nil {
 		// Nothing under rel is a point now (the earlier one, if any, is set
 		// aside whole): what this wrote there goes before the answer.
