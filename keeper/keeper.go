@@ -343,7 +343,7 @@ func (k *Keeper) recordAct(ctx context.Context, a Act, now bool) error {
 // keepers through the lease in the index, then the lease of every stream
 // the verb may touch (streams), so that kept data whose names collide on
 // the bus never interleave. The returned context ends if a lease is lost
-// while the verb runs.
+// while the verb runs, with errLeaseLost as its cause (leaseLost).
 func (k *Keeper) lock(ctx context.Context, verb string, r Request, streams ...string) (context.Context, func(), error) {
 	release, err := k.locks.take(r.Module, r.Local, verb, r.Caller, k.now())
 	if err != nil {
@@ -361,11 +361,11 @@ func (k *Keeper) lock(ctx context.Context, verb string, r Request, streams ...st
 			drops[i]()
 		}
 	}
-	vctx, cancel := context.WithCancel(ctx)
+	vctx, cancel := context.WithCancelCause(ctx)
 	for _, key := range keys {
 		drop, lost, err := k.takeLease(ctx, key, verb, r)
 		if err != nil {
-			cancel()
+			cancel(nil)
 			dropAll()
 			release()
 			if !errors.Is(err, ErrBusy) {
@@ -379,7 +379,7 @@ func (k *Keeper) lock(ctx context.Context, verb string, r Request, streams ...st
 		go func() {
 			select {
 			case <-lost:
-				cancel()
+				cancel(errLeaseLost)
 			case <-vctx.Done():
 			}
 		}()
@@ -387,7 +387,7 @@ func (k *Keeper) lock(ctx context.Context, verb string, r Request, streams ...st
 	k.files.RLock()
 	return vctx, func() {
 		k.files.RUnlock()
-		cancel()
+		cancel(nil)
 		dropAll()
 		release()
 	}, nil

@@ -17,6 +17,15 @@ const DefaultLeaseTTL = 30 * time.Second
 
 func leaseKey(module, local string) string { return "lease." + module + "." + local }
 
+// errLeaseLost is the cause of the end of a verb's context (lock) when one
+// of its leases was lost: another keeper judged it lapsed and may hold the
+// kept data now, and write where this verb writes.
+var errLeaseLost = errors.New("the verb's lease was lost: another keeper judged it lapsed and may hold the kept data now")
+
+// leaseLost reports whether ctx, a verb's (lock), ended because a lease
+// was lost.
+func leaseLost(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errLeaseLost) }
+
 // Stream leases: lease-stream.<name> for a stream whose name is a plain KV
 // token, lease-streamx.<hex of the name> for any other.
 const (

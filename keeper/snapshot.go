@@ -2,6 +2,7 @@ package keeper
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -129,6 +130,17 @@ func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel st
 			_, err = k.putRecord(ctx, recordKey(rel), data) // the commit mark, last
 		}
 	}
+	if err != nil && leaseLost(ctx) {
+		// Another keeper may hold the kept data now and have committed its
+		// own point at rel, with its record in the index: neither is this
+		// verb's to remove.
+		err = fmt.Errorf("%w, so this keeper's point was not committed; what it wrote in %s is left for the sweep of leftovers, "+
+			"since another keeper may write there now", err, k.abs(rel))
+		if replaced != nil {
+			err = fmt.Errorf("%w; the earlier point is set aside whole as %s in %s", err, replaced.ID, k.abs(replaced.Dir))
+		}
+		return fail(Errorf(ErrFailed, "writing the point to the store: %w", err))
+	}
 	if err != nil {
 		// Nothing under rel is a point now (the earlier one, if any, is set
 		// aside whole): what this wrote there goes before the answer.
@@ -160,10 +172,29 @@ func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel st
 		said += fmt.Sprintf(" It replaces the earlier point of the same form and fingerprint, which is set aside as %s in %s; only discard-aside removes it.",
 			replaced.ID, k.abs(replaced.Dir))
 	}
+	rep := &Reply{Said: said, Point: point, Aside: replaced, Dir: k.abs(rel), CatchUp: r.CatchUp, Positions: positions}
 	k.record(ctx, Act{Verb: verb, Module: r.Module, Local: r.Local, Caller: r.Caller, BusIdentity: r.BusIdentity, Why: r.Why,
-		What: said, Outcome: "done"})
+		What: said, Outcome: "done", Detail: pointDetail(rep)})
+	k.hook(verb + ":recorded") // for tests: the act is recorded, the reply not yet sent
 	k.observe.Snapshotted(r.Module, r.Local, point.ArchiveSize, point.Taken)
-	return &Reply{Said: said, Point: point, Aside: replaced, Dir: k.abs(rel), CatchUp: r.CatchUp, Positions: positions}, nil
+	return rep, nil
+}
+
+// pointDetail is the act's detail of a point taken: its reply without the
+// positions (point.json holds them), which a client whose keeper died
+// before it replied reads to know the point was taken (verbs' follow).
+func pointDetail(rep *Reply) json.RawMessage {
+	brief, p := *rep, *rep.Point
+	p.Positions, brief.Point, brief.Positions = nil, &p, nil
+	if brief.Aside != nil {
+		a := *brief.Aside
+		a.Positions, brief.Aside = nil, &a
+	}
+	data, err := json.Marshal(&brief)
+	if err != nil || len(data) >= 64<<10 {
+		return nil
+	}
+	return data
 }
 
 // copyObject copies one object within the store, without passing its bytes
