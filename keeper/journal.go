@@ -149,6 +149,9 @@ func (k *Keeper) Recover(ctx context.Context) (Recovery, error) {
 		switch {
 		case errors.Is(err, ErrBusy):
 			// a verb holds it; not interrupted
+		case err != nil && ctx.Err() != nil:
+			// the keeper is stopping: the journal stays for the next start
+			k.log.Info("recovery of an interrupted restore stopped with the keeper; the next start takes it up", "module", j.Module, "local", j.Local)
 		case err != nil:
 			rec = append(rec, waits(j.Module, j.Local, err))
 		default:
