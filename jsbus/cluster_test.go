@@ -210,7 +210,7 @@ func TestClusterCensusSeesConsumersMadeThroughAnotherServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := a.Census(ctx); err != nil { // the first, full one
+	if _, _, err := a.Census(ctx, keeper.CensusQuery{Every: true}); err != nil { // the first, full one
 		t.Fatal(err)
 	}
 	for i := range 10 {
@@ -219,7 +219,7 @@ func TestClusterCensusSeesConsumersMadeThroughAnotherServer(t *testing.T) {
 		if _, err := ojs.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy, Replicas: 3}); err != nil {
 			t.Fatal(err)
 		}
-		_, ps, err := a.Census(ctx)
+		_, ps, err := a.Census(ctx, keeper.CensusQuery{Every: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +230,7 @@ func TestClusterCensusSeesConsumersMadeThroughAnotherServer(t *testing.T) {
 			if err := ojs.DeleteConsumer(ctx, stream, name); err != nil {
 				t.Fatal(err)
 			}
-			_, ps, err := a.Census(ctx)
+			_, ps, err := a.Census(ctx, keeper.CensusQuery{Every: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -244,7 +244,7 @@ func TestClusterCensusSeesConsumersMadeThroughAnotherServer(t *testing.T) {
 		if _, err := ojs.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name}, Replicas: 3}); err != nil {
 			t.Fatal(err)
 		}
-		names, _, err := a.Census(ctx)
+		names, _, err := a.Census(ctx, keeper.CensusQuery{Every: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +254,7 @@ func TestClusterCensusSeesConsumersMadeThroughAnotherServer(t *testing.T) {
 		if err := ojs.DeleteStream(ctx, name); err != nil {
 			t.Fatal(err)
 		}
-		if names, _, err = a.Census(ctx); err != nil {
+		if names, _, err = a.Census(ctx, keeper.CensusQuery{Every: true}); err != nil {
 			t.Fatal(err)
 		}
 		if slices.Contains(names, name) {
