@@ -18,25 +18,26 @@ import (
 
 // Config is what one benchmark run does.
 type Config struct {
-	Size        int64    // bytes of message payload in the kept data's stream (default 1 GiB)
-	MsgSize     int      // payload bytes of one message (default 1 KiB)
-	Subjects    int      // distinct subjects the messages are spread over (default 500,000, at most one per message)
-	KVKeys      int      // keys in the kept data's KV bucket (default 10,000)
-	SmallKVKeys int      // keys in the small KV bucket of the round-trip comparison (default 1,000)
-	Rounds      int      // alternating pairs of the big comparisons (default 5)
-	SmallRounds int      // alternating pairs of the small-KV round trip (default 20)
-	Work        string   // where the run's temporary directory is made (default os.TempDir())
-	Keep        bool     // keep the temporary directory (for a look afterwards)
-	Command     string   // the command line that started the run, recorded in the report
-	Perf        string   // when set, a directory where the first round of each operation is profiled with Linux perf
-	KeeperEnv   []string // extra KEY=VALUE settings of nats-keeper serve's environment only (such as GOMEMLIMIT=40MiB)
-	Stores      []string // store backends to measure, file among them (default DefaultStores: file, nats, s3)
-	Cluster     bool     // instead: three nats-server processes in one JetStream cluster, R3 kept data, the big comparisons of the file backend only (issue 13)
-	Shapes      []string // data shapes to measure (default AllShapes; see shape.go)
-	Points      []int    // tiers of the points shape (default 100, 1,000, 10,000)
-	Consumers   int      // durable consumers of the consumers shape (default 2,000)
-	BigKVKeys   int      // keys of the big KV shape (default 200,000)
-	StoresOnly  bool     // only the store comparisons (each backend against the file backend), none against the nats CLI
+	Size        int64     // bytes of message payload in the kept data's stream (default 1 GiB)
+	MsgSize     int       // payload bytes of one message (default 1 KiB)
+	Subjects    int       // distinct subjects the messages are spread over (default 500,000, at most one per message)
+	KVKeys      int       // keys in the kept data's KV bucket (default 10,000)
+	SmallKVKeys int       // keys in the small KV bucket of the round-trip comparison (default 1,000)
+	Rounds      int       // alternating pairs of the big comparisons (default 5)
+	SmallRounds int       // alternating pairs of the small-KV round trip (default 20)
+	Work        string    // where the run's temporary directory is made (default os.TempDir())
+	Keep        bool      // keep the temporary directory (for a look afterwards)
+	Command     string    // the command line that started the run, recorded in the report
+	Perf        string    // when set, a directory where the first round of each operation is profiled with Linux perf
+	KeeperEnv   []string  // extra KEY=VALUE settings of nats-keeper serve's environment only (such as GOMEMLIMIT=40MiB)
+	Stores      []string  // store backends to measure, file among them (default DefaultStores: file, nats, s3)
+	Cluster     bool      // instead: three nats-server processes in one JetStream cluster, R3 kept data, the big comparisons of the file backend only (issue 13)
+	Shapes      []string  // data shapes to measure (default AllShapes; see shape.go)
+	Points      []int     // tiers of the points shape (default 100, 1,000, 10,000)
+	Consumers   int       // durable consumers of the consumers shape (default 2,000)
+	BigKVKeys   int       // keys of the big KV shape (default 200,000)
+	BusyBuses   []BusyBus // the busy bus shape's buses after the quiet one (default DefaultBusyBuses)
+	StoresOnly  bool      // only the store comparisons (each backend against the file backend), none against the nats CLI
 	// WrapNatsCLI, when set, is given the installed nats CLI's path and
 	// returns the program to run in its place (tests inject failures so).
 	WrapNatsCLI func(real string) (string, error)
