@@ -2,8 +2,10 @@ package jsbus_test
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -88,4 +90,44 @@ func TestCensusBookKeepsOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	want("after the stream was deleted", map[string]string{})
+}
+
+// TestCensusBookTakesAnUpdateAtItsRefresh: on a single server the update
+// of a consumer sends no advisory, so the book holds its old metadata
+// until it is made again; once it is older than its refresh age, a census
+// makes it again in the background, and a later census of the module the
+// new metadata names lists the consumer. (The census is asked again until
+// the background census is in, for at most 10 s.)
+func TestCensusBookTakesAnUpdateAtItsRefresh(t *testing.T) {
+	b := newBus(t)
+	ctx := testCtx(t)
+	makeStreams(t, ctx, b.js, "u")
+	cfg := jetstream.ConsumerConfig{Durable: "plain", AckPolicy: jetstream.AckExplicitPolicy}
+	if _, err := b.js.CreateOrUpdateConsumer(ctx, "u", cfg); err != nil {
+		t.Fatal(err)
+	}
+	q := keeper.CensusQuery{Module: "m"}
+	census := func() []string {
+		t.Helper()
+		_, ps, err := b.a.Census(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return consumerKeys(ps)
+	}
+	census()
+	cfg.Metadata = map[string]string{keeper.MetaModule: "m"}
+	if _, err := b.js.CreateOrUpdateConsumer(ctx, "u", cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := census(); len(got) != 0 {
+		t.Fatalf("the census lists %v after an update no advisory told (the server sends none), want nothing yet: has the server changed?", got)
+	}
+	jsbus.SetCensusRefresh(b.a, time.Millisecond)
+	for try := 0; !slices.Contains(census(), "u/plain"); try++ {
+		if try == 200 {
+			t.Fatal("the census of module m never listed u/plain after its metadata named m and the book was past its refresh age")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -174,7 +174,7 @@ func (w *censusWatch) listsAll() bool {
 func (w *censusWatch) stale() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.seeded && w.full == nil && time.Since(w.seededAt) > censusRefresh
+	return w.seeded && w.full == nil && time.Since(w.seededAt) > w.refresh
 }
 
 // fits takes the consumers a census that listed every stream counted: a

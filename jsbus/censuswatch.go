@@ -69,8 +69,9 @@ type censusWatch struct {
 	reconnects uint64
 	dropped    int
 	overflowed uint64
-	over       bool // the last full census found more than maxCensusConsumers: every census lists every stream
-	off        bool // the advisories cannot be heard: every census lists every stream
+	refresh    time.Duration // censusRefresh (tests shorten it)
+	over       bool          // the last full census found more than maxCensusConsumers: every census lists every stream
+	off        bool          // the advisories cannot be heard: every census lists every stream
 	// full is the full census running, if any; redo collects what the
 	// censuses read meanwhile, marked again once it is in (what it listed
 	// may be older).
@@ -89,7 +90,7 @@ type censusWatch struct {
 // stream.
 func (a *Adapter) watchCensus() *censusWatch {
 	w := &censusWatch{book: newCensusBook(), streams: map[string]bool{}, consumers: map[[2]string]bool{},
-		nc: a.nc, log: a.log, timeout: a.cfg.timeout}
+		refresh: censusRefresh, nc: a.nc, log: a.log, timeout: a.cfg.timeout}
 	for _, subject := range advisorySubjects {
 		sub, err := a.nc.SubscribeSync(subject)
 		if err == nil {

@@ -66,6 +66,14 @@ func forgetHeard(a *Adapter, what string, forget func(w *censusWatch) bool) erro
 	}
 }
 
+// SetCensusRefresh sets the age past which a's census book is made again
+// in the background (censusRefresh).
+func SetCensusRefresh(a *Adapter, d time.Duration) {
+	a.census.mu.Lock()
+	a.census.refresh = d
+	a.census.mu.Unlock()
+}
+
 // CensusBook is what a's census book holds: its streams and consumers
 // ("stream/consumer"), and the owner each consumer's metadata names
 // ("module/local").
