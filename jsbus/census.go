@@ -124,10 +124,8 @@ func (a *Adapter) countedCensus(ctx context.Context, q keeper.CensusQuery) ([]st
 	gen, names, wanted := w.gen, w.book.names(), w.book.wanted(q)
 	book := accountTotals{Streams: len(w.book.streams), Consumers: w.book.n}
 	w.mu.Unlock()
-	if before != book {
-		a.log.Debug("the account's totals do not confirm the census book", "book", book, "totals", before)
-		return names, nil, false, nil
-	}
+	// The lists are made even when the book is not confirmed: they are
+	// the module's streams only, and the last try is taken as it stands.
 	ps, _, err := a.listConsumers(ctx, wanted)
 	if err != nil {
 		return nil, nil, false, err
@@ -141,9 +139,9 @@ func (a *Adapter) countedCensus(ctx context.Context, q keeper.CensusQuery) ([]st
 		w.book.refresh(ps)
 	}
 	w.mu.Unlock()
-	ok := before == after && !a.connLost(mark) && w.droppedNow() == dropped
+	ok := before == book && before == after && !a.connLost(mark) && w.droppedNow() == dropped
 	if !ok {
-		a.log.Debug("the account's totals changed during the census", "before", before, "after", after)
+		a.log.Debug("the account's totals do not confirm the census", "book", book, "before", before, "after", after)
 	}
 	return names, ps, ok, nil
 }

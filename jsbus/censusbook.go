@@ -48,7 +48,8 @@ func ownerOf(cfg json.RawMessage) consumerOwner {
 // safe for concurrent use: censusWatch guards it.
 type censusBook struct {
 	streams map[string]map[string]consumerOwner
-	n       int // consumers
+	n       int      // consumers
+	sorted  []string // the streams, sorted, once names asked for them; nil when a stream came or went since
 }
 
 func newCensusBook() *censusBook {
@@ -59,13 +60,17 @@ func newCensusBook() *censusBook {
 func (b *censusBook) addStream(stream string) {
 	if _, ok := b.streams[stream]; !ok {
 		b.streams[stream] = map[string]consumerOwner{}
+		b.sorted = nil
 	}
 }
 
 // dropStream forgets stream and its consumers.
 func (b *censusBook) dropStream(stream string) {
-	b.n -= len(b.streams[stream])
-	delete(b.streams, stream)
+	if cs, ok := b.streams[stream]; ok {
+		b.n -= len(cs)
+		delete(b.streams, stream)
+		b.sorted = nil
+	}
 }
 
 // put notes the consumer, and its stream, with its owner.
@@ -89,9 +94,9 @@ func (b *censusBook) drop(stream, consumer string) {
 
 // setStream replaces what the book holds of stream by its consumers cs.
 func (b *censusBook) setStream(stream string, cs map[string]consumerOwner) {
-	b.dropStream(stream)
+	b.addStream(stream)
+	b.n += len(cs) - len(b.streams[stream])
 	b.streams[stream] = cs
-	b.n += len(cs)
 }
 
 // refresh takes the owners of the consumers of a list made afresh, of
@@ -107,9 +112,12 @@ func (b *censusBook) refresh(ps []keeper.Position) {
 	}
 }
 
-// names are the streams, sorted.
+// names are the streams, sorted: a copy, the book keeps its own.
 func (b *censusBook) names() []string {
-	return slices.Sorted(maps.Keys(b.streams))
+	if b.sorted == nil {
+		b.sorted = slices.Sorted(maps.Keys(b.streams))
+	}
+	return slices.Clone(b.sorted)
 }
 
 // wanted are the streams, but those of skip, that hold a consumer q wants,

@@ -240,8 +240,10 @@ func (w *censusWatch) edit(gen uint64, read [2]string, f func(b *censusBook)) {
 	defer w.mu.Unlock()
 	f(w.book)
 	switch {
-	case w.full != nil:
+	case w.full != nil && len(w.redo) < maxMarks:
 		w.redo = append(w.redo, read)
+	case w.full != nil:
+		w.overflows++ // too much read meanwhile: the book is made again
 	case w.gen != gen:
 		w.mark(read)
 	}

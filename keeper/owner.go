@@ -275,7 +275,10 @@ func (o *owners) ownsByName(module, name string) bool {
 // fitsModule is the bare naming rule: name is module, or begins with
 // module+"_" or module+"-".
 func fitsModule(module, name string) bool {
-	return name == module || strings.HasPrefix(name, module+"_") || strings.HasPrefix(name, module+"-")
+	if !strings.HasPrefix(name, module) {
+		return false
+	}
+	return len(name) == len(module) || name[len(module)] == '_' || name[len(module)] == '-'
 }
 
 // consumerMetadata is the metadata map of a consumer configuration, or nil
