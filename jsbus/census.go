@@ -46,8 +46,9 @@ const (
 // census is read afresh first (one read for each stream or consumer named,
 // however many advisories named it), and only the streams that hold a
 // consumer q wants are listed. That census counts when the account's totals
-// of streams and consumers, read before and after the list, both equal the
-// book's (every consumer, durable or not). Otherwise it is tried again, and
+// of streams and consumers, read before and after the lists (after, only
+// when there are any), both equal the book's (every consumer, durable or
+// not). Otherwise it is tried again, and
 // after censusTries tries the book is made again by a full census: every
 // stream listed, and the consumers of each that has one. So is it whenever
 // advisories may have been missed (at the first census, after a reconnect,
@@ -130,9 +131,13 @@ func (a *Adapter) countedCensus(ctx context.Context, q keeper.CensusQuery) ([]st
 	if err != nil {
 		return nil, nil, false, err
 	}
-	after, err := a.accountTotals(ctx)
-	if err != nil {
-		return nil, nil, false, err
+	// With nothing listed there is nothing between the two reads for the
+	// second to confirm.
+	after := before
+	if len(wanted) > 0 {
+		if after, err = a.accountTotals(ctx); err != nil {
+			return nil, nil, false, err
+		}
 	}
 	w.mu.Lock()
 	if w.gen == gen {
