@@ -84,6 +84,13 @@ func (a *Adapter) Census(ctx context.Context, q keeper.CensusQuery) ([]string, [
 			a.startFull()
 		}
 		names, ps, ok, err := a.countedCensus(ctx, q)
+		if err != nil && fulls < maxFullCensuses && ctx.Err() == nil {
+			// A read that failed leaves the book untrusted: a full census
+			// is made instead, as when advisories were missed.
+			a.log.Debug("a census failed; the book is made again by a full census", "err", err)
+			w.distrust()
+			continue
+		}
 		if err != nil {
 			return nil, nil, err
 		}
