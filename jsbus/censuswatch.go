@@ -171,6 +171,9 @@ func (w *censusWatch) heard(subject string) {
 	default:
 		return
 	}
+	if read[0] == "" || (len(tokens) == 7 && read[1] == "") {
+		return // no name: no advisory the server sends
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.mark(read)
