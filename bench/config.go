@@ -29,18 +29,19 @@ type Config struct {
 	// QuickPair is the length under which a shape's snapshot pair is taken
 	// SmallRounds times rather than Rounds (default a second).
 	QuickPair  time.Duration
-	Work       string   // where the run's temporary directory is made (default os.TempDir())
-	Keep       bool     // keep the temporary directory (for a look afterwards)
-	Command    string   // the command line that started the run, recorded in the report
-	Perf       string   // when set, a directory where the first round of each operation is profiled with Linux perf
-	KeeperEnv  []string // extra KEY=VALUE settings of nats-keeper serve's environment only (such as GOMEMLIMIT=40MiB)
-	Stores     []string // store backends to measure, file among them (default DefaultStores: file, nats, s3)
-	Cluster    bool     // instead: three nats-server processes in one JetStream cluster, R3 kept data, the big comparisons of the file backend only (issue 13)
-	Shapes     []string // data shapes to measure (default AllShapes; see shape.go)
-	Points     []int    // tiers of the points shape (default 100, 1,000, 10,000)
-	Consumers  int      // durable consumers of the consumers shape (default 2,000)
-	BigKVKeys  int      // keys of the big KV shape (default 200,000)
-	StoresOnly bool     // only the store comparisons (each backend against the file backend), none against the nats CLI
+	Work       string    // where the run's temporary directory is made (default os.TempDir())
+	Keep       bool      // keep the temporary directory (for a look afterwards)
+	Command    string    // the command line that started the run, recorded in the report
+	Perf       string    // when set, a directory where the first round of each operation is profiled with Linux perf
+	KeeperEnv  []string  // extra KEY=VALUE settings of nats-keeper serve's environment only (such as GOMEMLIMIT=40MiB)
+	Stores     []string  // store backends to measure, file among them (default DefaultStores: file, nats, s3)
+	Cluster    bool      // instead: three nats-server processes in one JetStream cluster, R3 kept data, the big comparisons of the file backend only (issue 13)
+	Shapes     []string  // data shapes to measure (default AllShapes; see shape.go)
+	Points     []int     // tiers of the points shape (default 100, 1,000, 10,000)
+	Consumers  int       // durable consumers of the consumers shape (default 2,000)
+	BigKVKeys  int       // keys of the big KV shape (default 200,000)
+	BusyBuses  []BusyBus // the busy bus shape's buses after the quiet one (default DefaultBusyBuses)
+	StoresOnly bool      // only the store comparisons (each backend against the file backend), none against the nats CLI
 	// WrapNatsCLI, when set, is given the installed nats CLI's path and
 	// returns the program to run in its place (tests inject failures so).
 	WrapNatsCLI func(real string) (string, error)

@@ -27,11 +27,12 @@ const (
 	ShapePoints       = "points"       // many points over as many kept data
 	ShapeConsumers    = "consumers"    // many durable consumers of one module
 	ShapeBigKV        = "bigkv"        // one KV bucket of many keys
+	ShapeBusy         = "busybus"      // a small KV among thousands of other modules' streams with consumers
 )
 
 // AllShapes are every shape, in the order a run measures them.
 func AllShapes() []string {
-	return []string{ShapeRandom, ShapeCompressible, ShapeModule, ShapeRollback, ShapePoints, ShapeConsumers, ShapeBigKV}
+	return []string{ShapeRandom, ShapeCompressible, ShapeModule, ShapeRollback, ShapePoints, ShapeConsumers, ShapeBigKV, ShapeBusy}
 }
 
 // ParseShapes reads a comma-separated list of shapes such as random,module.
@@ -88,6 +89,7 @@ type ShapeResult struct {
 	Rows   []ShapeRow
 	Notes  []string // further facts: archive sizes, checks done
 	Points []PointsTier
+	Busy   []BusyTier
 	Took   time.Duration
 	Load   string  // load average as the shape began
 	Failed string  // why the shape stopped part-way; its figures so far stay
@@ -142,6 +144,7 @@ func (r *run) runShape(ctx context.Context, name string, sr *ShapeResult) error 
 		ShapePoints:       (*run).shapePoints,
 		ShapeConsumers:    (*run).shapeConsumers,
 		ShapeBigKV:        (*run).shapeBigKV,
+		ShapeBusy:         (*run).shapeBusy,
 	}[name]
 	if !ok {
 		return fmt.Errorf("no such shape %q", name)
@@ -236,6 +239,8 @@ func dirBytes(dir string) int64 {
 const (
 	maxPoints    = 100_000
 	maxConsumers = 100_000
+	// maxBusyConsumers bounds the other modules' consumers of one busy bus.
+	maxBusyConsumers = 200_000
 )
 
 // shapeDefaults fills and checks the shapes' settings. A run without the
@@ -256,6 +261,9 @@ func (c *Config) shapeDefaults() error {
 	if c.BigKVKeys == 0 {
 		c.BigKVKeys = 200_000
 	}
+	if c.BusyBuses == nil {
+		c.BusyBuses = DefaultBusyBuses()
+	}
 	if err := checkShapes(c.Shapes); err != nil {
 		return err
 	}
@@ -266,6 +274,11 @@ func (c *Config) shapeDefaults() error {
 		return fmt.Errorf("consumers %d is outside 1 to %d, so nothing was run", c.Consumers, maxConsumers)
 	case c.BigKVKeys < 1 || c.BigKVKeys > maxKVKeys:
 		return fmt.Errorf("big KV keys %d is outside 1 to %d, so nothing was run", c.BigKVKeys, maxKVKeys)
+	}
+	for _, bus := range c.BusyBuses {
+		if bus.Streams < 1 || bus.Consumers < 1 || bus.Streams*bus.Consumers > maxBusyConsumers {
+			return fmt.Errorf("busy bus %+v needs a stream or more, a consumer or more on each, and at most %d consumers in all, so nothing was run", bus, maxBusyConsumers)
+		}
 	}
 	for i, n := range c.Points {
 		if n < 1 || n > maxPoints || (i > 0 && n <= c.Points[i-1]) {

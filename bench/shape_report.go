@@ -92,6 +92,7 @@ func (res *Result) shapesMarkdown(b *strings.Builder) {
 	}
 	b.WriteString("\n")
 	res.pointsMarkdown(b)
+	res.busyMarkdown(b)
 	for _, s := range res.Shapes {
 		fmt.Fprintf(b, "**%s** (%s, load average as it began: %s).", s.Shape, s.Took.Round(time.Second), s.Load)
 		if s.Data != "" {

@@ -1,337 +1,126 @@
 package jsbus
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
 // A census that the account's totals do not confirm is tried censusTries
-// times in all, a random pause of up to censusPause apart (an advisory on
-// its way, or consumers of other clients coming and going), before a full
-// census is made instead.
+// times, a random pause of up to censusPause apart (an advisory on its way,
+// or consumers of other clients coming and going), before a full census is
+// made and it is tried again; after maxFullCensuses full censuses it is
+// taken as it stands.
 const (
-	censusTries = 5
-	censusPause = 20 * time.Millisecond
+	censusTries     = 5
+	censusPause     = 20 * time.Millisecond
+	maxFullCensuses = 2
 )
 
-// Pending limits of the advisory subscriptions, whose advisories wait
-// there until the next census takes them: past them (a bus busy making
-// consumers while no verb runs) advisories are dropped, and the next census
-// is a full one. An advisory is some 300 bytes.
+// censusWorkers is how many streams or consumers a census reads at once.
+const censusWorkers = 8
+
+// A full census is made again in the background, the censuses not waiting
+// for it, once the last is censusRefresh old: it takes what no advisory
+// says (a consumer's metadata changed by an update on a single server). It
+// has fullCensusBudget to list the bus.
 const (
-	advisoryPendingMsgs  = 8192
-	advisoryPendingBytes = 4 << 20
+	censusRefresh    = 10 * time.Minute
+	fullCensusBudget = 10 * time.Minute
 )
 
-// censusWatch keeps, from the server's advisories, the names of the
-// streams on the bus (stream created, deleted or restored) and of those that
-// may hold a consumer (a consumer created, a stream restored: its snapshot
-// may carry consumers). Both are hints, never the truth: a census lists the
-// consumers of these streams afresh and counts the streams and consumers
-// against the account's totals (see Census). Its memory is bounded by the
-// streams on the bus: a deleted stream's name is dropped, and so is one that
-// had no consumer when listed; the advisories wait in the subscriptions'
-// queues, within their pending limits, until a census takes them (catchUp).
-// The stream advisories come on one subscription, so that a stream deleted
-// and made again (as a restore does) is taken in the order it happened.
-type censusWatch struct {
-	mu    sync.Mutex
-	with  map[string]uint64 // stream -> generation of the last word that it may hold a consumer
-	names map[string]bool   // the streams on the bus: seeded by a full census, kept by the advisories
-	gen   uint64
-	// seeded is set once a full census has filled with; reconnects and
-	// dropped are the connection's reconnects and the advisories dropped
-	// at that census. While either has changed since, advisories may have
-	// been missed, and the next census is a full one.
-	seeded     bool
-	reconnects uint64
-	dropped    int
-	off        bool // the advisories cannot be heard: every census is full
-
-	nc      *nats.Conn
-	log     *slog.Logger
-	timeout time.Duration // of the flush
-	subs    []*nats.Subscription
-	drain   sync.Mutex // one catchUp at a time, so advisories are taken in order
-}
-
-// watchCensus subscribes to the advisories of censusWatch. One that cannot
-// subscribe (the keeper's user may not, say) makes every census a full one.
-func (a *Adapter) watchCensus() *censusWatch {
-	w := &censusWatch{with: map[string]uint64{}, names: map[string]bool{}, nc: a.nc, log: a.log, timeout: a.cfg.timeout}
-	// The stream advisories are taken first (catchUp takes each
-	// subscription's in turn): a consumer heard of is then never forgotten
-	// for a deletion of its stream that came before it.
-	for _, subject := range []string{"$JS.EVENT.ADVISORY.STREAM.*.*", "$JS.EVENT.ADVISORY.CONSUMER.CREATED.*.*"} {
-		sub, err := a.nc.SubscribeSync(subject)
-		if err == nil {
-			err = sub.SetPendingLimits(advisoryPendingMsgs, advisoryPendingBytes)
-		}
-		if err != nil {
-			a.log.Warn("cannot hear the server's advisories, so every census lists every stream", "subject", subject, "err", err)
-			w.off = true
-			return w
-		}
-		w.subs = append(w.subs, sub)
-	}
-	// A subscription the server refuses is refused after the fact: the
-	// flush brings the refusal, if any, before its answer.
-	err := a.nc.Flush()
-	if last := a.nc.LastError(); err == nil && last != nil && strings.Contains(last.Error(), "$JS.EVENT.ADVISORY") {
-		err = last
-	}
-	if err != nil {
-		a.log.Warn("cannot hear the server's advisories, so every census lists every stream", "err", err)
-		w.off = true
-	}
-	return w
-}
-
-// catchUp takes every advisory the server sent before now: the flush's
-// answer comes after them on the connection, so once it is in, they wait in
-// the subscriptions' queues, and are taken in order. On one server an
-// advisory of a consumer is sent before the reply to the request that made
-// it, so a consumer made before the census began is heard by then. (On a
-// cluster another server may send it, later: the account's totals catch
-// that one.)
-func (w *censusWatch) catchUp(ctx context.Context) error {
-	if w.off {
-		return nil
-	}
-	w.drain.Lock()
-	defer w.drain.Unlock()
-	return w.take(ctx)
-}
-
-// take is catchUp with its lock held.
-func (w *censusWatch) take(ctx context.Context) error {
-	fctx, cancel := context.WithTimeout(ctx, w.timeout)
-	defer cancel()
-	if err := w.nc.FlushWithContext(fctx); err != nil {
-		return fmt.Errorf("jsbus: flush before taking the advisories: %w", err)
-	}
-	for _, sub := range w.subs {
-		n, _, err := sub.Pending()
-		if err != nil {
-			return fmt.Errorf("jsbus: the advisory subscription on %s is gone: %w", sub.Subject, err)
-		}
-		for range n {
-			m, err := sub.NextMsg(time.Second)
-			if errors.Is(err, nats.ErrSlowConsumer) {
-				// Once after advisories were dropped (Dropped counts them):
-				// the next call gives the next one. Left there, the queue
-				// would stay full and every census be a full one.
-				m, err = sub.NextMsg(time.Second)
-			}
-			if err != nil {
-				return fmt.Errorf("jsbus: taking an advisory on %s: %w", sub.Subject, err)
-			}
-			w.heard(m)
-		}
-	}
-	return nil
-}
-
-// heard takes one advisory. Its subject is
-// $JS.EVENT.ADVISORY.<kind>.<action>.<stream>[.<consumer>]: a consumer
-// created or a stream restored may hold a consumer; a stream created or
-// restored is on the bus, one deleted is not. Other stream advisories
-// (updated, snapshots, leaders) change neither.
-func (w *censusWatch) heard(m *nats.Msg) {
-	tokens := strings.Split(m.Subject, ".")
-	if len(tokens) < 6 {
-		return
-	}
-	stream := tokens[5]
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	switch tokens[3] + "." + tokens[4] {
-	case "CONSUMER.CREATED":
-		w.gen++
-		w.with[stream] = w.gen
-	case "STREAM.RESTORE_COMPLETE":
-		w.gen++
-		w.with[stream] = w.gen
-		w.names[stream] = true
-	case "STREAM.CREATED":
-		w.names[stream] = true
-	case "STREAM.DELETED":
-		delete(w.names, stream)
-		delete(w.with, stream)
-	}
-}
-
-// streamNames are the streams the watch holds to be on the bus, sorted.
-func (w *censusWatch) streamNames() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Sorted(maps.Keys(w.names))
-}
-
-// droppedNow is how many advisories the subscriptions have dropped.
-func (w *censusWatch) droppedNow() int {
-	n := 0
-	for _, s := range w.subs {
-		d, err := s.Dropped()
-		if err != nil {
-			return -1 // closed: as good as lost
-		}
-		n += d
-	}
-	return n
-}
-
-// trusted reports whether the watch has heard every advisory since its last
-// full census: it is on, seeded, the connection has not reconnected and no
-// advisory was dropped.
-func (w *censusWatch) trusted(reconnects uint64) bool {
-	dropped := w.droppedNow()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return !w.off && w.seeded && w.reconnects == reconnects && dropped >= 0 && w.dropped == dropped
-}
-
-// candidates are the streams of names that may hold a consumer, with the
-// generation each was last heard at. One not among names stays a
-// candidate for later: its stream's advisory may still be on its way.
-func (w *censusWatch) candidates(names []string) map[string]uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := map[string]uint64{}
-	for _, s := range names {
-		if g, ok := w.with[s]; ok {
-			out[s] = g
-		}
-	}
-	return out
-}
-
-// hold keeps every other census from taking advisories until the returned
-// func is called, and takes those waiting now, so that the subscriptions'
-// queues have room again: a full census holds it from before its list to
-// its seed, so that the advisories sent meanwhile are taken after the seed,
-// in order. (A full census that left them waiting would find its queues
-// still full the next time, its own advisories dropped, and never be
-// trusted again.)
-func (w *censusWatch) hold(ctx context.Context) func() {
-	w.drain.Lock()
-	if !w.off {
-		if err := w.take(ctx); err != nil {
-			w.log.Debug("could not take the advisories waiting before a full census", "err", err)
-		}
-	}
-	return w.drain.Unlock
-}
-
-// seed takes the streams a full census named, and those it found with a
-// consumer, and marks the watch trusted as of the reconnects and dropped
-// counts taken before it. The advisories still waiting are taken after the
-// seed, in order; one sent before the full list only says again what it
-// shows, so the names come out as the bus holds them.
-func (w *censusWatch) seed(names, with []string, reconnects uint64, dropped int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	clear(w.names)
-	for _, s := range names {
-		w.names[s] = true
-	}
-	for s := range w.with {
-		if !w.names[s] {
-			delete(w.with, s) // gone, its deletion unheard
-		}
-	}
-	for _, s := range with {
-		w.gen++
-		w.with[s] = w.gen
-	}
-	w.seeded, w.reconnects, w.dropped = dropped >= 0, reconnects, dropped
-}
-
-// forget drops the streams that were listed with no consumer, unless an
-// advisory named them again since (their generation moved on), and, after
-// a census the totals confirmed, those the watch no longer holds to be on
-// the bus (a consumer heard of after its stream's deletion was taken).
-func (w *censusWatch) forget(empty map[string]uint64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for s, g := range w.with {
-		if eg, listed := empty[s]; (listed && eg == g) || !w.names[s] {
-			delete(w.with, s)
-		}
-	}
-}
-
-// Census names every stream on the bus and lists every durable consumer
-// on it, as Streams and Consumers would together, without a full stream
-// list each time: once the watch has taken every advisory sent before the
-// census began (catchUp), the names are the watch's (the last full census's,
-// kept by the stream advisories since), and the consumers are listed afresh
-// (configurations and ack floors as the server holds them now) on the
-// streams the watch says may hold one. So a census asks the server nothing
-// that grows with the streams on the bus: no stream list, no name list.
-// That census counts only when the account's totals of streams and
-// consumers, read before and after it, both equal what it found (every
-// consumer, durable or not). Otherwise, after censusTries tries, and
-// whenever advisories may have been missed (at the first census, after a
-// reconnect, after dropped advisories, or when they cannot be subscribed
-// to), it is a full one: every stream listed, and the consumers of each
-// that has one.
+// Census names every stream on the bus and lists the durable consumers of
+// each stream that holds one q wants, but those of q.Skip, with their
+// configurations and ack floors as the server holds them now. It asks the
+// server nothing that grows with the bus: the streams and who owns which
+// consumer come from the census book (censusWatch), kept from one full
+// census by the server's advisories; what an advisory named since the last
+// census is read afresh first (one read for each stream or consumer named,
+// however many advisories named it), and only the streams that hold a
+// consumer q wants are listed. That census counts when the account's totals
+// of streams and consumers, read before and after the lists (after, only
+// when there are any), both equal the book's (every consumer, durable or
+// not). Otherwise it is tried again, and
+// after censusTries tries the book is made again by a full census: every
+// stream listed, and the consumers of each that has one. So is it whenever
+// advisories may have been missed (at the first census, after a reconnect,
+// after advisories or marks were dropped). A full census runs in the
+// background, one at a time: the censuses that need one wait for the same.
+// A keeper that cannot hear the advisories, or on a bus of more than
+// maxCensusConsumers consumers, lists every stream at every census.
 //
 // What it guarantees: on one server, a consumer made before the call
-// began is heard by catchUp, so it is listed. A stream's advisory comes
-// from its own queue and may follow the reply that made it; the totals then
-// count one stream more than the watch names, and the census is made again
-// (the advisory is in by then) or in full. On a cluster a consumer's or a
-// stream's advisory may come after the census began (its leader sends it
-// after its reply); the totals catch that too. The cases the totals cannot
-// catch are an advisory late or lost while, during the census, another
-// consumer on a stream it lists is made and gone again between the two reads
-// of the totals, or while another stream is deleted: the count comes out
-// right and the set wrong.
-//
-// The consumers of the streams named in skip are counted (for the totals)
-// but not listed: a snapshot reads those from the streams' own snapshots.
-func (a *Adapter) Census(ctx context.Context, skip ...string) ([]string, []keeper.Position, error) {
-	for try := 0; try < censusTries && a.census.trusted(a.connMark()); try++ {
-		if try > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, nil, fmt.Errorf("jsbus: census stopped: %w", ctx.Err())
-			case <-time.After(rand.N(censusPause) + time.Millisecond):
-			}
+// began is heard before the book is read, so it is listed if q wants it. A
+// stream's advisory comes from its own queue and may follow the reply that
+// made it; the totals then count one stream more than the book, and the
+// census is made again. On a cluster a consumer's or a stream's advisory may
+// come after the census began (its leader sends it after its reply); the
+// totals catch that too. The cases the totals cannot catch are an advisory
+// lost while the connection stayed up and none was counted dropped, when
+// another change leaves the counts as they were: the count comes out right
+// and the book wrong, until the next full census.
+func (a *Adapter) Census(ctx context.Context, q keeper.CensusQuery) ([]string, []keeper.Position, error) {
+	w, fulls := a.census, 0
+	for try := 1; ; try++ {
+		if w.listsAll() {
+			return a.everyStream(ctx, q)
 		}
-		names, ps, ok, err := a.countedCensus(ctx, skip)
+		if !w.trusted(a.connMark()) && fulls < maxFullCensuses {
+			fulls++
+			if err := a.awaitFull(ctx); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		if w.stale() {
+			a.startFull()
+		}
+		names, ps, ok, err := a.countedCensus(ctx, q)
+		if err != nil && fulls < maxFullCensuses && ctx.Err() == nil {
+			// A read that failed leaves the book untrusted: a full census
+			// is made instead, as when advisories were missed.
+			a.log.Debug("a census failed; the book is made again by a full census", "err", err)
+			w.distrust()
+			continue
+		}
 		if err != nil {
-			a.log.Debug("a counted census failed; a full census is made instead", "err", err)
-			break
+			return nil, nil, err
 		}
 		if ok {
 			return names, ps, nil
 		}
+		if fulls >= maxFullCensuses {
+			a.log.Warn("the account's totals did not confirm the census after full ones; it is taken as it stands", "tries", try)
+			return names, ps, nil
+		}
+		if try%censusTries == 0 {
+			w.distrust()
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("jsbus: census stopped: %w", ctx.Err())
+		case <-time.After(rand.N(censusPause) + time.Millisecond):
+		}
 	}
-	return a.fullCensus(ctx, skip)
 }
 
-// countedCensus is one try of Census's light way; ok is false when the
-// account's totals do not confirm what it found.
-func (a *Adapter) countedCensus(ctx context.Context, skip []string) ([]string, []keeper.Position, bool, error) {
-	mark, dropped := a.connMark(), a.census.droppedNow()
-	if err := a.census.catchUp(ctx); err != nil {
+// countedCensus is one try of Census once the book is trusted; ok is false
+// when the account's totals do not confirm it.
+func (a *Adapter) countedCensus(ctx context.Context, q keeper.CensusQuery) ([]string, []keeper.Position, bool, error) {
+	w := a.census
+	mark, dropped := a.connMark(), w.droppedNow()
+	if err := a.catchUp(ctx); err != nil {
 		return nil, nil, false, err
 	}
-	names := a.census.streamNames()
 	// The totals are read as close around the consumer lists as can be:
 	// a consumer made or removed anywhere between the two reads (an
 	// ordered consumer of a KV read, say) makes the census try again.
@@ -339,91 +128,206 @@ func (a *Adapter) countedCensus(ctx context.Context, skip []string) ([]string, [
 	if err != nil {
 		return nil, nil, false, err
 	}
-	cand := a.census.candidates(names)
-	ps, counts, err := a.listConsumers(ctx, without(slices.Sorted(maps.Keys(cand)), skip))
+	w.mu.Lock()
+	gen, names, wanted := w.gen, w.book.names(), w.book.wanted(q)
+	book := accountTotals{Streams: len(w.book.streams), Consumers: w.book.n}
+	w.mu.Unlock()
+	// The lists are made even when the book is not confirmed: they are
+	// the module's streams only, and the last try is taken as it stands.
+	ps, _, err := a.listConsumers(ctx, wanted)
 	if err != nil {
 		return nil, nil, false, err
 	}
-	if err := a.countSkipped(ctx, names, skip, counts); err != nil {
-		return nil, nil, false, err
-	}
-	after, err := a.accountTotals(ctx)
-	if err != nil {
-		return nil, nil, false, err
-	}
-	found := 0
-	for _, n := range counts {
-		found += n
-	}
-	empty := map[string]uint64{}
-	for s, g := range cand {
-		if counts[s] == 0 {
-			empty[s] = g
+	// With nothing listed there is nothing between the two reads for the
+	// second to confirm.
+	after := before
+	if len(wanted) > 0 {
+		if after, err = a.accountTotals(ctx); err != nil {
+			return nil, nil, false, err
 		}
 	}
-	ok := before == after && after.Streams == len(names) && after.Consumers == found &&
-		!a.connLost(mark) && a.census.droppedNow() == dropped
-	if ok {
-		a.census.forget(empty)
-	} else {
-		a.log.Debug("the account's totals do not confirm a census", "streams", len(names), "consumers", found,
-			"totals before", before, "totals after", after)
+	w.mu.Lock()
+	if w.gen == gen {
+		w.book.refresh(ps)
+	}
+	w.mu.Unlock()
+	ok := before == book && before == after && !a.connLost(mark) && w.droppedNow() == dropped
+	if !ok {
+		a.log.Debug("the account's totals do not confirm the census", "book", book, "before", before, "after", after)
 	}
 	return names, ps, ok, nil
 }
 
-// fullCensus lists every stream, and the consumers of each that has one
-// (or whose count is not known), and seeds the watch with those.
-func (a *Adapter) fullCensus(ctx context.Context, skip []string) ([]string, []keeper.Position, error) {
-	defer a.census.hold(ctx)()
-	mark, dropped := a.connMark(), a.census.droppedNow()
-	a.log.Debug("a full census: every stream is listed", "reconnects", mark, "dropped advisories", dropped)
+// catchUp takes the advisories sent before now and reads what they name,
+// one catch-up at a time. A read that fails leaves the book untrusted.
+func (a *Adapter) catchUp(ctx context.Context) error {
+	w := a.census
+	w.drain.Lock()
+	defer w.drain.Unlock()
+	if err := w.take(ctx); err != nil {
+		return err
+	}
+	gen := w.generation()
+	streams, consumers := w.takeMarks()
+	err := forEach(ctx, streams, func(ctx context.Context, s string) error { return a.readStream(ctx, gen, s) })
+	if err == nil {
+		err = forEach(ctx, consumers, func(ctx context.Context, c [2]string) error { return a.readConsumer(ctx, gen, c) })
+	}
+	if err != nil {
+		w.distrust()
+		return fmt.Errorf("jsbus: reading what the advisories named: %w", err)
+	}
+	return nil
+}
+
+// streamState is the part of a stream's info readStream reads.
+type streamState struct {
+	State struct {
+		Consumers int `json:"consumer_count"`
+	} `json:"state"`
+}
+
+// readStream reads one stream an advisory named into the book: gone, it
+// is dropped with its consumers; there, its consumers are listed, if any.
+func (a *Adapter) readStream(ctx context.Context, gen uint64, stream string) error {
+	var info streamState
+	err := a.request(ctx, "$JS.API.STREAM.INFO."+stream, nil, &info)
+	gone := isCode(err, codeStreamNotFound)
+	if err != nil && !gone {
+		return fmt.Errorf("look up stream %s: %w", stream, err)
+	}
+	cs := map[string]consumerOwner{}
+	if !gone && info.State.Consumers != 0 {
+		if cs, gone, err = a.streamOwners(ctx, stream); err != nil {
+			return err
+		}
+	}
+	a.census.edit(gen, [2]string{stream, ""}, func(b *censusBook) {
+		if gone {
+			b.dropStream(stream)
+		} else {
+			b.setStream(stream, cs)
+		}
+	})
+	return nil
+}
+
+// readConsumer reads one consumer an advisory named ({stream, consumer})
+// into the book: gone, it is dropped; there, it is put with its owner.
+func (a *Adapter) readConsumer(ctx context.Context, gen uint64, c [2]string) error {
+	info, err := a.consumerInfo(ctx, c[0], c[1])
+	gone := isCode(err, codeStreamNotFound) || isCode(err, codeConsumerNotFound)
+	if err != nil && !gone {
+		return fmt.Errorf("look up consumer %s on %s: %w", c[1], c[0], err)
+	}
+	a.census.edit(gen, c, func(b *censusBook) {
+		if gone {
+			b.drop(c[0], c[1])
+		} else {
+			b.put(c[0], c[1], ownerOf(info.Config))
+		}
+	})
+	return nil
+}
+
+// streamOwners lists the consumers of stream, with their owners; gone says
+// the stream is not there. One that did not answer the list (on a cluster)
+// is there all the same, its owner unknown.
+func (a *Adapter) streamOwners(ctx context.Context, stream string) (map[string]consumerOwner, bool, error) {
+	cs, missing, err := a.consumers(ctx, stream)
+	if isCode(err, codeStreamNotFound) {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, busErr(fmt.Errorf("jsbus: list consumers of stream %s: %w", stream, err))
+	}
+	out := make(map[string]consumerOwner, len(cs)+len(missing))
+	for _, m := range missing {
+		out[m] = consumerOwner{}
+	}
+	for _, c := range cs {
+		out[c.Name] = ownerOf(c.Config)
+	}
+	return out, false, nil
+}
+
+// forEach runs f on each of items, censusWorkers at once, and gives the
+// first error; after one, the items not yet begun are not.
+func forEach[T any](ctx context.Context, items []T, f func(context.Context, T) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	next := make(chan T)
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	for range min(censusWorkers, len(items)) {
+		wg.Go(func() {
+			for it := range next {
+				if err := f(ctx, it); err != nil {
+					once.Do(func() { first = err; cancel() })
+				}
+			}
+		})
+	}
+feed:
+	for _, it := range items {
+		select {
+		case next <- it:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if first == nil && ctx.Err() != nil && len(items) > 0 {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// everyStream is a census that lists every stream, and the consumers of
+// each that has one (but those of q.Skip), keeping the lists of the streams
+// that hold one q wants: the census of a keeper that cannot hear the
+// advisories, or of a bus too large for the book.
+func (a *Adapter) everyStream(ctx context.Context, q keeper.CensusQuery) ([]string, []keeper.Position, error) {
 	streams, err := a.Streams(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	names := make([]string, 0, len(streams))
-	var with []string
+	names, total, out := make([]string, 0, len(streams)), 0, []keeper.Position{}
 	for _, s := range streams {
 		names = append(names, s.Name)
-		if s.Consumers != 0 {
-			with = append(with, s.Name)
-		}
-	}
-	ps, err := a.Consumers(ctx, without(slices.Clone(with), skip))
-	if err != nil {
-		return nil, nil, err
-	}
-	a.census.seed(names, with, mark, dropped)
-	return names, ps, nil
-}
-
-// without is streams (changed in place) less those of skip.
-func without(streams, skip []string) []string {
-	return slices.DeleteFunc(streams, func(s string) bool { return slices.Contains(skip, s) })
-}
-
-// countSkipped counts the consumers of the streams of skip that names
-// holds, from each stream's info, into counts (the list's counts, by
-// stream): a census does not list them, but the account's totals count
-// them.
-func (a *Adapter) countSkipped(ctx context.Context, names, skip []string, counts map[string]int) error {
-	for _, s := range skip {
-		if _, done := counts[s]; done || !slices.Contains(names, s) {
+		total += max(s.Consumers, 0)
+		if s.Consumers == 0 || slices.Contains(q.Skip, s.Name) {
 			continue
 		}
-		si, err := a.Stream(ctx, s)
-		if errors.Is(err, keeper.ErrNoStream) {
-			counts[s] = 0
-			continue
-		}
+		ps, _, err := a.listConsumers(ctx, []string{s.Name})
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		counts[s] = si.Consumers
+		if slices.ContainsFunc(ps, func(p keeper.Position) bool { return wants(q, p.Stream, p.Consumer, ownerOf(p.Config)) }) {
+			out = append(out, ps...)
+		}
 	}
-	return nil
+	a.census.fits(total)
+	slices.Sort(names)
+	slices.SortFunc(out, func(x, y keeper.Position) int {
+		return cmp.Or(strings.Compare(x.Stream, y.Stream), strings.Compare(x.Consumer, y.Consumer))
+	})
+	return names, out, nil
 }
+
+// wants reports whether q wants the consumer: by its name or owner, or
+// named.
+func wants(q keeper.CensusQuery, stream, consumer string, o consumerOwner) bool {
+	return q.Wants(consumer, o.module) || slices.Contains(q.Named, keeper.PlanConsumer{Stream: stream, Consumer: consumer})
+}
+
+// errOverBound stops a full census that found more consumers than the
+// book holds.
+var errOverBound = errors.New("more consumers than the census book holds")
 
 // accountTotals are the account's numbers of streams and consumers, as
 // the server (on a cluster, the meta leader) counts them.

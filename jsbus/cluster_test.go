@@ -210,7 +210,7 @@ func TestClusterCensusSeesConsumersMadeThroughAnotherServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := a.Census(ctx); err != nil { // the first, full one
+	if _, _, err := a.Census(ctx, keeper.CensusQuery{Every: true}); err != nil { // the first, full one
 		t.Fatal(err)
 	}
 	for i := range 10 {
@@ -219,7 +219,7 @@ func TestClusterCensusSeesConsumersMadeThroughAnotherServer(t *testing.T) {
 		if _, err := ojs.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy, Replicas: 3}); err != nil {
 			t.Fatal(err)
 		}
-		_, ps, err := a.Census(ctx)
+		_, ps, err := a.Census(ctx, keeper.CensusQuery{Every: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +230,7 @@ func TestClusterCensusSeesConsumersMadeThroughAnotherServer(t *testing.T) {
 			if err := ojs.DeleteConsumer(ctx, stream, name); err != nil {
 				t.Fatal(err)
 			}
-			_, ps, err := a.Census(ctx)
+			_, ps, err := a.Census(ctx, keeper.CensusQuery{Every: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -244,7 +244,7 @@ func TestClusterCensusSeesConsumersMadeThroughAnotherServer(t *testing.T) {
 		if _, err := ojs.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name}, Replicas: 3}); err != nil {
 			t.Fatal(err)
 		}
-		names, _, err := a.Census(ctx)
+		names, _, err := a.Census(ctx, keeper.CensusQuery{Every: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +254,7 @@ func TestClusterCensusSeesConsumersMadeThroughAnotherServer(t *testing.T) {
 		if err := ojs.DeleteStream(ctx, name); err != nil {
 			t.Fatal(err)
 		}
-		if names, _, err = a.Census(ctx); err != nil {
+		if names, _, err = a.Census(ctx, keeper.CensusQuery{Every: true}); err != nil {
 			t.Fatal(err)
 		}
 		if slices.Contains(names, name) {
@@ -279,5 +279,52 @@ func clusterAdapter(t *testing.T, ctx context.Context, nc *nats.Conn) *jsbus.Ada
 			t.Fatalf("the cluster did not take an R3 bucket: %v", err)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// TestClusterCensusHearsAConsumersNewMetadata: on a cluster the update of
+// a single-replica consumer is answered as its creation, with the consumer
+// created advisory sent again, so the census book reads the consumer again:
+// metadata naming a module, given by an update, makes a census of that
+// module list it. (The advisory comes after the update's reply: the census
+// is asked again until it is heard, for at most 10 s.)
+func TestClusterCensusHearsAConsumersNewMetadata(t *testing.T) {
+	srvs := startCluster(t)
+	ctx := testCtx(t)
+	a := clusterAdapter(t, ctx, natstest.Connect(t, srvs[0]))
+	ojs, err := jetstream.New(natstest.Connect(t, srvs[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ojs.CreateStream(ctx, jetstream.StreamConfig{Name: "u", Subjects: []string{"u"}, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := jetstream.ConsumerConfig{Durable: "plain", AckPolicy: jetstream.AckExplicitPolicy, Replicas: 1}
+	if _, err := ojs.CreateOrUpdateConsumer(ctx, "u", cfg); err != nil {
+		t.Fatal(err)
+	}
+	q := keeper.CensusQuery{Module: "m"}
+	if _, ps, err := a.Census(ctx, q); err != nil || len(ps) != 0 {
+		t.Fatalf("before the update the census of module m lists %v (%v), want nothing", ps, err)
+	}
+	cfg.Metadata = map[string]string{keeper.MetaModule: "m"}
+	if _, err := ojs.CreateOrUpdateConsumer(ctx, "u", cfg); err != nil {
+		t.Fatal(err)
+	}
+	for try := 0; ; try++ {
+		_, ps, err := a.Census(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(consumerKeys(ps), "u/plain") {
+			break
+		}
+		if try == 200 {
+			t.Fatalf("the census of module m never listed u/plain after its metadata named m: %v", consumerKeys(ps))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, owners := jsbus.CensusBook(a); owners["u/plain"] != "m/" {
+		t.Errorf("the census book holds u/plain as %q's, want m's", owners["u/plain"])
 	}
 }

@@ -10,32 +10,34 @@ import (
 // shorten the wait for a server that does not answer.
 var WithTimeout = withTimeout
 
-// LoseAdvisories makes a's census watch forget every stream it heard may
-// hold a consumer, as if those advisories had been lost while the
-// connection stayed up and none was counted dropped. The watch is first
-// let hear a consumer's advisory for each of streams (see forgetHeard).
+// LoseAdvisories makes a's census book forget the consumers of streams,
+// as if their advisories had been lost while the connection stayed up and
+// none was counted dropped. The book is first let hear of a consumer on
+// each of streams (see forgetHeard).
 func LoseAdvisories(a *Adapter, streams ...string) error {
 	return forgetHeard(a, fmt.Sprintf("the consumer advisories of streams %v", streams), func(w *censusWatch) bool {
 		for _, s := range streams {
-			if _, ok := w.with[s]; !ok {
+			if len(w.book.streams[s]) == 0 {
 				return false
 			}
 		}
-		clear(w.with)
+		for _, s := range streams {
+			w.book.setStream(s, map[string]consumerOwner{})
+		}
 		return true
 	})
 }
 
-// LoseStreamAdvisory makes a's census watch forget the stream name, as if
-// the advisory of its creation had been lost while the connection stayed
-// up and none was counted dropped. The watch is first let hear it (see
+// LoseStreamAdvisory makes a's census book forget the stream, as if the
+// advisory of its creation had been lost while the connection stayed up
+// and none was counted dropped. The book is first let hear it (see
 // forgetHeard).
 func LoseStreamAdvisory(a *Adapter, name string) error {
 	return forgetHeard(a, "the advisory of stream "+name, func(w *censusWatch) bool {
-		if !w.names[name] {
+		if _, ok := w.book.streams[name]; !ok {
 			return false
 		}
-		delete(w.names, name)
+		w.book.dropStream(name)
 		return true
 	})
 }
@@ -48,7 +50,7 @@ func LoseStreamAdvisory(a *Adapter, name string) error {
 // been lost.
 func forgetHeard(a *Adapter, what string, forget func(w *censusWatch) bool) error {
 	for try := 0; ; try++ {
-		if err := a.census.catchUp(context.Background()); err != nil {
+		if err := a.catchUp(context.Background()); err != nil {
 			return err
 		}
 		a.census.mu.Lock()
@@ -62,6 +64,29 @@ func forgetHeard(a *Adapter, what string, forget func(w *censusWatch) bool) erro
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// SetCensusRefresh sets the age past which a's census book is made again
+// in the background (censusRefresh).
+func SetCensusRefresh(a *Adapter, d time.Duration) {
+	a.census.mu.Lock()
+	a.census.refresh = d
+	a.census.mu.Unlock()
+}
+
+// CensusBook is what a's census book holds: its streams and consumers
+// ("stream/consumer"), and the owner each consumer's metadata names
+// ("module/local").
+func CensusBook(a *Adapter) (streams int, owners map[string]string) {
+	a.census.mu.Lock()
+	defer a.census.mu.Unlock()
+	owners = map[string]string{}
+	for s, cs := range a.census.book.streams {
+		for c, o := range cs {
+			owners[s+"/"+c] = o.module + "/" + o.local
+		}
+	}
+	return len(a.census.book.streams), owners
 }
 
 // WaitDropped waits (at most 5 s) until a's advisory subscriptions count

@@ -76,18 +76,17 @@ type Bus interface {
 	// (owners), not the bus's.
 	Consumers(ctx context.Context, streams []string) ([]Position, error)
 
-	// Census names every stream on the bus and lists every durable
-	// consumer on it, as Streams and then Consumers of every stream that
-	// has a consumer would: a stream or a consumer made before the call
-	// began and still there when it ends is in it, with its configuration
-	// and ack floor as the server holds them. The bus may answer it
-	// without listing every stream (jsbus keeps the streams that may hold
-	// a consumer from the server's advisories and checks what it found
-	// against the account's totals; see jsbus.Adapter.Census for its
-	// guarantee on a cluster). The keeper's ownership rules read it. The
-	// consumers of the streams named in skip are not listed (a snapshot
-	// reads those from the streams' own snapshots); the rest is as without.
-	Census(ctx context.Context, skip ...string) (streams []string, consumers []Position, err error)
+	// Census names every stream on the bus and lists the durable consumers
+	// that q may want (CensusQuery.Wants), with their configurations and ack
+	// floors as the server holds them: a stream or a consumer made before
+	// the call began and still there when it ends is in it. It lists, of
+	// each stream that holds a consumer q wants (but the streams of q.Skip),
+	// every durable consumer; the keeper's ownership rules read them. The
+	// bus answers it without listing every stream (jsbus keeps who owns
+	// which consumer from the server's advisories and checks it against the
+	// account's totals; see jsbus.Adapter.Census for its guarantee), so its
+	// cost follows the module's consumers, not the bus.
+	Census(ctx context.Context, q CensusQuery) (streams []string, consumers []Position, err error)
 
 	// SetPosition moves the durable consumer p.Consumer on p.Stream so that
 	// the next message it delivers is the one after p.AckFloor (or the

@@ -35,7 +35,8 @@ type positionsBefore struct {
 }
 
 // readPositionsBefore takes the census of the bus but the carried streams,
-// live as they were just looked up. The consumers of a carried stream that
+// live as they were just looked up, of the consumers that may be module's
+// (CensusQuery.Wants: by name, by metadata, or declared by local's plan). The consumers of a carried stream that
 // had none then are not read from its snapshot (reading its start takes an
 // s2 block's buffers, some 2 MiB): one made since is not recorded, as it was
 // not when the census listed every stream before the snapshot; its
@@ -47,7 +48,11 @@ func (k *Keeper) readPositionsBefore(ctx context.Context, module, local string, 
 			read = append(read, s.Name)
 		}
 	}
-	streams, others, err := k.census(ctx, carried...)
+	named, err := k.planConsumers(ctx, module, local)
+	if err != nil {
+		return nil, fmt.Errorf("reading the positions of %s's consumers: %w", module, err)
+	}
+	streams, others, err := k.census(ctx, CensusQuery{Skip: carried, Module: module, Named: named})
 	if err != nil {
 		return nil, fmt.Errorf("reading the positions of %s's consumers: %w", module, err)
 	}

@@ -18,11 +18,11 @@ type skipsSeen struct {
 	skips [][]string
 }
 
-func (s *skipsSeen) Census(ctx context.Context, skip ...string) ([]string, []keeper.Position, error) {
+func (s *skipsSeen) Census(ctx context.Context, q keeper.CensusQuery) ([]string, []keeper.Position, error) {
 	s.mu.Lock()
-	s.skips = append(s.skips, slices.Clone(skip))
+	s.skips = append(s.skips, slices.Clone(q.Skip))
 	s.mu.Unlock()
-	return s.Bus.Census(ctx, skip...)
+	return s.Bus.Census(ctx, q)
 }
 
 // TestPositionsOnTheKeptStreamsComeFromTheirSnapshots: the census before a

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -242,5 +243,84 @@ func otherStreams(t *testing.T, e *env, n int) {
 		if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name}, Storage: jetstream.MemoryStorage}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestSnapshotListsOnlyTheModulesStreams: with 300 other modules' streams
+// on the bus, each with a durable consumer, a snapshot after the first
+// lists the consumers of no stream but those that hold one of the module's
+// (by name, or by metadata: one made on another's stream just before the
+// snapshot is recorded, and so is its stream listed), and reads no
+// consumer one by one but the one made since (issue 39: the cost of a
+// point follows the module, not the bus).
+func TestSnapshotListsOnlyTheModulesStreams(t *testing.T) {
+	e := newEnv(t)
+	otherStreams(t, e, 300)
+	for i := range 300 {
+		s := fmt.Sprintf("other_s%03d", i)
+		if _, err := e.js.CreateConsumer(e.ctx, s, jetstream.ConsumerConfig{Durable: s + "_reader", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.snapshot(1, "fp0") // the first census is a full one
+	lists := countSubjects(t, e, "$JS.API.CONSUMER.LIST.>")
+	infos := countSubjects(t, e, "$JS.API.CONSUMER.INFO.>")
+	e.snapshot(1, "fp1")
+	for _, s := range lists() {
+		if strings.HasPrefix(s, "$JS.API.CONSUMER.LIST.other_") {
+			t.Errorf("a snapshot of billing listed the consumers of another module's stream: %s", s)
+		}
+	}
+	if got := infos(); len(got) != 0 {
+		t.Errorf("a snapshot with no consumer made since the last read %v one by one, want none", got)
+	}
+
+	md := map[string]string{keeper.MetaModule: module}
+	if _, err := e.js.CreateConsumer(e.ctx, "other_s123", jetstream.ConsumerConfig{Durable: "declared", AckPolicy: jetstream.AckExplicitPolicy, Metadata: md}); err != nil {
+		t.Fatal(err)
+	}
+	got := recorded(e.snapshot(1, "fp2"))
+	if !got["other_s123/declared"] {
+		t.Errorf("the consumer declared billing's just before the snapshot is not recorded: %v", keysOf(got))
+	}
+	if got["other_s123/other_s123_reader"] {
+		t.Error("another module's consumer on the same stream is recorded as billing's")
+	}
+	if got := infos(); !slices.Equal(got, []string{"$JS.API.CONSUMER.INFO.other_s123.declared"}) {
+		t.Errorf("the snapshot read %v one by one, want the consumer made since, once", got)
+	}
+}
+
+// countSubjects gathers the subjects of the requests on subject sent on
+// e's server from now on: call the result for those so far.
+func countSubjects(t *testing.T, e *env, subject string) func() []string {
+	t.Helper()
+	nc := natstest.Connect(t, e.srv)
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	return func() []string {
+		// The flush brings every request the server passed on before it.
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			m, err := sub.NextMsg(0)
+			if err != nil {
+				break
+			}
+			seen = append(seen, m.Subject)
+		}
+		out := seen
+		seen = nil
+		return out
 	}
 }

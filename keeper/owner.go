@@ -45,11 +45,38 @@ type owners struct {
 	streams map[string][2]string // stream a plan lists -> {module, local}
 }
 
-// census names every stream on the bus and lists every durable consumer on
-// it but those of the streams of skip (Bus.Census): the streams come back by
-// name alone, which is all the ownership rules read of them.
-func (k *Keeper) census(ctx context.Context, skip ...string) ([]StreamInfo, []Position, error) {
-	names, consumers, err := k.bus.Census(ctx, skip...)
+// CensusQuery says which consumers a census lists (Bus.Census).
+type CensusQuery struct {
+	// Skip names the streams whose consumers are not listed: a snapshot
+	// reads those from the streams' own snapshots.
+	Skip []string
+	// Module is the module whose consumers are wanted: those its naming
+	// rule fits (fitsModule) and those whose metadata names it.
+	Module string
+	// Named are consumers wanted by stream and name: those the kept data's
+	// plan declares, or a point records.
+	Named []PlanConsumer
+	// Every wants every consumer (a census as full as the bus holds; tests
+	// compare with it).
+	Every bool
+}
+
+// Wants reports whether the consumer may be q.Module's, as far as its name
+// and the module its metadata names (metaModule, "" when none) tell, or q
+// wants every consumer; those of q.Named are wanted besides. The ownership
+// rules (owners) then decide on its configuration as the server holds it.
+// It is wider than they are: a consumer it wants may turn out another's,
+// never the other way round.
+func (q CensusQuery) Wants(consumer, metaModule string) bool {
+	return q.Every || (q.Module != "" && (metaModule == q.Module || fitsModule(q.Module, consumer)))
+}
+
+// census names every stream on the bus and lists the durable consumers of
+// the streams that hold one q wants, but those of q.Skip (Bus.Census): the
+// streams come back by name alone, which is all the ownership rules read of
+// them.
+func (k *Keeper) census(ctx context.Context, q CensusQuery) ([]StreamInfo, []Position, error) {
+	names, consumers, err := k.bus.Census(ctx, q)
 	if err != nil {
 		return nil, nil, Errorf(ErrFailed, "taking the census of the streams and consumers on the bus: %v", err)
 	}
@@ -58,6 +85,19 @@ func (k *Keeper) census(ctx context.Context, skip ...string) ([]StreamInfo, []Po
 		streams[i] = StreamInfo{Name: n}
 	}
 	return streams, consumers, nil
+}
+
+// planConsumers are the consumers the plan of module's kept data local
+// declares its own: no plan, none.
+func (k *Keeper) planConsumers(ctx context.Context, module, local string) ([]PlanConsumer, error) {
+	p, err := k.readPlan(ctx, module, local)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p.Consumers, nil
 }
 
 // maxProbes bounds the module names owners asks the index about one by
@@ -235,7 +275,10 @@ func (o *owners) ownsByName(module, name string) bool {
 // fitsModule is the bare naming rule: name is module, or begins with
 // module+"_" or module+"-".
 func fitsModule(module, name string) bool {
-	return name == module || strings.HasPrefix(name, module+"_") || strings.HasPrefix(name, module+"-")
+	if !strings.HasPrefix(name, module) {
+		return false
+	}
+	return len(name) == len(module) || name[len(module)] == '_' || name[len(module)] == '-'
 }
 
 // consumerMetadata is the metadata map of a consumer configuration, or nil

@@ -25,12 +25,12 @@ type moveOnSnapshot struct {
 
 const censusWait = 300 * time.Millisecond
 
-func (m *moveOnSnapshot) Census(ctx context.Context, skip ...string) ([]string, []keeper.Position, error) {
+func (m *moveOnSnapshot) Census(ctx context.Context, q keeper.CensusQuery) ([]string, []keeper.Position, error) {
 	select {
 	case <-m.begun:
 	case <-time.After(censusWait):
 	}
-	return m.Bus.Census(ctx, skip...)
+	return m.Bus.Census(ctx, q)
 }
 
 func (m *moveOnSnapshot) Snapshot(ctx context.Context, stream string, data, meta io.WriteCloser) error {

@@ -162,7 +162,11 @@ func (pl *restorePlan) close() {
 // that a longer module the bus now knows owns, is left alone); one that no
 // longer exists is made again from its recorded configuration.
 func (k *Keeper) planPositions(ctx context.Context, r Request, pl *restorePlan, removed []StreamInfo) error {
-	streams, live, err := k.census(ctx)
+	named := make([]PlanConsumer, len(pl.point.Positions))
+	for i, p := range pl.point.Positions {
+		named[i] = PlanConsumer{Stream: p.Stream, Consumer: p.Consumer}
+	}
+	streams, live, err := k.census(ctx, CensusQuery{Module: r.Module, Named: named})
 	if err != nil {
 		return err
 	}
