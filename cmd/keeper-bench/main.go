@@ -14,7 +14,8 @@
 //	go run ./cmd/keeper-bench -cluster -size 256MiB -rounds 3 -out BENCHMARKS.md
 //
 // -shapes names the data shapes to measure (default all: random, compressible,
-// module, rollback, points, consumers, bigkv), each against the nats CLI:
+// module, rollback, points, consumers, bigkv, busybus), each against the nats CLI
+// (busybus: a small KV's snapshot and dry run among other modules' streams):
 //
 //	go run ./cmd/keeper-bench -shapes compressible,rollback -size 64MiB -rounds 3 -out -
 //
