@@ -50,6 +50,7 @@ func TestRedact(t *testing.T) {
 		"nats://user:12?x@host/bucket":        "nats://REDACTED@host/bucket", // parses as host user:12
 		"user:s3cret@host":                    "REDACTED@host",
 		"file:///srv/keeper@prod":             "file:///srv/keeper@prod",
+		":///://0:000@0":                      "REDACTED@0", // no scheme before the first ://, so no path after it
 		"s3://bucket/prefix":                  "s3://bucket/prefix",
 		"nats://host:4222/bucket":             "nats://host:4222/bucket",
 	} {

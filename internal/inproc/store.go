@@ -153,7 +153,7 @@ func Redact(u string) string {
 		return u
 	}
 	scheme, rest, ok := strings.Cut(u, "://")
-	ok = ok && !strings.Contains(scheme, "@")
+	ok = ok && isScheme(scheme)
 	if ok && strings.HasPrefix(rest, "/") {
 		return u
 	}
@@ -166,4 +166,17 @@ func Redact(u string) string {
 		start = len(scheme) + len("://")
 	}
 	return u[:start] + "REDACTED" + u[at:]
+}
+
+// isScheme reports whether s is a URL scheme (RFC 3986: a letter, then
+// letters, digits, +, - or .). What stands before a "://" and is not one
+// (":///://user:pass@host") is no scheme, and no path follows it.
+func isScheme(s string) bool {
+	for i, c := range s {
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (i == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return false
+		}
+	}
+	return s != ""
 }
