@@ -373,25 +373,3 @@ func fillStream(t *testing.T, js jetstream.JetStream, subject string, n int) {
 	}
 }
 
-// waitNoJournal waits until no restore journal of module/local is left in
-// the index (recovery finishes what a failed restore left), up to 3
-// minutes.
-func waitNoJournal(t *testing.T, js jetstream.JetStream, module, local string) {
-	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		kv, err := js.KeyValue(ctx, "kept")
-		if err == nil {
-			_, err = kv.Get(ctx, "journal."+module+"."+local)
-		}
-		cancel()
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the restore journal of %s/%s is still in the index after 3 minutes (%v)", module, local, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}

@@ -58,7 +58,7 @@ func TestRestoreWhoseKeeperDies(t *testing.T) {
 	a := startKeeper(t, srv.url(), dir, tmp, crash)
 	b := startKeeper(t, srv.url(), dir, tmp, crash)
 	waitKeepers(t, nc, 2, a, b)
-	noJournal(t, js, module, local)
+	waitNoJournal(t, js, module, local)
 	code, out, took = restoreCLI(t, srv.url(), tmp, module, local)
 	var rep struct {
 		Said  string `json:"said"`
@@ -105,9 +105,10 @@ func restoreCLI(t *testing.T, url, home, module, local string, extra ...string) 
 	return 0, "", 0
 }
 
-// noJournal waits, up to 3 minutes, until module/local has no restore
-// journal in the index.
-func noJournal(t *testing.T, js jetstream.JetStream, module, local string) {
+// waitNoJournal waits until no restore journal of module/local is left in
+// the index (recovery finishes or undoes what a dead keeper's restore
+// left), up to 3 minutes. The cluster test (clusterkill) uses it too.
+func waitNoJournal(t *testing.T, js jetstream.JetStream, module, local string) {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
