@@ -372,4 +372,3 @@ func fillStream(t *testing.T, js jetstream.JetStream, subject string, n int) {
 		}
 	}
 }
-
