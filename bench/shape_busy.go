@@ -71,7 +71,7 @@ func (r *run) shapeBusy(ctx context.Context, sr *ShapeResult) error {
 			return err
 		}
 		if err := busyOthers(ctx, js, bus.Streams, func(ctx context.Context, js jetstream.JetStream, i int) error {
-			return busyOther(ctx, js, i, bus.Consumers)
+			return BusyOther(ctx, js, i, bus.Consumers)
 		}); err != nil {
 			return err
 		}
@@ -149,8 +149,10 @@ func busyOthers(ctx context.Context, js jetstream.JetStream, n int, f func(conte
 	return first
 }
 
-// busyOther makes other module i's stream and its consumers.
-func busyOther(ctx context.Context, js jetstream.JetStream, i, consumers int) error {
+// BusyOther makes other module i's stream, other<i>_data (memory storage),
+// and its durable consumers other<i>_reader, other<i>_reader1, …: what the
+// busy bus shape puts beside the kept data, and the e2e busy-bus tests too.
+func BusyOther(ctx context.Context, js jetstream.JetStream, i, consumers int) error {
 	name := fmt.Sprintf("other%d", i)
 	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name + "_data", Subjects: []string{name + ".>"}, Storage: jetstream.MemoryStorage})
 	if err != nil {

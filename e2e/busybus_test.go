@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/nats-keeper/nats-keeper/bench"
 	"github.com/nats-keeper/nats-keeper/internal/tools"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
@@ -57,7 +58,7 @@ func otherModules(t *testing.T, js jetstream.JetStream, n, consumers int) {
 	for range 32 {
 		wg.Go(func() {
 			for i := range next {
-				if err := otherModule(ctx, js, i, consumers); err != nil {
+				if err := bench.BusyOther(ctx, js, i, consumers); err != nil {
 					select {
 					case errs <- err:
 					default:
@@ -76,24 +77,6 @@ func otherModules(t *testing.T, js jetstream.JetStream, n, consumers int) {
 		t.Fatal(err)
 	default:
 	}
-}
-
-func otherModule(ctx context.Context, js jetstream.JetStream, i, consumers int) error {
-	name := fmt.Sprintf("other%d", i)
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name + "_data", Subjects: []string{name + ".>"}, Storage: jetstream.MemoryStorage})
-	if err != nil {
-		return fmt.Errorf("make stream %s_data: %w", name, err)
-	}
-	for c := range consumers {
-		durable := name + "_reader"
-		if c > 0 {
-			durable = fmt.Sprintf("%s%d", durable, c)
-		}
-		if _, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: durable, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
-			return fmt.Errorf("make consumer %s on %s_data: %w", durable, name, err)
-		}
-	}
-	return nil
 }
 
 // snapshotKept takes a point of billing/ledger with fingerprint fp, and
