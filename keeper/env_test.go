@@ -63,10 +63,15 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 }
 
 // keeperOn opens another keeper on e's bus and index with directory dir,
-// as a keeper started again (or a second one) would.
-func (e *env) keeperOn(dir string) (*keeper.Keeper, error) {
-	return keeper.New(e.ctx, keeper.Config{Store: fileStore(e.t, dir), Bus: e.bus, Index: e.bus, Acts: e.bus,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+// as a keeper started again (or a second one) would. opts change its
+// config as newEnv's do (a test on the keeper's clock passes the same one).
+func (e *env) keeperOn(dir string, opts ...envOption) (*keeper.Keeper, error) {
+	cfg := keeper.Config{Store: fileStore(e.t, dir), Bus: e.bus, Index: e.bus, Acts: e.bus,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return keeper.New(e.ctx, cfg)
 }
 
 // fileStore is the file store in dir, closed when the test ends.

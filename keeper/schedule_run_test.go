@@ -18,7 +18,8 @@ import (
 // the bus fails with a schedule act of outcome failed.
 func TestScheduledPointsTakenOnceAndFailed(t *testing.T) {
 	now := time.Date(2026, 12, 6, 3, 7, 0, 0, time.UTC)
-	e := newEnv(t, func(c *keeper.Config) { c.Now = func() time.Time { return now } })
+	clock := func(c *keeper.Config) { c.Now = func() time.Time { return now } }
+	e := newEnv(t, clock)
 	p := keeper.Policy{KeepLast: 2, Every: "0 */2 * * *", Form: 4}
 	if err := e.k.SetPolicy(e.ctx, module, local, p); err != nil {
 		t.Fatal(err)
@@ -35,7 +36,7 @@ func TestScheduledPointsTakenOnceAndFailed(t *testing.T) {
 	if taken, err := e.k.TakeScheduled(e.ctx, s); !taken || err != nil {
 		t.Fatalf("TakeScheduled: %v %v", taken, err)
 	}
-	second, err := e.keeperOn(e.dir)
+	second, err := e.keeperOn(e.dir, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
