@@ -1,0 +1,34 @@
+package readpath_test
+
+import (
+	"testing"
+
+	"github.com/nats-keeper/nats-keeper/internal/readpath"
+)
+
+const mod = "github.com/nats-keeper/nats-keeper"
+
+// TestRestoreKeptReadsTopToBottom follows a restore-kept from the
+// service's handler through the engine (see the package doc for the rules)
+// and logs the walk, stop by stop, with the returns to a file left.
+func TestRestoreKeptReadsTopToBottom(t *testing.T) {
+	w, err := readpath.Follow(readpath.Config{
+		Dir: "../..", Module: mod, Lines: 20,
+		Start: mod + "/verbs.Service.handler",
+		Verb:  "restore-kept",
+		Verbs: []string{"snapshot-kept", "restore-kept", "discard-aside", "list-kept", "verify-kept", "prune-kept",
+			"set-plan", "show-plan", "remove-plan", "show-evidence", "discard-point"},
+		Impl: map[string]string{mod + "/verbs.Engine": mod + "/keeper.Keeper"},
+		Skip: []string{mod + "/jsbus", mod + "/store"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", w)
+	for _, r := range w.Returns {
+		t.Log("return to a file left:", r)
+	}
+	if len(w.Stops) < 40 {
+		t.Errorf("the walk made %d stops: it lost its way before the engine's restore", len(w.Stops))
+	}
+}
