@@ -17,4 +17,8 @@
 // archive reader's random reads of tar headers and the manifest), Reader
 // through one ranged read of the ciphertext, decrypted chunk by chunk, so a
 // restore streams with bounded memory from every store backend.
+//
+// It owns the age encryption of archives at rest. It imports package store
+// (the Writer it wraps) and filippo.io/age, nothing of the keeper or the
+// bus.
 package agecrypt

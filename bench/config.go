@@ -5,6 +5,9 @@
 // alternating pairs. Run writes the figures as Markdown (BENCHMARKS.md).
 //
 // Nothing here asserts a time: the figures are reported, never checked.
+//
+// It is wiring for the benchmark: it may import keeper, jsbus, verbs and
+// internal/tools; only cmd/keeper-bench and its own tests import it.
 package bench
 
 import (

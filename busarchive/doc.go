@@ -26,4 +26,8 @@
 //
 // The package builds on no NATS client: the server's snapshot is decoded
 // with the server module's archive package (its entry format) and s2 alone.
+//
+// It owns the bus.tar format: its entries, manifest, checks and errors. It
+// is a leaf: it imports no package of this module, only the standard
+// library, s2, nats-server's archive reader and x/sys.
 package busarchive

@@ -18,6 +18,10 @@
 //
 // Everything Start started is stopped when the test ends (t.Cleanup). New
 // and Close do the same without a test, for examples and TestMain.
+//
+// It is wiring, like cmd/nats-keeper: it may import the wiring
+// (internal/inproc), internal/embedded, store and verbs; nothing of this
+// module imports it.
 package keepertest
 
 import (

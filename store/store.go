@@ -47,6 +47,9 @@
 //     error about a key that holds no object.
 //
 // A Store is safe for concurrent use. Close releases it; it is safe twice.
+//
+// It owns the store port and its helpers (keys, part writers, errors); it
+// imports only the standard library.
 package store
 
 import (

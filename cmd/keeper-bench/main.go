@@ -20,6 +20,8 @@
 //	go run ./cmd/keeper-bench -shapes compressible,rollback -size 64MiB -rounds 3 -out -
 //
 // See package bench.
+//
+// It imports package bench only.
 package main
 
 import (

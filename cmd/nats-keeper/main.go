@@ -2,6 +2,11 @@
 // restores them: `serve` runs the keeper as a NATS micro service, the client
 // commands send it one verb each, and `demo` shows the whole round trip on an
 // embedded server.
+//
+// It is wiring: cobra, one file per command, each with an options struct and
+// a runX(ctx, opts) that returns an error, and exit codes mapped in one
+// place. It may import every package of this module but the tests'
+// helpers; nothing imports it.
 package main
 
 import (

@@ -2,6 +2,8 @@
 // the one `nats-keeper serve --embedded` and `nats-keeper demo` run, and the
 // ones the tests and the keepertest harness run. It links no test code, so
 // the nats-keeper binary can use it.
+//
+// It imports nats-server only, and no package of this module.
 package embedded
 
 import (

@@ -4,6 +4,8 @@
 // again, and how many replicas the keeper's own streams get. One rule for
 // both, so the index, the acts stream and the store's bucket behave alike
 // when a server dies.
+//
+// It imports nats.go only, and no package of this module.
 package jsretry
 
 import (

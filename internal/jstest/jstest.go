@@ -5,6 +5,9 @@
 //
 // It is for tests only: it imports testing, and only _test.go files import
 // it. The embedded server itself comes from internal/natstest.
+//
+// It may import internal/natstest and keeper (for the acts it reads back),
+// never the wiring.
 package jstest
 
 import (

@@ -10,6 +10,9 @@
 //
 // It uses prometheus/client_golang, the ecosystem's library, and is imported
 // only by internal/inproc: the keeper's core stays free of it.
+//
+// It may import keeper (the figures it reads) and verbs (the service's
+// observer), never the adapters.
 package metrics
 
 import (

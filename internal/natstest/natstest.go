@@ -2,6 +2,8 @@
 // always on 127.0.0.1, a random port, the store under t.TempDir(), stopped when
 // the test ends. The servers themselves are internal/embedded's, which the
 // binary uses without linking this package (and testing).
+//
+// It imports internal/embedded and nats.go only.
 package natstest
 
 import (

@@ -17,6 +17,9 @@
 // The queue lives here, a leaf beside the keeper, not in jsbus: it is the
 // keeper's disk, not the NATS wire, and wrapping keeper.Acts lets it work
 // with any recorder (fault tests inject a bus that refuses).
+//
+// It may import keeper (the Acts port it wraps) and nothing else of this
+// module.
 package outbox
 
 import (

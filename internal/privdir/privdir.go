@@ -6,6 +6,8 @@
 // checking each directory it made too); Check, before each verb that
 // writes, says whether the directory is still the one Open found (same
 // device and inode, same owner, still private).
+//
+// It imports only the standard library.
 package privdir
 
 import (

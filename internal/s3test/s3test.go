@@ -1,6 +1,9 @@
 // Package s3test runs a real S3 server for tests: versitygw (installed by
 // internal/tools) over a directory the test owns, on 127.0.0.1 and a free
 // port, killed when the test ends.
+//
+// It may import internal/tools and internal/syncbuf, and the AWS SDK to make
+// buckets.
 package s3test
 
 import (

@@ -7,6 +7,8 @@
 // Content is deterministic where JetStream allows it (seeded from the names),
 // so two dumps of the same state compare equal; object chunk subjects carry a
 // random NUID and so differ between two separate Creates.
+//
+// It imports nats.go only, and no package of this module.
 package sample
 
 import (

@@ -1,5 +1,7 @@
 // Package syncbuf is a bytes.Buffer that several goroutines may share, for
 // tests that read a log or a child process's output while it is written.
+//
+// It imports only the standard library.
 package syncbuf
 
 import (

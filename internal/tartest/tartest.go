@@ -1,5 +1,7 @@
 // Package tartest takes bus.tar archives apart and puts them back together,
 // for tests that damage a good archive in one precise way.
+//
+// It imports only the standard library.
 package tartest
 
 import (

@@ -7,6 +7,8 @@
 // sub-directory named after its version. Several test processes may ask at
 // once: an exclusive lock file per tool makes one of them install while the
 // others wait. A failed install fails the test; it never skips it.
+//
+// It imports only the standard library (and runs the go command).
 package tools
 
 import (

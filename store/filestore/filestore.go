@@ -12,6 +12,8 @@
 // over its name, and the directory fsynced. Dot files, and directories whose
 // name ends in .partial, are never listed. The store does not record
 // checksums: Stat, List and Open leave Info.Sum empty.
+//
+// It may import package store and x/sys, nothing else of this module.
 package filestore
 
 import (

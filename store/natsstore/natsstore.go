@@ -17,6 +17,9 @@
 // The bucket's stream is made (or changed) with direct gets off, so every
 // Stat, Open and part read is answered by the stream leader and sees every
 // commit that returned; a follower answering a direct get may lag behind.
+//
+// It may import package store, internal/jsretry and nats.go, nothing else of
+// this module.
 package natsstore
 
 import (

@@ -25,6 +25,8 @@
 // server that keeps no SHA-256 checksums leaves Sum "" on Stat and Open for
 // multipart objects; Commit always returns it. List, which S3 answers without
 // checksums or metadata, leaves Sum "".
+//
+// It may import package store and the AWS SDK, nothing else of this module.
 package s3store
 
 import (

@@ -1,5 +1,7 @@
 // Package storetest is the contract suite every store backend runs: it
 // proves, against a real store, each promise of package store's comment.
+//
+// It may import package store only.
 package storetest
 
 import (
