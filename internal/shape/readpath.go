@@ -1,8 +1,8 @@
-// Package readpath follows one verb the way a reader does: from the
-// service's handler, call by call in source order, through the engine to
-// its ports, and counts how often the walk goes back to a file it had left.
-// It measures the shape of the code for issue 38 (a restore-kept must read
-// top to bottom); its test keeps the count bounded.
+// Package shape checks the shape of the code that issue 38 asks for. Follow
+// walks one verb the way a reader does: from the service's handler, call by
+// call in source order, through the engine to its ports, and counts how
+// often the walk goes back to a file it had left. The package's tests keep
+// that count bounded and the packages' imports within their layers.
 //
 // The walk is static and typed (go/types over the module's own packages,
 // their imports read from the go command's export data):
@@ -24,7 +24,7 @@
 // A return is a stop in a file the walk had been in and left before.
 //
 // It imports only the standard library and runs the go command.
-package readpath
+package shape
 
 import (
 	"bytes"

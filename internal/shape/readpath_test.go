@@ -1,9 +1,9 @@
-package readpath_test
+package shape_test
 
 import (
 	"testing"
 
-	"github.com/nats-keeper/nats-keeper/internal/readpath"
+	"github.com/nats-keeper/nats-keeper/internal/shape"
 )
 
 const mod = "github.com/nats-keeper/nats-keeper"
@@ -12,7 +12,7 @@ const mod = "github.com/nats-keeper/nats-keeper"
 // service's handler through the engine (see the package doc for the rules)
 // and logs the walk, stop by stop, with the returns to a file left.
 func TestRestoreKeptReadsTopToBottom(t *testing.T) {
-	w, err := readpath.Follow(readpath.Config{
+	w, err := shape.Follow(shape.Config{
 		Dir: "../..", Module: mod, Lines: 20,
 		Start: mod + "/verbs.Service.handler",
 		Verb:  "restore-kept",
