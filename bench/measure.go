@@ -289,7 +289,7 @@ func (r *run) checkRestored(ctx context.Context, by string) error {
 //     "read/write on closed pipe") while it made the consumers of one of the
 //     CLI's large chunks, slower right after a stream of as many consumers
 //     was deleted (the keeper sends a snapshot's consumers in small chunks,
-//     see jsbus/pace.go);
+//     see jsbus/restorepacing.go);
 //   - on a cluster, the CLI's first chunk found no one listening ("no
 //     responders"): the stream's restore was not yet set up on the server
 //     that leads it (the keeper asks again too; see jsbus restoreStartTries).

@@ -61,96 +61,136 @@ func Open(r io.ReaderAt, size int64) (*Archive, error) {
 // scan walks the tar headers, seeking over the data, and reads manifest.json,
 // through a read-ahead cache (scanCache): the reads are many and small.
 func (a *Archive) scan() []error {
-	var problems []error
-	add := func(name string, kind error, detail string) {
-		problems = append(problems, &EntryError{Entry: name, Kind: kind, Detail: detail})
-	}
 	cache := newScanCache(a.r, a.size)
-	sr := io.NewSectionReader(cache, 0, a.size)
-	tr := tar.NewReader(sr)
-	manifestAt := int64(-1)
+	s := &tarScan{a: a, sr: io.NewSectionReader(cache, 0, a.size), manifestAt: -1}
+	s.tr = tar.NewReader(s.sr)
 	for count := 0; ; count++ {
-		hdr, err := tr.Next()
+		hdr, err := s.tr.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				add("", ErrIncomplete, "the archive ends inside an entry: it is truncated")
-				return problems
-			}
-			add("", ErrFormat, fmt.Sprintf("the tar cannot be read after %d entries: %v", count, err))
-			if manifestAt < 0 {
-				add(ManifestName, ErrIncomplete, "no manifest.json was found before the tar became unreadable")
-			}
-			return problems
+			s.unreadable(count, err)
+			return s.problems
 		}
-		name := printable(hdr.Name)
-		if count >= maxEntries {
-			add(name, ErrTooLarge, fmt.Sprintf("the archive holds more than %d entries", maxEntries))
-			return problems
+		if !s.entry(hdr, count) {
+			return s.problems
 		}
-		off, _ := sr.Seek(0, io.SeekCurrent)
-		if manifestAt >= 0 {
-			add(name, ErrLayout, "the entry comes after manifest.json, which must be last")
-		}
-		if hdr.Typeflag != tar.TypeReg {
-			add(name, ErrLayout, fmt.Sprintf("the entry is not a regular file (tar type %q)", hdr.Typeflag))
-			continue
-		}
-		stream, file, err := parseEntryName(hdr.Name)
-		if err != nil {
-			problems = append(problems, err)
-			continue
-		}
-		bound := MaxDataSize
-		switch file {
-		case ManifestName:
-			bound = MaxManifestSize
-		case MetaName:
-			bound = MaxMetaSize
-		}
-		switch {
-		case hdr.Size < 0 || hdr.Size > bound:
-			add(name, ErrTooLarge, fmt.Sprintf("the tar header gives a size of %d bytes, over the bound of %d", hdr.Size, bound))
-			return problems
-		case hdr.Size > a.size-off:
-			add(name, ErrIncomplete, fmt.Sprintf("the entry claims %d bytes but the archive ends %d bytes after its start: it is truncated", hdr.Size, a.size-off))
-			return problems
-		}
-		if file == ManifestName {
-			if manifestAt >= 0 {
-				add(name, ErrLayout, "the archive holds manifest.json twice")
-				continue
-			}
-			manifestAt = off
-			a.raw = make([]byte, hdr.Size)
-			if _, err := io.ReadFull(tr, a.raw); err != nil {
-				add(name, ErrIncomplete, fmt.Sprintf("manifest.json cannot be read whole: %v", err))
-				a.raw = nil
-				return problems
-			}
-			continue
-		}
-		entry := StreamsDir + "/" + stream + "/" + file
-		if _, dup := a.entries[entry]; dup {
-			add(entry, ErrLayout, "the archive holds this entry twice")
-			continue
-		}
-		a.entries[entry] = location{off: off, size: hdr.Size}
 	}
-	if manifestAt < 0 {
-		add(ManifestName, ErrIncomplete, "the archive has no manifest.json, so it was never committed")
-		return problems
+	if s.manifestAt < 0 {
+		s.add(ManifestName, ErrIncomplete, "the archive has no manifest.json, so it was never committed")
+		return s.problems
 	}
 	// After the end-of-archive marker only the zero padding of a tar record may follow.
-	end, _ := sr.Seek(0, io.SeekCurrent)
+	end, _ := s.sr.Seek(0, io.SeekCurrent)
 	if rest := a.size - end; rest > 0 {
 		if rest >= 20*blockSize || !allZero(io.NewSectionReader(cache, end, rest)) {
-			add("", ErrLayout, fmt.Sprintf("%d bytes follow the end of the archive", rest))
+			s.add("", ErrLayout, fmt.Sprintf("%d bytes follow the end of the archive", rest))
 		}
 	}
-	return problems
+	return s.problems
+}
+
+// tarScan is one scan of an archive's tar headers: where it stands, where
+// manifest.json began (-1 until it is met), and the problems found so far.
+type tarScan struct {
+	a          *Archive
+	sr         *io.SectionReader
+	tr         *tar.Reader
+	manifestAt int64
+	problems   []error
+}
+
+func (s *tarScan) add(name string, kind error, detail string) {
+	s.problems = append(s.problems, &EntryError{Entry: name, Kind: kind, Detail: detail})
+}
+
+// unreadable records why the tar could not be read past count entries.
+func (s *tarScan) unreadable(count int, err error) {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		s.add("", ErrIncomplete, "the archive ends inside an entry: it is truncated")
+		return
+	}
+	s.add("", ErrFormat, fmt.Sprintf("the tar cannot be read after %d entries: %v", count, err))
+	if s.manifestAt < 0 {
+		s.add(ManifestName, ErrIncomplete, "no manifest.json was found before the tar became unreadable")
+	}
+}
+
+// entry checks the header of the archive's entry number count and records
+// where its data lies, or reads it when it is manifest.json; false says the
+// scan cannot go on past it.
+func (s *tarScan) entry(hdr *tar.Header, count int) bool {
+	name := printable(hdr.Name)
+	if count >= maxEntries {
+		s.add(name, ErrTooLarge, fmt.Sprintf("the archive holds more than %d entries", maxEntries))
+		return false
+	}
+	off, _ := s.sr.Seek(0, io.SeekCurrent)
+	if s.manifestAt >= 0 {
+		s.add(name, ErrLayout, "the entry comes after manifest.json, which must be last")
+	}
+	if hdr.Typeflag != tar.TypeReg {
+		s.add(name, ErrLayout, fmt.Sprintf("the entry is not a regular file (tar type %q)", hdr.Typeflag))
+		return true
+	}
+	stream, file, err := parseEntryName(hdr.Name)
+	if err != nil {
+		s.problems = append(s.problems, err)
+		return true
+	}
+	if !s.sizeFits(name, file, hdr.Size, off) {
+		return false
+	}
+	if file == ManifestName {
+		return s.manifest(name, off, hdr.Size)
+	}
+	entry := StreamsDir + "/" + stream + "/" + file
+	if _, dup := s.a.entries[entry]; dup {
+		s.add(entry, ErrLayout, "the archive holds this entry twice")
+		return true
+	}
+	s.a.entries[entry] = location{off: off, size: hdr.Size}
+	return true
+}
+
+// sizeFits checks an entry's size, from its header, against the bound of
+// its kind of file and against the bytes the archive holds after off.
+func (s *tarScan) sizeFits(name, file string, size, off int64) bool {
+	bound := MaxDataSize
+	switch file {
+	case ManifestName:
+		bound = MaxManifestSize
+	case MetaName:
+		bound = MaxMetaSize
+	}
+	switch {
+	case size < 0 || size > bound:
+		s.add(name, ErrTooLarge, fmt.Sprintf("the tar header gives a size of %d bytes, over the bound of %d", size, bound))
+		return false
+	case size > s.a.size-off:
+		s.add(name, ErrIncomplete, fmt.Sprintf("the entry claims %d bytes but the archive ends %d bytes after its start: it is truncated", size, s.a.size-off))
+		return false
+	}
+	return true
+}
+
+// manifest reads manifest.json, of size bytes at off, into the archive's
+// raw manifest; a second one is a problem, and one that cannot be read
+// whole ends the scan.
+func (s *tarScan) manifest(name string, off, size int64) bool {
+	if s.manifestAt >= 0 {
+		s.add(name, ErrLayout, "the archive holds manifest.json twice")
+		return true
+	}
+	s.manifestAt = off
+	s.a.raw = make([]byte, size)
+	if _, err := io.ReadFull(s.tr, s.a.raw); err != nil {
+		s.add(name, ErrIncomplete, fmt.Sprintf("manifest.json cannot be read whole: %v", err))
+		s.a.raw = nil
+		return false
+	}
+	return true
 }
 
 // allZero reports whether r (at most a few KiB) reads as zero bytes.

@@ -79,7 +79,7 @@ type Adapter struct {
 	// (Census).
 	census *censusWatch
 	// starts is held (a token taken) while a restore begins and over a
-	// stream's removal (see lanes.go).
+	// stream's removal (see restoresatonce.go).
 	starts chan struct{}
 	// restoring counts the restores in flight, for lane.
 	restoring atomic.Int32

@@ -55,6 +55,29 @@ func Connect(o ConnOptions) (*nats.Conn, error) {
 	if server == "" {
 		server = nats.DefaultURL
 	}
+	if err := checkConnFiles(o); err != nil {
+		return nil, err
+	}
+	auth, err := authOptions(o)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, auth...)
+	opts = append(opts, reconnectOptions(o, log)...)
+	nc, err := nats.Connect(server, opts...)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoServers) || errors.Is(err, nats.ErrTimeout) {
+			return nil, fmt.Errorf("jsbus: no server answered at %s: %w: %w", redact(server), keeper.ErrNoBus, err)
+		}
+		return nil, fmt.Errorf("jsbus: connect to %s failed: %w: %w", redact(server), keeper.ErrNoBus, err)
+	}
+	return nc, nil
+}
+
+// checkConnFiles refuses, before anything is dialled, a credentials, nkey
+// or TLS file that is not a regular file, and a TLS certificate without
+// its key or a key without its certificate.
+func checkConnFiles(o ConnOptions) error {
 	for _, f := range []struct{ what, path string }{
 		{"credentials", o.Creds}, {"nkey seed", o.NKey}, {"TLS certificate", o.TLSCert}, {"TLS key", o.TLSKey}, {"TLS CA", o.TLSCA},
 	} {
@@ -63,12 +86,19 @@ func Connect(o ConnOptions) (*nats.Conn, error) {
 		}
 		fi, err := os.Stat(f.path)
 		if err != nil || !fi.Mode().IsRegular() {
-			return nil, fmt.Errorf("jsbus: the %s file %q is not a readable file, so no connection was made: %w", f.what, f.path, keeper.ErrBadRequest)
+			return fmt.Errorf("jsbus: the %s file %q is not a readable file, so no connection was made: %w", f.what, f.path, keeper.ErrBadRequest)
 		}
 	}
 	if (o.TLSCert == "") != (o.TLSKey == "") {
-		return nil, fmt.Errorf("jsbus: a TLS certificate needs its key and a key its certificate, so no connection was made: %w", keeper.ErrBadRequest)
+		return fmt.Errorf("jsbus: a TLS certificate needs its key and a key its certificate, so no connection was made: %w", keeper.ErrBadRequest)
 	}
+	return nil
+}
+
+// authOptions are the options of o's credentials, nkey seed and TLS files,
+// in that order; an nkey seed that cannot be read is an error.
+func authOptions(o ConnOptions) ([]nats.Option, error) {
+	var opts []nats.Option
 	if o.Creds != "" {
 		opts = append(opts, nats.UserCredentials(o.Creds))
 	}
@@ -85,6 +115,12 @@ func Connect(o ConnOptions) (*nats.Conn, error) {
 	if o.TLSCA != "" {
 		opts = append(opts, nats.RootCAs(o.TLSCA))
 	}
+	return opts, nil
+}
+
+// reconnectOptions name the connection, make it reconnect forever, o's
+// ReconnectWait apart (2s by default), and log its events to log.
+func reconnectOptions(o ConnOptions, log *slog.Logger) []nats.Option {
 	name := o.Name
 	if name == "" {
 		name = "nats-keeper"
@@ -93,7 +129,7 @@ func Connect(o ConnOptions) (*nats.Conn, error) {
 	if wait <= 0 {
 		wait = 2 * time.Second
 	}
-	opts = append(opts,
+	return []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(wait),
@@ -119,15 +155,7 @@ func Connect(o ConnOptions) (*nats.Conn, error) {
 			}
 			log.Warn("bus connection error", "subject", subj, "err", err)
 		}),
-	)
-	nc, err := nats.Connect(server, opts...)
-	if err != nil {
-		if errors.Is(err, nats.ErrNoServers) || errors.Is(err, nats.ErrTimeout) {
-			return nil, fmt.Errorf("jsbus: no server answered at %s: %w: %w", redact(server), keeper.ErrNoBus, err)
-		}
-		return nil, fmt.Errorf("jsbus: connect to %s failed: %w: %w", redact(server), keeper.ErrNoBus, err)
 	}
-	return nc, nil
 }
 
 // redact hides passwords and tokens in server URLs for messages.

@@ -51,7 +51,7 @@ func (a *Adapter) restore(ctx context.Context, stream string, meta []byte, data 
 	nc, endLane := a.lane(stream)
 	defer endLane()
 	// The gate is held until the server has added the stream (see
-	// lanes.go); only then do other restores begin beside this one.
+	// restoresatonce.go); only then do other restores begin beside this one.
 	release, err := a.holdStarts(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("nothing was restored: %w", err)

@@ -131,7 +131,7 @@ func (a *Adapter) listStreams(ctx context.Context) ([]keeper.StreamInfo, error) 
 // DeleteStream removes a stream and its consumers, or returns an error
 // wrapping keeper.ErrNoStream when it does not exist.
 func (a *Adapter) DeleteStream(ctx context.Context, name string) error {
-	// A removal must not meet a restore's start (see lanes.go).
+	// A removal must not meet a restore's start (see restoresatonce.go).
 	release, err := a.holdStarts(ctx)
 	if err != nil {
 		return fmt.Errorf("jsbus: stream %s was not deleted: %w", name, err)

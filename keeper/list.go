@@ -35,20 +35,9 @@ func (k *Keeper) ListKept(ctx context.Context, r Request) (*Reply, error) {
 	if err := CheckRequest(VerbList, r); err != nil {
 		return nil, err
 	}
-	suffix := ""
-	if r.Module != "" {
-		suffix = r.Module + "."
-		if r.Local != "" {
-			suffix += r.Local + "."
-		}
-	}
-	var keys []string
-	for _, prefix := range []string{"aside." + suffix, "point." + suffix} {
-		ks, err := k.listKeys(ctx, prefix)
-		if err != nil {
-			return nil, Errorf(ErrFailed, "listing the index: %w", err)
-		}
-		keys = append(keys, ks...)
+	keys, err := k.listedKeys(ctx, r)
+	if err != nil {
+		return nil, err
 	}
 	bound, paged := ReplyBound(ctx)
 	paged = paged || r.Limit > 0 || r.After != ""
@@ -65,9 +54,49 @@ func (k *Keeper) ListKept(ctx context.Context, r Request) (*Reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	points := []Point{}
-	asides := []Aside{}
-	used, next := 0, ""
+	bytes := -1 // a page unbounded in bytes
+	if paged {
+		bytes = bound / 2
+	}
+	points, asides, next := k.decodePage(page, values, bytes)
+	if next == "" && from+len(page) < len(keys) {
+		next = page[len(page)-1]
+	}
+	rep := k.listReply(r, len(keys), from == 0, next, points, asides)
+	if from == 0 {
+		k.listSchedules(ctx, r, rep)
+	}
+	return rep, nil
+}
+
+// listedKeys are the index keys of the asides, then of the points, of
+// everything, a module, or one kept data, as r asks.
+func (k *Keeper) listedKeys(ctx context.Context, r Request) ([]string, error) {
+	suffix := ""
+	if r.Module != "" {
+		suffix = r.Module + "."
+		if r.Local != "" {
+			suffix += r.Local + "."
+		}
+	}
+	var keys []string
+	for _, prefix := range []string{"aside." + suffix, "point." + suffix} {
+		ks, err := k.listKeys(ctx, prefix)
+		if err != nil {
+			return nil, Errorf(ErrFailed, "listing the index: %w", err)
+		}
+		keys = append(keys, ks...)
+	}
+	return keys, nil
+}
+
+// decodePage decodes the records of page, read into values, while they
+// fit in bytes (negative: no bound); a record that cannot be decoded is
+// logged and left out. next is the cursor after the last record listed
+// when the bound stopped the page.
+func (k *Keeper) decodePage(page []string, values map[string][]byte, bytes int) (points []Point, asides []Aside, next string) {
+	points, asides = []Point{}, []Aside{}
+	used := 0
 	for i, key := range page {
 		data, ok := values[key]
 		if !ok {
@@ -75,9 +104,8 @@ func (k *Keeper) ListKept(ctx context.Context, r Request) (*Reply, error) {
 		}
 		// Each record counts its bytes and a line of totals; at least one
 		// is listed, so that every page moves on.
-		if paged && i > 0 && used+len(data)+listOverhead > bound/2 {
-			next = page[i-1]
-			break
+		if bytes >= 0 && i > 0 && used+len(data)+listOverhead > bytes {
+			return points, asides, page[i-1]
 		}
 		used += len(data) + listOverhead
 		var err error
@@ -99,17 +127,22 @@ func (k *Keeper) ListKept(ctx context.Context, r Request) (*Reply, error) {
 			k.log.Warn("index record is not valid JSON; skipped", "key", key, "err", err)
 		}
 	}
-	if next == "" && from+len(page) < len(keys) {
-		next = page[len(page)-1]
-	}
+	return points, asides, ""
+}
+
+// listReply is list-kept's reply of a page of points and asides out of
+// total, first saying whether it is the first page and next the cursor of
+// the page after it ("": none): their totals, and what it says of them and
+// of the asides that wait for a person.
+func (k *Keeper) listReply(r Request, total int, first bool, next string, points []Point, asides []Aside) *Reply {
 	of := ListOf(r)
 	totals, all := keptTotals(points, asides)
 	var said string
-	if from == 0 && next == "" {
+	if first && next == "" {
 		said = listSaid(len(points), len(asides), of, all)
 	} else {
 		said = fmt.Sprintf("%d restore point(s) and set-aside copy(ies) of %s in all; this page holds %d restore point(s) and %d set-aside copy(ies), %s.",
-			len(keys), of, len(points), len(asides), HumanBytes(all))
+			total, of, len(points), len(asides), HumanBytes(all))
 		if next != "" {
 			said += fmt.Sprintf(" Ask list-kept again with after %q for the next page.", next)
 		}
@@ -119,12 +152,8 @@ func (k *Keeper) ListKept(ctx context.Context, r Request) (*Reply, error) {
 		said += fmt.Sprintf(" %d set-aside copy(ies) are older than %s and wait for a person to discard them or put them back: %s.",
 			len(waiting), HumanAge(k.asideWarnAfter), strings.Join(waiting, ", "))
 	}
-	rep := &Reply{Said: said, Points: points, Asides: asides, Totals: totals, TotalBytes: all, Waiting: waiting,
-		Total: len(keys), Next: next}
-	if from == 0 {
-		k.listSchedules(ctx, r, rep)
-	}
-	return rep, nil
+	return &Reply{Said: said, Points: points, Asides: asides, Totals: totals, TotalBytes: all, Waiting: waiting,
+		Total: total, Next: next}
 }
 
 // ListOf names what a list-kept request lists: everything, a module, or

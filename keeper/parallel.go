@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"runtime"
 	"sync"
 
@@ -69,93 +70,124 @@ func progressWriter(w io.WriteCloser, before int64, p *Progress, report func(Pro
 // it, naming the stream; the archive is then never committed. It returns
 // the data bytes written.
 func (k *Keeper) takeAtOnce(ctx context.Context, w *busarchive.Writer, streams []string, take streamSource, parallel int, p *Progress) (int64, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	spools := make([]*spool, len(streams))
-	results := make([]chan error, len(streams))
-	for i := range streams {
-		spools[i] = newSpool(k.spools, k.spoolDir)
-		results[i] = make(chan error, 1)
+	t := k.newTakes(ctx, len(streams))
+	defer t.close()
+	t.start(streams, take, parallel)
+	return t.archive(w, streams, p, k.log)
+}
+
+// takes is one takeAtOnce: a spool and a result for each stream, and the
+// first stream that failed, named.
+type takes struct {
+	ctx     context.Context // ended at the first failure, or when the takes end
+	cancel  context.CancelFunc
+	spools  []*spool
+	results []chan error
+
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	first error // the first stream that failed, named
+}
+
+func (k *Keeper) newTakes(ctx context.Context, n int) *takes {
+	t := &takes{spools: make([]*spool, n), results: make([]chan error, n)}
+	t.ctx, t.cancel = context.WithCancel(ctx)
+	for i := range n {
+		t.spools[i] = newSpool(k.spools, k.spoolDir)
+		t.results[i] = make(chan error, 1)
 	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error // the first stream that failed, named
-	)
-	failed := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if first == nil {
-			first = err
-			cancel()
-		}
+	return t
+}
+
+// failed keeps err when it is the first failure, and stops the others.
+func (t *takes) failed(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.first == nil {
+		t.first = err
+		t.cancel()
 	}
-	defer func() {
-		cancel()
-		wg.Wait()
-		for _, s := range spools {
-			s.Close()
-		}
-	}()
+}
+
+// close stops the takes still running, waits for them, and closes every
+// spool.
+func (t *takes) close() {
+	t.cancel()
+	t.wg.Wait()
+	for _, s := range t.spools {
+		s.Close()
+	}
+}
+
+// start takes the streams into their spools, up to parallel at once, in
+// order; the ones not begun when the takes are stopped end with its error.
+func (t *takes) start(streams []string, take streamSource, parallel int) {
 	slots := make(chan struct{}, parallel)
-	wg.Go(func() {
+	t.wg.Go(func() {
 		for i, s := range streams {
 			select {
 			case slots <- struct{}{}:
-			case <-ctx.Done():
+			case <-t.ctx.Done():
 				for j := i; j < len(streams); j++ {
-					spools[j].Data().Close()
-					results[j] <- ctx.Err()
+					t.spools[j].Data().Close()
+					t.results[j] <- t.ctx.Err()
 				}
 				return
 			}
-			wg.Go(func() {
+			t.wg.Go(func() {
 				defer func() { <-slots }()
-				data := spools[i].Data()
+				data := t.spools[i].Data()
 				defer data.Close() // the bus closes it too; a panic would not
-				err := take(ctx, s, data, spools[i].Meta())
+				err := take(t.ctx, s, data, t.spools[i].Meta())
 				if err != nil {
-					failed(fmt.Errorf("snapshot of stream %s: %w", s, err))
+					t.failed(fmt.Errorf("snapshot of stream %s: %w", s, err))
 				}
-				results[i] <- err
+				t.results[i] <- err
 			})
 		}
 	})
+}
 
-	report := progressFrom(ctx)
+// stop fails the takes with err and returns the first failure.
+func (t *takes) stop(err error) (int64, error) {
+	t.failed(err)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return 0, t.first
+}
+
+// archive writes each stream, in order, from its spool into the archive w
+// once its take has ended, and returns the data bytes written.
+func (t *takes) archive(w *busarchive.Writer, streams []string, p *Progress, log *slog.Logger) (int64, error) {
+	report := progressFrom(t.ctx)
 	p.StreamsTotal = len(streams)
 	var before int64
-	stop := func(err error) (int64, error) {
-		failed(err)
-		mu.Lock()
-		defer mu.Unlock()
-		return 0, first
-	}
 	buf := make([]byte, 256<<10)
 	for i, s := range streams {
 		st, err := w.Stream(s)
 		if err != nil {
-			return stop(fmt.Errorf("archive stream %s: %w", s, err))
+			return t.stop(fmt.Errorf("archive stream %s: %w", s, err))
 		}
 		p.Stream, p.StreamsDone = s, i
 		report(*p)
 		data := progressWriter(st.Data(), before, p, report)
-		_, cerr := io.CopyBuffer(struct{ io.Writer }{data}, spools[i], buf)
-		if err := <-results[i]; err != nil {
-			return stop(fmt.Errorf("snapshot of stream %s: %w", s, err))
+		_, cerr := io.CopyBuffer(struct{ io.Writer }{data}, t.spools[i], buf)
+		if err := <-t.results[i]; err != nil {
+			return t.stop(fmt.Errorf("snapshot of stream %s: %w", s, err))
 		}
 		if cerr != nil {
-			return stop(fmt.Errorf("archive stream %s: %w", s, cerr))
+			return t.stop(fmt.Errorf("archive stream %s: %w", s, cerr))
 		}
-		if _, err := st.Meta().Write(spools[i].MetaBytes()); err != nil {
-			return stop(fmt.Errorf("archive stream %s: %w", s, err))
+		if _, err := st.Meta().Write(t.spools[i].MetaBytes()); err != nil {
+			return t.stop(fmt.Errorf("archive stream %s: %w", s, err))
 		}
 		if _, err := st.Finish(); err != nil {
-			return stop(fmt.Errorf("archive stream %s: %w", s, err))
+			return t.stop(fmt.Errorf("archive stream %s: %w", s, err))
 		}
-		if held := spools[i].spooled(); held > 0 {
-			k.log.Debug("stream snapshotted beside another and spooled until its turn", "stream", s, "spooled", held)
+		if held := t.spools[i].spooled(); held > 0 {
+			log.Debug("stream snapshotted beside another and spooled until its turn", "stream", s, "spooled", held)
 		}
-		spools[i].Close()
+		t.spools[i].Close()
 		before += data.n
 		p.Bytes = before
 	}

@@ -44,10 +44,55 @@ func main() {
 }
 
 func run(args []string, stderr io.Writer) int {
+	cfg, out, ok := parseFlags(args, stderr)
+	if !ok {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := bench.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "keeper-bench failed: %v\n", err)
+		if errors.Is(err, context.Canceled) {
+			return 130
+		}
+		return 1
+	}
+	return report(res, cfg.Cluster, out, stderr)
+}
+
+// report writes the figures of res to out (- for stdout), the cluster's
+// when cluster, and is the exit code: 1 when it could not be written or a
+// shape stopped part-way.
+func report(res *bench.Result, cluster bool, out string, stderr io.Writer) int {
+	if out == "-" {
+		if cluster {
+			fmt.Print(res.ClusterMarkdown())
+		} else {
+			fmt.Print(res.Markdown())
+		}
+		return shapesFailed(res, stderr)
+	}
+	if err := bench.WriteReport(out, res); err != nil {
+		fmt.Fprintf(stderr, "keeper-bench: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "wrote %s\n", out)
+	return shapesFailed(res, stderr)
+}
+
+// benchFlags are keeper-bench's flags: those that go straight into a
+// bench.Config, and the texts that are checked once they are parsed.
+type benchFlags struct {
+	fs                                *flag.FlagSet
+	size, stores, shapes, points, out *string
+}
+
+// newFlags defines keeper-bench's flags, into cfg where they need no check.
+func newFlags(cfg *bench.Config, stderr io.Writer) benchFlags {
 	fs := flag.NewFlagSet("keeper-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	size := fs.String("size", "1GiB", "payload bytes of the kept data's stream (1 KiB random messages)")
-	var cfg bench.Config
 	fs.IntVar(&cfg.MsgSize, "msg-size", 1024, "payload bytes of one message")
 	fs.IntVar(&cfg.KVKeys, "kv-keys", 10_000, "keys of the kept data's KV bucket")
 	fs.IntVar(&cfg.SmallKVKeys, "small-kv-keys", 1_000, "keys of the small KV bucket")
@@ -70,12 +115,21 @@ func run(args []string, stderr io.Writer) int {
 	fs.IntVar(&cfg.BigKVKeys, "big-kv-keys", 200_000, "keys of the bigkv shape's KV bucket")
 	fs.BoolVar(&cfg.StoresOnly, "stores-only", false, "measure only the store comparisons (each backend of -stores against the file backend), not the comparisons against the nats CLI")
 	out := fs.String("out", "BENCHMARKS.md", "the report to write (between its keeper-bench markers when it has them); - for stdout")
+	return benchFlags{fs: fs, size: size, stores: stores, shapes: shapes, points: points, out: out}
+}
+
+// parseFlags parses args into the run's bench.Config and the report's
+// path; false (exit 2) when they are refused, said on stderr.
+func parseFlags(args []string, stderr io.Writer) (bench.Config, string, bool) {
+	var cfg bench.Config
+	f := newFlags(&cfg, stderr)
+	fs, size, stores, shapes, points := f.fs, f.size, f.stores, f.shapes, f.points
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return cfg, "", false
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "keeper-bench takes no arguments, only flags (got %q); nothing was run\n", fs.Args())
-		return 2
+		return cfg, "", false
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -84,57 +138,33 @@ func run(args []string, stderr io.Writer) int {
 	}
 	if cfg.Cluster && set["stores"] {
 		fmt.Fprintf(stderr, "-stores: the cluster comparison measures the file backend only; nothing was run\n")
-		return 2
+		return cfg, "", false
 	}
 	n, err := bench.ParseSize(*size)
 	if err != nil {
 		fmt.Fprintf(stderr, "-size: %v; nothing was run\n", err)
-		return 2
+		return cfg, "", false
 	}
 	cfg.Size = n
 	if !cfg.Cluster {
 		if cfg.Stores, err = bench.ParseStores(*stores); err != nil {
 			fmt.Fprintf(stderr, "-stores: %v\n", err)
-			return 2
+			return cfg, "", false
 		}
 	}
 	if !cfg.Cluster || set["shapes"] {
 		if cfg.Shapes, err = bench.ParseShapes(*shapes); err != nil {
 			fmt.Fprintf(stderr, "-shapes: %v\n", err)
-			return 2
+			return cfg, "", false
 		}
 	}
 	if cfg.Points, err = bench.ParseInts(*points); err != nil {
 		fmt.Fprintf(stderr, "-points: %v; nothing was run\n", err)
-		return 2
+		return cfg, "", false
 	}
 	cfg.Command = "go run ./cmd/keeper-bench " + strings.Join(args, " ")
 	cfg.Log = slog.New(slog.NewTextHandler(stderr, nil))
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	res, err := bench.Run(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "keeper-bench failed: %v\n", err)
-		if errors.Is(err, context.Canceled) {
-			return 130
-		}
-		return 1
-	}
-	if *out == "-" {
-		if cfg.Cluster {
-			fmt.Print(res.ClusterMarkdown())
-		} else {
-			fmt.Print(res.Markdown())
-		}
-		return shapesFailed(res, stderr)
-	}
-	if err := bench.WriteReport(*out, res); err != nil {
-		fmt.Fprintf(stderr, "keeper-bench: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stderr, "wrote %s\n", *out)
-	return shapesFailed(res, stderr)
+	return cfg, *f.out, true
 }
 
 // shapesFailed says which shapes stopped part-way (their figures so far are

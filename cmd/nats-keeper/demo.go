@@ -46,13 +46,7 @@ discard the set-aside copy, and clean up. Needs nothing but this binary.`,
 }
 
 func runDemo(ctx context.Context, o demoOptions) (err error) {
-	step := 0
-	say := func(format string, a ...any) {
-		step++
-		fmt.Fprintf(o.Out, "\n%d. %s\n", step, fmt.Sprintf(format, a...))
-	}
-	show := func(format string, a ...any) { fmt.Fprintf(o.Out, "   "+format+"\n", a...) }
-
+	d := &demo{out: o.Out}
 	tmp, err := os.MkdirTemp("", "nats-keeper-demo-")
 	if err != nil {
 		return keeper.Errorf(keeper.ErrFailed, "could not make a temporary directory, so the demo did not start: %v", err)
@@ -65,7 +59,7 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 		}
 	}()
 
-	say("Starting an embedded nats-server with JetStream and a keeper, in %s", tmp)
+	d.say("Starting an embedded nats-server with JetStream and a keeper, in %s", tmp)
 	s, err := embedded.Run(embedded.Options(filepath.Join(tmp, "nats")))
 	if err != nil {
 		return keeper.Errorf(keeper.ErrFailed, "%v, so the demo did not start", err)
@@ -87,88 +81,138 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 		return err
 	}
 	defer func() { _ = svc.Stop() }()
-	show("server %s; keeper answering on %s.<verb>", s.ClientURL(), verbs.DefaultPrefix)
+	d.show("server %s; keeper answering on %s.<verb>", s.ClientURL(), verbs.DefaultPrefix)
+	return d.run(ctx, nc)
+}
 
+// demo is the demo's tour of a keeper on nc: its numbered steps, and what
+// it shows of each, written to out.
+type demo struct {
+	out  io.Writer
+	step int
+	js   jetstream.JetStream
+	c    *verbs.Client
+	n    sample.Names
+}
+
+// say begins the next numbered step.
+func (d *demo) say(format string, a ...any) {
+	d.step++
+	fmt.Fprintf(d.out, "\n%d. %s\n", d.step, fmt.Sprintf(format, a...))
+}
+
+// show writes a line of what a step shows.
+func (d *demo) show(format string, a ...any) { fmt.Fprintf(d.out, "   "+format+"\n", a...) }
+
+// run takes the tour on the keeper answering on nc: the sample's kept data
+// made, a point taken, the data changed, the point restored and checked,
+// the listing, and the set-aside copy discarded.
+func (d *demo) run(ctx context.Context, nc *nats.Conn) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return keeper.Errorf(keeper.ErrNoBus, "could not use JetStream on the embedded server: %v", err)
 	}
-	c := verbs.NewClient(nc)
-	n := sample.NamesOf(demoModule, demoLocal)
+	d.js, d.c, d.n = js, verbs.NewClient(nc), sample.NamesOf(demoModule, demoLocal)
 
-	say("Making module %s's kept data %s: KV bucket, object store, stream and consumers", demoModule, demoLocal)
+	d.say("Making module %s's kept data %s: KV bucket, object store, stream and consumers", demoModule, demoLocal)
 	if err := sample.Create(ctx, js, demoModule, demoLocal); err != nil {
 		return keeper.Errorf(keeper.ErrFailed, "%w", err)
 	}
-	before, err := describe(ctx, js, n)
+	before, err := d.describe(ctx)
 	if err != nil {
 		return err
 	}
-	before.print(show)
 
 	req := keeper.Request{Module: demoModule, Local: demoLocal, Form: 3, Fingerprint: "9f2c1a7e",
 		CatchUp: "ledger-migrate-3-to-4", Caller: "demo"}
-	say("Taking a restore point: snapshot-kept %s %s --form 3 --before 9f2c1a7e", demoModule, demoLocal)
-	rep, err := c.SnapshotKept(ctx, req)
+	d.say("Taking a restore point: snapshot-kept %s %s --form 3 --before 9f2c1a7e", demoModule, demoLocal)
+	rep, err := d.c.SnapshotKept(ctx, req)
 	if err != nil {
 		return err
 	}
-	show("%s", rep.Said)
+	d.show("%s", rep.Said)
 
-	say("Changing the data, as a migration would: new and deleted keys, a new object, new messages, acks")
+	d.say("Changing the data, as a migration would: new and deleted keys, a new object, new messages, acks")
 	if err := sample.Change(ctx, js, demoModule, demoLocal); err != nil {
 		return keeper.Errorf(keeper.ErrFailed, "%w", err)
 	}
-	changed, err := describe(ctx, js, n)
+	if _, err := d.describe(ctx); err != nil {
+		return err
+	}
+
+	aside, err := d.restore(ctx, req, before)
 	if err != nil {
 		return err
 	}
-	changed.print(show)
+	if err := d.list(ctx); err != nil {
+		return err
+	}
+	return d.discard(ctx, aside)
+}
 
-	say("Restoring the point: restore-kept %s %s --form 3 --before 9f2c1a7e --why ...", demoModule, demoLocal)
+// describe reads the kept data and shows it.
+func (d *demo) describe(ctx context.Context) (*state, error) {
+	st, err := describe(ctx, d.js, d.n)
+	if err != nil {
+		return nil, err
+	}
+	st.print(d.show)
+	return st, nil
+}
+
+// restore restores the point taken by req, checks that the data is back as
+// it was before, and gives the id of the set-aside copy of what was live.
+func (d *demo) restore(ctx context.Context, req keeper.Request, before *state) (string, error) {
+	d.say("Restoring the point: restore-kept %s %s --form 3 --before 9f2c1a7e --why ...", demoModule, demoLocal)
 	req.Why = "demo: undo the change"
-	rep, err = c.RestoreKept(ctx, req)
+	rep, err := d.c.RestoreKept(ctx, req)
 	if err != nil {
-		return err
+		return "", err
 	}
-	show("%s", rep.Said)
+	d.show("%s", rep.Said)
 	if rep.Aside == nil {
-		return keeper.Errorf(keeper.ErrFailed, "the restore did not say where the live data was set aside")
+		return "", keeper.Errorf(keeper.ErrFailed, "the restore did not say where the live data was set aside")
 	}
-	aside := rep.Aside.ID
 
-	say("Checking that the data is back as it was")
-	after, err := describe(ctx, js, n)
+	d.say("Checking that the data is back as it was")
+	after, err := d.describe(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
-	after.print(show)
-	if d := sample.Diff(before.dump, after.dump); d != "" {
-		return keeper.Errorf(keeper.ErrFailed, "the restored data differs from the data at the restore point:\n%s", d)
+	if diff := sample.Diff(before.dump, after.dump); diff != "" {
+		return "", keeper.Errorf(keeper.ErrFailed, "the restored data differs from the data at the restore point:\n%s", diff)
 	}
 	if before.events == nil || after.events == nil || before.events.AckFloor != after.events.AckFloor {
-		return keeper.Errorf(keeper.ErrFailed, "the position of %s on %s was not set back", n.Events, sample.SharedStream)
+		return "", keeper.Errorf(keeper.ErrFailed, "the position of %s on %s was not set back", d.n.Events, sample.SharedStream)
 	}
-	show("every message, key, revision, object and consumer position equals the state at the restore point")
+	d.show("every message, key, revision, object and consumer position equals the state at the restore point")
+	return rep.Aside.ID, nil
+}
 
-	say("The changed data was set aside, not lost: list %s %s", demoModule, demoLocal)
-	rep, err = c.ListKept(ctx, keeper.Request{Module: demoModule, Local: demoLocal})
+// list shows the kept data's points and asides.
+func (d *demo) list(ctx context.Context) error {
+	d.say("The changed data was set aside, not lost: list %s %s", demoModule, demoLocal)
+	rep, err := d.c.ListKept(ctx, keeper.Request{Module: demoModule, Local: demoLocal})
 	if err != nil {
 		return err
 	}
 	for _, a := range rep.Asides {
-		show("aside %s (%s, %s): %s", a.ID, a.Reason, humanBytes(a.ArchiveSize), a.Dir)
+		d.show("aside %s (%s, %s): %s", a.ID, a.Reason, humanBytes(a.ArchiveSize), a.Dir)
 	}
 	for _, p := range rep.Points {
-		show("point %s.%s form %d before %s (%s)", p.Module, p.Local, p.Form, p.Fingerprint, humanBytes(p.ArchiveSize))
+		d.show("point %s.%s form %d before %s (%s)", p.Module, p.Local, p.Form, p.Fingerprint, humanBytes(p.ArchiveSize))
 	}
+	return nil
+}
 
-	say("Discarding the set-aside copy, on a person's call: discard-aside %s --why ...", aside)
-	rep, err = c.DiscardAside(ctx, aside, keeper.Request{Why: "demo: the restore was checked", Caller: "demo"})
+// discard discards the set-aside copy aside.
+func (d *demo) discard(ctx context.Context, aside string) error {
+	d.say("Discarding the set-aside copy, on a person's call: discard-aside %s --why ...", aside)
+	rep, err := d.c.DiscardAside(ctx, aside, keeper.Request{Why: "demo: the restore was checked", Caller: "demo"})
 	if err != nil {
 		return err
 	}
-	show("%s", rep.Said)
+	d.show("%s", rep.Said)
 	return nil
 }
 

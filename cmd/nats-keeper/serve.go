@@ -153,6 +153,58 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("%w, so nothing is served", err)
 	}
+	if err := o.check(); err != nil {
+		return err
+	}
+	seal, unseal, err := o.Seal.open()
+	if err != nil {
+		return keeper.Errorf(keeper.ErrBadRequest, "%w, so nothing is served", err)
+	}
+	pd, err := openServeDir(o.Dir)
+	if err != nil {
+		return err
+	}
+	dir := pd.Path()
+	if o.MemoryMiB > 0 && !o.Embedded && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(int64(o.MemoryMiB) << 20)
+	}
+	conn := o.Conn
+	if o.Embedded {
+		s, err := startEmbedded(filepath.Join(dir, "nats"), o.Listen)
+		if err != nil {
+			return err
+		}
+		defer func() { s.Shutdown(); s.WaitForShutdown() }()
+		conn.Server = s.ClientURL()
+		log.Info("embedded nats-server started", "url", s.ClientURL(), "store", filepath.Join(dir, "nats"))
+	}
+	nc, err := connect(ctx, conn, "nats-keeper serve", log)
+	if err != nil {
+		return fmt.Errorf("%w; nothing is served", err)
+	}
+	defer nc.Close()
+	st, err := openStore(ctx, o.Store, dir, o.StoreFlags, log)
+	if err != nil {
+		return fmt.Errorf("%w, so nothing is served", err)
+	}
+	defer st.Close()
+	domain, err := conn.domain()
+	if err != nil {
+		return err
+	}
+	svc, err := startKeeper(ctx, nc, o.setup(st, domain, pd, seal, unseal), log, verbs.WithStopTimeout(o.StopTimeout))
+	if err != nil {
+		return err
+	}
+	if o.ready != nil {
+		o.ready(svc, nc.ConnectedUrl())
+	}
+	return serveUntilStopped(ctx, nc, svc, log)
+}
+
+// check refuses the flags out of their ranges, and a keeper given no NATS
+// server to reach, before anything is opened.
+func (o serveOptions) check() error {
 	if err := verbs.CheckPrefix(o.Prefix); err != nil {
 		return keeper.Errorf(keeper.ErrBadRequest, "--prefix: %w, so nothing is served", err)
 	}
@@ -194,57 +246,38 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if o.MemoryMiB < 0 {
 		return keeper.Errorf(keeper.ErrBadRequest, "--memory-limit %d is negative, so nothing is served", o.MemoryMiB)
 	}
-	seal, unseal, err := o.Seal.open()
-	if err != nil {
-		return keeper.Errorf(keeper.ErrBadRequest, "%w, so nothing is served", err)
-	}
-	pd, err := privdir.Open("--dir", o.Dir)
+	return nil
+}
+
+// openServeDir opens --dir, the keeper's private directory; a refusal says
+// what is wrong with it and how to fix it.
+func openServeDir(dir string) (*privdir.Dir, error) {
+	pd, err := privdir.Open("--dir", dir)
 	if err != nil {
 		if rf := (*privdir.Refusal)(nil); errors.As(err, &rf) {
-			return keeper.Errorf(keeper.ErrBadRequest, "%s, so nothing is served: %s", rf.What, rf.Fix)
+			return nil, keeper.Errorf(keeper.ErrBadRequest, "%s, so nothing is served: %s", rf.What, rf.Fix)
 		}
-		return keeper.Errorf(keeper.ErrBadRequest, "%w, so nothing is served", err)
+		return nil, keeper.Errorf(keeper.ErrBadRequest, "%w, so nothing is served", err)
 	}
+	return pd, nil
+}
+
+// setup is what the flags say of the keeper to start on the store st,
+// reaching JetStream in domain, with pd checked before each verb that
+// writes.
+func (o serveOptions) setup(st store.Store, domain string, pd *privdir.Dir, seal *agecrypt.Sealer, unseal *agecrypt.Opener) keeperSetup {
 	dir := pd.Path()
-	if o.MemoryMiB > 0 && !o.Embedded && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(int64(o.MemoryMiB) << 20)
-	}
-	conn := o.Conn
-	if o.Embedded {
-		s, err := startEmbedded(filepath.Join(dir, "nats"), o.Listen)
-		if err != nil {
-			return err
-		}
-		defer func() { s.Shutdown(); s.WaitForShutdown() }()
-		conn.Server = s.ClientURL()
-		log.Info("embedded nats-server started", "url", s.ClientURL(), "store", filepath.Join(dir, "nats"))
-	}
-	nc, err := connect(ctx, conn, "nats-keeper serve", log)
-	if err != nil {
-		return fmt.Errorf("%w; nothing is served", err)
-	}
-	defer nc.Close()
-	st, err := openStore(ctx, o.Store, dir, o.StoreFlags, log)
-	if err != nil {
-		return fmt.Errorf("%w, so nothing is served", err)
-	}
-	defer st.Close()
-	domain, err := conn.domain()
-	if err != nil {
-		return err
-	}
-	svc, err := startKeeper(ctx, nc, keeperSetup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket, JSDomain: domain,
+	return keeperSetup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket, JSDomain: domain,
 		StreamParallel: o.StreamParallel, AsideWarnAfter: o.AsideWarnAfter, PruneEvery: o.PruneEvery,
 		MetricsListen: o.MetricsListen, MaxHeavy: o.MaxHeavy, InFlight: cmp.Or(int64(o.InFlightMiB)<<20, inproc.InFlightFor(o.Store)), VerbTimeout: o.VerbTimeout, Dir: pd, Replicas: o.Replicas,
 		Seal: seal, Unseal: unseal, FreeMargin: noneIsNegative(int64(o.FreeMargin)),
-		ActsQueue: filepath.Join(dir, "acts-queue"), ActsQueueBounds: outbox.Options{MaxActs: o.ActsQueueMax, MaxBytes: int64(o.ActsQueueMiB) << 20}}, log,
-		verbs.WithStopTimeout(o.StopTimeout))
-	if err != nil {
-		return err
-	}
-	if o.ready != nil {
-		o.ready(svc, nc.ConnectedUrl())
-	}
+		ActsQueue: filepath.Join(dir, "acts-queue"), ActsQueueBounds: outbox.Options{MaxActs: o.ActsQueueMax, MaxBytes: int64(o.ActsQueueMiB) << 20}}
+}
+
+// serveUntilStopped serves until a signal (ctx ends) or until the
+// connection closes for good, then stops the service: nil when every verb
+// in flight finished.
+func serveUntilStopped(ctx context.Context, nc *nats.Conn, svc *verbs.Service, log *slog.Logger) error {
 	lost := waitStop(ctx, nc)
 	stopErr := svc.Stop()
 	if lost != nil {
