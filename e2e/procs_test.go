@@ -22,7 +22,10 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/tools"
 )
 
-// keeperBin is the nats-keeper binary TestMain builds once for every test.
+// keeperBin is the nats-keeper binary TestMain builds once for every test,
+// with -tags testhooks: the tests that kill a keeper at a restore step, hold
+// a restore, or move its clock set its test hooks through the environment,
+// which a release build does not read (cmd/nats-keeper/crashhook.go).
 var keeperBin string
 
 func TestMain(m *testing.M) {
@@ -42,7 +45,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	keeperBin = filepath.Join(dir, "nats-keeper")
-	cmd := exec.Command(goBin, append([]string{"build", "-o", keeperBin}, revisionFlags()...)...)
+	cmd := exec.Command(goBin, append([]string{"build", "-tags", "testhooks", "-o", keeperBin}, revisionFlags()...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: go build nats-keeper: %v\n%s", err, out)
 		return 1

@@ -1,3 +1,11 @@
+//go:build testhooks
+
+// The test hooks of nats-keeper serve, read from the environment, in a
+// binary built with -tags testhooks only: the tests that need them build the
+// binary so (e2e, deploy/helmtest, this package's process tests). A release
+// build has nohooks.go instead, whose hooks do nothing and name no variable;
+// TestReleaseBuildHasNoTestHooks checks both builds.
+
 package main
 
 import (

@@ -21,7 +21,9 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/tools"
 )
 
-// buildKeeper builds the nats-keeper binary into a temporary directory.
+// buildKeeper builds the nats-keeper binary into a temporary directory, with
+// the test hooks (-tags testhooks: crashhook.go) the process tests set through
+// the environment.
 func buildKeeper(t *testing.T) string {
 	t.Helper()
 	goBin, err := tools.GoCommand()
@@ -29,7 +31,7 @@ func buildKeeper(t *testing.T) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "nats-keeper")
-	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command(goBin, "build", "-tags", "testhooks", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build nats-keeper: %v\n%s", err, out)
 	}
 	return bin
@@ -56,7 +58,7 @@ func TestServeStopsAStuckVerbOnSIGTERM(t *testing.T) {
 	home := t.TempDir()
 	cmd := exec.Command(bin, "serve", "--server", s.ClientURL(), "--dir", filepath.Join(home, "keeper"),
 		"--stop-timeout", "1s", "--log-format", "json")
-	cmd.Env = childEnv(home, hangEnv+"="+verbs.VerbList)
+	cmd.Env = childEnv(home, "NATS_KEEPER_TEST_HANG_VERB="+verbs.VerbList)
 	logs := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {

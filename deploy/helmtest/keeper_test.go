@@ -40,7 +40,9 @@ func TestMain(m *testing.M) {
 }
 
 // buildKeeper builds ../../cmd/nats-keeper (the main module, which this
-// module does not import: the chart runs the binary) into dir.
+// module does not import: the chart runs the binary) into dir, with
+// -tags testhooks for the schedule tick startKeeper sets, which a release
+// build does not read.
 func buildKeeper(dir string) (string, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -49,7 +51,7 @@ func buildKeeper(dir string) (string, error) {
 	bin := filepath.Join(dir, "nats-keeper")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "-C", "../..", "build", "-o", bin, "./cmd/nats-keeper")
+	cmd := exec.CommandContext(ctx, goBin, "-C", "../..", "build", "-tags", "testhooks", "-o", bin, "./cmd/nats-keeper")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/nats-keeper: %w\n%s", err, out)
 	}
