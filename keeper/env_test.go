@@ -14,6 +14,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/store"
 	"github.com/nats-keeper/nats-keeper/store/filestore"
 )
 
@@ -41,7 +42,8 @@ type envOption func(*keeper.Config)
 // the keeper opens; opts change the keeper's config.
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
-	b := testbed.New(t, testbed.WithConfig(configs(opts)...), testbed.WithData(func(ctx context.Context, js jetstream.JetStream) error {
+	version := func(c *keeper.Config) { c.Version = "test" }
+	b := testbed.New(t, testbed.WithConfig(version), testbed.WithConfig(configs(opts)...), testbed.WithData(func(ctx context.Context, js jetstream.JetStream) error {
 		return sample.Create(ctx, js, module, local)
 	}))
 	return &env{t: t, ctx: b.Ctx, srv: b.Server, js: b.JS, bus: b.Bus, k: b.Keeper, dir: b.Dir, names: sample.NamesOf(module, local), bed: b}
@@ -61,6 +63,11 @@ func configs(opts []envOption) []func(*keeper.Config) {
 // config as newEnv's do (a test on the keeper's clock passes the same one).
 func (e *env) keeperOn(dir string, opts ...envOption) (*keeper.Keeper, error) {
 	return e.bed.KeeperOn(dir, testbed.WithConfig(configs(opts)...))
+}
+
+// keeperOnStore is keeperOn with the store st.
+func (e *env) keeperOnStore(st store.Store, opts ...envOption) (*keeper.Keeper, error) {
+	return e.bed.KeeperWith(st, testbed.WithConfig(configs(opts)...))
 }
 
 // fileStore is the file store in dir, closed when the test ends.

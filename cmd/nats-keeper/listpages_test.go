@@ -15,7 +15,7 @@ import (
 // as one listing, in text and with --json: 1,200 points take three pages
 // of the default 500.
 func TestListFollowsPages(t *testing.T) {
-	b := newBedWith(t, func(bus keeper.Bus) keeper.Bus { return bus })
+	b := newBedWith(t, func(*keeper.Config) {})
 	ctx := context.Background()
 	a, err := jsbus.New(ctx, b.nc, jsbus.WithLogger(quietLog()))
 	if err != nil {

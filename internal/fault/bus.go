@@ -27,6 +27,9 @@ type (
 	SetPositionFunc  func(ctx context.Context, p keeper.Position) error
 	CensusFunc       func(ctx context.Context, q keeper.CensusQuery) ([]string, []keeper.Position, error)
 	PutFunc          func(ctx context.Context, key string, value []byte) error
+	KeysFunc         func(ctx context.Context, prefix string) ([]string, error)
+	CreateKeyFunc    func(ctx context.Context, key string, value []byte) (uint64, error)
+	GetRevFunc       func(ctx context.Context, key string) ([]byte, uint64, error)
 	RecordFunc       func(ctx context.Context, a keeper.Act) error
 )
 
@@ -48,6 +51,9 @@ type Bus struct {
 	census       func(ctx context.Context, q keeper.CensusQuery, next CensusFunc) ([]string, []keeper.Position, error)
 	put          func(ctx context.Context, key string, value []byte, next PutFunc) error
 	record       func(ctx context.Context, a keeper.Act, next RecordFunc) error
+	keys         func(ctx context.Context, prefix string, next KeysFunc) ([]string, error)
+	create       func(ctx context.Context, key string, value []byte, next CreateKeyFunc) (uint64, error)
+	getRev       func(ctx context.Context, key string, next GetRevFunc) ([]byte, uint64, error)
 }
 
 // WrapAll puts f in front of c's bus, index and acts.
@@ -60,6 +66,18 @@ func (f *Bus) WrapAll(c *keeper.Config) {
 func (f *Bus) Wrap(c *keeper.Config) {
 	f.Bus = c.Bus
 	c.Bus = f
+}
+
+// WrapIndex puts f in front of c's index alone.
+func (f *Bus) WrapIndex(c *keeper.Config) {
+	f.Index = c.Index
+	c.Index = f
+}
+
+// WrapActs puts f in front of c's acts alone.
+func (f *Bus) WrapActs(c *keeper.Config) {
+	f.Acts = c.Acts
+	c.Acts = f
 }
 
 // hook reads one hook under the lock.
@@ -114,6 +132,21 @@ func (f *Bus) OnPut(h func(ctx context.Context, key string, value []byte, next P
 // OnRecord sets the hook of the acts' Record; nil clears it.
 func (f *Bus) OnRecord(h func(ctx context.Context, a keeper.Act, next RecordFunc) error) {
 	set(&f.mu, &f.record, h)
+}
+
+// OnKeys sets the hook of the index's Keys; nil clears it.
+func (f *Bus) OnKeys(h func(ctx context.Context, prefix string, next KeysFunc) ([]string, error)) {
+	set(&f.mu, &f.keys, h)
+}
+
+// OnCreate sets the hook of the index's Create; nil clears it.
+func (f *Bus) OnCreate(h func(ctx context.Context, key string, value []byte, next CreateKeyFunc) (uint64, error)) {
+	set(&f.mu, &f.create, h)
+}
+
+// OnGetRev sets the hook of the index's GetRev; nil clears it.
+func (f *Bus) OnGetRev(h func(ctx context.Context, key string, next GetRevFunc) ([]byte, uint64, error)) {
+	set(&f.mu, &f.getRev, h)
 }
 
 // Snapshot is the bus's, or its hook's.
@@ -178,4 +211,28 @@ func (f *Bus) Record(ctx context.Context, a keeper.Act) error {
 		return h(ctx, a, f.Acts.Record)
 	}
 	return f.Acts.Record(ctx, a)
+}
+
+// Keys is the index's, or its hook's.
+func (f *Bus) Keys(ctx context.Context, prefix string) ([]string, error) {
+	if h := hook(&f.mu, &f.keys); h != nil {
+		return h(ctx, prefix, f.Index.Keys)
+	}
+	return f.Index.Keys(ctx, prefix)
+}
+
+// Create is the index's, or its hook's.
+func (f *Bus) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+	if h := hook(&f.mu, &f.create); h != nil {
+		return h(ctx, key, value, f.Index.Create)
+	}
+	return f.Index.Create(ctx, key, value)
+}
+
+// GetRev is the index's, or its hook's.
+func (f *Bus) GetRev(ctx context.Context, key string) ([]byte, uint64, error) {
+	if h := hook(&f.mu, &f.getRev); h != nil {
+		return h(ctx, key, f.Index.GetRev)
+	}
+	return f.Index.GetRev(ctx, key)
 }

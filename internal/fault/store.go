@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"sync"
-	"sync/atomic"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/store"
@@ -76,34 +75,32 @@ func (f *Store) Delete(ctx context.Context, key string) error {
 }
 
 // Room is a Store that tells a free space and whether a path shares its
-// disk (store.FreeSpacer, store.DiskSharer) as the test sets them, not as
-// the store it wraps would.
+// disk (store.FreeSpacer, store.DiskSharer) as the test says, not as the
+// store it wraps would. Set Free (and Shares) before the keeper uses it.
 type Room struct {
 	Store
-	free   atomic.Int64
-	shares atomic.Bool
+	// Free is the store's free space.
+	Free func(ctx context.Context) (int64, error)
+	// Shares says whether path shares the store's disk; nil: it does not.
+	Shares func(path string) (bool, error)
 }
 
-// NewRoom is a Room in front of c's store, with free bytes free.
-func NewRoom(c *keeper.Config, free int64) *Room {
-	r := &Room{}
+// Wrap puts r in front of c's store.
+func (r *Room) Wrap(c *keeper.Config) {
 	r.Store.Store = c.Store
-	r.free.Store(free)
 	c.Store = r
-	return r
 }
 
-// SetFree sets the free space the store tells.
-func (r *Room) SetFree(n int64) { r.free.Store(n) }
+// FreeSpace is Free's.
+func (r *Room) FreeSpace(ctx context.Context) (int64, error) { return r.Free(ctx) }
 
-// SetShares sets whether every path shares the store's disk.
-func (r *Room) SetShares(b bool) { r.shares.Store(b) }
-
-// FreeSpace is the free space set.
-func (r *Room) FreeSpace(context.Context) (int64, error) { return r.free.Load(), nil }
-
-// SharesDisk is whether paths share the store's disk, as set.
-func (r *Room) SharesDisk(string) (bool, error) { return r.shares.Load(), nil }
+// SharesDisk is Shares', or false.
+func (r *Room) SharesDisk(path string) (bool, error) {
+	if r.Shares == nil {
+		return false, nil
+	}
+	return r.Shares(path)
+}
 
 // Writer is a store.Writer whose writes and commit go to the writer it
 // wraps but where a hook is set. A test's Create hook returns one.

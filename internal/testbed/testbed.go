@@ -35,9 +35,6 @@ import (
 	"github.com/nats-keeper/nats-keeper/store/filestore"
 )
 
-// Version is the version New's keeper records in its archives.
-const Version = "test"
-
 // Bed is one server, its bus and a keeper on it. Its fields are set by New
 // and must not be changed.
 type Bed struct {
@@ -46,7 +43,7 @@ type Bed struct {
 	Server *server.Server
 	Conn   *nats.Conn
 	JS     jetstream.JetStream
-	Bus    *jsbus.Adapter // the bus, index and acts of the keeper
+	Bus    *jsbus.Adapter // the bus, index and acts of the keeper; nil WithoutBus
 	// Dir is the directory of the keeper's file store (made for it when the
 	// test opens another store, and then unused).
 	Dir string
@@ -68,6 +65,7 @@ type setup struct {
 	data     []func(ctx context.Context, js jetstream.JetStream) error
 	config   []func(*keeper.Config)
 	noKeeper bool
+	noBus    bool
 }
 
 // WithServer starts the server with opts (natstest.Start's rules: its
@@ -106,8 +104,12 @@ func WithClock(now func() time.Time) Option {
 // WithoutKeeper sets up the server, bus and store but opens no keeper.
 func WithoutKeeper() Option { return func(s *setup) { s.noKeeper = true } }
 
+// WithoutBus sets up the server and the store, and neither the bus adapter
+// nor a keeper: for tests of the code that opens them (the CLI's serve).
+func WithoutBus() Option { return func(s *setup) { s.noBus, s.noKeeper = true, true } }
+
 // New starts a server, the bus adapter on it, the test's data (WithData),
-// a store and (unless WithoutKeeper) a keeper of version Version on them, for t. A failure
+// a store and (unless WithoutKeeper) a keeper on them, for t. A failure
 // fails the test.
 func New(t testing.TB, opts ...Option) *Bed {
 	t.Helper()
@@ -117,6 +119,14 @@ func New(t testing.TB, opts ...Option) *Bed {
 	}
 	b := &Bed{T: t, Ctx: t.Context(), Dir: t.TempDir()}
 	b.Server, b.Conn, b.JS = jstest.Start(t, s.server)
+	open := s.store
+	if open == nil {
+		open = func(t testing.TB, dir string) store.Store { return FileStore(t, dir) }
+	}
+	if s.noBus {
+		b.Config.Store = open(t, b.Dir)
+		return b
+	}
 	var err error
 	if b.Bus, err = jsbus.New(b.Ctx, b.Conn, s.bus...); err != nil {
 		t.Fatalf("open the bus adapter on %s: %v", b.Server.ClientURL(), err)
@@ -126,12 +136,7 @@ func New(t testing.TB, opts ...Option) *Bed {
 			t.Fatalf("make the test's data on %s: %v", b.Server.ClientURL(), err)
 		}
 	}
-	open := s.store
-	if open == nil {
-		open = func(t testing.TB, dir string) store.Store { return FileStore(t, dir) }
-	}
 	b.Config = b.config(open(t, b.Dir))
-	b.Config.Version = Version
 	for _, fn := range s.config {
 		fn(&b.Config)
 	}
@@ -152,13 +157,18 @@ func (b *Bed) config(st store.Store) keeper.Config {
 // KeeperOn opens another keeper on b's bus and index, with the file store
 // in dir (b.Dir: the same store), as a keeper started again, or a second
 // one, would. It takes WithConfig and WithClock options, as New does (a
-// test on a clock passes the same one); it records no version.
+// test on a clock passes the same one).
 func (b *Bed) KeeperOn(dir string, opts ...Option) (*keeper.Keeper, error) {
+	return b.KeeperWith(FileStore(b.T, dir), opts...)
+}
+
+// KeeperWith is KeeperOn with the store st.
+func (b *Bed) KeeperWith(st store.Store, opts ...Option) (*keeper.Keeper, error) {
 	var s setup
 	for _, o := range opts {
 		o(&s)
 	}
-	cfg := b.config(FileStore(b.T, dir))
+	cfg := b.config(st)
 	for _, fn := range s.config {
 		fn(&cfg)
 	}
