@@ -26,6 +26,7 @@ type bed struct {
 	js  jetstream.JetStream
 	dir string
 	svc *verbs.Service
+	bus *jsbus.Adapter // the keeper's bus, index and acts (newBedWith's)
 }
 
 func newBed(t *testing.T) *bed {
@@ -50,7 +51,7 @@ func newBedWith(t *testing.T, wrap func(*keeper.Config)) *bed {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Stop() })
-	return &bed{url: tb.Server.ClientURL(), nc: tb.Conn, js: tb.JS, dir: tb.Dir, svc: svc}
+	return &bed{url: tb.Server.ClientURL(), nc: tb.Conn, js: tb.JS, dir: tb.Dir, svc: svc, bus: tb.Bus}
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

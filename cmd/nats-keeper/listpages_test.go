@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -17,10 +16,7 @@ import (
 func TestListFollowsPages(t *testing.T) {
 	b := newBedWith(t, func(*keeper.Config) {})
 	ctx := context.Background()
-	a, err := jsbus.New(ctx, b.nc, jsbus.WithLogger(quietLog()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := b.bus
 	const n = 1200
 	for i := range n {
 		local := fmt.Sprintf("l%04d", i)

@@ -236,3 +236,19 @@ func (f *Bus) GetRev(ctx context.Context, key string) ([]byte, uint64, error) {
 	}
 	return f.Index.GetRev(ctx, key)
 }
+
+// Queue is a Bus whose acts are a keeper.ActsQueue too: Queue is the
+// test's Queued, as the acts it wraps need not have a queue.
+type Queue struct {
+	Bus
+	Queued func(ctx context.Context, a keeper.Act) error
+}
+
+// WrapActs puts q in front of c's acts alone.
+func (q *Queue) WrapActs(c *keeper.Config) {
+	q.Acts = c.Acts
+	c.Acts = q
+}
+
+// Queue is Queued's.
+func (q *Queue) Queue(ctx context.Context, a keeper.Act) error { return q.Queued(ctx, a) }
