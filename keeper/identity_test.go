@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/nats-keeper/nats-keeper/internal/fault"
-	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/store"
@@ -129,14 +128,10 @@ func TestKeepersStartingAtOnceOnANewStore(t *testing.T) {
 	dir := t.TempDir()
 	racing := racingStore(fileStore(t, dir))
 	// An index of its own: the env's keeper claimed the default one.
-	ad, err := jsbus.New(e.ctx, natstest.Connect(t, e.srv), jsbus.WithBucket("raced"), jsbus.WithPrefix("raced"),
-		jsbus.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ad := e.bed.Adapter(jsbus.WithBucket("raced"), jsbus.WithPrefix("raced"), jsbus.WithLogger(slog.New(slog.DiscardHandler)))
+	onRaced := func(c *keeper.Config) { c.Bus, c.Index, c.Acts, c.Logger = ad, ad, ad, slog.New(slog.DiscardHandler) }
 	for i := range 2 {
-		if _, err := keeper.New(e.ctx, keeper.Config{Store: racing, Bus: ad, Index: ad, Acts: ad,
-			Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		if _, err := e.keeperOnStore(racing, onRaced); err != nil {
 			t.Fatalf("keeper %d on a new store whose id another keeper wrote at once: %v", i+1, err)
 		}
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/internal/jstest"
+	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/store"
@@ -173,6 +174,17 @@ func (b *Bed) KeeperWith(st store.Store, opts ...Option) (*keeper.Keeper, error)
 		fn(&cfg)
 	}
 	return keeper.New(b.Ctx, cfg)
+}
+
+// Adapter opens another bus adapter with opts on a connection of its own
+// to b's server (an index of its own, say), or fails the test.
+func (b *Bed) Adapter(opts ...jsbus.Option) *jsbus.Adapter {
+	b.T.Helper()
+	a, err := jsbus.New(b.Ctx, natstest.Connect(b.T, b.Server), opts...)
+	if err != nil {
+		b.T.Fatalf("open another bus adapter on %s: %v", b.Server.ClientURL(), err)
+	}
+	return a
 }
 
 // FileStore is the file store in dir, closed when the test ends.

@@ -25,7 +25,9 @@ func TestBedWithFaultsAndASecondKeeper(t *testing.T) {
 	now := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
 	f := &fault.Bus{}
 	b := testbed.New(t, testbed.WithClock(func() time.Time { return now }), testbed.WithConfig(f.Wrap),
-		testbed.WithData(func(ctx context.Context, js jetstream.JetStream) error { return sample.Create(ctx, js, "billing", "ledger") }))
+		testbed.WithData(func(ctx context.Context, js jetstream.JetStream) error {
+			return sample.Create(ctx, js, "billing", "ledger")
+		}))
 	var calls atomic.Int32
 	injected := errors.New("injected")
 	f.OnSnapshot(func(context.Context, string, io.WriteCloser, io.WriteCloser, fault.SnapshotFunc) error {
