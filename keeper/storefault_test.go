@@ -113,8 +113,7 @@ func (f *faultStore) create(ctx context.Context, key string, next fault.CreateFu
 // storeFaultEnv is an env whose keeper keeps its points in a faultStore
 // over the file store.
 func storeFaultEnv(t *testing.T) (*env, *faultStore) {
-	var fs *faultStore
-	fs = &faultStore{}
+	fs := &faultStore{}
 	e := newEnv(t, fs.wrap)
 	return e, fs
 }
@@ -192,8 +191,7 @@ func (s *smallStore) wrap(c *keeper.Config) {
 // a sentence that says what it needs, what is free and where, and nothing is
 // written; one that runs out of room part way leaves no point.
 func TestSnapshotThatCannotFitIsRefused(t *testing.T) {
-	var small *smallStore
-	small = &smallStore{free: 1 << 40}
+	small := &smallStore{free: 1 << 40}
 	e := newEnv(t, small.wrap)
 	e.snapshot(1, "fits")
 	small.free = 10 << 20
