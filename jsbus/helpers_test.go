@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/internal/jstest"
+	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
@@ -34,12 +34,8 @@ func testCtx(t *testing.T) context.Context {
 
 func newBus(t *testing.T, opts ...jsbus.Option) *bus {
 	t.Helper()
-	s, nc, js := jstest.Start(t, nil)
-	a, err := jsbus.New(testCtx(t), nc, append([]jsbus.Option{jsbus.WithLogger(quiet())}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &bus{srv: s, nc: nc, js: js, a: a}
+	tb := testbed.New(t, testbed.WithoutKeeper(), testbed.WithBusOptions(append([]jsbus.Option{jsbus.WithLogger(quiet())}, opts...)...))
+	return &bus{srv: tb.Server, nc: tb.Conn, js: tb.JS, a: tb.Bus}
 }
 
 // buf is an io.WriteCloser that remembers whether it was closed.

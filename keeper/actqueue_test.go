@@ -7,36 +7,39 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
-// queueSpy is an ActsQueue in front of the real recorder that says which
-// way each act went; with away set, it takes no act now (Record fails)
-// and queues the rest.
+// queueSpy says which way each act went through an ActsQueue (a
+// fault.Queue) in front of the real recorder; with away set, it takes no
+// act now (Record fails) and queues the rest.
 type queueSpy struct {
-	keeper.Acts
 	mu     sync.Mutex
 	away   bool
 	now    []keeper.Act // through Record
 	queued []keeper.Act // through Queue
 }
 
-func (q *queueSpy) Record(ctx context.Context, a keeper.Act) error {
-	q.mu.Lock()
-	q.now = append(q.now, a)
-	away := q.away
-	q.mu.Unlock()
-	if away {
-		return errors.New("the bus takes no act now")
-	}
-	return q.Acts.Record(ctx, a)
-}
-
-func (q *queueSpy) Queue(ctx context.Context, a keeper.Act) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.queued = append(q.queued, a)
-	return nil
+// wrap puts q in front of c's acts.
+func (q *queueSpy) wrap(c *keeper.Config) {
+	f := &fault.Queue{Queued: func(ctx context.Context, a keeper.Act) error {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		q.queued = append(q.queued, a)
+		return nil
+	}}
+	f.WrapActs(c)
+	f.OnRecord(func(ctx context.Context, a keeper.Act, next fault.RecordFunc) error {
+		q.mu.Lock()
+		q.now = append(q.now, a)
+		away := q.away
+		q.mu.Unlock()
+		if away {
+			return errors.New("the bus takes no act now")
+		}
+		return next(ctx, a)
+	})
 }
 
 // With an ActsQueue, a verb's closing act is queued and an intent before
@@ -47,8 +50,8 @@ func (q *queueSpy) Queue(ctx context.Context, a keeper.Act) error {
 func TestIntentsAreRecordedNowOtherActsQueued(t *testing.T) {
 	var spy *queueSpy
 	e := newEnv(t, func(c *keeper.Config) {
-		spy = &queueSpy{Acts: c.Acts}
-		c.Acts = spy
+		spy = &queueSpy{}
+		spy.wrap(c)
 	})
 	e.snapshot(1, "a")
 	e.snapshot(1, "b")

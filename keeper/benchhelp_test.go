@@ -1,16 +1,13 @@
 package keeper_test
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"os"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -23,11 +20,10 @@ func benchSize(name string, def int) int {
 	return def
 }
 
-// benchKeeper is a keeper over ad with a file store of its own, logging
-// nowhere.
-func benchKeeper(b *testing.B, ctx context.Context, ad *jsbus.Adapter) *keeper.Keeper {
-	k, err := keeper.New(ctx, keeper.Config{Store: fileStore(b, b.TempDir()), Bus: ad, Index: ad, Acts: ad,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+// benchKeeper is a keeper on tb's bus with a file store of its own,
+// logging nowhere.
+func benchKeeper(b *testing.B, tb *testbed.Bed) *keeper.Keeper {
+	k, err := tb.KeeperOn(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package keeper_test
 
 import (
 	"errors"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,8 +86,7 @@ func TestCrashWhileTheAsideWaitsForThePoint(t *testing.T) {
 		t.Fatalf("list after the crash: %v %+v", err, list)
 	}
 	// Two hours later, a keeper that starts leaves no uncommitted aside.
-	later, err := keeper.New(e.ctx, keeper.Config{Store: fileStore(t, e.dir), Bus: e.bus, Index: e.bus, Acts: e.bus,
-		Now: func() time.Time { return time.Now().Add(2 * time.Hour) }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	later, err := e.keeperOn(e.dir, func(c *keeper.Config) { c.Now = func() time.Time { return time.Now().Add(2 * time.Hour) } })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,22 +7,27 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
 // skipsSeen records what each census was asked to leave out.
 type skipsSeen struct {
-	keeper.Bus
 	mu    sync.Mutex
 	skips [][]string
 }
 
-func (s *skipsSeen) Census(ctx context.Context, q keeper.CensusQuery) ([]string, []keeper.Position, error) {
-	s.mu.Lock()
-	s.skips = append(s.skips, slices.Clone(q.Skip))
-	s.mu.Unlock()
-	return s.Bus.Census(ctx, q)
+// wrap puts s in front of c's bus.
+func (s *skipsSeen) wrap(c *keeper.Config) {
+	f := &fault.Bus{}
+	f.Wrap(c)
+	f.OnCensus(func(ctx context.Context, q keeper.CensusQuery, next fault.CensusFunc) ([]string, []keeper.Position, error) {
+		s.mu.Lock()
+		s.skips = append(s.skips, slices.Clone(q.Skip))
+		s.mu.Unlock()
+		return next(ctx, q)
+	})
 }
 
 // TestPositionsOnTheKeptStreamsComeFromTheirSnapshots: the census before a
@@ -32,7 +37,7 @@ func (s *skipsSeen) Census(ctx context.Context, q keeper.CensusQuery) ([]string,
 // while nothing moves; those on another stream come from the census.
 func TestPositionsOnTheKeptStreamsComeFromTheirSnapshots(t *testing.T) {
 	seen := &skipsSeen{}
-	e := newEnv(t, func(c *keeper.Config) { seen.Bus, c.Bus = c.Bus, seen })
+	e := newEnv(t, seen.wrap)
 	e.change() // the consumers stand part-way
 	rep := e.snapshot(1, "carried")
 

@@ -3,8 +3,6 @@ package keeper_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -17,8 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/internal/jstest"
-	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -32,16 +29,8 @@ func TestCensusLatency(t *testing.T) {
 		tiers = "30"
 	}
 	ctx := context.Background()
-	_, nc, js := jstest.Start(t, nil)
-	ad, err := jsbus.New(ctx, nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := keeper.New(ctx, keeper.Config{Store: fileStore(t, t.TempDir()), Bus: ad, Index: ad, Acts: ad,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb := testbed.New(t)
+	nc, js, k := tb.Conn, tb.JS, tb.Keeper
 	have := 0
 	for _, f := range strings.Split(tiers, ",") {
 		n, err := strconv.Atoi(f)

@@ -9,8 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/internal/jstest"
-	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -24,11 +23,8 @@ import (
 func BenchmarkSnapshotManyConsumers(b *testing.B) {
 	n := benchSize("KEEPER_BENCH_CONSUMERS", 2000)
 	ctx := context.Background()
-	_, nc, js := jstest.Start(b, nil)
-	ad, err := jsbus.New(ctx, nc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	tb := testbed.New(b, testbed.WithoutKeeper())
+	js := tb.JS
 	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "bench_many", Subjects: []string{"bench.many.>"}, MaxConsumers: n + 10})
 	if err != nil {
 		b.Fatal(err)
@@ -45,7 +41,7 @@ func BenchmarkSnapshotManyConsumers(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	k := benchKeeper(b, ctx, ad)
+	k := benchKeeper(b, tb)
 	var took []time.Duration
 	for i := 0; b.Loop(); i++ {
 		t0 := time.Now()

@@ -8,13 +8,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
 // pointSpy records every act and, for discard-point's intent, whether the
 // point's point.json was still in the store when the act was recorded.
 type pointSpy struct {
-	keeper.Acts
 	dir            string
 	mu             sync.Mutex
 	acts           []keeper.Act
@@ -22,20 +22,25 @@ type pointSpy struct {
 	failIntentOnce bool
 }
 
-func (s *pointSpy) Record(ctx context.Context, a keeper.Act) error {
-	s.mu.Lock()
-	s.acts = append(s.acts, a)
-	fail := false
-	if a.Verb == keeper.VerbDiscardPoint && a.Outcome == "intent" {
-		_, err := os.Stat(filepath.Join(s.dir, "points", module, local, "f1-old", "point.json"))
-		s.whole = append(s.whole, err == nil)
-		fail, s.failIntentOnce = s.failIntentOnce, false
-	}
-	s.mu.Unlock()
-	if fail {
-		return errors.New("the bus takes no act now")
-	}
-	return s.Acts.Record(ctx, a)
+// wrap puts s in front of c's acts.
+func (s *pointSpy) wrap(c *keeper.Config) {
+	f := &fault.Bus{}
+	f.WrapActs(c)
+	f.OnRecord(func(ctx context.Context, a keeper.Act, next fault.RecordFunc) error {
+		s.mu.Lock()
+		s.acts = append(s.acts, a)
+		fail := false
+		if a.Verb == keeper.VerbDiscardPoint && a.Outcome == "intent" {
+			_, err := os.Stat(filepath.Join(s.dir, "points", module, local, "f1-old", "point.json"))
+			s.whole = append(s.whole, err == nil)
+			fail, s.failIntentOnce = s.failIntentOnce, false
+		}
+		s.mu.Unlock()
+		if fail {
+			return errors.New("the bus takes no act now")
+		}
+		return next(ctx, a)
+	})
 }
 
 // TestDiscardPoint: a person removes one point, even the newest one prune
@@ -46,8 +51,8 @@ func (s *pointSpy) Record(ctx context.Context, a keeper.Act) error {
 func TestDiscardPoint(t *testing.T) {
 	var spy *pointSpy
 	e := newEnv(t, func(c *keeper.Config) {
-		spy = &pointSpy{Acts: c.Acts}
-		c.Acts = spy
+		spy = &pointSpy{}
+		spy.wrap(c)
 	})
 	spy.dir = e.dir
 	e.snapshot(1, "old")

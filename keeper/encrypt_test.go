@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,8 +61,7 @@ func opener(ids []age.Identity) *agecrypt.Opener {
 // other flags would.
 func (e *env) keeperWith(to []string, ids []age.Identity) *keeper.Keeper {
 	e.t.Helper()
-	k, err := keeper.New(e.ctx, keeper.Config{Store: fileStore(e.t, e.dir), Bus: e.bus, Index: e.bus, Acts: e.bus,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Seal: sealer(e.t, to), Unseal: opener(ids)})
+	k, err := e.keeperOn(e.dir, func(c *keeper.Config) { c.Seal, c.Unseal = sealer(e.t, to), opener(ids) })
 	if err != nil {
 		e.t.Fatal(err)
 	}

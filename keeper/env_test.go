@@ -2,8 +2,6 @@ package keeper_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,11 +10,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
-	"github.com/nats-keeper/nats-keeper/internal/jstest"
-	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/store"
 	"github.com/nats-keeper/nats-keeper/store/filestore"
 )
 
@@ -35,55 +33,45 @@ type env struct {
 	k     *keeper.Keeper
 	dir   string
 	names sample.Names
+	bed   *testbed.Bed
 }
 
 type envOption func(*keeper.Config)
 
+// newEnv is the test bed with the sample kept data made on its bus before
+// the keeper opens; opts change the keeper's config.
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
-	ctx := t.Context()
-	s, nc, js := jstest.Start(t, nil)
-	ad, err := jsbus.New(ctx, nc)
-	if err != nil {
-		t.Fatal(err)
+	version := func(c *keeper.Config) { c.Version = "test" }
+	b := testbed.New(t, testbed.WithConfig(version), testbed.WithConfig(configs(opts)...), testbed.WithData(func(ctx context.Context, js jetstream.JetStream) error {
+		return sample.Create(ctx, js, module, local)
+	}))
+	return &env{t: t, ctx: b.Ctx, srv: b.Server, js: b.JS, bus: b.Bus, k: b.Keeper, dir: b.Dir, names: sample.NamesOf(module, local), bed: b}
+}
+
+// configs are opts as the test bed's config changes.
+func configs(opts []envOption) []func(*keeper.Config) {
+	fns := make([]func(*keeper.Config), len(opts))
+	for i, o := range opts {
+		fns[i] = o
 	}
-	if err := sample.Create(ctx, js, module, local); err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, ctx: ctx, srv: s, js: js, bus: ad, dir: t.TempDir(), names: sample.NamesOf(module, local)}
-	cfg := keeper.Config{Store: fileStore(t, e.dir), Bus: ad, Index: ad, Acts: ad, Version: "test",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	if e.k, err = keeper.New(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	return e
+	return fns
 }
 
 // keeperOn opens another keeper on e's bus and index with directory dir,
 // as a keeper started again (or a second one) would. opts change its
 // config as newEnv's do (a test on the keeper's clock passes the same one).
 func (e *env) keeperOn(dir string, opts ...envOption) (*keeper.Keeper, error) {
-	cfg := keeper.Config{Store: fileStore(e.t, dir), Bus: e.bus, Index: e.bus, Acts: e.bus,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	return keeper.New(e.ctx, cfg)
+	return e.bed.KeeperOn(dir, testbed.WithConfig(configs(opts)...))
+}
+
+// keeperOnStore is keeperOn with the store st.
+func (e *env) keeperOnStore(st store.Store, opts ...envOption) (*keeper.Keeper, error) {
+	return e.bed.KeeperWith(st, testbed.WithConfig(configs(opts)...))
 }
 
 // fileStore is the file store in dir, closed when the test ends.
-func fileStore(t testing.TB, dir string) *filestore.Store {
-	t.Helper()
-	st, err := filestore.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
+func fileStore(t testing.TB, dir string) *filestore.Store { return testbed.FileStore(t, dir) }
 
 // kept dumps the kept data's three streams.
 func (e *env) kept() *sample.Snapshot {
@@ -161,12 +149,7 @@ func archiveStreams(t *testing.T, dir string) *sample.Snapshot {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	s := natstest.Start(t, nil)
-	nc := natstest.Connect(t, s)
-	ad, err := jsbus.New(ctx, nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testbed.New(t, testbed.WithoutKeeper())
 	for _, name := range a.Streams() {
 		data, err := a.StreamData(name)
 		if err != nil {
@@ -176,14 +159,13 @@ func archiveStreams(t *testing.T, dir string) *sample.Snapshot {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := ad.Restore(ctx, name, data, meta); err != nil {
+		if err := b.Bus.Restore(ctx, name, data, meta); err != nil {
 			t.Fatalf("restore %s from %s: %v", name, dir, err)
 		}
 		data.Close()
 		meta.Close()
 	}
-	js, _ := jetstream.New(nc)
-	d, err := sample.Dump(ctx, js, a.Streams()...)
+	d, err := sample.Dump(ctx, b.JS, a.Streams()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
@@ -261,11 +262,14 @@ func TestEvidenceOfARestoreIntoAbsentData(t *testing.T) {
 	}
 }
 
-// stuckPositions is the real bus but for SetPosition, which says it moved
-// the consumer and did not: a fault the restore's own steps cannot see.
-type stuckPositions struct{ keeper.Bus }
-
-func (stuckPositions) SetPosition(context.Context, keeper.Position) error { return nil }
+// stuckPositions puts in front of c's bus the real bus but for
+// SetPosition, which says it moved the consumer and did not: a fault the
+// restore's own steps cannot see.
+func stuckPositions(c *keeper.Config) {
+	f := &fault.Bus{}
+	f.Wrap(c)
+	f.OnSetPosition(func(context.Context, keeper.Position, fault.SetPositionFunc) error { return nil })
+}
 
 // TestEvidenceFailsWhenAConsumerIsNotSetBack: a restore whose consumer on a
 // stream the point does not carry could not be set back (the server refused,
@@ -278,11 +282,11 @@ func TestEvidenceFailsWhenAConsumerIsNotSetBack(t *testing.T) {
 			var f *faults
 			e := newEnv(t, func(c *keeper.Config) {
 				if how == "silent" {
-					c.Bus = stuckPositions{c.Bus}
+					stuckPositions(c)
 					return
 				}
-				f = &faults{Bus: c.Bus, index: c.Index, acts: c.Acts, op: "position", nth: 1, armed: true}
-				c.Bus = f
+				f = &faults{op: "position", nth: 1, armed: true}
+				f.wrapBus(c)
 			})
 			point := e.kept()
 			e.snapshot(1, "fp")
@@ -420,26 +424,24 @@ func TestEvidenceOfAnAsidePutBackIntoAbsentData(t *testing.T) {
 	sameJSON(t, storedEvidence(t, first.Dir), first.Evidence)
 }
 
-// silentAfterRestore is the real bus but for one stream's info once a
-// restore has begun: it is never answered, as a stream whose servers are
-// away.
-type silentAfterRestore struct {
-	keeper.Bus
-	stream   string
-	restored atomic.Bool
-}
-
-func (s *silentAfterRestore) Restore(ctx context.Context, stream string, data, meta io.Reader) error {
-	s.restored.Store(true)
-	return s.Bus.Restore(ctx, stream, data, meta)
-}
-
-func (s *silentAfterRestore) Stream(ctx context.Context, name string) (*keeper.StreamInfo, error) {
-	if name == s.stream && s.restored.Load() {
-		<-ctx.Done()
-		return nil, fmt.Errorf("no answer from stream %s: %w", name, ctx.Err())
-	}
-	return s.Bus.Stream(ctx, name)
+// silentAfterRestore puts in front of c's bus the real bus but for the
+// info of stream once a restore has begun: it is never answered, as a
+// stream whose servers are away.
+func silentAfterRestore(c *keeper.Config, stream string) {
+	var restored atomic.Bool
+	f := &fault.Bus{}
+	f.Wrap(c)
+	f.OnRestore(func(ctx context.Context, s string, data, meta io.Reader, next fault.RestoreFunc) error {
+		restored.Store(true)
+		return next(ctx, s, data, meta)
+	})
+	f.OnStream(func(ctx context.Context, name string, next fault.StreamFunc) (*keeper.StreamInfo, error) {
+		if name == stream && restored.Load() {
+			<-ctx.Done()
+			return nil, fmt.Errorf("no answer from stream %s: %w", name, ctx.Err())
+		}
+		return next(ctx, name)
+	})
 }
 
 // TestEvidenceOfAStreamThatDoesNotAnswer: a restored stream that answers no
@@ -448,11 +450,7 @@ func (s *silentAfterRestore) Stream(ctx context.Context, name string) (*keeper.S
 // kept.
 func TestEvidenceOfAStreamThatDoesNotAnswer(t *testing.T) {
 	n := sample.NamesOf(module, local)
-	silent := &silentAfterRestore{stream: n.KVStream}
-	e := newEnv(t, func(c *keeper.Config) {
-		silent.Bus = c.Bus
-		c.Bus = silent
-	})
+	e := newEnv(t, func(c *keeper.Config) { silentAfterRestore(c, n.KVStream) })
 	keeper.SetEvidenceWait(e.k, 300*time.Millisecond)
 	e.snapshot(1, "fp")
 	e.change()

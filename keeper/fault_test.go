@@ -14,18 +14,18 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
 var errInjected = errors.New("injected fault")
 
-// faults wraps the real bus, index and acts and fails the n-th call of one
-// operation. It is for injecting faults only; everything else is the real bus.
+// faults fails the n-th call of one operation of the real bus, index and
+// acts, through the hooks of a fault.Bus in front of them. It is for
+// injecting faults only; everything else is the real bus.
 type faults struct {
-	keeper.Bus
-	index keeper.Index
-	acts  keeper.Acts
+	fault.Bus
 
 	mu    sync.Mutex
 	op    string // "snapshot", "restore", "delete", "position", "put:<prefix>", "act:<outcome>"
@@ -52,83 +52,63 @@ func (f *faults) fail(op string) bool {
 	return op == f.op && (n == f.nth || (n > f.nth && n <= f.upto))
 }
 
-func (f *faults) Snapshot(ctx context.Context, s string, data, meta io.WriteCloser) error {
-	if f.fail("snapshot") {
-		io.WriteString(data, "partial bytes")
-		data.Close()
-		meta.Close()
-		return errInjected
-	}
-	return f.Bus.Snapshot(ctx, s, data, meta)
-}
-
-func (f *faults) Restore(ctx context.Context, s string, data, meta io.Reader) error {
-	if f.beforeRestore != nil {
-		f.beforeRestore(s)
-	}
-	if f.fail("restore") {
-		// A real half-restore: the server gets only part of the data.
-		if err := f.Bus.Restore(ctx, s, io.LimitReader(data, 2000), meta); err != nil {
-			return errors.Join(errInjected, err)
+// hookBus sets the hooks that fail the bus's calls.
+func (f *faults) hookBus() {
+	f.OnSnapshot(func(ctx context.Context, s string, data, meta io.WriteCloser, next fault.SnapshotFunc) error {
+		if f.fail("snapshot") {
+			io.WriteString(data, "partial bytes")
+			data.Close()
+			meta.Close()
+			return errInjected
 		}
-		return errInjected
-	}
-	return f.Bus.Restore(ctx, s, data, meta)
+		return next(ctx, s, data, meta)
+	})
+	f.OnRestore(func(ctx context.Context, s string, data, meta io.Reader, next fault.RestoreFunc) error {
+		if f.beforeRestore != nil {
+			f.beforeRestore(s)
+		}
+		if f.fail("restore") {
+			// A real half-restore: the server gets only part of the data.
+			if err := next(ctx, s, io.LimitReader(data, 2000), meta); err != nil {
+				return errors.Join(errInjected, err)
+			}
+			return errInjected
+		}
+		return next(ctx, s, data, meta)
+	})
+	f.OnDeleteStream(func(ctx context.Context, s string, next fault.DeleteStreamFunc) error {
+		if f.fail("delete") {
+			return errInjected
+		}
+		if f.fail("delete-lost") {
+			// The server deletes the stream but its reply is lost.
+			next(ctx, s)
+			return errInjected
+		}
+		return next(ctx, s)
+	})
+	f.OnSetPosition(func(ctx context.Context, p keeper.Position, next fault.SetPositionFunc) error {
+		if f.fail("position") {
+			return errInjected
+		}
+		return next(ctx, p)
+	})
 }
 
-func (f *faults) DeleteStream(ctx context.Context, s string) error {
-	if f.fail("delete") {
-		return errInjected
-	}
-	if f.fail("delete-lost") {
-		// The server deletes the stream but its reply is lost.
-		f.Bus.DeleteStream(ctx, s)
-		return errInjected
-	}
-	return f.Bus.DeleteStream(ctx, s)
-}
-
-func (f *faults) SetPosition(ctx context.Context, p keeper.Position) error {
-	if f.fail("position") {
-		return errInjected
-	}
-	return f.Bus.SetPosition(ctx, p)
-}
-
-func (f *faults) Get(ctx context.Context, k string) ([]byte, error) { return f.index.Get(ctx, k) }
-func (f *faults) Delete(ctx context.Context, k string) error        { return f.index.Delete(ctx, k) }
-func (f *faults) Keys(ctx context.Context, p string) ([]string, error) {
-	return f.index.Keys(ctx, p)
-}
-func (f *faults) KeysUnder(ctx context.Context, ps []string) ([]string, error) {
-	return f.index.KeysUnder(ctx, ps)
-}
-
-func (f *faults) Create(ctx context.Context, k string, v []byte) (uint64, error) {
-	return f.index.Create(ctx, k, v)
-}
-func (f *faults) GetRev(ctx context.Context, k string) ([]byte, uint64, error) {
-	return f.index.GetRev(ctx, k)
-}
-func (f *faults) Update(ctx context.Context, k string, v []byte, rev uint64) (uint64, error) {
-	return f.index.Update(ctx, k, v, rev)
-}
-func (f *faults) DeleteRev(ctx context.Context, k string, rev uint64) error {
-	return f.index.DeleteRev(ctx, k, rev)
-}
-
-func (f *faults) Put(ctx context.Context, k string, v []byte) error {
-	if f.fail("put:" + strings.SplitN(k, ".", 2)[0]) {
-		return errInjected
-	}
-	return f.index.Put(ctx, k, v)
-}
-
-func (f *faults) Record(ctx context.Context, a keeper.Act) error {
-	if f.fail("act:" + a.Verb + ":" + a.Outcome) {
-		return errInjected
-	}
-	return f.acts.Record(ctx, a)
+// hookIndexActs sets the hooks that fail the index's puts and the acts.
+func (f *faults) hookIndexActs() {
+	f.OnPut(func(ctx context.Context, k string, v []byte, next fault.PutFunc) error {
+		if f.fail("put:" + strings.SplitN(k, ".", 2)[0]) {
+			return errInjected
+		}
+		return next(ctx, k, v)
+	})
+	f.OnRecord(func(ctx context.Context, a keeper.Act, next fault.RecordFunc) error {
+		if f.fail("act:" + a.Verb + ":" + a.Outcome) {
+			return errInjected
+		}
+		return next(ctx, a)
+	})
 }
 
 func faultEnv(t *testing.T) (*env, *faults) {
@@ -152,8 +132,15 @@ func (f *faults) during(op string, nth, upto int, verb func() (*keeper.Reply, er
 
 // wrap puts f in front of the config's bus, index and acts.
 func (f *faults) wrap(c *keeper.Config) {
-	f.Bus, f.index, f.acts = c.Bus, c.Index, c.Acts
-	c.Bus, c.Index, c.Acts = f, f, f
+	f.WrapAll(c)
+	f.hookBus()
+	f.hookIndexActs()
+}
+
+// wrapBus puts f in front of the config's bus alone.
+func (f *faults) wrapBus(c *keeper.Config) {
+	f.Wrap(c)
+	f.hookBus()
 }
 
 // TestRestoreFaults fails each step of restore-kept in turn. After each, the

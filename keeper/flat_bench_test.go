@@ -9,8 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/internal/jstest"
-	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -27,11 +26,8 @@ import (
 func BenchmarkSnapshotManyKept(b *testing.B) {
 	n := benchSize("KEEPER_BENCH_KEPT", 100)
 	ctx := context.Background()
-	_, nc, js := jstest.Start(b, nil)
-	ad, err := jsbus.New(ctx, nc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	tb := testbed.New(b, testbed.WithoutKeeper())
+	js, ad := tb.JS, tb.Bus
 	for i := range n {
 		kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: fmt.Sprintf("m%d_kv", i)})
 		if err != nil {
@@ -43,7 +39,7 @@ func BenchmarkSnapshotManyKept(b *testing.B) {
 			}
 		}
 	}
-	k := benchKeeper(b, ctx, ad)
+	k := benchKeeper(b, tb)
 	// Each kept data has a point in the index (written after New, whose
 	// rebuild would remove records without files).
 	for i := range n {

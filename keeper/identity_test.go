@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-keeper/nats-keeper/internal/natstest"
+	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/store"
@@ -96,36 +96,29 @@ func TestIndexMovesToAStoreThatHoldsAllItsRecords(t *testing.T) {
 // racingStore is a store where another keeper writes its own store.json
 // over the one being committed, as two keepers starting at once on a new
 // S3 store do: the commit then fails its read-back.
-type racingStore struct {
-	store.Store
-	raced bool
-}
-
-func (r *racingStore) Create(ctx context.Context, key string) (store.Writer, error) {
-	w, err := r.Store.Create(ctx, key)
-	if err != nil || key != "store.json" || r.raced {
-		return w, err
-	}
-	r.raced = true
-	return &racedWriter{Writer: w, s: r.Store}, nil
-}
-
-type racedWriter struct {
-	store.Writer
-	s store.Store
-}
-
-func (w *racedWriter) Commit(ctx context.Context) (store.Info, error) {
-	w.Writer.Abort()
-	other, err := w.s.Create(ctx, "store.json")
-	if err != nil {
-		return store.Info{}, err
-	}
-	other.Write([]byte(`{"id":"0123456789abcdef0123456789abcdef","created":"2026-12-01T00:00:00Z"}`))
-	if _, err := other.Commit(ctx); err != nil {
-		return store.Info{}, err
-	}
-	return store.Info{}, errors.New("store.json reads back as another object right after it was written (another writer replaced it)")
+func racingStore(real store.Store) store.Store {
+	raced := false
+	f := &fault.Store{Store: real}
+	f.OnCreate(func(ctx context.Context, key string, next fault.CreateFunc) (store.Writer, error) {
+		w, err := next(ctx, key)
+		if err != nil || key != "store.json" || raced {
+			return w, err
+		}
+		raced = true
+		return &fault.Writer{Writer: w, OnCommit: func(ctx context.Context, _ func(context.Context) (store.Info, error)) (store.Info, error) {
+			w.Abort()
+			other, err := real.Create(ctx, "store.json")
+			if err != nil {
+				return store.Info{}, err
+			}
+			other.Write([]byte(`{"id":"0123456789abcdef0123456789abcdef","created":"2026-12-01T00:00:00Z"}`))
+			if _, err := other.Commit(ctx); err != nil {
+				return store.Info{}, err
+			}
+			return store.Info{}, errors.New("store.json reads back as another object right after it was written (another writer replaced it)")
+		}}, nil
+	})
+	return f
 }
 
 // Two keepers making a new store's id at once: the one whose write lost
@@ -133,16 +126,12 @@ func (w *racedWriter) Commit(ctx context.Context) (store.Info, error) {
 func TestKeepersStartingAtOnceOnANewStore(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
-	racing := &racingStore{Store: fileStore(t, dir)}
+	racing := racingStore(fileStore(t, dir))
 	// An index of its own: the env's keeper claimed the default one.
-	ad, err := jsbus.New(e.ctx, natstest.Connect(t, e.srv), jsbus.WithBucket("raced"), jsbus.WithPrefix("raced"),
-		jsbus.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ad := e.bed.Adapter(jsbus.WithBucket("raced"), jsbus.WithPrefix("raced"), jsbus.WithLogger(slog.New(slog.DiscardHandler)))
+	onRaced := func(c *keeper.Config) { c.Bus, c.Index, c.Acts, c.Logger = ad, ad, ad, slog.New(slog.DiscardHandler) }
 	for i := range 2 {
-		if _, err := keeper.New(e.ctx, keeper.Config{Store: racing, Bus: ad, Index: ad, Acts: ad,
-			Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		if _, err := e.keeperOnStore(racing, onRaced); err != nil {
 			t.Fatalf("keeper %d on a new store whose id another keeper wrote at once: %v", i+1, err)
 		}
 	}

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -164,8 +162,7 @@ func asideOnly(t *testing.T, e *env, r keeper.Request) {
 // be taken up. It returns what recovery said of it.
 func recoverSerial(t *testing.T, e *env) string {
 	t.Helper()
-	k, err := keeper.New(e.ctx, keeper.Config{Store: fileStore(t, e.dir), Bus: e.bus, Index: e.bus, Acts: e.bus, StreamParallel: 1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	k, err := e.keeperOn(e.dir, func(c *keeper.Config) { c.StreamParallel = 1 })
 	if err != nil {
 		t.Fatal(err)
 	}

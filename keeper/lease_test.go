@@ -6,35 +6,38 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"testing"
 	"time"
 
+	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
 // slowBus holds every snapshot until released, so a verb stays in flight.
 type slowBus struct {
-	keeper.Bus
 	started chan struct{}
 	release chan struct{}
 }
 
-func (s *slowBus) Snapshot(ctx context.Context, stream string, data, meta io.WriteCloser) error {
-	select {
-	case s.started <- struct{}{}:
-	default:
-	}
-	<-s.release
-	return s.Bus.Snapshot(ctx, stream, data, meta)
+// wrap puts s in front of c's bus.
+func (s *slowBus) wrap(c *keeper.Config) {
+	f := &fault.Bus{}
+	f.Wrap(c)
+	f.OnSnapshot(func(ctx context.Context, stream string, data, meta io.WriteCloser, next fault.SnapshotFunc) error {
+		select {
+		case s.started <- struct{}{}:
+		default:
+		}
+		<-s.release
+		return next(ctx, stream, data, meta)
+	})
 }
 
 func secondKeeper(t *testing.T, e *env, id string, ttl time.Duration) *keeper.Keeper {
 	t.Helper()
-	k, err := keeper.New(e.ctx, keeper.Config{Store: fileStore(e.t, e.dir), Bus: e.bus, Index: e.bus, Acts: e.bus, ID: id, LeaseTTL: ttl,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	k, err := e.keeperOn(e.dir, func(c *keeper.Config) { c.ID, c.LeaseTTL = id, ttl })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +47,7 @@ func secondKeeper(t *testing.T, e *env, id string, ttl time.Duration) *keeper.Ke
 func TestLeaseAcrossKeepers(t *testing.T) {
 	slow := &slowBus{started: make(chan struct{}, 1), release: make(chan struct{})}
 	e := newEnv(t, func(c *keeper.Config) {
-		slow.Bus = c.Bus
-		c.Bus = slow
+		slow.wrap(c)
 		c.ID = "keeper-one"
 		c.LeaseTTL = 600 * time.Millisecond // renewed every 200ms while the verb runs
 	})

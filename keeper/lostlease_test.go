@@ -3,52 +3,51 @@ package keeper_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
 // commitStepStore runs a test's step before the commit of a write whose
-// key holds a substring. For injecting faults (a race) only.
+// key holds a substring, through a fault.Store in front of the real store
+// (Store). For injecting faults (a race) only.
 type commitStepStore struct {
-	store.Store
-	mu   sync.Mutex
-	key  string
-	step func(ctx context.Context) error
+	Store store.Store // the real store
+	mu    sync.Mutex
+	key   string
+	step  func(ctx context.Context) error
 }
 
-func (s *commitStepStore) Create(ctx context.Context, key string) (store.Writer, error) {
-	w, err := s.Store.Create(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.step == nil || !strings.Contains(key, s.key) {
-		return w, nil
-	}
-	step := s.step
-	s.step = nil
-	return &stepWriter{Writer: w, step: step}, nil
-}
-
-type stepWriter struct {
-	store.Writer
-	step func(ctx context.Context) error
-}
-
-func (w *stepWriter) Commit(ctx context.Context) (store.Info, error) {
-	if err := w.step(ctx); err != nil {
-		w.Writer.Abort()
-		return store.Info{}, err
-	}
-	return w.Writer.Commit(ctx)
+// wrap puts s in front of c's store.
+func (s *commitStepStore) wrap(c *keeper.Config) {
+	f := &fault.Store{}
+	f.Wrap(c)
+	s.Store = f.Store
+	f.OnCreate(func(ctx context.Context, key string, next fault.CreateFunc) (store.Writer, error) {
+		w, err := next(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.step == nil || !strings.Contains(key, s.key) {
+			return w, nil
+		}
+		step := s.step
+		s.step = nil
+		return &fault.Writer{Writer: w, OnCommit: func(ctx context.Context, commit func(context.Context) (store.Info, error)) (store.Info, error) {
+			if err := step(ctx); err != nil {
+				w.Abort()
+				return store.Info{}, err
+			}
+			return commit(ctx)
+		}}, nil
+	})
 }
 
 // A keeper whose lease was taken over while it took a point (another
@@ -59,13 +58,11 @@ func (w *stepWriter) Commit(ctx context.Context) (store.Info, error) {
 func TestLostLeaseSnapshotLeavesTheOtherKeepersPoint(t *testing.T) {
 	steps := &commitStepStore{}
 	e := newEnv(t, func(c *keeper.Config) {
-		steps.Store = c.Store
-		c.Store = steps
+		steps.wrap(c)
 		c.LeaseTTL = 600 * time.Millisecond // renewed every 200 ms
 	})
 	ahead := func() time.Time { return time.Now().Add(time.Hour) }
-	other, err := keeper.New(e.ctx, keeper.Config{Store: steps.Store, Bus: e.bus, Index: e.bus, Acts: e.bus, Version: "test",
-		Now: ahead, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	other, err := e.keeperOnStore(steps.Store, func(c *keeper.Config) { c.Version, c.Now = "test", ahead })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -14,8 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/internal/jstest"
-	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -28,20 +25,17 @@ import (
 func BenchmarkModuleShape(b *testing.B) {
 	mib := benchSize("KEEPER_BENCH_MIB", 64)
 	ctx := context.Background()
-	_, nc, js := jstest.Start(b, nil)
-	fillModule(b, js, int64(mib)<<20)
-	ad, err := jsbus.New(ctx, nc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	tb := testbed.New(b, testbed.WithoutKeeper(), testbed.WithData(func(_ context.Context, js jetstream.JetStream) error {
+		fillModule(b, js, int64(mib)<<20)
+		return nil
+	}))
+	js := tb.JS
 	pars := []int{1, 3}
 	keepers := map[int]*keeper.Keeper{}
 	st := fileStore(b, b.TempDir()) // one index, so one store
 	for _, par := range pars {
-		cfg := keeper.Config{Store: st, Bus: ad, Index: ad, Acts: ad,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-		benchParallel(&cfg, par, b.TempDir())
-		if keepers[par], err = keeper.New(ctx, cfg); err != nil {
+		var err error
+		if keepers[par], err = tb.KeeperWith(st, testbed.WithConfig(func(c *keeper.Config) { benchParallel(c, par, b.TempDir()) })); err != nil {
 			b.Fatal(err)
 		}
 	}

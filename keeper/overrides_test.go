@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
@@ -52,17 +53,9 @@ func TestR3PointIntoASingleServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	single := natstest.Start(t, nil)
-	snc := natstest.Connect(t, single)
-	sjs, err := jetstream.New(snc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sad, err := jsbus.New(ctx, snc, jsbus.WithLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ks, err := keeper.New(ctx, keeper.Config{Store: fileStore(t, dir), Bus: sad, Index: sad, Acts: sad, Logger: quiet})
+	single := testbed.New(t, testbed.WithoutKeeper(), testbed.WithBusOptions(jsbus.WithLogger(quiet)))
+	sjs := single.JS
+	ks, err := single.KeeperOn(dir)
 	if err != nil {
 		t.Fatalf("a keeper on a single server with the cluster keeper's store: %v", err)
 	}

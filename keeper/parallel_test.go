@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
 	"github.com/nats-keeper/nats-keeper/keeper"
@@ -134,18 +135,22 @@ func TestParallelFaults(t *testing.T) {
 
 // restoreCount is the real bus; it counts the restores in flight at once.
 type restoreCount struct {
-	keeper.Bus
 	mu       sync.Mutex
 	now, max int
 }
 
-func (c *restoreCount) Restore(ctx context.Context, s string, data, meta io.Reader) error {
-	c.mu.Lock()
-	c.now++
-	c.max = max(c.max, c.now)
-	c.mu.Unlock()
-	defer func() { c.mu.Lock(); c.now--; c.mu.Unlock() }()
-	return c.Bus.Restore(ctx, s, data, meta)
+// wrap puts c in front of cfg's bus.
+func (c *restoreCount) wrap(cfg *keeper.Config) {
+	f := &fault.Bus{}
+	f.Wrap(cfg)
+	f.OnRestore(func(ctx context.Context, s string, data, meta io.Reader, next fault.RestoreFunc) error {
+		c.mu.Lock()
+		c.now++
+		c.max = max(c.max, c.now)
+		c.mu.Unlock()
+		defer func() { c.mu.Lock(); c.now--; c.mu.Unlock() }()
+		return next(ctx, s, data, meta)
+	})
 }
 
 // On a server of its own, a keeper of 3 streams at once restores streams
@@ -154,7 +159,7 @@ func (c *restoreCount) Restore(ctx context.Context, s string, data, meta io.Read
 // restores that begin together there), and takes its snapshots 3 at once.
 func TestRestoresAtOnceOnAServerOfItsOwn(t *testing.T) {
 	c := &restoreCount{}
-	e, _, logs := parallelEnv(t, 3, func(cfg *keeper.Config) { c.Bus = cfg.Bus; cfg.Bus = c })
+	e, _, logs := parallelEnv(t, 3, c.wrap)
 	before := e.kept()
 	e.snapshot(1, "one")
 	if !strings.Contains(logs.String(), "spooled until its turn") {

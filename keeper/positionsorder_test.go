@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
@@ -17,7 +18,6 @@ import (
 // snapshot to have begun: a census read beside the snapshot would then see
 // the consumers moved.
 type moveOnSnapshot struct {
-	keeper.Bus
 	move  func()
 	once  sync.Once
 	begun chan struct{}
@@ -25,20 +25,24 @@ type moveOnSnapshot struct {
 
 const censusWait = 300 * time.Millisecond
 
-func (m *moveOnSnapshot) Census(ctx context.Context, q keeper.CensusQuery) ([]string, []keeper.Position, error) {
-	select {
-	case <-m.begun:
-	case <-time.After(censusWait):
-	}
-	return m.Bus.Census(ctx, q)
-}
-
-func (m *moveOnSnapshot) Snapshot(ctx context.Context, stream string, data, meta io.WriteCloser) error {
-	m.once.Do(func() {
-		m.move()
-		close(m.begun)
+// wrap puts m in front of c's bus.
+func (m *moveOnSnapshot) wrap(c *keeper.Config) {
+	f := &fault.Bus{}
+	f.Wrap(c)
+	f.OnCensus(func(ctx context.Context, q keeper.CensusQuery, next fault.CensusFunc) ([]string, []keeper.Position, error) {
+		select {
+		case <-m.begun:
+		case <-time.After(censusWait):
+		}
+		return next(ctx, q)
 	})
-	return m.Bus.Snapshot(ctx, stream, data, meta)
+	f.OnSnapshot(func(ctx context.Context, stream string, data, meta io.WriteCloser, next fault.SnapshotFunc) error {
+		m.once.Do(func() {
+			m.move()
+			close(m.begun)
+		})
+		return next(ctx, stream, data, meta)
+	})
 }
 
 // The positions are read before any stream is snapshotted (README, order
@@ -47,7 +51,7 @@ func (m *moveOnSnapshot) Snapshot(ctx context.Context, stream string, data, meta
 // instead of skipping events whose effects the point does not hold.
 func TestPositionsAreReadBeforeTheSnapshot(t *testing.T) {
 	m := &moveOnSnapshot{begun: make(chan struct{})}
-	e := newEnv(t, func(c *keeper.Config) { m.Bus = c.Bus; c.Bus = m })
+	e := newEnv(t, m.wrap)
 	floor := func() uint64 {
 		t.Helper()
 		c, err := e.js.Consumer(e.ctx, sample.SharedStream, e.names.Events)

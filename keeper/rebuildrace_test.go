@@ -5,66 +5,67 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
-// indexHook is an index that runs a hook once, before the first Keys
-// whose prefix begins with keys (another keeper's verb then runs after a
-// rebuild read the store and before it reads the index), before the first
-// Create of a key that begins with create, or at the first GetRev of a key
-// that begins with getRev: before it reads, or with afterRead right after.
+// indexHook runs a hook once, through a fault.Bus in front of a keeper's
+// index, before the first Keys whose prefix begins with keys (another
+// keeper's verb then runs after a rebuild read the store and before it
+// reads the index), before the first Create of a key that begins with
+// create, or at the first GetRev of a key that begins with getRev: before
+// it reads, or with afterRead right after.
 type indexHook struct {
-	keeper.Index
 	keys, create, getRev string
 	afterRead            bool
 	once                 sync.Once
 	hook                 func()
 }
 
-func (h *indexHook) GetRev(ctx context.Context, key string) ([]byte, uint64, error) {
-	hooked := h.getRev != "" && strings.HasPrefix(key, h.getRev)
-	if hooked && !h.afterRead {
-		h.once.Do(h.hook)
-	}
-	v, rev, err := h.Index.GetRev(ctx, key)
-	if hooked && h.afterRead {
-		h.once.Do(h.hook)
-	}
-	return v, rev, err
-}
-
-func (h *indexHook) Keys(ctx context.Context, prefix string) ([]string, error) {
-	if h.keys != "" && strings.HasPrefix(prefix, h.keys) {
-		h.once.Do(h.hook)
-	}
-	return h.Index.Keys(ctx, prefix)
-}
-
-func (h *indexHook) Create(ctx context.Context, key string, value []byte) (uint64, error) {
-	if h.create != "" && strings.HasPrefix(key, h.create) {
-		h.once.Do(h.hook)
-	}
-	return h.Index.Create(ctx, key, value)
+// wrap puts h in front of c's index.
+func (h *indexHook) wrap(c *keeper.Config) {
+	f := &fault.Bus{}
+	f.WrapIndex(c)
+	f.OnGetRev(func(ctx context.Context, key string, next fault.GetRevFunc) ([]byte, uint64, error) {
+		hooked := h.getRev != "" && strings.HasPrefix(key, h.getRev)
+		if hooked && !h.afterRead {
+			h.once.Do(h.hook)
+		}
+		v, rev, err := next(ctx, key)
+		if hooked && h.afterRead {
+			h.once.Do(h.hook)
+		}
+		return v, rev, err
+	})
+	f.OnKeys(func(ctx context.Context, prefix string, next fault.KeysFunc) ([]string, error) {
+		if h.keys != "" && strings.HasPrefix(prefix, h.keys) {
+			h.once.Do(h.hook)
+		}
+		return next(ctx, prefix)
+	})
+	f.OnCreate(func(ctx context.Context, key string, value []byte, next fault.CreateKeyFunc) (uint64, error) {
+		if h.create != "" && strings.HasPrefix(key, h.create) {
+			h.once.Do(h.hook)
+		}
+		return next(ctx, key, value)
+	})
 }
 
 // rebuilder opens a keeper beside e.k, on its store, bus and index, as a
 // second keeper starting would; hook runs once as its rebuild lists the
 // index's point records, after it read the store.
 func (e *env) rebuilder(hook func()) *keeper.Keeper {
-	return e.rebuilderOn(&indexHook{Index: e.bus, keys: "point.", hook: hook})
+	return e.rebuilderOn(&indexHook{keys: "point.", hook: hook})
 }
 
-// rebuilderOn is rebuilder with the index ix.
-func (e *env) rebuilderOn(ix keeper.Index) *keeper.Keeper {
+// rebuilderOn is rebuilder with the hook ix in front of its index.
+func (e *env) rebuilderOn(ix *indexHook) *keeper.Keeper {
 	e.t.Helper()
-	k, err := keeper.New(e.ctx, keeper.Config{Store: fileStore(e.t, e.dir), Bus: e.bus, Index: ix, Acts: e.bus,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	k, err := e.keeperOn(e.dir, ix.wrap)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestRebuildTakesBackARecordWhoseFilesWentAsItWrote(t *testing.T) {
 		t.Fatal(err)
 	}
 	discarded := false
-	k := e.rebuilderOn(&indexHook{Index: e.bus, create: "aside.", hook: func() {
+	k := e.rebuilderOn(&indexHook{create: "aside.", hook: func() {
 		_, err := e.k.DiscardAside(e.ctx, keeper.Request{From: rep.Aside.ID, Caller: "t", Why: "discard as a rebuild writes"})
 		if err != nil {
 			t.Errorf("discard: %v", err)
@@ -212,7 +213,7 @@ func staleOverNewer(t *testing.T, afterRead bool) {
 		t.Fatal(err)
 	}
 	var again *keeper.Reply
-	k := e.rebuilderOn(&indexHook{Index: e.bus, getRev: key, afterRead: afterRead, hook: func() { again = e.snapshot(1, "fp") }})
+	k := e.rebuilderOn(&indexHook{getRev: key, afterRead: afterRead, hook: func() { again = e.snapshot(1, "fp") }})
 	if _, _, err := k.Rebuild(e.ctx); err != nil {
 		t.Fatalf("rebuild: %v", err)
 	}

@@ -14,25 +14,26 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
 type crash struct{ step string }
 
-// crashBus panics in the middle of restoring one stream, after the server
-// got part of it: a keeper that dies mid-stream.
-type crashBus struct {
-	keeper.Bus
-	stream string
-}
-
-func (c *crashBus) Restore(ctx context.Context, s string, data, meta io.Reader) error {
-	if s == c.stream {
-		c.Bus.Restore(ctx, s, io.LimitReader(data, 2000), meta)
-		panic(crash{"mid-restore:" + s})
-	}
-	return c.Bus.Restore(ctx, s, data, meta)
+// crashBus puts in front of c's bus one that panics in the middle of
+// restoring stream, after the server got part of it: a keeper that dies
+// mid-stream.
+func crashBus(c *keeper.Config, stream string) {
+	f := &fault.Bus{}
+	f.Wrap(c)
+	f.OnRestore(func(ctx context.Context, s string, data, meta io.Reader, next fault.RestoreFunc) error {
+		if s == stream {
+			next(ctx, s, io.LimitReader(data, 2000), meta)
+			panic(crash{"mid-restore:" + s})
+		}
+		return next(ctx, s, data, meta)
+	})
 }
 
 // TestRecoverAfterCrash stops a restore at each step, as a killed keeper
@@ -89,7 +90,7 @@ func crashEnv(t *testing.T, step string, opts ...envOption) (e *env, stop func()
 			}
 		}
 		if strings.HasPrefix(step, "mid-restore:") {
-			c.Bus = &crashBus{Bus: c.Bus, stream: strings.TrimPrefix(step, "mid-restore:")}
+			crashBus(c, strings.TrimPrefix(step, "mid-restore:"))
 		}
 	})...)
 	return e, func() {

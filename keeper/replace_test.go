@@ -4,30 +4,34 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
 // copyWaitBus fails a snapshot, when armed, once the store holds the copy
 // of the earlier point that the keeper makes ready beside it.
 type copyWaitBus struct {
-	keeper.Bus
 	armed  bool
 	asides string // the store's aside directory
 	saw    bool   // the copy was there when the snapshot failed
 }
 
-func (b *copyWaitBus) Snapshot(ctx context.Context, stream string, data, meta io.WriteCloser) error {
-	if !b.armed {
-		return b.Bus.Snapshot(ctx, stream, data, meta)
-	}
-	b.saw = waitForCopy(b.asides)
-	return errors.New("the bus went away (injected)")
+// wrap puts b in front of c's bus.
+func (b *copyWaitBus) wrap(c *keeper.Config) {
+	f := &fault.Bus{}
+	f.Wrap(c)
+	f.OnSnapshot(func(ctx context.Context, stream string, data, meta io.WriteCloser, next fault.SnapshotFunc) error {
+		if !b.armed {
+			return next(ctx, stream, data, meta)
+		}
+		b.saw = waitForCopy(b.asides)
+		return errors.New("the bus went away (injected)")
+	})
 }
 
 // waitForCopy waits, up to 10 s, for an archive in one of the aside
@@ -48,7 +52,7 @@ func waitForCopy(asides string) bool {
 // in the store; taken again, it is set aside as before.
 func TestARetakeThatFailsLeavesTheEarlierPoint(t *testing.T) {
 	bus := &copyWaitBus{}
-	e := newEnv(t, func(c *keeper.Config) { bus.Bus, c.Bus = c.Bus, bus })
+	e := newEnv(t, bus.wrap)
 	bus.asides = filepath.Join(e.dir, "aside")
 	first := e.snapshot(3, "again")
 	if first.Point.ArchiveSum == "" {
@@ -88,21 +92,25 @@ func TestARetakeThatFailsLeavesTheEarlierPoint(t *testing.T) {
 // holdAfterCopyBus holds a snapshot, once armed, from the moment the copy
 // of the earlier point is in the store until released.
 type holdAfterCopyBus struct {
-	keeper.Bus
 	asides  string
 	armed   bool
 	copied  chan struct{}
 	release chan struct{}
 }
 
-func (b *holdAfterCopyBus) Snapshot(ctx context.Context, stream string, data, meta io.WriteCloser) error {
-	if b.armed {
-		b.armed = false
-		waitForCopy(b.asides) // the test checks what is there
-		close(b.copied)
-		<-b.release
-	}
-	return b.Bus.Snapshot(ctx, stream, data, meta)
+// wrap puts b in front of c's bus.
+func (b *holdAfterCopyBus) wrap(c *keeper.Config) {
+	f := &fault.Bus{}
+	f.Wrap(c)
+	f.OnSnapshot(func(ctx context.Context, stream string, data, meta io.WriteCloser, next fault.SnapshotFunc) error {
+		if b.armed {
+			b.armed = false
+			waitForCopy(b.asides) // the test checks what is there
+			close(b.copied)
+			<-b.release
+		}
+		return next(ctx, stream, data, meta)
+	})
 }
 
 // TestAKeeperStartingMidRetakeLeavesTheCopy: while a retake's snapshot runs,
@@ -113,7 +121,7 @@ func (b *holdAfterCopyBus) Snapshot(ctx context.Context, stream string, data, me
 // aside whole.
 func TestAKeeperStartingMidRetakeLeavesTheCopy(t *testing.T) {
 	bus := &holdAfterCopyBus{copied: make(chan struct{}), release: make(chan struct{})}
-	e := newEnv(t, func(c *keeper.Config) { bus.Bus, c.Bus = c.Bus, bus })
+	e := newEnv(t, bus.wrap)
 	bus.asides = filepath.Join(e.dir, "aside")
 	first := e.snapshot(4, "mid")
 	old := time.Now().Add(-2 * time.Hour)
@@ -135,8 +143,7 @@ func TestAKeeperStartingMidRetakeLeavesTheCopy(t *testing.T) {
 		close(bus.release)
 		t.Fatalf("%d copies of the earlier point in the store mid-retake, want 1", len(copies))
 	}
-	if _, err := keeper.New(e.ctx, keeper.Config{Store: fileStore(t, e.dir), Bus: e.bus, Index: e.bus, Acts: e.bus,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+	if _, err := e.keeperOn(e.dir); err != nil {
 		close(bus.release)
 		t.Fatal(err)
 	}
@@ -163,7 +170,7 @@ func TestAKeeperStartingMidRetakeLeavesTheCopy(t *testing.T) {
 // earlier point stays a point, whole: no aside.json over a missing archive.
 func TestARetakeWhoseCopyWasSweptFails(t *testing.T) {
 	bus := &holdAfterCopyBus{copied: make(chan struct{}), release: make(chan struct{})}
-	e := newEnv(t, func(c *keeper.Config) { bus.Bus, c.Bus = c.Bus, bus })
+	e := newEnv(t, bus.wrap)
 	bus.asides = filepath.Join(e.dir, "aside")
 	first := e.snapshot(5, "skew")
 
@@ -175,8 +182,7 @@ func TestARetakeWhoseCopyWasSweptFails(t *testing.T) {
 	}()
 	<-bus.copied
 	ahead := time.Now().Add(2 * time.Hour)
-	if _, err := keeper.New(e.ctx, keeper.Config{Store: fileStore(t, e.dir), Bus: e.bus, Index: e.bus, Acts: e.bus,
-		Now: func() time.Time { return ahead }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+	if _, err := e.keeperOn(e.dir, func(c *keeper.Config) { c.Now = func() time.Time { return ahead } }); err != nil {
 		close(bus.release)
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package keeper_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -14,8 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/internal/jstest"
-	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/store"
 	"github.com/nats-keeper/nats-keeper/store/natsstore"
@@ -33,40 +30,8 @@ import (
 func BenchmarkRollback(b *testing.B) {
 	mib := benchSize("KEEPER_BENCH_MIB", 64)
 	ctx := context.Background()
-	_, nc, js := jstest.Start(b, nil)
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "bench_rb", Subjects: []string{"bench.rb.>"}}); err != nil {
-		b.Fatal(err)
-	}
-	r := rand.New(rand.NewChaCha8([32]byte{9}))
-	p := make([]byte, 1024)
-	for i := range mib * 1024 {
-		for j := range p {
-			p[j] = byte(r.Uint32())
-		}
-		if _, err := js.PublishAsync(fmt.Sprintf("bench.rb.%d", i%1000), p); err != nil {
-			b.Fatal(err)
-		}
-		if i%4096 == 4095 {
-			<-js.PublishAsyncComplete()
-		}
-	}
-	<-js.PublishAsyncComplete()
-	ad, err := jsbus.New(ctx, nc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var st store.Store = fileStore(b, b.TempDir())
-	if os.Getenv("KEEPER_BENCH_STORE") == "nats" {
-		_, _, vjs := jstest.Start(b, nil)
-		if st, err = natsstore.Open(ctx, vjs, "bench", natsstore.Options{}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	k, err := keeper.New(ctx, keeper.Config{Store: st, Bus: ad, Index: ad, Acts: ad,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
+	tb := testbed.New(b, testbed.WithData(fillRollback(mib)), testbed.WithStore(rollbackStore))
+	k := tb.Keeper
 	req := keeper.Request{Module: "bench", Local: "rb", Form: 1, Fingerprint: "fp", Caller: "bench", Why: "bench"}
 	if _, err := k.SnapshotKept(ctx, req); err != nil {
 		b.Fatal(err)
@@ -92,4 +57,42 @@ func BenchmarkRollback(b *testing.B) {
 		slices.Sort(ss)
 		b.ReportMetric(ss[len(ss)/2], "s-median/"+strings.ReplaceAll(step, " ", "-"))
 	}
+}
+
+// fillRollback makes stream bench_rb of mib MiB of random bytes.
+func fillRollback(mib int) func(ctx context.Context, js jetstream.JetStream) error {
+	return func(ctx context.Context, js jetstream.JetStream) error {
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "bench_rb", Subjects: []string{"bench.rb.>"}}); err != nil {
+			return err
+		}
+		r := rand.New(rand.NewChaCha8([32]byte{9}))
+		p := make([]byte, 1024)
+		for i := range mib * 1024 {
+			for j := range p {
+				p[j] = byte(r.Uint32())
+			}
+			if _, err := js.PublishAsync(fmt.Sprintf("bench.rb.%d", i%1000), p); err != nil {
+				return err
+			}
+			if i%4096 == 4095 {
+				<-js.PublishAsyncComplete()
+			}
+		}
+		<-js.PublishAsyncComplete()
+		return nil
+	}
+}
+
+// rollbackStore is the file store in dir or, with KEEPER_BENCH_STORE=nats,
+// an object store on a server of its own (a vault).
+func rollbackStore(t testing.TB, dir string) store.Store {
+	if os.Getenv("KEEPER_BENCH_STORE") != "nats" {
+		return fileStore(t, dir)
+	}
+	vjs := testbed.New(t, testbed.WithoutBus()).JS
+	st, err := natsstore.Open(context.Background(), vjs, "bench", natsstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

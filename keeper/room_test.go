@@ -4,26 +4,32 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/keeper"
-	"github.com/nats-keeper/nats-keeper/store"
 )
 
-// diskStore is a store that tells a free space and whether a path shares
-// its disk.
+// diskStore is the free space and whether a path shares its disk that
+// the store in front of a keeper's (room) tells.
 type diskStore struct {
-	store.Store
+	room   *fault.Room
 	free   int64
 	shares bool
 }
 
-func (s *diskStore) FreeSpace(context.Context) (int64, error) { return s.free, nil }
-func (s *diskStore) SharesDisk(path string) (bool, error)     { return s.shares, nil }
+// newDiskStore puts a store that tells free and shares in front of c's.
+func newDiskStore(c *keeper.Config, free int64, shares bool) *diskStore {
+	s := &diskStore{free: free, shares: shares}
+	s.room = &fault.Room{
+		Free:   func(context.Context) (int64, error) { return s.free, nil },
+		Shares: func(string) (bool, error) { return s.shares, nil },
+	}
+	s.room.Wrap(c)
+	return s
+}
 
 // A snapshot that takes its streams at once may spool every stream but the
 // first until its turn in the archive: on the store's own disk that counts
@@ -32,10 +38,7 @@ func (s *diskStore) SharesDisk(path string) (bool, error)     { return s.shares,
 // disk of its own (with room), the same store takes it.
 func TestSpoolCountsWithTheStoreItShares(t *testing.T) {
 	var ds *diskStore
-	e, spool, _ := parallelEnv(t, 3, func(c *keeper.Config) {
-		ds = &diskStore{Store: c.Store, free: 1 << 40, shares: true}
-		c.Store = ds
-	})
+	e, spool, _ := parallelEnv(t, 3, func(c *keeper.Config) { ds = newDiskStore(c, 1<<40, true) })
 	snap := e.snapshot(1, "fits")
 	var stored, first int64
 	for i, s := range snap.Point.Streams {
@@ -71,10 +74,7 @@ func TestSpoolCountsWithTheStoreItShares(t *testing.T) {
 // and with none (negative) a store with just the estimate free does.
 func TestFreeMarginIsASetting(t *testing.T) {
 	var ds *diskStore
-	e := newEnv(t, func(c *keeper.Config) {
-		ds = &diskStore{Store: c.Store, free: 1 << 40}
-		c.Store = ds
-	})
+	e := newEnv(t, func(c *keeper.Config) { ds = newDiskStore(c, 1<<40, false) })
 	var stored int64
 	for _, s := range e.snapshot(1, "sizing").Point.Streams {
 		stored += int64(s.Bytes)
@@ -90,8 +90,7 @@ func TestFreeMarginIsASetting(t *testing.T) {
 	for _, c := range []struct {
 		margin, free int64
 	}{{64 << 10, estimate + 64<<10}, {-1, estimate}} {
-		k, err := keeper.New(e.ctx, keeper.Config{Store: ds, Bus: e.bus, Index: e.bus, Acts: e.bus, FreeMargin: c.margin,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		k, err := e.keeperOnStore(ds.room, func(cfg *keeper.Config) { cfg.FreeMargin = c.margin })
 		if err != nil {
 			t.Fatal(err)
 		}

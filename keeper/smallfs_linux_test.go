@@ -240,8 +240,7 @@ func TestSmallVolumeTakesASmallMargin(t *testing.T) {
 	}
 	mustContain(t, err.Error(), "a margin of 64.0 MiB", "--free-margin", "so nothing was written")
 
-	k, err := keeper.New(e.ctx, keeper.Config{Store: fileStore(t, mnt), Bus: e.bus, Index: e.bus, Acts: e.bus,
-		FreeMargin: 256 << 10})
+	k, err := e.keeperOn(mnt, func(c *keeper.Config) { c.FreeMargin, c.Logger = 256<<10, nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,24 +3,24 @@ package keeper_test
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
-// faultStore wraps a real store and fails the writes or the reads of
-// objects whose key holds a substring, after a number of bytes. It is for
-// injecting faults only.
+// faultStore fails, through the hooks of a fault.Store in front of the
+// real store (Store), the writes or the reads of objects whose key holds a
+// substring, after a number of bytes. It is for injecting faults only.
 type faultStore struct {
-	store.Store
+	Store     store.Store // the real store
 	mu        sync.Mutex
-	writeKey  string // fail writes to keys holding this, after writeAfter bytes
+	writeKey  string // fail writes to keys holding this, after writeAt bytes
 	writeAt   int64
 	commitKey string // fail the commit of keys holding this
 	readKey   string // fail reads of keys holding this once readAt bytes were read from them, all reads counted
@@ -30,11 +30,25 @@ type faultStore struct {
 	deleteKey string // fail deletes of keys holding this
 }
 
-func (f *faultStore) Delete(ctx context.Context, key string) error {
-	if f.match(key, &f.deleteKey) {
-		return errors.Join(errInjected, errors.New("the store refused the delete"))
-	}
-	return f.Store.Delete(ctx, key)
+// wrap puts f in front of c's store.
+func (f *faultStore) wrap(c *keeper.Config) {
+	fs := &fault.Store{}
+	fs.Wrap(c)
+	f.Store = fs.Store
+	fs.OnDelete(func(ctx context.Context, key string, next fault.DeleteFunc) error {
+		if f.match(key, &f.deleteKey) {
+			return errors.Join(errInjected, errors.New("the store refused the delete"))
+		}
+		return next(ctx, key)
+	})
+	fs.OnCreate(f.create)
+	fs.OnOpen(func(ctx context.Context, key string, next fault.OpenFunc) (store.Object, error) {
+		o, err := next(ctx, key)
+		if err != nil || !f.match(key, &f.readKey) {
+			return o, err
+		}
+		return &fault.Object{Object: o, Take: f.take, Err: errInjected}, nil
+	})
 }
 
 // take counts n bytes read from a matching key, and says how many of them
@@ -60,99 +74,47 @@ func (f *faultStore) match(key string, which *string) bool {
 	return *which != "" && strings.Contains(key, *which)
 }
 
-func (f *faultStore) Create(ctx context.Context, key string) (store.Writer, error) {
-	w, err := f.Store.Create(ctx, key)
+// create is the real store's writer with the write and commit faults armed
+// for key when it is made.
+func (f *faultStore) create(ctx context.Context, key string, next fault.CreateFunc) (store.Writer, error) {
+	w, err := next(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	fw := &faultWriter{Writer: w, err: errInjected}
+	var failAfter int64 // 0: never
 	if f.match(key, &f.writeKey) {
-		fw.failAfter = f.writeAt
+		failAfter = f.writeAt
 	}
-	fw.failCommit = f.match(key, &f.commitKey)
+	failCommit := f.match(key, &f.commitKey)
+	fail := errInjected
 	f.mu.Lock()
 	if f.failWith != nil {
-		fw.err = f.failWith
+		fail = f.failWith
 	}
 	f.mu.Unlock()
+	fw := &fault.Writer{Writer: w}
+	if failAfter > 0 {
+		fw.OnWrite = func(p []byte, written int64) error {
+			if written+int64(len(p)) > failAfter {
+				return errors.Join(fail, errors.New("the store stopped taking bytes"))
+			}
+			return nil
+		}
+	}
+	if failCommit {
+		fw.OnCommit = func(context.Context, func(context.Context) (store.Info, error)) (store.Info, error) {
+			w.Abort()
+			return store.Info{}, fail
+		}
+	}
 	return fw, nil
 }
-
-func (f *faultStore) Open(ctx context.Context, key string) (store.Object, error) {
-	o, err := f.Store.Open(ctx, key)
-	if err != nil || !f.match(key, &f.readKey) {
-		return o, err
-	}
-	return &faultObject{Object: o, f: f}, nil
-}
-
-type faultWriter struct {
-	store.Writer
-	n          int64
-	failAfter  int64 // -1: never
-	failCommit bool
-	err        error // the fault's
-}
-
-func (w *faultWriter) Write(p []byte) (int, error) {
-	if w.failAfter > 0 && w.n+int64(len(p)) > w.failAfter {
-		return 0, errors.Join(w.err, errors.New("the store stopped taking bytes"))
-	}
-	w.n += int64(len(p))
-	return w.Writer.Write(p)
-}
-
-func (w *faultWriter) Commit(ctx context.Context) (store.Info, error) {
-	if w.failCommit {
-		w.Writer.Abort()
-		return store.Info{}, w.err
-	}
-	return w.Writer.Commit(ctx)
-}
-
-type faultObject struct {
-	store.Object
-	f *faultStore
-}
-
-func (o *faultObject) ReadAt(p []byte, off int64) (int, error) {
-	if o.f.take(int64(len(p))) < int64(len(p)) {
-		return 0, errInjected
-	}
-	return o.Object.ReadAt(p, off)
-}
-
-func (o *faultObject) Reader(ctx context.Context, off, n int64) (io.ReadCloser, error) {
-	r, err := o.Object.Reader(ctx, off, n)
-	if err != nil {
-		return nil, err
-	}
-	return &faultReader{r: r, f: o.f}, nil
-}
-
-type faultReader struct {
-	r io.ReadCloser
-	f *faultStore
-}
-
-func (r *faultReader) Read(p []byte) (int, error) {
-	ok := r.f.take(int64(len(p)))
-	if ok == 0 {
-		return 0, errInjected
-	}
-	return r.r.Read(p[:ok])
-}
-
-func (r *faultReader) Close() error { return r.r.Close() }
 
 // storeFaultEnv is an env whose keeper keeps its points in a faultStore
 // over the file store.
 func storeFaultEnv(t *testing.T) (*env, *faultStore) {
-	var fs *faultStore
-	e := newEnv(t, func(c *keeper.Config) {
-		fs = &faultStore{Store: c.Store}
-		c.Store = fs
-	})
+	fs := &faultStore{}
+	e := newEnv(t, fs.wrap)
 	return e, fs
 }
 
@@ -216,21 +178,21 @@ func TestStoreFailingMidRestorePutsTheAsideBack(t *testing.T) {
 
 // smallStore is a store that says it has little room left.
 type smallStore struct {
-	store.Store
 	free int64
 }
 
-func (s *smallStore) FreeSpace(context.Context) (int64, error) { return s.free, nil }
+// wrap puts in front of c's store one that tells s.free as its free space.
+func (s *smallStore) wrap(c *keeper.Config) {
+	r := &fault.Room{Free: func(context.Context) (int64, error) { return s.free, nil }}
+	r.Wrap(c)
+}
 
 // A snapshot, or a restore's aside, that cannot fit is refused up front with
 // a sentence that says what it needs, what is free and where, and nothing is
 // written; one that runs out of room part way leaves no point.
 func TestSnapshotThatCannotFitIsRefused(t *testing.T) {
-	var small *smallStore
-	e := newEnv(t, func(c *keeper.Config) {
-		small = &smallStore{Store: c.Store, free: 1 << 40}
-		c.Store = small
-	})
+	small := &smallStore{free: 1 << 40}
+	e := newEnv(t, small.wrap)
 	e.snapshot(1, "fits")
 	small.free = 10 << 20
 	_, err := e.k.SnapshotKept(e.ctx, req(2, "too-big"))

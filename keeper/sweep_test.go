@@ -1,8 +1,6 @@
 package keeper_test
 
 import (
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -26,8 +24,7 @@ func TestLeftoversSweptWhenOld(t *testing.T) {
 	archive := filepath.Join(snap.Dir, "bus.tar")
 	start := func(now time.Time) {
 		t.Helper()
-		_, err := keeper.New(e.ctx, keeper.Config{Store: fileStore(t, e.dir), Bus: e.bus, Index: e.bus, Acts: e.bus,
-			Now: func() time.Time { return now }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		_, err := e.keeperOn(e.dir, func(c *keeper.Config) { c.Now = func() time.Time { return now } })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/store"
 )
@@ -17,20 +18,24 @@ import (
 // afterSnapshotBus runs a test's step after each stream's snapshot reached
 // the bus (new messages arriving, a lease lost). For injecting faults only.
 type afterSnapshotBus struct {
-	keeper.Bus
 	mu   sync.Mutex
 	step func(ctx context.Context, stream string) error
 }
 
-func (b *afterSnapshotBus) Snapshot(ctx context.Context, s string, data, meta io.WriteCloser) error {
-	err := b.Bus.Snapshot(ctx, s, data, meta)
-	b.mu.Lock()
-	step := b.step
-	b.mu.Unlock()
-	if err == nil && step != nil {
-		err = step(ctx, s)
-	}
-	return err
+// wrap puts b in front of c's bus.
+func (b *afterSnapshotBus) wrap(c *keeper.Config) {
+	f := &fault.Bus{}
+	f.Wrap(c)
+	f.OnSnapshot(func(ctx context.Context, s string, data, meta io.WriteCloser, next fault.SnapshotFunc) error {
+		err := next(ctx, s, data, meta)
+		b.mu.Lock()
+		step := b.step
+		b.mu.Unlock()
+		if err == nil && step != nil {
+			err = step(ctx, s)
+		}
+		return err
+	})
 }
 
 func (b *afterSnapshotBus) arm(step func(ctx context.Context, stream string) error) {
@@ -42,13 +47,11 @@ func (b *afterSnapshotBus) arm(step func(ctx context.Context, stream string) err
 // refusalEnv is an env whose keeper writes through a faultStore and takes
 // snapshots through an afterSnapshotBus, with a short lease.
 func refusalEnv(t *testing.T) (*env, *faultStore, *afterSnapshotBus) {
-	var fs *faultStore
+	fs := &faultStore{}
 	bus := &afterSnapshotBus{}
 	e := newEnv(t, func(c *keeper.Config) {
-		fs = &faultStore{Store: c.Store}
-		c.Store = fs
-		bus.Bus = c.Bus
-		c.Bus = bus
+		fs.wrap(c)
+		bus.wrap(c)
 		c.LeaseTTL = 600 * time.Millisecond // renewed every 200 ms
 	})
 	return e, fs, bus

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
@@ -231,25 +232,29 @@ func TestClientFailures(t *testing.T) {
 
 // blockingBus holds the first Snapshot until release is closed.
 type blockingBus struct {
-	keeper.Bus
 	once    sync.Once
 	entered chan struct{}
 	release chan struct{}
 }
 
-func (b *blockingBus) Snapshot(ctx context.Context, stream string, data, meta io.WriteCloser) error {
-	b.once.Do(func() {
-		close(b.entered)
-		<-b.release
+// wrap puts b in front of c's bus.
+func (b *blockingBus) wrap(c *keeper.Config) {
+	f := &fault.Bus{}
+	f.Wrap(c)
+	f.OnSnapshot(func(ctx context.Context, stream string, data, meta io.WriteCloser, next fault.SnapshotFunc) error {
+		b.once.Do(func() {
+			close(b.entered)
+			<-b.release
+		})
+		return next(ctx, stream, data, meta)
 	})
-	return b.Bus.Snapshot(ctx, stream, data, meta)
 }
 
 // A second verb on kept data that a verb in flight holds: exit 4, naming the
 // holder; the first verb then finishes.
 func TestClientBusy(t *testing.T) {
 	bb := &blockingBus{entered: make(chan struct{}), release: make(chan struct{})}
-	b := newBedWith(t, func(inner keeper.Bus) keeper.Bus { bb.Bus = inner; return bb })
+	b := newBedWith(t, bb.wrap)
 	ctx := context.Background()
 	if err := sample.Create(ctx, b.js, "billing", "ledger"); err != nil {
 		t.Fatal(err)

@@ -6,16 +6,19 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
-// stuckPositions is the real bus but for SetPosition, which says it moved
-// the consumer and did not.
-type stuckPositions struct{ keeper.Bus }
-
-func (stuckPositions) SetPosition(context.Context, keeper.Position) error { return nil }
+// stuckPositions puts in front of c's bus the real bus but for
+// SetPosition, which says it moved the consumer and did not.
+func stuckPositions(c *keeper.Config) {
+	f := &fault.Bus{}
+	f.Wrap(c)
+	f.OnSetPosition(func(context.Context, keeper.Position, fault.SetPositionFunc) error { return nil })
+}
 
 // restoreOver takes a point of billing/ledger, changes the live data and
 // restores the point over it with --json; it returns what was printed.
@@ -84,7 +87,7 @@ func TestEvidenceCommand(t *testing.T) {
 // not set back fails with code 500, and --json prints the failure with its
 // FAIL report; the report is then readable with `nats-keeper evidence`.
 func TestEvidenceOfAFailedRestoreThroughTheWire(t *testing.T) {
-	b := newBedWith(t, func(inner keeper.Bus) keeper.Bus { return stuckPositions{inner} })
+	b := newBedWith(t, stuckPositions)
 	out, err := restoreOver(t, b)
 	var ve *verbs.Error
 	if !errors.As(err, &ve) || ve.Code != verbs.CodeFailed || ve.Evidence == nil || ve.Evidence.Verdict != keeper.Fail ||

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/internal/jstest"
+	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/verbs"
@@ -26,40 +26,32 @@ type bed struct {
 	js  jetstream.JetStream
 	dir string
 	svc *verbs.Service
+	bus *jsbus.Adapter // the keeper's bus, index and acts (newBedWith's)
 }
 
 func newBed(t *testing.T) *bed {
 	t.Helper()
-	s, nc, js := jstest.Start(t, nil)
-	dir := t.TempDir()
-	svc, err := startKeeper(context.Background(), nc, keeperSetup{Store: dirStore(t, dir)}, quietLog())
+	tb := testbed.New(t, testbed.WithoutBus(), testbed.WithStore(dirStore))
+	svc, err := startKeeper(context.Background(), tb.Conn, keeperSetup{Store: tb.Config.Store}, quietLog())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Stop() })
-	return &bed{url: s.ClientURL(), nc: nc, js: js, dir: dir, svc: svc}
+	return &bed{url: tb.Server.ClientURL(), nc: tb.Conn, js: tb.JS, dir: tb.Dir, svc: svc}
 }
 
-// newBedWith serves a keeper whose Bus is wrapped by wrap.
-func newBedWith(t *testing.T, wrap func(keeper.Bus) keeper.Bus) *bed {
+// newBedWith serves a keeper whose config wrap changes
+// (faults in front of its bus, say).
+func newBedWith(t *testing.T, wrap func(*keeper.Config)) *bed {
 	t.Helper()
-	s, nc, js := jstest.Start(t, nil)
-	ctx := context.Background()
-	a, err := jsbus.New(ctx, nc, jsbus.WithLogger(quietLog()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	k, err := keeper.New(ctx, keeper.Config{Store: dirStore(t, dir), Bus: wrap(a), Index: a, Acts: a, Logger: quietLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := verbs.Serve(ctx, nc, k, verbs.WithLogger(quietLog()))
+	tb := testbed.New(t, testbed.WithBusOptions(jsbus.WithLogger(quietLog())), testbed.WithStore(dirStore),
+		testbed.WithConfig(wrap))
+	svc, err := verbs.Serve(context.Background(), tb.Conn, tb.Keeper, verbs.WithLogger(quietLog()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Stop() })
-	return &bed{url: s.ClientURL(), nc: nc, js: js, dir: dir, svc: svc}
+	return &bed{url: tb.Server.ClientURL(), nc: tb.Conn, js: tb.JS, dir: tb.Dir, svc: svc, bus: tb.Bus}
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

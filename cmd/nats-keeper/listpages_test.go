@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -15,12 +14,9 @@ import (
 // as one listing, in text and with --json: 1,200 points take three pages
 // of the default 500.
 func TestListFollowsPages(t *testing.T) {
-	b := newBedWith(t, func(bus keeper.Bus) keeper.Bus { return bus })
+	b := newBedWith(t, func(*keeper.Config) {})
 	ctx := context.Background()
-	a, err := jsbus.New(ctx, b.nc, jsbus.WithLogger(quietLog()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := b.bus
 	const n = 1200
 	for i := range n {
 		local := fmt.Sprintf("l%04d", i)

@@ -17,9 +17,9 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/inproc"
 	"github.com/nats-keeper/nats-keeper/internal/jstest"
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
+	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
-	"github.com/nats-keeper/nats-keeper/store/filestore"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -69,11 +69,7 @@ func TestActsRecordWhoTheBusSays(t *testing.T) {
 	opts.NoLog, opts.NoSigs, opts.ServerName = true, true, base.ServerName
 	s := natstest.Start(t, opts)
 	keeperConn := natstest.Connect(t, s, nats.UserInfo("keeper", "k"))
-	st, err := filestore.Open(filepath.Join(dir, "keeper"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := testbed.FileStore(t, filepath.Join(dir, "keeper"))
 	k, err := inproc.Start(context.Background(), keeperConn, inproc.Setup{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -19,9 +19,9 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
+	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
-	"github.com/nats-keeper/nats-keeper/store/filestore"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -54,11 +54,7 @@ func hubAndLeaf(t *testing.T) (hub, leaf *nats.Conn) {
 // temporary directory, its log in the returned buffer.
 func startOn(t *testing.T, nc *nats.Conn, s inproc.Setup) (*inproc.Keeper, *syncbuf.Buffer) {
 	t.Helper()
-	st, err := filestore.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := testbed.FileStore(t, t.TempDir())
 	logs := &syncbuf.Buffer{}
 	s.Store, s.Logger = st, slog.New(slog.NewTextHandler(logs, nil))
 	k, err := inproc.Start(context.Background(), nc, s)

@@ -15,8 +15,8 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/embedded"
 	"github.com/nats-keeper/nats-keeper/internal/inproc"
+	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/keeper"
-	"github.com/nats-keeper/nats-keeper/store/filestore"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -82,11 +82,7 @@ func concurrentSnapshots(t *testing.T, maxPending, inFlight int64, n, size int) 
 	}
 
 	nc := connectTo(t, srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	st, err := filestore.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := testbed.FileStore(t, t.TempDir())
 	k, err := inproc.Start(ctx, nc, inproc.Setup{Store: st, MaxHeavy: n + 4, InFlight: inFlight,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

@@ -28,8 +28,8 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/embedded"
 	"github.com/nats-keeper/nats-keeper/internal/inproc"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/keeper"
-	"github.com/nats-keeper/nats-keeper/store/filestore"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -70,11 +70,7 @@ func newBed(t *testing.T, s inproc.Setup) *bed {
 	if b.js, err = jetstream.New(b.nc); err != nil {
 		t.Fatal(err)
 	}
-	st, err := filestore.Open(b.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := testbed.FileStore(t, b.dir)
 	s.Store = st
 	s.MetricsListen = "127.0.0.1:0"
 	if s.Logger == nil {
@@ -457,11 +453,7 @@ func TestMetricsAddressTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	st, err := filestore.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := testbed.FileStore(t, t.TempDir())
 	_, err = inproc.Start(context.Background(), nc, inproc.Setup{Store: st, MetricsListen: l.Addr().String(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if !errors.Is(err, keeper.ErrConflict) || !strings.HasPrefix(err.Error(), "cannot listen on "+l.Addr().String()) ||

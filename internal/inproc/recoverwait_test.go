@@ -12,8 +12,8 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/inproc"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/keeper"
-	"github.com/nats-keeper/nats-keeper/store/filestore"
 )
 
 // A kept data whose restore journal cannot be read (a newer keeper's, or
@@ -38,11 +38,7 @@ func TestRecoveryWaitDoesNotStopServing(t *testing.T) {
 	if _, err := kv.Put(ctx, "journal.spare.ledger", []byte(`{"module":"spare","local":"ledger","format":99`)); err != nil {
 		t.Fatal(err)
 	}
-	st, err := filestore.Open(b.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := testbed.FileStore(t, b.dir)
 	b.k, err = inproc.Start(ctx, b.nc, inproc.Setup{Store: st, MetricsListen: "127.0.0.1:0",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
