@@ -1,10 +1,9 @@
-package keeper
+package kept
 
 import (
 	"fmt"
+	"slices"
 	"strings"
-
-	"github.com/nats-keeper/nats-keeper/busarchive"
 )
 
 // Bounds on what a request may carry.
@@ -20,8 +19,8 @@ const (
 	MaxKeptLen = 224
 )
 
-// checkKept checks that the names made of module and local fit (MaxKeptLen).
-func checkKept(module, local string) error {
+// CheckKept checks that the names made of module and local fit (MaxKeptLen).
+func CheckKept(module, local string) error {
 	if n := len(module) + len(local); n > MaxKeptLen {
 		return Errorf(ErrBadRequest, "module and local are %d bytes together, over the limit of %d, so that every name made of them "+
 			"(the aside id, its directory, the stream OBJ_<module>_<local>) fits the file system's and the server's 255 bytes", n, MaxKeptLen)
@@ -47,7 +46,7 @@ func ValidName(what, s string) error {
 		if strings.ContainsRune("/\\ *>.", r) || r < 0x20 || r == 0x7f {
 			return Errorf(ErrBadRequest, "%s %q holds %q, which a plain name may not", what, s, r)
 		}
-		if !plainRune(r) {
+		if !PlainRune(r) {
 			return Errorf(ErrBadRequest, "%s %q holds %q; a plain name is made of the letters a-z and A-Z, digits, and - _ =, "+
 				"which every path, KV key and subject can hold", what, s, r)
 		}
@@ -57,12 +56,12 @@ func ValidName(what, s string) error {
 
 // CheckStreamName says why name is not a stream or consumer name, or nil.
 // It is the one rule for such names everywhere in nats-keeper (plans,
-// positions, the JetStream adapter, the archive): busarchive.ValidStreamName,
+// positions, the JetStream adapter, the archive): ValidStreamName,
 // non-empty, at most 255 bytes of UTF-8, free of ". * > / \ space" and
 // control characters. what names the value in the sentence ("stream",
 // "consumer"). The error wraps ErrBadRequest.
 func CheckStreamName(what, name string) error {
-	if busarchive.ValidStreamName(name) {
+	if ValidStreamName(name) {
 		return nil
 	}
 	shown := name
@@ -70,12 +69,12 @@ func CheckStreamName(what, name string) error {
 		shown = shown[:64] + "…"
 	}
 	return Errorf(ErrBadRequest, "%s %q is not a stream or consumer name: one is 1 to %d bytes of UTF-8 without . * > / \\, spaces or control characters",
-		what, shown, busarchive.MaxStreamNameLen)
+		what, shown, MaxStreamNameLen)
 }
 
-// plainRune: the characters a name may have so that it is safe as a path
+// PlainRune reports the characters a name may have so that it is safe as a path
 // component, a KV key token and a subject token everywhere.
-func plainRune(r rune) bool {
+func PlainRune(r rune) bool {
 	return (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') || r == '-' || r == '_' || r == '='
 }
 
@@ -124,13 +123,15 @@ const (
 // name plain, every text bounded, every field the verb needs present. Its
 // error wraps ErrBadRequest.
 func CheckRequest(verb string, r Request) error {
-	if err := checkRequest(verb, r); err != nil {
+	if err := CheckFields(verb, r); err != nil {
 		return fmt.Errorf("%s refused: %w, so nothing was done", verb, err)
 	}
 	return nil
 }
 
-func checkRequest(verb string, r Request) error {
+// CheckFields is CheckRequest without its "refused, so nothing was done"
+// frame: the bare sentence of what is wrong, wrapping ErrBadRequest.
+func CheckFields(verb string, r Request) error {
 	for what, s := range map[string]string{"caller": r.Caller, "why": r.Why} {
 		if err := checkText(what, s); err != nil {
 			return err
@@ -145,7 +146,7 @@ func checkRequest(verb string, r Request) error {
 			}
 		}
 	}
-	if err := checkKept(r.Module, r.Local); err != nil {
+	if err := CheckKept(r.Module, r.Local); err != nil {
 		return err
 	}
 	if len(r.From) > MaxPathLen {
@@ -312,7 +313,7 @@ func ParseAsideID(id string) (module, local string, err error) {
 			return "", "", err
 		}
 	}
-	if err := checkKept(parts[0], parts[1]); err != nil {
+	if err := CheckKept(parts[0], parts[1]); err != nil {
 		return "", "", err
 	}
 	return parts[0], parts[1], nil
@@ -366,6 +367,34 @@ func checkTag(what, s string) error {
 	for _, r := range s {
 		if r <= ' ' || r > '~' {
 			return Errorf(ErrBadRequest, "%s %q holds %q; it may hold printable ASCII other than a space", what, s, r)
+		}
+	}
+	return nil
+}
+
+// checkPlanShape checks a plan's lists before anything is read: their
+// lengths, every name by the one stream-name rule, no stream twice.
+func checkPlanShape(streams []string, consumers []PlanConsumer) error {
+	if len(streams) == 0 || len(streams) > MaxPlanStreams {
+		return Errorf(ErrBadRequest, "a plan names 1 to %d streams, not %d", MaxPlanStreams, len(streams))
+	}
+	for i, s := range streams {
+		if err := CheckStreamName("stream", s); err != nil {
+			return err
+		}
+		if slices.Contains(streams[:i], s) {
+			return Errorf(ErrBadRequest, "the plan names stream %s twice", s)
+		}
+	}
+	if len(consumers) > MaxPlanConsumers {
+		return Errorf(ErrBadRequest, "a plan names at most %d consumers, not %d", MaxPlanConsumers, len(consumers))
+	}
+	for _, c := range consumers {
+		if err := CheckStreamName("the stream of a plan's consumer", c.Stream); err != nil {
+			return err
+		}
+		if err := CheckStreamName("consumer", c.Consumer); err != nil {
+			return err
 		}
 	}
 	return nil

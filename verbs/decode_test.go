@@ -9,32 +9,32 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 func TestDecodeRequestGood(t *testing.T) {
 	cases := []struct {
 		verb, body string
-		want       keeper.Request
+		want       kept.Request
 	}{
 		{VerbSnapshot, `{"module":"billing","local":"ledger","form":3,"fingerprint":"9f2c1a7e","catch-up":"ledger-migrate-3-to-4","caller":"ops-jane"}`,
-			keeper.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "9f2c1a7e", CatchUp: "ledger-migrate-3-to-4", Caller: "ops-jane"}},
+			kept.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "9f2c1a7e", CatchUp: "ledger-migrate-3-to-4", Caller: "ops-jane"}},
 		{VerbRestore, ` {"module":"billing","local":"ledger","form":3,"fingerprint":"9f2c1a7e","why":"roll back release 42","dry-run":true} `,
-			keeper.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "9f2c1a7e", Why: "roll back release 42", DryRun: true}},
+			kept.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "9f2c1a7e", Why: "roll back release 42", DryRun: true}},
 		{VerbRestore, `{"module":"billing","local":"ledger","aside-only":true,"why":"clear it"}`,
-			keeper.Request{Module: "billing", Local: "ledger", AsideOnly: true, Why: "clear it"}},
+			kept.Request{Module: "billing", Local: "ledger", AsideOnly: true, Why: "clear it"}},
 		{VerbDiscard, `{"from":"billing.ledger.20260101T000000","why":"checked, not needed"}`,
-			keeper.Request{From: "billing.ledger.20260101T000000", Why: "checked, not needed"}},
-		{VerbList, `{}`, keeper.Request{}},
+			kept.Request{From: "billing.ledger.20260101T000000", Why: "checked, not needed"}},
+		{VerbList, `{}`, kept.Request{}},
 		{VerbRestore, `{"module":"billing","local":"ledger","form":1,"fingerprint":"x","why":"w","replicas":1,"placement-cluster":"east","placement-tags":["az:1","ssd"]}`,
-			keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "x", Why: "w", Replicas: 1, PlacementCluster: "east", PlacementTags: []string{"az:1", "ssd"}}},
-		{VerbList, `{"module":"billing"}`, keeper.Request{Module: "billing"}},
+			kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "x", Why: "w", Replicas: 1, PlacementCluster: "east", PlacementTags: []string{"az:1", "ssd"}}},
+		{VerbList, `{"module":"billing"}`, kept.Request{Module: "billing"}},
 		{VerbVerify, `{"module":"billing","local":"ledger","form":0,"fingerprint":"x"}`,
-			keeper.Request{Module: "billing", Local: "ledger", Fingerprint: "x"}},
+			kept.Request{Module: "billing", Local: "ledger", Fingerprint: "x"}},
 		{VerbSetPlan, `{"module":"billing","local":"ledger","streams":["LEDGER","KV_billing_ledger"],"consumers":[{"stream":"ORDERS","consumer":"feed"}]}`,
-			keeper.Request{Module: "billing", Local: "ledger", Streams: []string{"LEDGER", "KV_billing_ledger"},
-				Consumers: []keeper.PlanConsumer{{Stream: "ORDERS", Consumer: "feed"}}}},
-		{VerbShowPlan, `{"module":"billing","local":"ledger"}`, keeper.Request{Module: "billing", Local: "ledger"}},
+			kept.Request{Module: "billing", Local: "ledger", Streams: []string{"LEDGER", "KV_billing_ledger"},
+				Consumers: []kept.PlanConsumer{{Stream: "ORDERS", Consumer: "feed"}}}},
+		{VerbShowPlan, `{"module":"billing","local":"ledger"}`, kept.Request{Module: "billing", Local: "ledger"}},
 	}
 	for _, c := range cases {
 		got, err := DecodeRequest(c.verb, []byte(c.body))
@@ -102,7 +102,7 @@ func TestDecodeRequestRefused(t *testing.T) {
 			t.Errorf("%s: %s %.80s was accepted", c.name, c.verb, c.body)
 			continue
 		}
-		if !errors.Is(err, keeper.ErrBadRequest) {
+		if !errors.Is(err, kept.ErrBadRequest) {
 			t.Errorf("%s: error does not wrap ErrBadRequest: %v", c.name, err)
 		}
 		if Code(err) != 400 {

@@ -21,7 +21,7 @@
 // are ClientOptions (WithPrefix is both kinds).
 //
 //	c := verbs.NewClient(nc, verbs.WithTimeout(30*time.Minute))
-//	req := keeper.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: hash, Caller: "deploy"}
+//	req := kept.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: hash, Caller: "deploy"}
 //	if _, err := c.SnapshotKept(ctx, req); err != nil {
 //		return err // no restore point, no migration
 //	}
@@ -30,15 +30,15 @@
 //
 // A failure reply carries the micro error headers (Nats-Service-Error, the
 // sentence; Nats-Service-Error-Code, the code) and an ErrorBody. Code maps an
-// error's kind (keeper.KindOf) to its wire code, in this one place: 400 bad
+// error's kind (kept.KindOf) to its wire code, in this one place: 400 bad
 // request, 404 not found, 409 conflict or busy (ErrorBody.Busy), 423 locked
 // (an encrypted archive and no identity that decrypts it), 500 failed, 503
 // no bus or a stopping keeper. The client turns a failure reply
 // back into an *Error that errors.Is matches to the keeper's sentinels
-// (keeper.ErrNotFound, keeper.ErrBusy, ...), and a request the server
-// refused the user, or that no keeper answered, into keeper.ErrDenied or
-// keeper.ErrNoBus. A verb whose keeper stopped answering mid-way (it sends
+// (kept.ErrNotFound, kept.ErrBusy, ...), and a request the server
+// refused the user, or that no keeper answered, into kept.ErrDenied or
+// kept.ErrNoBus. A verb whose keeper stopped answering mid-way (it sends
 // beats while it runs, see BeatHeader) is followed through recovery, and
-// becomes, when no outcome is known in time, keeper.ErrCutShort (code 504,
+// becomes, when no outcome is known in time, kept.ErrCutShort (code 504,
 // given by the client only).
 package verbs

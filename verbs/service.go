@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -17,7 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // ServiceName is the micro service's name, as `nats micro ls` shows it.
@@ -36,23 +37,21 @@ const DefaultMaxInFlight = 16
 // Engine is what the service needs of the keeper: its verbs, one method
 // each, as *keeper.Keeper has them (see there for what each does). Each
 // method must be safe for concurrent use, must refuse a second verb on the
-// same kept data with an error wrapping keeper.ErrBusy, and must give every
-// error its kind (keeper.Errorf), which Code maps to the wire.
+// same kept data with an error wrapping kept.ErrBusy, and must give every
+// error its kind (kept.Errorf), which Code maps to the wire.
 type Engine interface {
-	SnapshotKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) // snapshot-kept: take a restore point
-	RestoreKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)  // restore-kept: restore it, setting the live data aside
-	DiscardAside(ctx context.Context, r keeper.Request) (*keeper.Reply, error) // discard-aside: remove one aside, on a person's call
-	ListKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)     // list-kept: the points and asides
-	VerifyKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)   // verify-kept: re-check a point's archive
-	PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)    // prune-kept: apply a retention policy
-	SetPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)      // set-plan: record a kept data's streams
-	ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)     // show-plan: the recorded plan
-	RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)   // remove-plan: back to the naming rule
-	ShowEvidence(ctx context.Context, r keeper.Request) (*keeper.Reply, error) // show-evidence: a restore's evidence report
-	DiscardPoint(ctx context.Context, r keeper.Request) (*keeper.Reply, error) // discard-point: remove one point, on a person's call
+	SnapshotKept(ctx context.Context, r kept.Request) (*kept.Reply, error) // snapshot-kept: take a restore point
+	RestoreKept(ctx context.Context, r kept.Request) (*kept.Reply, error)  // restore-kept: restore it, setting the live data aside
+	DiscardAside(ctx context.Context, r kept.Request) (*kept.Reply, error) // discard-aside: remove one aside, on a person's call
+	ListKept(ctx context.Context, r kept.Request) (*kept.Reply, error)     // list-kept: the points and asides
+	VerifyKept(ctx context.Context, r kept.Request) (*kept.Reply, error)   // verify-kept: re-check a point's archive
+	PruneKept(ctx context.Context, r kept.Request) (*kept.Reply, error)    // prune-kept: apply a retention policy
+	SetPlan(ctx context.Context, r kept.Request) (*kept.Reply, error)      // set-plan: record a kept data's streams
+	ShowPlan(ctx context.Context, r kept.Request) (*kept.Reply, error)     // show-plan: the recorded plan
+	RemovePlan(ctx context.Context, r kept.Request) (*kept.Reply, error)   // remove-plan: back to the naming rule
+	ShowEvidence(ctx context.Context, r kept.Request) (*kept.Reply, error) // show-evidence: a restore's evidence report
+	DiscardPoint(ctx context.Context, r kept.Request) (*kept.Reply, error) // discard-point: remove one point, on a person's call
 }
-
-var _ Engine = (*keeper.Keeper)(nil)
 
 // DefaultStopTimeout is how long Stop waits for the verbs in flight before it
 // cancels them.
@@ -179,7 +178,7 @@ type Service struct {
 	stopTimeout time.Duration
 
 	id       string
-	own      keeper.BusIdentity // the keeper's own connection, for requests the bus gave no identity
+	own      kept.BusIdentity // the keeper's own connection, for requests the bus gave no identity
 	version  string
 	metadata map[string]string
 	started  time.Time
@@ -224,7 +223,7 @@ func SemVer(v string) string {
 // ctx is done the service stops, as Stop does. An error means nothing is
 // served.
 func Serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...ServeOption) (*Service, error) {
-	if k, ok := e.(*keeper.Keeper); e == nil || (ok && k == nil) {
+	if v := reflect.ValueOf(e); e == nil || (v.Kind() == reflect.Pointer && v.IsNil()) {
 		return nil, errors.New("verbs.Serve needs an engine, such as a *keeper.Keeper, so no service was started")
 	}
 	c := serveConfig{prefix: DefaultPrefix, maxInFlight: DefaultMaxInFlight, stopTimeout: DefaultStopTimeout,
@@ -251,7 +250,7 @@ func Serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...ServeOption) (*
 		return nil, fmt.Errorf("%w, so no service was started", err)
 	}
 	if nc == nil || nc.IsClosed() {
-		return nil, fmt.Errorf("%w: the connection to NATS is closed, so no service was started", keeper.ErrNoBus)
+		return nil, fmt.Errorf("%w: the connection to NATS is closed, so no service was started", kept.ErrNoBus)
 	}
 	md := map[string]string{}
 	for k, v := range c.metadata {
@@ -313,7 +312,7 @@ func Serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...ServeOption) (*
 	}
 	if err := nc.Flush(); err != nil {
 		unsubscribe()
-		return nil, fmt.Errorf("%w: the %s subscriptions did not reach the server (%v), so nothing is served", keeper.ErrNoBus, ServiceName, err)
+		return nil, fmt.Errorf("%w: the %s subscriptions did not reach the server (%v), so nothing is served", kept.ErrNoBus, ServiceName, err)
 	}
 	go func() {
 		select {
@@ -333,7 +332,7 @@ func (s *Service) Prefix() string { return s.prefix }
 // Stop stops taking requests (a request that still arrives is answered 503),
 // then waits up to WithStopTimeout for the verbs in flight to finish. If some
 // are still running then, it logs them, cancels their context and waits a
-// short while more; it returns an error wrapping keeper.ErrFailed that says
+// short while more; it returns an error wrapping kept.ErrFailed that says
 // the verbs were cut short. Stop is safe to call more than once, and from
 // several goroutines; each call returns the first one's result.
 func (s *Service) Stop() error {
@@ -403,7 +402,7 @@ func (s *Service) waitVerbs() error {
 			names = append(names, f.verb)
 		}
 	}
-	return keeper.Errorf(keeper.ErrFailed, "%d verb(s) were still running %s after the stop began and were cut short (%s); "+
+	return kept.Errorf(kept.ErrFailed, "%d verb(s) were still running %s after the stop began and were cut short (%s); "+
 		"a restarted keeper finishes or undoes any restore they left half-way",
 		len(cut), s.stopTimeout, strings.Join(names, ", "))
 }
@@ -470,7 +469,7 @@ func (s *Service) handler(ep *endpoint) nats.MsgHandler {
 
 // refuse answers a request that came while the keeper is stopping.
 func (s *Service) refuse(req *request) {
-	s.fail(req, req.ep.verb, fmt.Errorf("%w: this keeper is stopping, so %s was not started; try again", keeper.ErrNoBus, req.ep.verb))
+	s.fail(req, req.ep.verb, fmt.Errorf("%w: this keeper is stopping, so %s was not started; try again", kept.ErrNoBus, req.ep.verb))
 }
 
 // request is one request to an endpoint. Its figures are recorded just before
@@ -544,9 +543,9 @@ func (s *Service) run(verb string, req *request) {
 	ctx := s.base
 	if verb == VerbSnapshot || verb == VerbRestore || verb == VerbVerify {
 		p := newProgress(s.nc, s.prefix, r.Module, r.Local)
-		ctx = keeper.WithProgress(ctx, func(pr keeper.Progress) { p.publish(pr) })
+		ctx = kept.WithProgress(ctx, func(pr kept.Progress) { p.publish(pr) })
 	}
-	ctx = keeper.WithReplyBound(ctx, s.replyBound())
+	ctx = kept.WithReplyBound(ctx, s.replyBound())
 	ctx, cancel := s.verbContext(ctx)
 	defer cancel()
 	reply, err := s.call(ctx, verb, r)
@@ -557,17 +556,17 @@ func (s *Service) run(verb string, req *request) {
 		return
 	}
 	if reply == nil || reply.Said == "" {
-		s.fail(req, verb, fmt.Errorf("%w: the keeper gave %s no reply sentence; what it did is in its log and acts", keeper.ErrFailed, verb))
+		s.fail(req, verb, fmt.Errorf("%w: the keeper gave %s no reply sentence; what it did is in its log and acts", kept.ErrFailed, verb))
 		return
 	}
 	log.Info("verb done", "said", reply.Said, "took", time.Since(start))
 	s.respond(req, verb, reply, log)
 }
 
-func (s *Service) call(ctx context.Context, verb string, r keeper.Request) (rep *keeper.Reply, err error) {
+func (s *Service) call(ctx context.Context, verb string, r kept.Request) (rep *kept.Reply, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: %s stopped on an internal error (%v); see the keeper's log", keeper.ErrFailed, verb, p)
+			err = fmt.Errorf("%w: %s stopped on an internal error (%v); see the keeper's log", kept.ErrFailed, verb, p)
 		}
 	}()
 	switch verb {

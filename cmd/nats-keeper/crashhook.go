@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -90,52 +91,52 @@ func (h *hangEngine) hang(ctx context.Context, verb string) error {
 	}
 	h.log.Warn("hang test: the verb waits for its context to end", "verb", verb)
 	<-ctx.Done()
-	return keeper.Errorf(keeper.ErrFailed, "hang test: %s waited for its context, which ended (%w), so nothing was done", verb, ctx.Err())
+	return kept.Errorf(kept.ErrFailed, "hang test: %s waited for its context, which ended (%w), so nothing was done", verb, ctx.Err())
 }
 
-func (h *hangEngine) SnapshotKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+func (h *hangEngine) SnapshotKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
 	if err := h.hang(ctx, verbs.VerbSnapshot); err != nil {
 		return nil, err
 	}
 	return h.Keeper.SnapshotKept(ctx, r)
 }
 
-func (h *hangEngine) RestoreKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+func (h *hangEngine) RestoreKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
 	if err := h.hang(ctx, verbs.VerbRestore); err != nil {
 		return nil, err
 	}
 	return h.Keeper.RestoreKept(ctx, r)
 }
 
-func (h *hangEngine) DiscardAside(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+func (h *hangEngine) DiscardAside(ctx context.Context, r kept.Request) (*kept.Reply, error) {
 	if err := h.hang(ctx, verbs.VerbDiscard); err != nil {
 		return nil, err
 	}
 	return h.Keeper.DiscardAside(ctx, r)
 }
 
-func (h *hangEngine) DiscardPoint(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+func (h *hangEngine) DiscardPoint(ctx context.Context, r kept.Request) (*kept.Reply, error) {
 	if err := h.hang(ctx, verbs.VerbDiscardPoint); err != nil {
 		return nil, err
 	}
 	return h.Keeper.DiscardPoint(ctx, r)
 }
 
-func (h *hangEngine) ListKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+func (h *hangEngine) ListKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
 	if err := h.hang(ctx, verbs.VerbList); err != nil {
 		return nil, err
 	}
 	return h.Keeper.ListKept(ctx, r)
 }
 
-func (h *hangEngine) VerifyKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+func (h *hangEngine) VerifyKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
 	if err := h.hang(ctx, verbs.VerbVerify); err != nil {
 		return nil, err
 	}
 	return h.Keeper.VerifyKept(ctx, r)
 }
 
-func (h *hangEngine) PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+func (h *hangEngine) PruneKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
 	if err := h.hang(ctx, verbs.VerbPrune); err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/embedded"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -55,11 +55,11 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 
 	tmp, err := os.MkdirTemp("", "nats-keeper-demo-")
 	if err != nil {
-		return keeper.Errorf(keeper.ErrFailed, "could not make a temporary directory, so the demo did not start: %v", err)
+		return kept.Errorf(kept.ErrFailed, "could not make a temporary directory, so the demo did not start: %v", err)
 	}
 	defer func() {
 		if rerr := os.RemoveAll(tmp); rerr != nil && err == nil {
-			err = keeper.Errorf(keeper.ErrFailed, "the demo ran but its temporary directory %s could not be removed: %v", tmp, rerr)
+			err = kept.Errorf(kept.ErrFailed, "the demo ran but its temporary directory %s could not be removed: %v", tmp, rerr)
 		} else if rerr == nil {
 			fmt.Fprintf(o.Out, "\nRemoved %s. The demo is done.\n", tmp)
 		}
@@ -68,12 +68,12 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 	say("Starting an embedded nats-server with JetStream and a keeper, in %s", tmp)
 	s, err := embedded.Run(embedded.Options(filepath.Join(tmp, "nats")))
 	if err != nil {
-		return keeper.Errorf(keeper.ErrFailed, "%v, so the demo did not start", err)
+		return kept.Errorf(kept.ErrFailed, "%v, so the demo did not start", err)
 	}
 	defer func() { s.Shutdown(); s.WaitForShutdown() }()
 	nc, err := nats.Connect(s.ClientURL(), nats.Name("nats-keeper demo"))
 	if err != nil {
-		return keeper.Errorf(keeper.ErrNoBus, "could not connect to the embedded server: %v", err)
+		return kept.Errorf(kept.ErrNoBus, "could not connect to the embedded server: %v", err)
 	}
 	defer nc.Close()
 	log := slog.New(slog.NewTextHandler(o.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -91,14 +91,14 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return keeper.Errorf(keeper.ErrNoBus, "could not use JetStream on the embedded server: %v", err)
+		return kept.Errorf(kept.ErrNoBus, "could not use JetStream on the embedded server: %v", err)
 	}
 	c := verbs.NewClient(nc)
 	n := sample.NamesOf(demoModule, demoLocal)
 
 	say("Making module %s's kept data %s: KV bucket, object store, stream and consumers", demoModule, demoLocal)
 	if err := sample.Create(ctx, js, demoModule, demoLocal); err != nil {
-		return keeper.Errorf(keeper.ErrFailed, "%w", err)
+		return kept.Errorf(kept.ErrFailed, "%w", err)
 	}
 	before, err := describe(ctx, js, n)
 	if err != nil {
@@ -106,7 +106,7 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 	}
 	before.print(show)
 
-	req := keeper.Request{Module: demoModule, Local: demoLocal, Form: 3, Fingerprint: "9f2c1a7e",
+	req := kept.Request{Module: demoModule, Local: demoLocal, Form: 3, Fingerprint: "9f2c1a7e",
 		CatchUp: "ledger-migrate-3-to-4", Caller: "demo"}
 	say("Taking a restore point: snapshot-kept %s %s --form 3 --before 9f2c1a7e", demoModule, demoLocal)
 	rep, err := c.SnapshotKept(ctx, req)
@@ -117,7 +117,7 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 
 	say("Changing the data, as a migration would: new and deleted keys, a new object, new messages, acks")
 	if err := sample.Change(ctx, js, demoModule, demoLocal); err != nil {
-		return keeper.Errorf(keeper.ErrFailed, "%w", err)
+		return kept.Errorf(kept.ErrFailed, "%w", err)
 	}
 	changed, err := describe(ctx, js, n)
 	if err != nil {
@@ -133,7 +133,7 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 	}
 	show("%s", rep.Said)
 	if rep.Aside == nil {
-		return keeper.Errorf(keeper.ErrFailed, "the restore did not say where the live data was set aside")
+		return kept.Errorf(kept.ErrFailed, "the restore did not say where the live data was set aside")
 	}
 	aside := rep.Aside.ID
 
@@ -144,15 +144,15 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 	}
 	after.print(show)
 	if d := sample.Diff(before.dump, after.dump); d != "" {
-		return keeper.Errorf(keeper.ErrFailed, "the restored data differs from the data at the restore point:\n%s", d)
+		return kept.Errorf(kept.ErrFailed, "the restored data differs from the data at the restore point:\n%s", d)
 	}
 	if before.events == nil || after.events == nil || before.events.AckFloor != after.events.AckFloor {
-		return keeper.Errorf(keeper.ErrFailed, "the position of %s on %s was not set back", n.Events, sample.SharedStream)
+		return kept.Errorf(kept.ErrFailed, "the position of %s on %s was not set back", n.Events, sample.SharedStream)
 	}
 	show("every message, key, revision, object and consumer position equals the state at the restore point")
 
 	say("The changed data was set aside, not lost: list %s %s", demoModule, demoLocal)
-	rep, err = c.ListKept(ctx, keeper.Request{Module: demoModule, Local: demoLocal})
+	rep, err = c.ListKept(ctx, kept.Request{Module: demoModule, Local: demoLocal})
 	if err != nil {
 		return err
 	}
@@ -164,7 +164,7 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 	}
 
 	say("Discarding the set-aside copy, on a person's call: discard-aside %s --why ...", aside)
-	rep, err = c.DiscardAside(ctx, aside, keeper.Request{Why: "demo: the restore was checked", Caller: "demo"})
+	rep, err = c.DiscardAside(ctx, aside, kept.Request{Why: "demo: the restore was checked", Caller: "demo"})
 	if err != nil {
 		return err
 	}
@@ -185,15 +185,15 @@ type state struct {
 func describe(ctx context.Context, js jetstream.JetStream, n sample.Names) (*state, error) {
 	d, err := sample.Dump(ctx, js, n.Streams()...)
 	if err != nil {
-		return nil, keeper.Errorf(keeper.ErrFailed, "%w", err)
+		return nil, kept.Errorf(kept.ErrFailed, "%w", err)
 	}
 	kv, err := sample.KV(ctx, js, n.Bus)
 	if err != nil {
-		return nil, keeper.Errorf(keeper.ErrFailed, "%w", err)
+		return nil, kept.Errorf(kept.ErrFailed, "%w", err)
 	}
 	big, err := sample.Object(ctx, js, n.Bus, sample.BigObject)
 	if err != nil {
-		return nil, keeper.Errorf(keeper.ErrFailed, "%w", err)
+		return nil, kept.Errorf(kept.ErrFailed, "%w", err)
 	}
 	sum := sha256.Sum256(big)
 	st := &state{dump: d, kv: kv, bigSize: len(big), bigSHA: hex.EncodeToString(sum[:])}
@@ -205,7 +205,7 @@ func describe(ctx context.Context, js jetstream.JetStream, n sample.Names) (*sta
 	}
 	shared, err := sample.Dump(ctx, js, sample.SharedStream)
 	if err != nil {
-		return nil, keeper.Errorf(keeper.ErrFailed, "%w", err)
+		return nil, kept.Errorf(kept.ErrFailed, "%w", err)
 	}
 	for _, c := range shared.Streams[0].Consumers {
 		if c.Name == n.Events {

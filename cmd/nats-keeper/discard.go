@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -38,5 +38,5 @@ recorded, nothing is removed.`,
 }
 
 func runDiscard(ctx context.Context, o discardOptions) error {
-	return callVerb(ctx, o.Client, o.Out, verbs.VerbDiscard, keeper.Request{From: o.ID, Why: o.Why}, printSaid)
+	return callVerb(ctx, o.Client, o.Out, verbs.VerbDiscard, kept.Request{From: o.ID, Why: o.Why}, printSaid)
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/jsbus"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -96,7 +96,7 @@ func TestReadmePermissions(t *testing.T) {
 	}
 	// The keeper user: every verb.
 	kc := verbs.NewClient(admin, verbs.WithTimeout(time.Minute))
-	req := keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "f", Caller: "admin"}
+	req := kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "f", Caller: "admin"}
 	if _, err := kc.SnapshotKept(ctx, req); err != nil {
 		t.Fatalf("snapshot-kept as the keeper user: %v", err)
 	}
@@ -120,16 +120,16 @@ func TestReadmePermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	vc := verbs.NewClient(viewer, verbs.WithTimeout(time.Minute))
-	list, err := vc.ListKept(ctx, keeper.Request{})
+	list, err := vc.ListKept(ctx, kept.Request{})
 	if err != nil || len(list.Points) != 1 || len(list.Asides) != 1 {
 		t.Fatalf("list-kept as the viewer: %+v, %v", list, err)
 	}
-	if _, err := vc.VerifyKept(ctx, keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "f"}); err != nil {
+	if _, err := vc.VerifyKept(ctx, kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "f"}); err != nil {
 		t.Fatalf("verify-kept as the viewer: %v", err)
 	}
 	// The restore's evidence was gathered with the keeper user's rights,
 	// and the viewer may read it back.
-	if ev, err := vc.ShowEvidence(ctx, keeper.Request{From: asideID}); err != nil || ev.Evidence == nil || ev.Evidence.Verdict != keeper.Pass {
+	if ev, err := vc.ShowEvidence(ctx, kept.Request{From: asideID}); err != nil || ev.Evidence == nil || ev.Evidence.Verdict != kept.Pass {
 		t.Fatalf("show-evidence as the viewer: %+v, %v", ev, err)
 	}
 	// The server refuses the changing verbs: the viewer's publish is a
@@ -182,7 +182,7 @@ func TestReadmePermissions(t *testing.T) {
 	if d := sample.Diff(before, after); d != "" {
 		t.Fatalf("the viewer's refused verbs changed the bus:\n%s", d)
 	}
-	list, err = kc.ListKept(ctx, keeper.Request{})
+	list, err = kc.ListKept(ctx, kept.Request{})
 	if err != nil || len(list.Points) != 1 || len(list.Asides) != 1 || list.Asides[0].ID != asideID {
 		t.Fatalf("after the viewer's refused verbs: %+v, %v", list, err)
 	}
@@ -232,7 +232,7 @@ func TestReadmePermissions(t *testing.T) {
 	if err := admin.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kc.SnapshotKept(ctx, keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "g", Caller: "admin"}); err != nil {
+	if _, err := kc.SnapshotKept(ctx, kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "g", Caller: "admin"}); err != nil {
 		t.Fatalf("a second snapshot-kept as the keeper user: %v", err)
 	}
 	if err := admin.Flush(); err != nil {

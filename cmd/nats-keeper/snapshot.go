@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -17,7 +17,7 @@ type snapshotOptions struct {
 	Form    int
 	Before  string
 	CatchUp string
-	KeepFor keeper.Duration
+	KeepFor kept.Duration
 }
 
 func newSnapshotCmd(e env) *cobra.Command {
@@ -39,7 +39,7 @@ func newSnapshotCmd(e env) *cobra.Command {
 // addPointFlags adds the flags that name the restore point a command takes
 // (snapshot-kept, guard): --form and --before, required, --catch-up and
 // --keep-for.
-func addPointFlags(cmd *cobra.Command, form *int, before, catchUp *string, keepFor *keeper.Duration) {
+func addPointFlags(cmd *cobra.Command, form *int, before, catchUp *string, keepFor *kept.Duration) {
 	f := cmd.Flags()
 	f.IntVar(form, "form", 0, "the form (shape version) of the kept data now")
 	f.StringVar(before, "before", "", "fingerprint of the change the point protects against")
@@ -50,6 +50,6 @@ func addPointFlags(cmd *cobra.Command, form *int, before, catchUp *string, keepF
 }
 
 func runSnapshot(ctx context.Context, o snapshotOptions) error {
-	req := keeper.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, CatchUp: o.CatchUp, KeepFor: o.KeepFor}
+	req := kept.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, CatchUp: o.CatchUp, KeepFor: o.KeepFor}
 	return callVerb(ctx, o.Client, o.Out, verbs.VerbSnapshot, req, printSaid)
 }

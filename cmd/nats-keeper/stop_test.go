@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 
 	"github.com/nats-keeper/nats-keeper/internal/tools"
@@ -92,7 +92,7 @@ func TestServeStopsAStuckVerbOnSIGTERM(t *testing.T) {
 	})
 	replied := make(chan error, 1)
 	go func() {
-		_, err := verbs.NewClient(nc, verbs.WithTimeout(2*time.Minute)).ListKept(context.Background(), keeper.Request{Caller: "test"})
+		_, err := verbs.NewClient(nc, verbs.WithTimeout(2*time.Minute)).ListKept(context.Background(), kept.Request{Caller: "test"})
 		replied <- err
 	}()
 	waitUntil("stuck verb", func() bool {

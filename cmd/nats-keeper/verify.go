@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -39,6 +39,6 @@ func newVerifyCmd(e env) *cobra.Command {
 }
 
 func runVerify(ctx context.Context, o verifyOptions) error {
-	req := keeper.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before}
+	req := kept.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before}
 	return callVerb(ctx, o.Client, o.Out, verbs.VerbVerify, req, printSaid)
 }

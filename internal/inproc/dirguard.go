@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/nats-keeper/nats-keeper/internal/privdir"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -25,7 +25,7 @@ func (g *dirGuard) check(verb string) error {
 	return nil
 }
 
-// dirChanged is the refusal: keeper.ErrFailed for errors.Is (a 500), and
+// dirChanged is the refusal: kept.ErrFailed for errors.Is (a 500), and
 // privdir.ErrNotPrivate.
 type dirChanged struct {
 	said string
@@ -33,16 +33,16 @@ type dirChanged struct {
 }
 
 func (e *dirChanged) Error() string   { return e.said }
-func (e *dirChanged) Unwrap() []error { return []error{e.err, keeper.ErrFailed} }
+func (e *dirChanged) Unwrap() []error { return []error{e.err, kept.ErrFailed} }
 
-func (g *dirGuard) SnapshotKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+func (g *dirGuard) SnapshotKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
 	if err := g.check(verbs.VerbSnapshot); err != nil {
 		return nil, err
 	}
 	return g.Engine.SnapshotKept(ctx, r)
 }
 
-func (g *dirGuard) RestoreKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+func (g *dirGuard) RestoreKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
 	if !r.DryRun {
 		if err := g.check(verbs.VerbRestore); err != nil {
 			return nil, err
@@ -51,21 +51,21 @@ func (g *dirGuard) RestoreKept(ctx context.Context, r keeper.Request) (*keeper.R
 	return g.Engine.RestoreKept(ctx, r)
 }
 
-func (g *dirGuard) DiscardAside(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+func (g *dirGuard) DiscardAside(ctx context.Context, r kept.Request) (*kept.Reply, error) {
 	if err := g.check(verbs.VerbDiscard); err != nil {
 		return nil, err
 	}
 	return g.Engine.DiscardAside(ctx, r)
 }
 
-func (g *dirGuard) DiscardPoint(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+func (g *dirGuard) DiscardPoint(ctx context.Context, r kept.Request) (*kept.Reply, error) {
 	if err := g.check(verbs.VerbDiscardPoint); err != nil {
 		return nil, err
 	}
 	return g.Engine.DiscardPoint(ctx, r)
 }
 
-func (g *dirGuard) PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
+func (g *dirGuard) PruneKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
 	if !r.DryRun {
 		if err := g.check(verbs.VerbPrune); err != nil {
 			return nil, err

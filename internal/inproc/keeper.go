@@ -52,7 +52,7 @@ type Setup struct {
 	// StepHook, when set, is called at each restore step (crash tests).
 	StepHook func(step string)
 	// LeaseTTL is how long the keeper's leases live unless renewed; 0 is
-	// keeper.DefaultLeaseTTL (tests of a keeper that dies).
+	// kept.DefaultLeaseTTL (tests of a keeper that dies).
 	LeaseTTL time.Duration
 	// Now, when set, is the keeper's clock (tests of dates); nil is the
 	// real one.
@@ -104,6 +104,9 @@ type Keeper struct {
 	cancel context.CancelFunc
 	loops  sync.WaitGroup
 }
+
+// The keeper is the service's engine: it has every verb verbs.Engine asks for.
+var _ verbs.Engine = (*keeper.Keeper)(nil)
 
 // Start builds the jsbus adapter and the keeper on nc and s.Store, brings
 // the index up to date with the store, and serves the verbs with opts

@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/inproc"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/store/filestore"
 )
 
@@ -55,7 +55,7 @@ func TestRecoveryWaitDoesNotStopServing(t *testing.T) {
 	other := billing
 	other.Module = "spare"
 	_, err = b.client.SnapshotKept(ctx, other)
-	if !errors.Is(err, keeper.ErrConflict) || !strings.Contains(err.Error(), "recovery waits since") || !strings.Contains(err.Error(), "unreadable") {
+	if !errors.Is(err, kept.ErrConflict) || !strings.Contains(err.Error(), "recovery waits since") || !strings.Contains(err.Error(), "unreadable") {
 		t.Errorf("snapshot-kept of spare/ledger, whose journal cannot be read: %v; want a conflict saying recovery waits and why", err)
 	}
 	code, body := b.get("/healthz")
