@@ -90,29 +90,6 @@ func checkText(what, s string) error {
 	return nil
 }
 
-// Verb names, as on the wire.
-const (
-	VerbSnapshot = "snapshot-kept"
-	VerbRestore  = "restore-kept"
-	VerbDiscard  = "discard-aside"
-	VerbList     = "list-kept"
-	VerbVerify   = "verify-kept"
-	VerbPrune    = "prune-kept"
-	// The plan verbs: record, show and remove the plan of one kept data.
-	VerbSetPlan    = "set-plan"
-	VerbShowPlan   = "show-plan"
-	VerbRemovePlan = "remove-plan"
-	// VerbShowEvidence reads back the evidence report of a restore.
-	VerbShowEvidence = "show-evidence"
-	// VerbDiscardPoint removes one restore point on a person's call.
-	VerbDiscardPoint = "discard-point"
-)
-
-// VerbImport is what ImportKept records its acts as. It is no verb on the
-// wire: `nats-keeper import` runs it in its own process, beside the store,
-// since the bytes of a backup are big (see ImportKept).
-const VerbImport = "import-kept"
-
 // Bounds on a plan.
 const (
 	MaxPlanStreams   = 64
@@ -130,7 +107,9 @@ func CheckRequest(verb string, r Request) error {
 }
 
 // CheckFields is CheckRequest without its "refused, so nothing was done"
-// frame: the bare sentence of what is wrong, wrapping ErrBadRequest.
+// frame: the bare sentence of what is wrong, wrapping ErrBadRequest. The
+// rules every request meets are here; a verb's own are beside its entry in
+// the table (verbs.go).
 func CheckFields(verb string, r Request) error {
 	for what, s := range map[string]string{"caller": r.Caller, "why": r.Why} {
 		if err := checkText(what, s); err != nil {
@@ -160,135 +139,155 @@ func CheckFields(verb string, r Request) error {
 			return err
 		}
 	}
-	if verb != VerbRestore && r.AsideOnly {
-		return Errorf(ErrBadRequest, "%s takes no aside-only; only restore-kept does", verb)
-	}
-	if verb != VerbRestore && verb != VerbPrune && r.DryRun {
-		return Errorf(ErrBadRequest, "%s takes no dry-run; only restore-kept and prune-kept do", verb)
-	}
-	if verb != VerbSnapshot && r.KeepFor != 0 {
-		return Errorf(ErrBadRequest, "%s takes no keep-for; only snapshot-kept does", verb)
-	}
-	if r.KeepFor < 0 {
-		return Errorf(ErrBadRequest, "keep-for %s is negative", r.KeepFor)
-	}
-	if err := checkOverrides(verb, r); err != nil {
-		return err
-	}
-	if err := checkListPage(verb, r); err != nil {
-		return err
-	}
-	if verb != VerbPrune && r.Policy != nil {
-		return Errorf(ErrBadRequest, "%s takes no policy; only prune-kept does", verb)
-	}
-	if verb != VerbSetPlan && (r.Streams != nil || r.Consumers != nil) {
-		return Errorf(ErrBadRequest, "%s takes no streams or consumers; only set-plan does", verb)
-	}
-	needPoint := func() error {
-		if err := ValidName("module", r.Module); err != nil {
-			return err
+	v, known := LookupVerb(verb)
+	for _, o := range optional {
+		if !o.set(r) {
+			continue
 		}
-		if err := ValidName("local", r.Local); err != nil {
-			return err
+		if v.Takes&o.field == 0 {
+			return Errorf(ErrBadRequest, "%s takes no %s; only %s", verb, o.what, takers(o.field))
 		}
-		return ValidName("fingerprint", r.Fingerprint)
-	}
-	switch verb {
-	case VerbSnapshot, VerbImport:
-		if r.From != "" {
-			return Errorf(ErrBadRequest, "%s takes no from", verb)
-		}
-		return needPoint()
-	case VerbVerify:
-		if r.From != "" {
-			return checkFromShape(r.From)
-		}
-		return needPoint()
-	case VerbRestore:
-		if err := ValidName("module", r.Module); err != nil {
-			return err
-		}
-		if err := ValidName("local", r.Local); err != nil {
-			return err
-		}
-		if r.Why == "" {
-			return Errorf(ErrBadRequest, "why is required for restore-kept")
-		}
-		if r.AsideOnly {
-			// A migration hook flips AsideOnly on the request it took its
-			// point with: form, fingerprint and catch-up are then simply
-			// not used. A from names what to restore, which contradicts it.
-			if r.From != "" {
-				return Errorf(ErrBadRequest, "aside-only restores nothing, so it takes no from")
-			}
-			return nil
-		}
-		if r.From != "" {
-			return checkFromShape(r.From)
-		}
-		return ValidName("fingerprint", r.Fingerprint)
-	case VerbSetPlan, VerbShowPlan, VerbRemovePlan:
-		if r.From != "" || r.Form != 0 || r.Fingerprint != "" || r.CatchUp != "" {
-			return Errorf(ErrBadRequest, "%s takes module, local, caller and why (and set-plan streams and consumers), not from, form, fingerprint or catch-up", verb)
-		}
-		if err := ValidName("module", r.Module); err != nil {
-			return err
-		}
-		if err := ValidName("local", r.Local); err != nil {
-			return err
-		}
-		if verb == VerbSetPlan {
-			return checkPlanShape(r.Streams, r.Consumers)
-		}
-		return nil
-	case VerbShowEvidence:
-		if r.From != "" {
-			if r.Module != "" || r.Local != "" || r.Form != 0 || r.Fingerprint != "" {
-				return Errorf(ErrBadRequest, "show-evidence takes a from, or module, local, form and fingerprint, not both")
-			}
-			return checkFromShape(r.From)
-		}
-		return needPoint()
-	case VerbDiscardPoint:
-		if r.Why == "" {
-			return Errorf(ErrBadRequest, "why is required for discard-point")
-		}
-		if r.From != "" || r.CatchUp != "" {
-			return Errorf(ErrBadRequest, "discard-point takes module, local, form, fingerprint, caller and why, not from or catch-up")
-		}
-		return needPoint()
-	case VerbDiscard:
-		if r.Why == "" {
-			return Errorf(ErrBadRequest, "why is required for discard-aside")
-		}
-		_, _, err := ParseAsideID(r.From)
-		return err
-	case VerbPrune:
-		if r.Policy != nil {
-			if err := r.Policy.Check(); err != nil {
-				return err
-			}
-			if r.Policy.Empty() {
-				return Errorf(ErrBadRequest, "the policy keeps nothing by any rule; give keep-last, keep-within, keep-daily, keep-weekly or keep-monthly")
-			}
-		}
-		fallthrough
-	case VerbList:
-		if r.Module != "" {
-			if err := ValidName("module", r.Module); err != nil {
+		if o.check != nil {
+			if err := o.check(r); err != nil {
 				return err
 			}
 		}
-		if r.Local != "" {
-			if r.Module == "" {
-				return Errorf(ErrBadRequest, "local needs a module")
-			}
-			return ValidName("local", r.Local)
-		}
-		return nil
-	default:
+	}
+	if !known {
 		return Errorf(ErrBadRequest, "unknown verb %q", verb)
 	}
+	return v.check(r)
+}
+
+// optional is the rule of each optional field, in the order they are
+// checked: a request that sets one must be of a verb that takes it, and
+// then meet its check.
+var optional = [...]struct {
+	field Takes
+	what  string
+	set   func(Request) bool
+	check func(Request) error
+}{
+	{TakesAsideOnly, "aside-only", func(r Request) bool { return r.AsideOnly }, nil},
+	{TakesDryRun, "dry-run", func(r Request) bool { return r.DryRun }, nil},
+	{TakesKeepFor, "keep-for", func(r Request) bool { return r.KeepFor != 0 }, func(r Request) error {
+		if r.KeepFor < 0 {
+			return Errorf(ErrBadRequest, "keep-for %s is negative", r.KeepFor)
+		}
+		return nil
+	}},
+	{TakesOverrides, "replicas, placement-cluster or placement-tags", func(r Request) bool { return OverridesOf(r) != nil }, checkOverrides},
+	{TakesPage, "limit or after", func(r Request) bool { return r.Limit != 0 || r.After != "" }, checkListPage},
+	{TakesPolicy, "policy", func(r Request) bool { return r.Policy != nil }, nil},
+	{TakesPlan, "streams or consumers", func(r Request) bool { return r.Streams != nil || r.Consumers != nil }, nil},
+}
+
+// takers says which verbs take field: "restore-kept does", "restore-kept
+// and prune-kept do".
+func takers(field Takes) string {
+	var names []string
+	for _, v := range verbs {
+		if v.Takes&field != 0 {
+			names = append(names, v.Name)
+		}
+	}
+	if len(names) == 1 {
+		return names[0] + " does"
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1] + " do"
+}
+
+// needPoint requires the names of one point: module, local and fingerprint.
+func needPoint(r Request) error {
+	if err := ValidName("module", r.Module); err != nil {
+		return err
+	}
+	if err := ValidName("local", r.Local); err != nil {
+		return err
+	}
+	return ValidName("fingerprint", r.Fingerprint)
+}
+
+// checkNoFrom is snapshot-kept's (and import-kept's) check: no from, and
+// the names of the point to take.
+func checkNoFrom(verb string, r Request) error {
+	if r.From != "" {
+		return Errorf(ErrBadRequest, "%s takes no from", verb)
+	}
+	return needPoint(r)
+}
+
+// checkFromOr checks r's from when it has one, else applies orElse.
+func checkFromOr(r Request, orElse func(Request) error) error {
+	if r.From != "" {
+		return checkFromShape(r.From)
+	}
+	return orElse(r)
+}
+
+// checkRestore is restore-kept's check.
+func checkRestore(r Request) error {
+	if err := ValidName("module", r.Module); err != nil {
+		return err
+	}
+	if err := ValidName("local", r.Local); err != nil {
+		return err
+	}
+	if r.Why == "" {
+		return Errorf(ErrBadRequest, "why is required for restore-kept")
+	}
+	if r.AsideOnly {
+		// A migration hook flips AsideOnly on the request it took its
+		// point with: form, fingerprint and catch-up are then simply
+		// not used. A from names what to restore, which contradicts it.
+		if r.From != "" {
+			return Errorf(ErrBadRequest, "aside-only restores nothing, so it takes no from")
+		}
+		return nil
+	}
+	return checkFromOr(r, func(r Request) error { return ValidName("fingerprint", r.Fingerprint) })
+}
+
+// checkPlanVerb is the check of the plan verbs: module and local only.
+func checkPlanVerb(verb string, r Request) error {
+	if r.From != "" || r.Form != 0 || r.Fingerprint != "" || r.CatchUp != "" {
+		return Errorf(ErrBadRequest, "%s takes module, local, caller and why (and set-plan streams and consumers), not from, form, fingerprint or catch-up", verb)
+	}
+	if err := ValidName("module", r.Module); err != nil {
+		return err
+	}
+	return ValidName("local", r.Local)
+}
+
+// checkPolicy checks prune-kept's policy, when it has one.
+func checkPolicy(p *Policy) error {
+	if p == nil {
+		return nil
+	}
+	if err := p.Check(); err != nil {
+		return err
+	}
+	if p.Empty() {
+		return Errorf(ErrBadRequest, "the policy keeps nothing by any rule; give keep-last, keep-within, keep-daily, keep-weekly or keep-monthly")
+	}
+	return nil
+}
+
+// checkScope is list-kept's and prune-kept's: an optional module, and a
+// local only with a module.
+func checkScope(r Request) error {
+	if r.Module != "" {
+		if err := ValidName("module", r.Module); err != nil {
+			return err
+		}
+	}
+	if r.Local != "" {
+		if r.Module == "" {
+			return Errorf(ErrBadRequest, "local needs a module")
+		}
+		return ValidName("local", r.Local)
+	}
+	return nil
 }
 
 func checkFromShape(from string) error {
@@ -326,16 +325,10 @@ const (
 	MaxTagLen   = 64
 )
 
-// checkOverrides checks a restore's replicas, placement cluster and tags:
-// only restore-kept takes them, and not with aside-only (which restores
-// nothing); replicas 1 to 5; the cluster and each tag a plain name.
-func checkOverrides(verb string, r Request) error {
-	if OverridesOf(r) == nil {
-		return nil
-	}
-	if verb != VerbRestore {
-		return Errorf(ErrBadRequest, "%s takes no replicas, placement-cluster or placement-tags; only restore-kept does", verb)
-	}
+// checkOverrides checks a restore's replicas, placement cluster and tags
+// (only restore-kept takes them: CheckFields): not with aside-only (which
+// restores nothing); replicas 1 to 5; the cluster and each tag a plain name.
+func checkOverrides(r Request) error {
 	if r.AsideOnly {
 		return Errorf(ErrBadRequest, "aside-only restores no stream, so it takes no replicas, placement-cluster or placement-tags")
 	}

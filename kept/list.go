@@ -55,15 +55,9 @@ func MergeList(of string, pages []*Reply) *Reply {
 	return m
 }
 
-// checkListPage checks list-kept's limit and after, and that no other verb
-// takes them.
-func checkListPage(verb string, r Request) error {
-	if verb != VerbList {
-		if r.Limit != 0 || r.After != "" {
-			return Errorf(ErrBadRequest, "%s takes no limit or after; only list-kept does", verb)
-		}
-		return nil
-	}
+// checkListPage checks list-kept's limit and after (only list-kept takes
+// them: CheckFields).
+func checkListPage(r Request) error {
 	if r.Limit < 0 || r.Limit > MaxListLimit {
 		return Errorf(ErrBadRequest, "limit %d is outside 0..%d", r.Limit, MaxListLimit)
 	}

@@ -62,23 +62,22 @@ func WithStatsData(fn func(verb string) map[string]any) ServeOption {
 	return serveOption(func(c *serveConfig) { c.statsData = fn })
 }
 
-// heavyVerb reports whether a request to verb is heavy: it reads or writes a
-// whole archive. A restore-kept dry run only plans; a body that does not
-// decode is refused at once by run, so it is not heavy either.
+// heavyVerb reports whether a request to verb is heavy (its Weight in
+// the table): it reads or writes a whole archive. A dry run of a verb heavy
+// unless dry only plans; a body that does not decode is refused at once by
+// run, so it is not heavy either.
 func heavyVerb(verb string, body []byte) bool {
-	switch verb {
-	case VerbSnapshot, VerbVerify:
-		return true
-	case VerbRestore:
-		var r struct {
-			DryRun bool `json:"dry-run"`
-		}
-		if len(body) > MaxBody || json.Unmarshal(body, &r) != nil {
-			return false
-		}
-		return !r.DryRun
+	v, _ := kept.LookupVerb(verb)
+	if v.Weight != kept.HeavyUnlessDryRun {
+		return v.Weight == kept.Heavy
 	}
-	return false
+	var r struct {
+		DryRun bool `json:"dry-run"`
+	}
+	if len(body) > MaxBody || json.Unmarshal(body, &r) != nil {
+		return false
+	}
+	return v.Heavy(r.DryRun)
 }
 
 // overloaded is the refusal of a heavy verb when every heavy slot is taken:

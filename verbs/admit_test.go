@@ -23,7 +23,7 @@ func TestServiceAdmitsHeavyVerbsUpToTheBound(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]int{}
 	nc, _ := startFake(t, func(ctx context.Context, verb string, r kept.Request) (*kept.Reply, error) {
-		if verb == VerbSnapshot || (verb == VerbRestore && !r.DryRun) {
+		if verb == kept.VerbSnapshot || (verb == kept.VerbRestore && !r.DryRun) {
 			entered <- verb
 			<-release
 		}

@@ -13,31 +13,9 @@ const MaxBody = 64 << 10
 
 const nothingDone = "so nothing was done"
 
-// The verbs, as they appear in subjects (<prefix>.<verb>).
-const (
-	VerbSnapshot = kept.VerbSnapshot
-	VerbRestore  = kept.VerbRestore
-	VerbDiscard  = kept.VerbDiscard
-	VerbList     = kept.VerbList
-	VerbVerify   = kept.VerbVerify
-	VerbPrune    = kept.VerbPrune
-	// The plan verbs.
-	VerbSetPlan    = kept.VerbSetPlan
-	VerbShowPlan   = kept.VerbShowPlan
-	VerbRemovePlan = kept.VerbRemovePlan
-	// VerbShowEvidence reads back a restore's evidence report.
-	VerbShowEvidence = kept.VerbShowEvidence
-	// VerbDiscardPoint removes one restore point on a person's call.
-	VerbDiscardPoint = kept.VerbDiscardPoint
-)
-
-// Verbs lists the verbs a Service answers, one endpoint each, in the order
-// the contract gives them, then prune-kept, the plan verbs, show-evidence
-// and discard-point. Each call returns a new slice.
-func Verbs() []string {
-	return []string{VerbSnapshot, VerbRestore, VerbDiscard, VerbList, VerbVerify, VerbPrune,
-		VerbSetPlan, VerbShowPlan, VerbRemovePlan, VerbShowEvidence, VerbDiscardPoint}
-}
+// Verbs lists the verbs a Service answers, one endpoint each: the names of
+// the table, kept.Verbs, in its order. Each call returns a new slice.
+func Verbs() []string { return kept.VerbNames() }
 
 // badRequest is a request refused before anything was done: its sentence,
 // and kept.ErrBadRequest for errors.Is.

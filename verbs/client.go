@@ -95,13 +95,13 @@ func (c *Client) Prefix() string { return c.prefix }
 // SnapshotKept takes the restore point of r.Module's kept data r.Local at
 // r.Form before r.Fingerprint.
 func (c *Client) SnapshotKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return c.Do(ctx, VerbSnapshot, r)
+	return c.Do(ctx, kept.VerbSnapshot, r)
 }
 
 // RestoreKept restores a point (or with r.AsideOnly only sets the live data
 // aside; with r.DryRun only plans). r.Why is required.
 func (c *Client) RestoreKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return c.Do(ctx, VerbRestore, r)
+	return c.Do(ctx, kept.VerbRestore, r)
 }
 
 // DiscardAside removes the set-aside copy id (as list-kept names it:
@@ -118,13 +118,13 @@ func (c *Client) DiscardAside(ctx context.Context, id string, r kept.Request) (*
 	case id != "":
 		r.From = id
 	}
-	return c.Do(ctx, VerbDiscard, r)
+	return c.Do(ctx, kept.VerbDiscard, r)
 }
 
 // DiscardPoint removes the restore point r.Module, r.Local, r.Form and
 // r.Fingerprint name, on a person's call; r.Why is required.
 func (c *Client) DiscardPoint(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return c.Do(ctx, VerbDiscardPoint, r)
+	return c.Do(ctx, kept.VerbDiscardPoint, r)
 }
 
 // ListKept lists one page of points and asides, of r.Module (and r.Local)
@@ -132,7 +132,7 @@ func (c *Client) DiscardPoint(ctx context.Context, r kept.Request) (*kept.Reply,
 // The reply's Next is the cursor of the next page ("" on the last), and its
 // Total counts them all; ListAllKept follows the pages.
 func (c *Client) ListKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return c.Do(ctx, VerbList, r)
+	return c.Do(ctx, kept.VerbList, r)
 }
 
 // maxListPages bounds the pages ListAllKept follows.
@@ -172,26 +172,26 @@ func (c *Client) ListAllKept(ctx context.Context, r kept.Request) (*kept.Reply, 
 // PruneKept applies a retention policy to points (DryRun: says what it
 // would keep and remove, and removes nothing).
 func (c *Client) PruneKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return c.Do(ctx, VerbPrune, r)
+	return c.Do(ctx, kept.VerbPrune, r)
 }
 
 // SetPlan records the plan of r.Module's kept data r.Local: r.Streams, the
 // streams it is made of, and r.Consumers, the consumers that belong to it.
 // The reply's KeptPlan is the plan recorded.
 func (c *Client) SetPlan(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return c.Do(ctx, VerbSetPlan, r)
+	return c.Do(ctx, kept.VerbSetPlan, r)
 }
 
 // ShowPlan returns the recorded plan of r.Module's kept data r.Local in the
 // reply's KeptPlan; an error wrapping kept.ErrNotFound when there is none.
 func (c *Client) ShowPlan(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return c.Do(ctx, VerbShowPlan, r)
+	return c.Do(ctx, kept.VerbShowPlan, r)
 }
 
 // RemovePlan removes the plan of r.Module's kept data r.Local, so that the
 // naming rule applies again.
 func (c *Client) RemovePlan(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return c.Do(ctx, VerbRemovePlan, r)
+	return c.Do(ctx, kept.VerbRemovePlan, r)
 }
 
 // ShowEvidence returns the evidence report of a restore in the reply's
@@ -199,12 +199,12 @@ func (c *Client) RemovePlan(ctx context.Context, r kept.Request) (*kept.Reply, e
 // absent kept data, the point's directory (points/<module>/<local>/f<form>-<fingerprint>);
 // an error wrapping kept.ErrNotFound when there is none.
 func (c *Client) ShowEvidence(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return c.Do(ctx, VerbShowEvidence, r)
+	return c.Do(ctx, kept.VerbShowEvidence, r)
 }
 
 // VerifyKept re-checks one point's archive against its manifest.
 func (c *Client) VerifyKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return c.Do(ctx, VerbVerify, r)
+	return c.Do(ctx, kept.VerbVerify, r)
 }
 
 // Do sends r to <prefix>.<verb> and decodes the reply.

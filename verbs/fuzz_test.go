@@ -43,7 +43,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		if err := CheckRequest(verb, r); err != nil {
 			t.Fatalf("accepted request fails CheckRequest: %v", err)
 		}
-		heavy := verb == VerbSnapshot || verb == VerbVerify || (verb == VerbRestore && !r.DryRun)
+		heavy := verb == kept.VerbSnapshot || verb == kept.VerbVerify || (verb == kept.VerbRestore && !r.DryRun)
 		if heavyVerb(verb, body) != heavy {
 			t.Fatalf("%s %s: heavyVerb says %v, the decoded request (dry-run %v) %v", verb, body, !heavy, r.DryRun, heavy)
 		}

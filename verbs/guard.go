@@ -92,7 +92,7 @@ func (c *Client) Guard(ctx context.Context, req GuardRequest, change func(ctx co
 		err := fmt.Errorf("%w: guard was given no change to run, so no point was taken and nothing was done", kept.ErrBadRequest)
 		return GuardResult{Said: err.Error()}, err
 	}
-	if err := CheckRequest(VerbSnapshot, snap); err != nil {
+	if err := CheckRequest(kept.VerbSnapshot, snap); err != nil {
 		return GuardResult{Said: "guard: " + err.Error()}, err
 	}
 	rep, err := c.SnapshotKept(ctx, snap)

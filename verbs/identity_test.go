@@ -36,7 +36,7 @@ func TestDecodeRequestRefusesABusIdentity(t *testing.T) {
 		`{"bus-identity":{"source":"request-info","account":"SYS","user":"root"}}`,
 		`{"BusIdentity":{"source":"request-info","account":"SYS","user":"root"}}`,
 	} {
-		r, err := DecodeRequest(VerbList, []byte(body))
+		r, err := DecodeRequest(kept.VerbList, []byte(body))
 		if !errors.Is(err, kept.ErrBadRequest) || r.BusIdentity != nil {
 			t.Errorf("%s: %+v %v; want a bad request", body, r, err)
 		}

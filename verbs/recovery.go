@@ -43,7 +43,7 @@ func (c *Client) watch(verb string, r kept.Request) *watch {
 	if err == nil {
 		w.inbox, w.subs = inbox, append(w.subs, sub)
 	}
-	if (verb != VerbRestore && verb != VerbSnapshot) || r.Module == "" || r.Local == "" || r.DryRun {
+	if (verb != kept.VerbRestore && verb != kept.VerbSnapshot) || r.Module == "" || r.Local == "" || r.DryRun {
 		return w
 	}
 	sub, err = c.nc.Subscribe(c.prefix+".acts."+verb, func(m *nats.Msg) {
@@ -87,7 +87,7 @@ type journalSeen struct {
 // the index the keeper's beats named, when it can; what it cannot read is
 // left as last read.
 func (f *following) readJournal(ctx context.Context) {
-	if f.w.verb != VerbRestore || f.last.Index == "" {
+	if f.w.verb != kept.VerbRestore || f.last.Index == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, pingWait)
@@ -163,7 +163,7 @@ func (f *following) findAside(ctx context.Context) string {
 func (f *following) outcome(ctx context.Context, a kept.Act) *settled {
 	var rep kept.Reply
 	detail := len(a.Detail) > 0 && json.Unmarshal(a.Detail, &rep) == nil && rep.Said != ""
-	if f.w.verb == VerbSnapshot {
+	if f.w.verb == kept.VerbSnapshot {
 		if a.Outcome != "done" || !detail || rep.Point == nil || rep.Point.Form != f.w.r.Form || rep.Point.Fingerprint != f.w.r.Fingerprint {
 			return nil
 		}
@@ -202,14 +202,14 @@ func (f *following) cutShort() *settled {
 	waited := time.Since(f.lost).Round(time.Second)
 	var next string
 	switch {
-	case f.w.verb == VerbRestore && f.aside() != "":
+	case f.w.verb == kept.VerbRestore && f.aside() != "":
 		next = fmt.Sprintf("its restore journal stands at step %s with the live data set aside as %s, and a keeper's recovery will finish or undo it; "+
 			"see list-kept and `nats-keeper acts` before trying again", f.journal.Step, f.aside())
-	case f.w.verb == VerbRestore && f.journal != nil:
+	case f.w.verb == kept.VerbRestore && f.journal != nil:
 		next = fmt.Sprintf("its restore journal stands at step %s, and a keeper's recovery will finish or undo it; see list-kept and `nats-keeper acts` before trying again", f.journal.Step)
-	case f.w.verb == VerbRestore:
+	case f.w.verb == kept.VerbRestore:
 		next = "if it had begun to change the bus, a keeper's recovery will finish or undo it (no journal of it could be read); see list-kept and `nats-keeper acts` before trying again"
-	case f.w.verb == VerbSnapshot:
+	case f.w.verb == kept.VerbSnapshot:
 		next = "no restore point of it was recorded as taken by then; take it again (what it left half-written is swept)"
 	default:
 		next = "what it did, if anything, is in the acts (`nats-keeper acts`); ask again"

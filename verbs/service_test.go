@@ -26,20 +26,8 @@ type fakeEngine struct {
 	fn func(ctx context.Context, verb string, r kept.Request) (*kept.Reply, error)
 }
 
-func (f *fakeEngine) SnapshotKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f.fn(ctx, VerbSnapshot, r)
-}
-func (f *fakeEngine) RestoreKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f.fn(ctx, VerbRestore, r)
-}
-func (f *fakeEngine) DiscardAside(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f.fn(ctx, VerbDiscard, r)
-}
-func (f *fakeEngine) ListKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f.fn(ctx, VerbList, r)
-}
-func (f *fakeEngine) VerifyKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f.fn(ctx, VerbVerify, r)
+func (f *fakeEngine) Handle(ctx context.Context, verb string, r kept.Request) (*kept.Reply, error) {
+	return f.fn(ctx, verb, r)
 }
 
 func startFake(t *testing.T, fn func(context.Context, string, kept.Request) (*kept.Reply, error), opts ...ServeOption) (*nats.Conn, *Service) {
@@ -120,7 +108,7 @@ func TestServiceRepliesAndErrors(t *testing.T) {
 	}
 
 	// A bad request through the raw bus: headers and JSON body.
-	msg, err := nc.Request(DefaultPrefix+"."+VerbSnapshot, []byte(`{"module":"a","local":"b","fingerprint":"f","extra":1}`), time.Minute)
+	msg, err := nc.Request(DefaultPrefix+"."+kept.VerbSnapshot, []byte(`{"module":"a","local":"b","fingerprint":"f","extra":1}`), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +122,7 @@ func TestServiceRepliesAndErrors(t *testing.T) {
 	// A multi-line sentence stays one header line but whole in the body.
 	r := snap
 	r.Local = "broken"
-	msg, err = nc.Request(DefaultPrefix+"."+VerbSnapshot, mustJSON(t, r), time.Minute)
+	msg, err = nc.Request(DefaultPrefix+"."+kept.VerbSnapshot, mustJSON(t, r), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +134,7 @@ func TestServiceRepliesAndErrors(t *testing.T) {
 	}
 	// A busy kept data says so in the body, beside its 409.
 	r.Local = "held"
-	msg, err = nc.Request(DefaultPrefix+"."+VerbSnapshot, mustJSON(t, r), time.Minute)
+	msg, err = nc.Request(DefaultPrefix+"."+kept.VerbSnapshot, mustJSON(t, r), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +334,7 @@ func TestProgressThrottle(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := newProgress(nc, DefaultPrefix, "billing", "ledger")
-	first := kept.Progress{Verb: VerbSnapshot, Module: "billing", Local: "ledger", Step: "snapshot", StreamsTotal: 2, Bytes: 10}
+	first := kept.Progress{Verb: kept.VerbSnapshot, Module: "billing", Local: "ledger", Step: "snapshot", StreamsTotal: 2, Bytes: 10}
 	if !p.publish(first) {
 		t.Fatal("the first report was not sent")
 	}
@@ -404,11 +392,11 @@ func TestServiceStatsCoverTheWholeVerb(t *testing.T) {
 				t.Errorf("%s: endpoint %+v", how, ep)
 			}
 			switch ep.Name {
-			case VerbSnapshot:
+			case kept.VerbSnapshot:
 				if ep.NumRequests != 3 || ep.NumErrors != 3 || !strings.HasPrefix(ep.LastError, "500:") || !strings.Contains(ep.LastError, "disk is full") {
 					t.Errorf("%s: snapshot-kept after a 404, a 409 and a 500: %+v", how, ep)
 				}
-			case VerbVerify:
+			case kept.VerbVerify:
 				if ep.NumRequests != 1 || ep.NumErrors != 0 || ep.ProcessingTime < slow || ep.AverageProcessingTime < slow {
 					t.Errorf("%s: verify-kept that took at least %v: %+v", how, slow, ep)
 				}
@@ -505,22 +493,6 @@ func TestServiceStopCutsAStuckVerbShort(t *testing.T) {
 	}
 }
 
-func (f *fakeEngine) PruneKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f.fn(ctx, VerbPrune, r)
-}
-
-func (f *fakeEngine) SetPlan(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f.fn(ctx, VerbSetPlan, r)
-}
-
-func (f *fakeEngine) ShowPlan(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f.fn(ctx, VerbShowPlan, r)
-}
-
-func (f *fakeEngine) RemovePlan(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f.fn(ctx, VerbRemovePlan, r)
-}
-
 // TestClientWaitsForAKeeperToSubscribe: with WithNoResponderWait, a request
 // sent while no keeper serves (as while keepers reconnect after their
 // server died) is sent again and answered once one serves; without a
@@ -553,12 +525,4 @@ func TestClientWaitsForAKeeperToSubscribe(t *testing.T) {
 	if !errors.Is(err, kept.ErrNoBus) || !strings.Contains(err.Error(), "no nats-keeper answers") {
 		t.Errorf("with no keeper in the wait: %v", err)
 	}
-}
-
-func (f *fakeEngine) ShowEvidence(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f.fn(ctx, VerbShowEvidence, r)
-}
-
-func (f *fakeEngine) DiscardPoint(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f.fn(ctx, VerbDiscardPoint, r)
 }

@@ -48,11 +48,11 @@ func TestUnknownVerbIsNotFound(t *testing.T) {
 // TestDecodeSaysWholeNumber: a form sent as a string is refused in words
 // ("a whole number"), not as Go's type name ("a int").
 func TestDecodeSaysWholeNumber(t *testing.T) {
-	_, err := DecodeRequest(VerbSnapshot, []byte(`{"module":"a","local":"b","form":"3","fingerprint":"x"}`))
+	_, err := DecodeRequest(kept.VerbSnapshot, []byte(`{"module":"a","local":"b","form":"3","fingerprint":"x"}`))
 	if err == nil || !strings.Contains(err.Error(), `"form" must be a whole number, not a JSON string`) || strings.Contains(err.Error(), "a int") {
 		t.Fatalf("got %v", err)
 	}
-	_, err = DecodeRequest(VerbRestore, []byte(`{"module":"a","local":"b","dry-run":"yes"}`))
+	_, err = DecodeRequest(kept.VerbRestore, []byte(`{"module":"a","local":"b","dry-run":"yes"}`))
 	if err == nil || !strings.Contains(err.Error(), `"dry-run" must be true or false`) {
 		t.Fatalf("got %v", err)
 	}
@@ -82,7 +82,7 @@ func TestDiscardAsideTakesTheID(t *testing.T) {
 	if _, err := c.DiscardAside(ctx, "", kept.Request{Why: "x"}); !errors.Is(err, kept.ErrBadRequest) {
 		t.Fatalf("no id: %v", err)
 	}
-	want := []string{VerbDiscard + " orders.data.20261206T030000Z checked", VerbDiscard + " orders.data.20261206T040000Z older caller"}
+	want := []string{kept.VerbDiscard + " orders.data.20261206T030000Z checked", kept.VerbDiscard + " orders.data.20261206T040000Z older caller"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("the keeper got %q; want %q", got, want)
 	}

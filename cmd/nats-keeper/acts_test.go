@@ -62,7 +62,7 @@ func TestActsCommandReadsTheTrail(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[0]), &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Seq == 0 || got.Stored.IsZero() || got.ID == "" || got.Verb != verbs.VerbSnapshot || got.Module != "billing" || got.Outcome != "done" {
+	if got.Seq == 0 || got.Stored.IsZero() || got.ID == "" || got.Verb != kept.VerbSnapshot || got.Module != "billing" || got.Outcome != "done" {
 		t.Fatalf("the JSON line reads %+v", got)
 	}
 

@@ -91,7 +91,7 @@ func TestClientCommands(t *testing.T) {
 	mustContain(t, "snapshot-kept", o.out.String(), "billing", "KV_billing_ledger", "form 3 before 9f2c1a7e")
 	select {
 	case p := <-progress:
-		if p.Verb != verbs.VerbSnapshot || p.Module != "billing" || p.Local != "ledger" {
+		if p.Verb != kept.VerbSnapshot || p.Module != "billing" || p.Local != "ledger" {
 			t.Errorf("progress %+v", p)
 		}
 	case <-time.After(time.Minute): // a guard against hanging, not a measurement
@@ -459,7 +459,7 @@ func TestProgressLineClearedBeforeTheReply(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = svc.Stop() })
 	f := clientFlags{Conn: connFlags{Server: s.ClientURL()}, Prefix: verbs.DefaultPrefix, Timeout: time.Minute, Caller: "test"}
-	err = callVerb(context.Background(), f, output{Out: term, Err: term, Progress: true}, verbs.VerbSnapshot,
+	err = callVerb(context.Background(), f, output{Out: term, Err: term, Progress: true}, kept.VerbSnapshot,
 		kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "f"}, printSaid)
 	if err != nil {
 		t.Fatal(err)
@@ -473,39 +473,6 @@ func TestProgressLineClearedBeforeTheReply(t *testing.T) {
 // engineFunc answers every verb with one function.
 type engineFunc func(ctx context.Context, verb string, r kept.Request) (*kept.Reply, error)
 
-func (f engineFunc) SnapshotKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f(ctx, verbs.VerbSnapshot, r)
-}
-func (f engineFunc) RestoreKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f(ctx, verbs.VerbRestore, r)
-}
-func (f engineFunc) DiscardAside(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f(ctx, verbs.VerbDiscard, r)
-}
-func (f engineFunc) ListKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f(ctx, verbs.VerbList, r)
-}
-func (f engineFunc) VerifyKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f(ctx, verbs.VerbVerify, r)
-}
-
-func (f engineFunc) PruneKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f(ctx, verbs.VerbPrune, r)
-}
-func (f engineFunc) SetPlan(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f(ctx, verbs.VerbSetPlan, r)
-}
-func (f engineFunc) ShowPlan(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f(ctx, verbs.VerbShowPlan, r)
-}
-func (f engineFunc) RemovePlan(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f(ctx, verbs.VerbRemovePlan, r)
-}
-
-func (f engineFunc) ShowEvidence(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f(ctx, verbs.VerbShowEvidence, r)
-}
-
-func (f engineFunc) DiscardPoint(ctx context.Context, r kept.Request) (*kept.Reply, error) {
-	return f(ctx, verbs.VerbDiscardPoint, r)
+func (f engineFunc) Handle(ctx context.Context, verb string, r kept.Request) (*kept.Reply, error) {
+	return f(ctx, verb, r)
 }

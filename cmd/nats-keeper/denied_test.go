@@ -152,7 +152,7 @@ func TestDeniedCallerIsToldAtOnce(t *testing.T) {
 	f := clientFlags{Conn: connFlags{Server: "nats://blind:blind-secret@" + addr}, Prefix: verbs.DefaultPrefix, Timeout: 2 * time.Minute, Caller: "test"}
 	o2 := o.output()
 	o2.Progress = true
-	if err := callVerb(ctx, f, o2, verbs.VerbList, kept.Request{Module: "billing", Local: "ledger"}, printList); err != nil {
+	if err := callVerb(ctx, f, o2, kept.VerbList, kept.Request{Module: "billing", Local: "ledger"}, printList); err != nil {
 		t.Fatalf("list-kept billing ledger with progress, as a user that may not watch it: %v\n%s", err, o.err.String())
 	}
 	if !strings.Contains(o.out.String(), "restore point(s)") {

@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nats-keeper/nats-keeper/kept"
-	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
 type discardPointOptions struct {
@@ -49,5 +48,5 @@ holds the kept data's lease.`,
 
 func runDiscardPoint(ctx context.Context, o discardPointOptions) error {
 	req := kept.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, Why: o.Why}
-	return callVerb(ctx, o.Client, o.Out, verbs.VerbDiscardPoint, req, printSaid)
+	return callVerb(ctx, o.Client, o.Out, kept.VerbDiscardPoint, req, printSaid)
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nats-keeper/nats-keeper/kept"
-	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
 type evidenceOptions struct {
@@ -40,7 +39,7 @@ func runEvidence(ctx context.Context, o evidenceOptions) error {
 	// With --json the reply is printed as JSON: its evidence key is the
 	// report as evidence.json holds it.
 	req := kept.Request{From: strings.TrimSuffix(o.ID, "/")}
-	return callVerb(ctx, o.Client, o.Out, verbs.VerbShowEvidence, req, printEvidence)
+	return callVerb(ctx, o.Client, o.Out, kept.VerbShowEvidence, req, printEvidence)
 }
 
 // printEvidence prints the reply's sentence and the report as summary.md.

@@ -2,19 +2,13 @@ package main
 
 import "github.com/nats-keeper/nats-keeper/kept"
 
-// The CLI's exit codes, as the README and `nats-keeper --help` list them:
-// kept's, which maps them from the error's kind (kept.KindOf) in one table
-// with the wire codes.
+// The CLI's exit codes, as the README and `nats-keeper --help` list them,
+// are kept's (kept.ExitOK, ...): one table maps them from the error's kind
+// (kept.KindOf), with the wire codes. These are the ones the CLI gives
+// without an error.
 const (
-	exitOK        = kept.ExitOK
-	exitFailed    = kept.ExitFailed
-	exitUsage     = kept.ExitUsage
-	exitNotFound  = kept.ExitNotFound
-	exitBusy      = kept.ExitBusy
-	exitNoService = kept.ExitNoService
-	exitDenied    = kept.ExitDenied
-	exitLocked    = kept.ExitLocked
-	exitCutShort  = kept.ExitCutShort
+	exitOK    = kept.ExitOK
+	exitUsage = kept.ExitUsage
 )
 
 // exitCode is the documented exit code for err.

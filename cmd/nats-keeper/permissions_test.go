@@ -135,9 +135,9 @@ func TestReadmePermissions(t *testing.T) {
 	// The server refuses the changing verbs: the viewer's publish is a
 	// permissions violation reported to its error handler, and the keeper
 	// never counts the request.
-	for _, verb := range []string{verbs.VerbRestore, verbs.VerbDiscard, verbs.VerbSnapshot} {
+	for _, verb := range []string{kept.VerbRestore, kept.VerbDiscard, kept.VerbSnapshot} {
 		body := `{"module":"billing","local":"ledger","form":1,"fingerprint":"f","why":"not allowed"}`
-		if verb == verbs.VerbDiscard {
+		if verb == kept.VerbDiscard {
 			body = `{"from":"` + asideID + `","why":"not allowed"}`
 		}
 		if err := viewer.PublishRequest(verbs.DefaultPrefix+"."+verb, viewer.NewRespInbox(), []byte(body)); err != nil {
@@ -163,7 +163,7 @@ func TestReadmePermissions(t *testing.T) {
 	if err := json.Unmarshal(stats.Data, &st); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int{verbs.VerbSnapshot: 1, verbs.VerbRestore: 1, verbs.VerbDiscard: 0}
+	want := map[string]int{kept.VerbSnapshot: 1, kept.VerbRestore: 1, kept.VerbDiscard: 0}
 	for _, ep := range st.Endpoints {
 		if n, ok := want[ep.Name]; ok {
 			delete(want, ep.Name)
@@ -204,7 +204,7 @@ func TestReadmePermissions(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the viewer reading the acts: %v", err)
 	}
-	if !slices.Contains(verbsRead, verbs.VerbSnapshot) || !slices.Contains(verbsRead, verbs.VerbRestore) {
+	if !slices.Contains(verbsRead, kept.VerbSnapshot) || !slices.Contains(verbsRead, kept.VerbRestore) {
 		t.Errorf("the viewer read the acts %v, want the snapshot's and the restore's among them", verbsRead)
 	}
 	if err := viewer.Publish(verbs.DefaultPrefix+".acts.discard-aside", []byte(`{"verb":"discard-aside"}`)); err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nats-keeper/nats-keeper/kept"
-	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
 type planOptions struct {
@@ -64,14 +63,14 @@ applies again.`,
 
 func runPlan(ctx context.Context, o planOptions) error {
 	req := kept.Request{Module: o.Module, Local: o.Local, Why: o.Why}
-	verb := map[string]string{"set": verbs.VerbSetPlan, "show": verbs.VerbShowPlan, "rm": verbs.VerbRemovePlan}[o.Action]
+	verb := map[string]string{"set": kept.VerbSetPlan, "show": kept.VerbShowPlan, "rm": kept.VerbRemovePlan}[o.Action]
 	if verb == "" {
 		return jsonErr(o.Client, o.Out, kept.Errorf(kept.ErrBadRequest, "plan %q is not set, show or rm, so nothing was done", o.Action))
 	}
-	if verb != verbs.VerbSetPlan && (len(o.Streams) > 0 || len(o.Consumers) > 0) {
+	if verb != kept.VerbSetPlan && (len(o.Streams) > 0 || len(o.Consumers) > 0) {
 		return jsonErr(o.Client, o.Out, kept.Errorf(kept.ErrBadRequest, "plan %s takes no streams or --consumer, so nothing was done", o.Action))
 	}
-	if verb == verbs.VerbSetPlan {
+	if verb == kept.VerbSetPlan {
 		req.Streams = o.Streams
 		for _, c := range o.Consumers {
 			stream, consumer, ok := strings.Cut(c, "/")

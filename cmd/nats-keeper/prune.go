@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nats-keeper/nats-keeper/kept"
-	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
 type pruneOptions struct {
@@ -69,7 +68,7 @@ func runPrune(ctx context.Context, o pruneOptions) error {
 	if !o.Policy.Empty() {
 		req.Policy = &o.Policy
 	}
-	return callVerb(ctx, o.Client, o.Out, verbs.VerbPrune, req, printPrune)
+	return callVerb(ctx, o.Client, o.Out, kept.VerbPrune, req, printPrune)
 }
 
 func printPrune(w io.Writer, rep *kept.Reply) error {

@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nats-keeper/nats-keeper/kept"
-	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
 type restoreOptions struct {
@@ -69,5 +68,5 @@ func runRestore(ctx context.Context, o restoreOptions) error {
 	req := kept.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, Why: o.Why,
 		AsideOnly: o.AsideOnly, DryRun: o.DryRun, From: o.From,
 		Replicas: o.Replicas, PlacementCluster: o.Cluster, PlacementTags: o.Tags}
-	return callVerb(ctx, o.Client, o.Out, verbs.VerbRestore, req, printSaid)
+	return callVerb(ctx, o.Client, o.Out, kept.VerbRestore, req, printSaid)
 }

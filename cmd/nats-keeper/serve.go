@@ -304,7 +304,7 @@ func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.L
 		Seal: ks.Seal, Unseal: ks.Unseal, FreeMargin: ks.FreeMargin,
 		ActsQueue: ks.ActsQueue, ActsQueueBounds: ks.ActsQueueBounds,
 		Version: buildVersion(), Revision: buildRevision(), Logger: log, StepHook: crashHook(log), Now: clockHook(log), ScheduleTick: scheduleTickHook(log),
-		Engine: func(k *keeper.Keeper) verbs.Engine { return hangHook(k, log) },
+		Middleware: []verbs.Middleware{hangHook(log)},
 		BusError: func(err error) error {
 			if kept.KindOf(err) != nil {
 				return err

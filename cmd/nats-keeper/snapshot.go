@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nats-keeper/nats-keeper/kept"
-	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
 type snapshotOptions struct {
@@ -51,5 +50,5 @@ func addPointFlags(cmd *cobra.Command, form *int, before, catchUp *string, keepF
 
 func runSnapshot(ctx context.Context, o snapshotOptions) error {
 	req := kept.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, CatchUp: o.CatchUp, KeepFor: o.KeepFor}
-	return callVerb(ctx, o.Client, o.Out, verbs.VerbSnapshot, req, printSaid)
+	return callVerb(ctx, o.Client, o.Out, kept.VerbSnapshot, req, printSaid)
 }

@@ -56,7 +56,7 @@ func TestServeStopsAStuckVerbOnSIGTERM(t *testing.T) {
 	home := t.TempDir()
 	cmd := exec.Command(bin, "serve", "--server", s.ClientURL(), "--dir", filepath.Join(home, "keeper"),
 		"--stop-timeout", "1s", "--log-format", "json")
-	cmd.Env = childEnv(home, hangEnv+"="+verbs.VerbList)
+	cmd.Env = childEnv(home, hangEnv+"="+kept.VerbList)
 	logs := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {

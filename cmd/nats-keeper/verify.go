@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nats-keeper/nats-keeper/kept"
-	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
 type verifyOptions struct {
@@ -40,5 +39,5 @@ func newVerifyCmd(e env) *cobra.Command {
 
 func runVerify(ctx context.Context, o verifyOptions) error {
 	req := kept.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before}
-	return callVerb(ctx, o.Client, o.Out, verbs.VerbVerify, req, printSaid)
+	return callVerb(ctx, o.Client, o.Out, kept.VerbVerify, req, printSaid)
 }

@@ -84,7 +84,7 @@ func TestActsRecordWhoTheBusSays(t *testing.T) {
 		t.Helper()
 		nc := natstest.Connect(t, s, nats.UserInfo(user, password), nats.Name(user+"-conn"))
 		body, _ := json.Marshal(kept.Request{Module: "ids", Local: local, Streams: []string{"IDS_" + local}, Caller: "ceo@corp", Why: "test"})
-		m := nats.NewMsg(verbs.DefaultPrefix + "." + verbs.VerbSetPlan)
+		m := nats.NewMsg(verbs.DefaultPrefix + "." + kept.VerbSetPlan)
 		m.Data = body
 		if header != "" {
 			m.Header.Set(verbs.RequestInfoHeader, header)

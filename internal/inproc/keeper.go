@@ -57,9 +57,10 @@ type Setup struct {
 	// Now, when set, is the keeper's clock (tests of dates); nil is the
 	// real one.
 	Now func() time.Time
-	// Engine, when set, wraps the keeper before it is served (fault tests);
-	// nil serves the keeper itself.
-	Engine func(*keeper.Keeper) verbs.Engine
+	// Middleware, when set, wraps each verb's handler inside the
+	// directory check (test hooks, fault tests); nil serves the keeper
+	// itself.
+	Middleware []verbs.Middleware
 	// BusError, when set, marks the error of opening the keeper's state on
 	// the bus (the caller's exit codes); nil leaves it as jsbus returned it.
 	BusError func(error) error
@@ -105,7 +106,7 @@ type Keeper struct {
 	loops  sync.WaitGroup
 }
 
-// The keeper is the service's engine: it has every verb verbs.Engine asks for.
+// The keeper is the service's engine: Handle runs every verb of the table.
 var _ verbs.Engine = (*keeper.Keeper)(nil)
 
 // Start builds the jsbus adapter and the keeper on nc and s.Store, brings
@@ -161,18 +162,15 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 	log.Info("index rebuilt from the store", "store", where, "written", written, "removed", removed)
 	m.Watch(k)
 	made.Store(k)
-	var engine verbs.Engine = k
-	if s.Engine != nil {
-		engine = s.Engine(k)
-	}
+	var guard verbs.Middleware // the directory check, outermost
 	if s.Dir != nil {
-		engine = &dirGuard{Engine: engine, dir: s.Dir}
+		guard = dirGuard(s.Dir)
 	}
-	opts = append([]verbs.ServeOption{verbs.WithPrefix(prefix), verbs.WithVersion(s.Version), verbs.WithIndexBucket(bucket),
+	opts = append([]verbs.ServeOption{verbs.WithMiddleware(append([]verbs.Middleware{guard}, s.Middleware...)...), verbs.WithPrefix(prefix), verbs.WithVersion(s.Version), verbs.WithIndexBucket(bucket),
 		verbs.WithLogger(log), verbs.WithMetadata("store", where),
 		verbs.WithMaxHeavy(s.MaxHeavy), verbs.WithVerbTimeout(s.VerbTimeout),
 		verbs.WithObserver(m.Answered), verbs.WithStatsData(m.StatsData)}, append(peerOptions(nc, prefix, s.JSDomain, bucket, log), opts...)...)
-	svc, err := verbs.Serve(ctx, nc, engine, opts...)
+	svc, err := verbs.Serve(ctx, nc, k, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -236,13 +236,13 @@ func TestMetricsAfterSnapshotFailedVerifyAndRestore(t *testing.T) {
 		}
 		data2[e.Name] = d
 	}
-	if got := data2[verbs.VerbSnapshot]["outcomes"].(map[string]any)["ok"]; got != 2.0 {
+	if got := data2[kept.VerbSnapshot]["outcomes"].(map[string]any)["ok"]; got != 2.0 {
 		t.Errorf("micro stats: snapshot-kept ok = %v, want 2", got)
 	}
-	if got := data2[verbs.VerbSnapshot]["bytes_total"]; got != float64(first.Point.ArchiveSize+damaged.Point.ArchiveSize) {
+	if got := data2[kept.VerbSnapshot]["bytes_total"]; got != float64(first.Point.ArchiveSize+damaged.Point.ArchiveSize) {
 		t.Errorf("micro stats: snapshot-kept bytes_total = %v", got)
 	}
-	kept, _ := data2[verbs.VerbList]["keeper"].(map[string]any)
+	kept, _ := data2[kept.VerbList]["keeper"].(map[string]any)
 	if kept["points"] != 2.0 || kept["asides"] != 1.0 || kept["journals_open"] != 0.0 {
 		t.Errorf("micro stats: list-kept keeper data = %v", kept)
 	}
