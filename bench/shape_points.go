@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
-	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
 // The points shape: kept data pts/d00001, pts/d00002, … of module pts, each
@@ -123,7 +122,7 @@ func (r *run) tierLists(ctx context.Context, tier *PointsTier) error {
 			var n int
 			s, _, err := r.keeperOp(ctx, r.file(), "points-list-kept", func(ctx context.Context) (*keeper.Reply, error) {
 				var err error
-				n, err = r.rawVerb(ctx, verbs.VerbList, q.req, time.Minute)
+				n, err = r.rawVerb(ctx, keeper.VerbList, q.req, time.Minute)
 				return &keeper.Reply{}, err
 			})
 			if err != nil {
@@ -175,7 +174,7 @@ func (r *run) restartKeeper(ctx context.Context) (Sample, error) {
 	k.proc = p
 	probe := keeperRequest("nobody", "", 0, "")
 	for deadline := start.Add(10 * time.Minute); ; {
-		_, err := r.rawVerb(ctx, verbs.VerbList, probe, 2*time.Second)
+		_, err := r.rawVerb(ctx, keeper.VerbList, probe, 2*time.Second)
 		if err == nil {
 			break
 		}

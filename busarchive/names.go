@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // Bounds on what an archive may hold. They are far above anything a real bus
@@ -12,8 +14,9 @@ import (
 const (
 	// MaxStreams is the most streams one archive may hold.
 	MaxStreams = 1024
-	// MaxStreamNameLen is the longest stream name accepted, in bytes.
-	MaxStreamNameLen = 255
+	// MaxStreamNameLen is the longest stream name accepted, in bytes
+	// (kept.MaxStreamNameLen).
+	MaxStreamNameLen = kept.MaxStreamNameLen
 	// MaxDataSize bounds one stream.arc.s2 entry (1 TiB).
 	MaxDataSize = int64(1) << 40
 	// MaxMetaSize bounds one backup.json entry; the writer holds it in memory.
@@ -25,27 +28,11 @@ const (
 )
 
 // ValidStreamName reports whether name is acceptable as a JetStream stream
-// or consumer name: non-empty, at most MaxStreamNameLen bytes of valid
-// UTF-8, and free of ". * > / \ space", NUL and every other control
-// character. Such a name is one subject token, one path component of the
-// archive's layout and one file name.
-//
-// This is the one rule for stream and consumer names in nats-keeper: the
-// keeper (keeper.CheckStreamName, for plans and requests), the JetStream
-// adapter and the archive all apply it. It lives here, at the bottom of the
-// package graph, because the keeper imports busarchive and busarchive can
-// import nothing of the keeper.
-func ValidStreamName(name string) bool {
-	if name == "" || len(name) > MaxStreamNameLen || !utf8.ValidString(name) {
-		return false
-	}
-	for _, r := range name {
-		if r < 0x20 || r == 0x7f || strings.ContainsRune(".*>/\\ ", r) {
-			return false
-		}
-	}
-	return true
-}
+// or consumer name: kept.ValidStreamName, the one rule for such names in
+// nats-keeper (the keeper's request checks, the JetStream adapter and the
+// archive all apply it). It lives in kept, which imports only the standard
+// library, so busarchive can import it.
+func ValidStreamName(name string) bool { return kept.ValidStreamName(name) }
 
 // DataEntry is the tar name of a stream's snapshot data.
 func DataEntry(stream string) string { return StreamsDir + "/" + stream + "/" + DataName }

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/bench"
 	"github.com/nats-keeper/nats-keeper/internal/tools"
 	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // Issue 39: a point costs the same on a busy bus. These tests drive a
@@ -85,7 +86,7 @@ func otherModules(t *testing.T, js jetstream.JetStream, n, consumers int) {
 func snapshotKept(t *testing.T, nc *nats.Conn, fp string) (map[string]bool, time.Duration) {
 	t.Helper()
 	began := time.Now()
-	r := mustCall(t, nc, "snapshot-kept", keeper.Request{Module: busyModule, Local: busyLocal, Form: 1, Fingerprint: fp, Caller: "e2e"})
+	r := mustCall(t, nc, "snapshot-kept", kept.Request{Module: busyModule, Local: busyLocal, Form: 1, Fingerprint: fp, Caller: "e2e"})
 	took := time.Since(began)
 	got := map[string]bool{}
 	point, _ := r.Body["point"].(map[string]any)

@@ -19,7 +19,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 const mib = 1 << 20
@@ -312,7 +312,7 @@ func waitNoStale(t *testing.T, js jetstream.JetStream, dir string, limit time.Du
 }
 
 // lastAct is the last act recorded for verb.
-func lastAct(t *testing.T, js jetstream.JetStream, verb string) (keeper.Act, bool) {
+func lastAct(t *testing.T, js jetstream.JetStream, verb string) (kept.Act, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -322,12 +322,12 @@ func lastAct(t *testing.T, js jetstream.JetStream, verb string) (keeper.Act, boo
 	}
 	m, err := s.GetLastMsgForSubject(ctx, "mesh-broker.acts."+verb)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return keeper.Act{}, false
+		return kept.Act{}, false
 	}
 	if err != nil {
 		t.Fatalf("last act of %s: %v", verb, err)
 	}
-	var a keeper.Act
+	var a kept.Act
 	if err := json.Unmarshal(m.Data, &a); err != nil {
 		t.Fatalf("act %q: %v", m.Data, err)
 	}

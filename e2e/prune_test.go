@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // TestPruneOnRealProcesses runs a nats-server and `nats-keeper serve`, and
@@ -40,7 +40,7 @@ func TestPruneOnRealProcesses(t *testing.T) {
 		body, _ := json.Marshal(map[string]any{"module": module, "local": local, "form": 1, "fingerprint": fp, "why": "e2e", "caller": "e2e"})
 		return call(ctx, nc, "restore-kept", body, 10*time.Minute)
 	}
-	cli := func(args ...string) (*keeper.Reply, string) {
+	cli := func(args ...string) (*kept.Reply, string) {
 		t.Helper()
 		return mustCLI(t, tmp, srv.url(), args...)
 	}

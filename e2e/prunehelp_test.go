@@ -19,7 +19,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/internal/tools"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // runCLI runs the nats-keeper binary with args and returns its exit code,
@@ -47,10 +47,10 @@ func runCLI(t *testing.T, home string, args ...string) (int, string, string) {
 // mustCLI runs the nats-keeper binary with args against the server at url,
 // fails the test unless it exits 0, and returns its reply (when args hold
 // --json) and its stdout.
-func mustCLI(t *testing.T, home, url string, args ...string) (*keeper.Reply, string) {
+func mustCLI(t *testing.T, home, url string, args ...string) (*kept.Reply, string) {
 	t.Helper()
 	code, out, errText := runCLI(t, home, append(args, "--server", url)...)
-	var rep keeper.Reply
+	var rep kept.Reply
 	if code != 0 || (slices.Contains(args, "--json") && json.Unmarshal([]byte(out), &rep) != nil) {
 		t.Fatalf("nats-keeper %s: exit %d\n%s\n%s", strings.Join(args, " "), code, out, errText)
 	}
@@ -103,7 +103,7 @@ func pointsUnder(t *testing.T, dir, module, local string) []string {
 }
 
 // removals are the fingerprints a prune reply removes (or would), sorted.
-func removals(rep *keeper.Reply) []string {
+func removals(rep *kept.Reply) []string {
 	var out []string
 	for _, d := range rep.Pruned {
 		if !d.Keep {
@@ -149,13 +149,13 @@ func checkPruned(t *testing.T, dir string, nc *nats.Conn, js jetstream.JetStream
 // why when why is not empty.
 func checkActs(t *testing.T, js jetstream.JetStream, module, local string, removed []string, why string) {
 	t.Helper()
-	acts := allActs(t, js, keeper.VerbPrune)
+	acts := allActs(t, js, kept.VerbPrune)
 	for _, fp := range removed {
 		name := module + "/" + local + " f1-" + fp + " "
-		intent := slices.IndexFunc(acts, func(a keeper.Act) bool {
+		intent := slices.IndexFunc(acts, func(a kept.Act) bool {
 			return a.Outcome == "intent" && strings.HasPrefix(a.What, "remove restore point "+name)
 		})
-		done := slices.IndexFunc(acts, func(a keeper.Act) bool {
+		done := slices.IndexFunc(acts, func(a kept.Act) bool {
 			return a.Outcome == "done" && strings.HasPrefix(a.What, "removed restore point "+name)
 		})
 		switch {
@@ -170,7 +170,7 @@ func checkActs(t *testing.T, js jetstream.JetStream, module, local string, remov
 }
 
 // allActs are every act recorded for verb, oldest first.
-func allActs(t *testing.T, js jetstream.JetStream, verb string) []keeper.Act {
+func allActs(t *testing.T, js jetstream.JetStream, verb string) []kept.Act {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -178,13 +178,13 @@ func allActs(t *testing.T, js jetstream.JetStream, verb string) []keeper.Act {
 	if err != nil {
 		t.Fatalf("read the acts of %s: %v", verb, err)
 	}
-	var out []keeper.Act
+	var out []kept.Act
 	for {
 		m, err := c.Next(jetstream.FetchMaxWait(2 * time.Second))
 		if err != nil {
 			return out // nothing more within the wait
 		}
-		var a keeper.Act
+		var a kept.Act
 		if err := json.Unmarshal(m.Data(), &a); err != nil {
 			t.Fatalf("act %q: %v", m.Data(), err)
 		}

@@ -8,16 +8,6 @@ import (
 	"github.com/nats-keeper/nats-keeper/busarchive"
 )
 
-func asideKey(id string) string { return "aside." + id }
-
-// Reasons an aside was made (Aside.Reason).
-const (
-	ReasonRestore   = "restore"    // a restore replaced the live data
-	ReasonAsideOnly = "aside-only" // an aside-only request removed it
-	ReasonReplaced  = "replaced"   // a point taken again at the same form and fingerprint replaced this one
-	ReasonRecovery  = "recovery"   // recovery found it on the bus under the kept data's names
-)
-
 // maxAsideTries bounds the ids tried for one aside: <base>, <base>-2, …
 const maxAsideTries = 999
 

@@ -122,10 +122,10 @@ func (x *run) sawRemoval(stream string, si *StreamInfo) {
 			f.Note = "it changed after it was set aside"
 		}
 	}
-	c := ev.check(CheckNoWritesAfter)
+	c := ev.Find(CheckNoWritesAfter)
 	if c == nil {
-		ev.setCheck(Check{Name: CheckNoWritesAfter})
-		c = ev.check(CheckNoWritesAfter)
+		ev.SetCheck(Check{Name: CheckNoWritesAfter})
+		c = ev.Find(CheckNoWritesAfter)
 	}
 	c.Streams = append(c.Streams, f)
 	failed := 0
@@ -150,9 +150,9 @@ func (x *run) checkRestored(ctx context.Context) {
 	defer cancel()
 	began := x.k.now()
 	m := x.arch.Manifest()
-	if ev.check(CheckPointVerified) == nil && x.point != nil {
+	if ev.Find(CheckPointVerified) == nil && x.point != nil {
 		// A restore into absent data checked the point as it read it.
-		ev.setCheck(pointCheck(x.point, m, nil, false))
+		ev.SetCheck(pointCheck(x.point, m, nil, false))
 	}
 	var streams, kv, obj []StreamFigures
 	for _, s := range x.j.Restore {
@@ -179,14 +179,14 @@ func (x *run) checkRestored(ctx context.Context) {
 			obj = append(obj, x.objectFigures(ctx, s, bucket, si))
 		}
 	}
-	ev.setCheck(itemsCheck(CheckStreams, streams, "restored stream(s) hold the messages, bytes and first and last sequence of their manifest"))
+	ev.SetCheck(itemsCheck(CheckStreams, streams, "restored stream(s) hold the messages, bytes and first and last sequence of their manifest"))
 	if len(kv) > 0 {
-		ev.setCheck(itemsCheck(CheckKVKeys, kv, "KV bucket(s) hold as many keys (subjects, a deleted key's marker counted) as the point"))
+		ev.SetCheck(itemsCheck(CheckKVKeys, kv, "KV bucket(s) hold as many keys (subjects, a deleted key's marker counted) as the point"))
 	}
 	if len(obj) > 0 {
-		ev.setCheck(itemsCheck(CheckObjects, obj, "object store(s) hold as many objects as the point"))
+		ev.SetCheck(itemsCheck(CheckObjects, obj, "object store(s) hold as many objects as the point"))
 	}
-	ev.timed("check streams", began, x.k.now())
+	ev.Timed("check streams", began, x.k.now())
 }
 
 // itemsCheck is a check made of per-stream figures.
@@ -335,13 +335,13 @@ func (x *run) checkConsumers(ctx context.Context, stopped error) {
 		return
 	}
 	if x.point == nil {
-		ev.setCheck(Check{Name: CheckConsumers, Verdict: Fail,
+		ev.SetCheck(Check{Name: CheckConsumers, Verdict: Fail,
 			Said: "FAIL: not checked: what the restore restored from is gone, so no consumer was set back"})
 		return
 	}
 	if len(x.j.Expect) == 0 && stopped == nil {
 		if len(x.j.Reposition) > 0 {
-			x.j.Evidence.setCheck(Check{Name: CheckConsumers, Verdict: Fail,
+			x.j.Evidence.SetCheck(Check{Name: CheckConsumers, Verdict: Fail,
 				Said: "FAIL: not checked: the restore was begun by a keeper that recorded no expected positions"})
 		}
 		return // no consumer to set back: nothing to check
@@ -410,8 +410,8 @@ func (x *run) checkConsumers(ctx context.Context, stopped error) {
 	}
 	c := Check{Name: CheckConsumers, Verdict: v, Said: said}
 	c.Consumers, c.Omitted = boundConsumers(fs)
-	ev.setCheck(c)
-	ev.timed("check consumers", began, x.k.now())
+	ev.SetCheck(c)
+	ev.Timed("check consumers", began, x.k.now())
 }
 
 // timed runs step and records its time in the evidence.
@@ -419,7 +419,7 @@ func (x *run) timed(step string, fn func() error) error {
 	began := x.k.now()
 	err := fn()
 	if x.j.Evidence != nil {
-		x.j.Evidence.timed(step, began, x.k.now())
+		x.j.Evidence.Timed(step, began, x.k.now())
 	}
 	return err
 }
@@ -453,7 +453,7 @@ func (k *Keeper) finishEvidence(ctx context.Context, j *journal) (*Evidence, err
 			ev.PointSum = p.ArchiveSum
 		}
 	}
-	ev.conclude(k.now())
+	ev.Conclude(k.now())
 	if ev.Dir == "" {
 		return ev, errors.New("it has no place in the store")
 	}
@@ -477,17 +477,6 @@ func (k *Keeper) finishEvidence(ctx context.Context, j *journal) (*Evidence, err
 	}
 	return ev, nil
 }
-
-// EvidenceError is the failure of a restore that was done, whose evidence
-// fails: the data is left as the restore made it, and the aside stays.
-// errors.As finds it; it is a kind of ErrFailed.
-type EvidenceError struct {
-	Evidence *Evidence
-	err      error
-}
-
-func (e *EvidenceError) Error() string   { return e.err.Error() }
-func (e *EvidenceError) Unwrap() []error { return []error{e.err, ErrFailed} }
 
 // evidenceSaid is what a reply adds about the evidence: its verdict and
 // where it lies, or why it could not be written.
@@ -514,8 +503,8 @@ func unprovenStart(j *journal) *Evidence {
 	ev := newEvidence(j, j.Started)
 	why := "not checked: the restore was begun by a keeper that kept no evidence of it, and a keeper that started again finished it"
 	if j.Point != "" {
-		ev.setCheck(Check{Name: CheckPointVerified, Verdict: Fail, Said: "FAIL: " + why})
+		ev.SetCheck(Check{Name: CheckPointVerified, Verdict: Fail, Said: "FAIL: " + why})
 	}
-	ev.setCheck(Check{Name: CheckAsideVerified, Verdict: Fail, Said: "FAIL: " + why})
+	ev.SetCheck(Check{Name: CheckAsideVerified, Verdict: Fail, Said: "FAIL: " + why})
 	return ev
 }

@@ -116,10 +116,10 @@ func (k *Keeper) claimStore(ctx context.Context) error {
 		if local != nil {
 			mine = "is store " + local.ID
 		}
-		return &kindError{kind: ErrConflict, err: fmt.Errorf("%w: it belongs to %s on host %s (store %s, since %s), and this keeper's store %s %s; "+
+		return asKind(ErrConflict, fmt.Errorf("%w: it belongs to %s on host %s (store %s, since %s), and this keeper's store %s %s; "+
 			"run this keeper with that same store (shared by every keeper of the index), or give it an index and verbs of its own "+
 			"with another --bucket and --prefix, so nothing was started and no record was changed",
-			ErrOtherStore, rec.where(), rec.Host, rec.ID, rec.Since.Format(time.RFC3339), here, mine)}
+			ErrOtherStore, rec.where(), rec.Host, rec.ID, rec.Since.Format(time.RFC3339), here, mine))
 	}
 	return nil
 }
@@ -243,9 +243,9 @@ func (k *Keeper) foreignRecords(ctx context.Context) error {
 			}
 		}
 	}
-	return &kindError{kind: ErrConflict, err: fmt.Errorf("%w: the index holds %d point and aside record(s) and this keeper's store %s holds none of them; "+
+	return asKind(ErrConflict, fmt.Errorf("%w: the index holds %d point and aside record(s) and this keeper's store %s holds none of them; "+
 		"run this keeper with the store those records are in, or give it an index and verbs of its own with another --bucket and --prefix, "+
-		"so nothing was started and no record was changed", ErrOtherStore, len(keys), k.store.Describe().URL)}
+		"so nothing was started and no record was changed", ErrOtherStore, len(keys), k.store.Describe().URL))
 }
 
 func (k *Keeper) readStoreID(ctx context.Context) (*storeID, error) {

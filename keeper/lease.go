@@ -11,10 +11,6 @@ import (
 	"time"
 )
 
-// DefaultLeaseTTL is how long a lease lives unless renewed. A verb renews its
-// lease every third of it; a keeper that dies leaves a lease that expires.
-const DefaultLeaseTTL = 30 * time.Second
-
 func leaseKey(module, local string) string { return "lease." + module + "." + local }
 
 // errLeaseLost is the cause of the end of a verb's context (lock) when one

@@ -6,20 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
-)
-
-// Pages of list-kept.
-const (
-	// DefaultListLimit is how many points and asides one page of list-kept
-	// holds at most when the request names no limit.
-	DefaultListLimit = 500
-	// MaxListLimit is the largest limit a list-kept request may ask for.
-	MaxListLimit = 1000
-	// maxCursor bounds the after cursor: an index key.
-	maxCursor = 512
 )
 
 // ListKept lists points and asides, optionally of one module / kept data,
@@ -156,90 +144,9 @@ func (k *Keeper) listReply(r Request, total int, first bool, next string, points
 		Total: total, Next: next}
 }
 
-// ListOf names what a list-kept request lists: everything, a module, or
-// module/local.
-func ListOf(r Request) string {
-	switch {
-	case r.Module == "":
-		return "everything"
-	case r.Local == "":
-		return r.Module
-	}
-	return r.Module + "/" + r.Local
-}
-
-func listSaid(points, asides int, of string, bytes int64) string {
-	return fmt.Sprintf("%d restore point(s) and %d set-aside copy(ies) of %s, %s in all.", points, asides, of, HumanBytes(bytes))
-}
-
-// MergeList joins the pages of one listing of of (ListOf), in order, into
-// one reply as an unpaged listing gives it: every point and aside, the
-// totals of each kept data and of all, and the waiting asides.
-func MergeList(of string, pages []*Reply) *Reply {
-	m := &Reply{Points: []Point{}, Asides: []Aside{}}
-	for _, p := range pages {
-		m.Points = append(m.Points, p.Points...)
-		m.Asides = append(m.Asides, p.Asides...)
-		m.Waiting = append(m.Waiting, p.Waiting...)
-		m.Schedules = append(m.Schedules, p.Schedules...)
-	}
-	m.Totals, m.TotalBytes = keptTotals(m.Points, m.Asides)
-	m.Total = len(m.Points) + len(m.Asides)
-	m.Said = listSaid(len(m.Points), len(m.Asides), of, m.TotalBytes)
-	if len(m.Waiting) > 0 {
-		m.Said += fmt.Sprintf(" %d set-aside copy(ies) are older than the keeper's warning age and wait for a person to discard them or put them back: %s.",
-			len(m.Waiting), strings.Join(m.Waiting, ", "))
-	}
-	return m
-}
-
 // listOverhead is what a listed record may add to a reply besides its own
 // JSON: its line of totals and separators.
 const listOverhead = 192
-
-// checkListPage checks list-kept's limit and after, and that no other verb
-// takes them.
-func checkListPage(verb string, r Request) error {
-	if verb != VerbList {
-		if r.Limit != 0 || r.After != "" {
-			return Errorf(ErrBadRequest, "%s takes no limit or after; only list-kept does", verb)
-		}
-		return nil
-	}
-	if r.Limit < 0 || r.Limit > MaxListLimit {
-		return Errorf(ErrBadRequest, "limit %d is outside 0..%d", r.Limit, MaxListLimit)
-	}
-	return CheckCursor(r.After)
-}
-
-// CheckCursor checks a list-kept cursor (a page's Next): empty, or an
-// index key of a point or an aside, at most 512 bytes of printable ASCII
-// with no space or wildcard.
-func CheckCursor(after string) error {
-	if after == "" {
-		return nil
-	}
-	if len(after) > maxCursor {
-		return Errorf(ErrBadRequest, "after is %d bytes long, over the limit of %d", len(after), maxCursor)
-	}
-	if !strings.HasPrefix(after, "point.") && !strings.HasPrefix(after, "aside.") {
-		return Errorf(ErrBadRequest, "after %q is not a cursor list-kept gave (one begins point. or aside.)", clipText(after))
-	}
-	for _, c := range []byte(after) {
-		if c <= ' ' || c >= 0x7f || c == '*' || c == '>' {
-			return Errorf(ErrBadRequest, "after %q is not a cursor list-kept gave (it holds a space, a wildcard or a byte that is not printable ASCII)", clipText(after))
-		}
-	}
-	return nil
-}
-
-// clipText shortens s for a sentence.
-func clipText(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
 
 // manyReader is an index that reads many records in one go (jsbus: one
 // direct get per thousand keys).
@@ -288,42 +195,6 @@ func (k *Keeper) readIndex(ctx context.Context, keys []string) (map[string][]byt
 		values[key] = data
 	}
 	return values, nil
-}
-
-// keptTotals sums the points and asides of each kept data, and all of them.
-func keptTotals(points []Point, asides []Aside) ([]KeptTotal, int64) {
-	by := map[string]*KeptTotal{}
-	get := func(module, local string) *KeptTotal {
-		key := module + "/" + local
-		if by[key] == nil {
-			by[key] = &KeptTotal{Module: module, Local: local}
-		}
-		return by[key]
-	}
-	var all int64
-	for _, p := range points {
-		t := get(p.Module, p.Local)
-		t.Points++
-		t.PointBytes += p.ArchiveSize
-		all += p.ArchiveSize
-	}
-	for _, a := range asides {
-		t := get(a.Module, a.Local)
-		t.Asides++
-		t.AsideBytes += a.ArchiveSize
-		all += a.ArchiveSize
-	}
-	out := make([]KeptTotal, 0, len(by))
-	for _, t := range by {
-		out = append(out, *t)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Module != out[j].Module {
-			return out[i].Module < out[j].Module
-		}
-		return out[i].Local < out[j].Local
-	})
-	return out, all
 }
 
 // waiting lists the asides older than the warning age: each waits for a

@@ -17,12 +17,6 @@ const (
 	MetaLocal  = "nats-keeper.local"
 )
 
-// PlanConsumer names one durable consumer a plan declares its kept data's own.
-type PlanConsumer struct {
-	Stream   string `json:"stream"`   // the stream the consumer is on
-	Consumer string `json:"consumer"` // the durable consumer's name
-}
-
 // owners decides which module, and which kept data, a durable consumer
 // belongs to (design.md, "the module's consumers"):
 //

@@ -11,34 +11,6 @@ import (
 
 func planKey(module, local string) string { return "plan." + module + "." + local }
 
-// checkPlanShape checks a plan's lists before anything is read: their
-// lengths, every name by the one stream-name rule, no stream twice.
-func checkPlanShape(streams []string, consumers []PlanConsumer) error {
-	if len(streams) == 0 || len(streams) > MaxPlanStreams {
-		return Errorf(ErrBadRequest, "a plan names 1 to %d streams, not %d", MaxPlanStreams, len(streams))
-	}
-	for i, s := range streams {
-		if err := CheckStreamName("stream", s); err != nil {
-			return err
-		}
-		if slices.Contains(streams[:i], s) {
-			return Errorf(ErrBadRequest, "the plan names stream %s twice", s)
-		}
-	}
-	if len(consumers) > MaxPlanConsumers {
-		return Errorf(ErrBadRequest, "a plan names at most %d consumers, not %d", MaxPlanConsumers, len(consumers))
-	}
-	for _, c := range consumers {
-		if err := CheckStreamName("the stream of a plan's consumer", c.Stream); err != nil {
-			return err
-		}
-		if err := CheckStreamName("consumer", c.Consumer); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // SetPlan records the plan of r.Module's kept data r.Local (set-plan): the
 // streams it is made of, r.Streams, and the consumers that belong to it,
 // r.Consumers. The plan replaces any recorded before, and wins over the

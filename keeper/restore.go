@@ -128,7 +128,7 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 			// The streams are restored; only the positions failed. The
 			// evidence says which consumers are not where they must be.
 			ev, werr := k.finishEvidence(ctx, j)
-			return fail(&EvidenceError{Evidence: ev, err: fmt.Errorf("%w.%s", err, k.evidenceSaid(ev, werr))})
+			return fail(newEvidenceError(ev, fmt.Errorf("%w.%s", err, k.evidenceSaid(ev, werr))))
 		}
 		return fail(err)
 	}
@@ -156,12 +156,12 @@ func (k *Keeper) beginEvidence(j *journal, pl *restorePlan, aside *Aside, asideR
 		ev.PointSum = pl.point.ArchiveSum
 	}
 	if pl.verified != nil {
-		ev.setCheck(pointCheck(pl.point, pl.manifest, pl.verified, true))
-		ev.timed("verify", pl.verifyBegan, pl.verifyEnded)
+		ev.SetCheck(pointCheck(pl.point, pl.manifest, pl.verified, true))
+		ev.Timed("verify", pl.verifyBegan, pl.verifyEnded)
 	}
 	if aside != nil && asideRep != nil {
-		ev.setCheck(asideCheck(aside, asideRep))
-		ev.timed("aside", asideBegan, k.now())
+		ev.SetCheck(asideCheck(aside, asideRep))
+		ev.Timed("aside", asideBegan, k.now())
 	}
 	return ev
 }
@@ -183,9 +183,9 @@ func (k *Keeper) evidenceFailed(j *journal, pl *restorePlan, ev *Evidence, werr 
 			failed = append(failed, c.Name+" ("+c.Said+")")
 		}
 	}
-	return &EvidenceError{Evidence: ev, err: Errorf(ErrFailed, "restore-kept of %s/%s %s, but its evidence fails: %s; so it is reported as failed. "+
+	return newEvidenceError(ev, Errorf(ErrFailed, "restore-kept of %s/%s %s, but its evidence fails: %s; so it is reported as failed. "+
 		"The restored data is left as it is (a restore is not undone because of its evidence), and %s.%s",
-		j.Module, j.Local, what, strings.Join(failed, "; "), kept, k.evidenceSaid(ev, werr))}
+		j.Module, j.Local, what, strings.Join(failed, "; "), kept, k.evidenceSaid(ev, werr)))
 }
 
 // restoredReply is the reply of a restore that ran to its end.

@@ -15,38 +15,9 @@ import (
 // outcome "failed". It is no verb on the wire.
 const VerbSchedule = "schedule"
 
-// ScheduledPrefix begins the fingerprint of every scheduled point.
-const ScheduledPrefix = "sched-"
-
-// ScheduledFingerprint is the fingerprint of the point due at due:
-// sched-<UTC yyyymmddThhmm>, so every keeper names one due point alike.
-func ScheduledFingerprint(due time.Time) string {
-	return ScheduledPrefix + due.UTC().Format("20060102T1504")
-}
-
 // schedLeaseKey is the lease a keeper holds while it takes a kept data's
 // due point: a second keeper finds it held, or finds the point taken.
 func schedLeaseKey(module, local string) string { return "lease-sched." + module + "." + local }
-
-// Scheduled is the schedule of one kept data, as list-kept shows it and as
-// the keepers take it.
-type Scheduled struct {
-	Module   string        `json:"module"`
-	Local    string        `json:"local"`
-	Policy   string        `json:"policy"`              // the index key of the policy that schedules it
-	Every    string        `json:"every"`               // the policy's every
-	TimeZone string        `json:"time-zone,omitempty"` // the policy's time zone
-	Form     int           `json:"form"`                // the form its points are taken at
-	Interval time.Duration `json:"interval"`            // between the next two due times (nanoseconds)
-	Due      time.Time     `json:"due,omitzero"`        // the latest due time at or before now
-	NextDue  time.Time     `json:"next-due,omitzero"`   // the first due time after now
-	Newest   *time.Time    `json:"newest,omitempty"`    // when its newest scheduled point was taken
-	// Taken reports whether the point due at Due is in the index.
-	Taken bool `json:"taken"`
-}
-
-// Fingerprint is the fingerprint of the point due at s.Due.
-func (s Scheduled) Fingerprint() string { return ScheduledFingerprint(s.Due) }
 
 // Schedules lists the schedules of the kept data of module/local (either
 // may be empty): each policy.<module>.<local> with every, and, for each kept

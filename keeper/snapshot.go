@@ -11,10 +11,6 @@ import (
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
-func pointKey(module, local string, form int, fingerprint string) string {
-	return fmt.Sprintf("point.%s.%s.%d.%s", module, local, form, fingerprint)
-}
-
 func pointName(p *Point) string {
 	return fmt.Sprintf("%s/%s f%d-%s", p.Module, p.Local, p.Form, p.Fingerprint)
 }
@@ -231,18 +227,4 @@ func totalMessages(ss []StreamSum) uint64 {
 		n += s.Messages
 	}
 	return n
-}
-
-// HumanBytes writes a byte count as people read it: 512 B, 1.5 KiB, 2.0 GiB.
-func HumanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -6,8 +6,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/keepertest"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // A restore point of a module's KV bucket, a change, and the restore that
@@ -37,7 +37,7 @@ func ExampleNew() {
 		return
 	}
 
-	req := keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "v2", Caller: "example"}
+	req := kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "v2", Caller: "example"}
 	rep, err := k.Client.SnapshotKept(ctx, req)
 	if err != nil {
 		fmt.Println(err)
@@ -77,7 +77,7 @@ func ExampleWithPrefix() {
 		return
 	}
 	defer k.Close()
-	rep, err := k.Client.ListKept(context.Background(), keeper.Request{Caller: "example"})
+	rep, err := k.Client.ListKept(context.Background(), kept.Request{Caller: "example"})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/keepertest"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -53,7 +53,7 @@ func value(t *testing.T, ctx context.Context, kv jetstream.KeyValue, key string)
 // restores, and checks the value is back and the change was set aside.
 func snapshotChangeRestore(t *testing.T, ctx context.Context, k *keepertest.Keeper, kv jetstream.KeyValue) {
 	t.Helper()
-	req := keeper.Request{Module: "shop", Local: "orders", Form: 1, Fingerprint: "v2", Caller: t.Name()}
+	req := kept.Request{Module: "shop", Local: "orders", Form: 1, Fingerprint: "v2", Caller: t.Name()}
 	if _, err := k.Client.SnapshotKept(ctx, req); err != nil {
 		t.Fatalf("snapshot-kept: %v", err)
 	}
@@ -146,7 +146,7 @@ func TestWithPrefixAndBucket(t *testing.T) {
 	if _, err := idx.Get(ctx, "point.shop.orders.1.v2"); err != nil {
 		t.Fatalf("the index lacks the point: %v", err)
 	}
-	if _, err := verbs.NewClient(k.Conn).ListKept(ctx, keeper.Request{}); !errors.Is(err, keeper.ErrNoBus) {
+	if _, err := verbs.NewClient(k.Conn).ListKept(ctx, kept.Request{}); !errors.Is(err, kept.ErrNoBus) {
 		t.Fatalf("a client on the default prefix got %v, want no keeper there", err)
 	}
 }

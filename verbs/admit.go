@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // DefaultMaxHeavy is how many heavy verbs (snapshot-kept, restore-kept
@@ -62,34 +62,33 @@ func WithStatsData(fn func(verb string) map[string]any) ServeOption {
 	return serveOption(func(c *serveConfig) { c.statsData = fn })
 }
 
-// heavyVerb reports whether a request to verb is heavy: it reads or writes a
-// whole archive. A restore-kept dry run only plans; a body that does not
-// decode is refused at once by run, so it is not heavy either.
+// heavyVerb reports whether a request to verb is heavy (its Weight in
+// the table): it reads or writes a whole archive. A dry run of a verb heavy
+// unless dry only plans; a body that does not decode is refused at once by
+// run, so it is not heavy either.
 func heavyVerb(verb string, body []byte) bool {
-	switch verb {
-	case VerbSnapshot, VerbVerify:
-		return true
-	case VerbRestore:
-		var r struct {
-			DryRun bool `json:"dry-run"`
-		}
-		if len(body) > MaxBody || json.Unmarshal(body, &r) != nil {
-			return false
-		}
-		return !r.DryRun
+	v, _ := kept.LookupVerb(verb)
+	if v.Weight != kept.HeavyUnlessDryRun {
+		return v.Weight == kept.Heavy
 	}
-	return false
+	var r struct {
+		DryRun bool `json:"dry-run"`
+	}
+	if len(body) > MaxBody || json.Unmarshal(body, &r) != nil {
+		return false
+	}
+	return v.Heavy(r.DryRun)
 }
 
 // overloaded is the refusal of a heavy verb when every heavy slot is taken:
-// a 503 (keeper.ErrNoBus for errors.Is) with a Retry-After header.
+// a 503 (kept.ErrNoBus for errors.Is) with a Retry-After header.
 type overloaded struct {
 	said  string
 	after time.Duration
 }
 
 func (e *overloaded) Error() string { return e.said }
-func (e *overloaded) Unwrap() error { return keeper.ErrNoBus }
+func (e *overloaded) Unwrap() error { return kept.ErrNoBus }
 
 func (s *Service) overloaded(verb string) error {
 	return &overloaded{after: RetryAfter, said: fmt.Sprintf("this keeper already runs %d heavy verb(s) (snapshot-kept, restore-kept, verify-kept), "+
@@ -123,10 +122,10 @@ func (s *Service) timedOut(ctx context.Context, verb string, err error) error {
 	return fmt.Errorf("%s ran past the keeper's --verb-timeout of %s and was cancelled: %w", verb, s.verbTimeout, withFailed(err))
 }
 
-// withFailed marks err as keeper.ErrFailed unless it wraps a sentinel of
+// withFailed marks err as kept.ErrFailed unless it wraps a sentinel of
 // its own.
 func withFailed(err error) error {
-	for _, k := range []error{keeper.ErrBadRequest, keeper.ErrNotFound, keeper.ErrBusy, keeper.ErrConflict, keeper.ErrLocked, keeper.ErrFailed, keeper.ErrNoBus} {
+	for _, k := range []error{kept.ErrBadRequest, kept.ErrNotFound, kept.ErrBusy, kept.ErrConflict, kept.ErrLocked, kept.ErrFailed, kept.ErrNoBus} {
 		if errors.Is(err, k) {
 			return err
 		}
@@ -134,9 +133,9 @@ func withFailed(err error) error {
 	return &failedError{err: err}
 }
 
-// failedError is err, matched by errors.Is to keeper.ErrFailed without the
+// failedError is err, matched by errors.Is to kept.ErrFailed without the
 // sentinel's word in its sentence.
 type failedError struct{ err error }
 
 func (e *failedError) Error() string   { return e.err.Error() }
-func (e *failedError) Unwrap() []error { return []error{e.err, keeper.ErrFailed} }
+func (e *failedError) Unwrap() []error { return []error{e.err, kept.ErrFailed} }

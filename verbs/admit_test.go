@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // Heavy verbs beyond WithMaxHeavy are refused at once with a 503 and a
@@ -23,12 +23,12 @@ func TestServiceAdmitsHeavyVerbsUpToTheBound(t *testing.T) {
 	entered, release := make(chan string, 8), make(chan struct{})
 	var mu sync.Mutex
 	seen := map[string]int{}
-	nc, _ := startFake(t, func(ctx context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
-		if verb == VerbSnapshot || (verb == VerbRestore && !r.DryRun) {
+	nc, _ := startFake(t, func(ctx context.Context, verb string, r kept.Request) (*kept.Reply, error) {
+		if verb == kept.VerbSnapshot || (verb == kept.VerbRestore && !r.DryRun) {
 			entered <- verb
 			<-release
 		}
-		return &keeper.Reply{Said: verb + " done."}, nil
+		return &kept.Reply{Said: verb + " done."}, nil
 	}, WithMaxHeavy(2), WithObserver(func(verb string, code int, _ time.Duration) {
 		mu.Lock()
 		seen[verb+":"+strconv.Itoa(code)]++
@@ -56,18 +56,18 @@ func TestServiceAdmitsHeavyVerbsUpToTheBound(t *testing.T) {
 	for range 2 {
 		<-entered
 	}
-	_, err := c.RestoreKept(ctx, keeper.Request{Module: "billing", Local: "c", Form: 1, Fingerprint: "f", Caller: "t", Why: "w"})
+	_, err := c.RestoreKept(ctx, kept.Request{Module: "billing", Local: "c", Form: 1, Fingerprint: "f", Caller: "t", Why: "w"})
 	var e *Error
-	if !errors.As(err, &e) || e.Code != 503 || e.RetryAfter != RetryAfter || !errors.Is(err, keeper.ErrBusy) || !errors.Is(err, keeper.ErrNoBus) {
+	if !errors.As(err, &e) || e.Code != 503 || e.RetryAfter != RetryAfter || !errors.Is(err, kept.ErrBusy) || !errors.Is(err, kept.ErrNoBus) {
 		t.Fatalf("third heavy verb: %v, want a 503 with Retry-After", err)
 	}
 	if !strings.Contains(e.Said, "nothing was done") || !strings.Contains(e.Said, "try again in 30s") {
 		t.Errorf("the refusal says %q", e.Said)
 	}
-	if _, err := c.RestoreKept(ctx, keeper.Request{Module: "billing", Local: "c", Form: 1, Fingerprint: "f", Caller: "t", Why: "w", DryRun: true}); err != nil {
+	if _, err := c.RestoreKept(ctx, kept.Request{Module: "billing", Local: "c", Form: 1, Fingerprint: "f", Caller: "t", Why: "w", DryRun: true}); err != nil {
 		t.Errorf("a dry run while the heavy slots are taken: %v", err)
 	}
-	if _, err := c.ListKept(ctx, keeper.Request{}); err != nil {
+	if _, err := c.ListKept(ctx, kept.Request{}); err != nil {
 		t.Errorf("list-kept while the heavy slots are taken: %v", err)
 	}
 	close(release)
@@ -85,7 +85,7 @@ func TestServiceAdmitsHeavyVerbsUpToTheBound(t *testing.T) {
 // A verb past WithVerbTimeout is cancelled: its context ends, and the
 // failure says the deadline passed.
 func TestServiceVerbTimeout(t *testing.T) {
-	nc, _ := startFake(t, func(ctx context.Context, _ string, _ keeper.Request) (*keeper.Reply, error) {
+	nc, _ := startFake(t, func(ctx context.Context, _ string, _ kept.Request) (*kept.Reply, error) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}, WithVerbTimeout(200*time.Millisecond))
@@ -98,8 +98,8 @@ func TestServiceVerbTimeout(t *testing.T) {
 
 // WithStatsData's values join in_flight in each endpoint's data.
 func TestServiceStatsData(t *testing.T) {
-	nc, _ := startFake(t, func(context.Context, string, keeper.Request) (*keeper.Reply, error) {
-		return &keeper.Reply{Said: "ok"}, nil
+	nc, _ := startFake(t, func(context.Context, string, kept.Request) (*kept.Reply, error) {
+		return &kept.Reply{Said: "ok"}, nil
 	}, WithStatsData(func(verb string) map[string]any {
 		return map[string]any{"verb_again": verb, "in_flight": "not this"}
 	}))

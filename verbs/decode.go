@@ -8,7 +8,7 @@ import (
 	"io"
 	"reflect"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // requestKeys are the exact keys a request may carry (kebab-case, case
@@ -24,10 +24,10 @@ var requestKeys = map[string]bool{
 // DecodeRequest strictly decodes one request body for verb and checks it with
 // CheckRequest. The body must be exactly one JSON object of at most MaxBody
 // bytes whose keys are the contract's, each once, spelled exactly, with the
-// right types. Every error wraps keeper.ErrBadRequest and ends
+// right types. Every error wraps kept.ErrBadRequest and ends
 // "so nothing was done".
-func DecodeRequest(verb string, body []byte) (keeper.Request, error) {
-	var r keeper.Request
+func DecodeRequest(verb string, body []byte) (kept.Request, error) {
+	var r kept.Request
 	if len(body) > MaxBody {
 		return r, badRequest(verb, "was refused: the request is %d bytes, more than the %d allowed", len(body), MaxBody)
 	}
@@ -37,10 +37,10 @@ func DecodeRequest(verb string, body []byte) (keeper.Request, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return keeper.Request{}, badRequest(verb, "was refused: %v", jsonProblem(err))
+		return kept.Request{}, badRequest(verb, "was refused: %v", jsonProblem(err))
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return keeper.Request{}, badRequest(verb, "was refused: there is more after the request object")
+		return kept.Request{}, badRequest(verb, "was refused: there is more after the request object")
 	}
 	// An empty list says what a missing key says, so it decodes to the same
 	// request and survives a round trip (omitempty drops it on the way out).
@@ -54,7 +54,7 @@ func DecodeRequest(verb string, body []byte) (keeper.Request, error) {
 		r.Consumers = nil
 	}
 	if err := CheckRequest(verb, r); err != nil {
-		return keeper.Request{}, err
+		return kept.Request{}, err
 	}
 	return r, nil
 }

@@ -9,32 +9,32 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 func TestDecodeRequestGood(t *testing.T) {
 	cases := []struct {
 		verb, body string
-		want       keeper.Request
+		want       kept.Request
 	}{
-		{VerbSnapshot, `{"module":"billing","local":"ledger","form":3,"fingerprint":"9f2c1a7e","catch-up":"ledger-migrate-3-to-4","caller":"ops-jane"}`,
-			keeper.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "9f2c1a7e", CatchUp: "ledger-migrate-3-to-4", Caller: "ops-jane"}},
-		{VerbRestore, ` {"module":"billing","local":"ledger","form":3,"fingerprint":"9f2c1a7e","why":"roll back release 42","dry-run":true} `,
-			keeper.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "9f2c1a7e", Why: "roll back release 42", DryRun: true}},
-		{VerbRestore, `{"module":"billing","local":"ledger","aside-only":true,"why":"clear it"}`,
-			keeper.Request{Module: "billing", Local: "ledger", AsideOnly: true, Why: "clear it"}},
-		{VerbDiscard, `{"from":"billing.ledger.20260101T000000","why":"checked, not needed"}`,
-			keeper.Request{From: "billing.ledger.20260101T000000", Why: "checked, not needed"}},
-		{VerbList, `{}`, keeper.Request{}},
-		{VerbRestore, `{"module":"billing","local":"ledger","form":1,"fingerprint":"x","why":"w","replicas":1,"placement-cluster":"east","placement-tags":["az:1","ssd"]}`,
-			keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "x", Why: "w", Replicas: 1, PlacementCluster: "east", PlacementTags: []string{"az:1", "ssd"}}},
-		{VerbList, `{"module":"billing"}`, keeper.Request{Module: "billing"}},
-		{VerbVerify, `{"module":"billing","local":"ledger","form":0,"fingerprint":"x"}`,
-			keeper.Request{Module: "billing", Local: "ledger", Fingerprint: "x"}},
-		{VerbSetPlan, `{"module":"billing","local":"ledger","streams":["LEDGER","KV_billing_ledger"],"consumers":[{"stream":"ORDERS","consumer":"feed"}]}`,
-			keeper.Request{Module: "billing", Local: "ledger", Streams: []string{"LEDGER", "KV_billing_ledger"},
-				Consumers: []keeper.PlanConsumer{{Stream: "ORDERS", Consumer: "feed"}}}},
-		{VerbShowPlan, `{"module":"billing","local":"ledger"}`, keeper.Request{Module: "billing", Local: "ledger"}},
+		{kept.VerbSnapshot, `{"module":"billing","local":"ledger","form":3,"fingerprint":"9f2c1a7e","catch-up":"ledger-migrate-3-to-4","caller":"ops-jane"}`,
+			kept.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "9f2c1a7e", CatchUp: "ledger-migrate-3-to-4", Caller: "ops-jane"}},
+		{kept.VerbRestore, ` {"module":"billing","local":"ledger","form":3,"fingerprint":"9f2c1a7e","why":"roll back release 42","dry-run":true} `,
+			kept.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "9f2c1a7e", Why: "roll back release 42", DryRun: true}},
+		{kept.VerbRestore, `{"module":"billing","local":"ledger","aside-only":true,"why":"clear it"}`,
+			kept.Request{Module: "billing", Local: "ledger", AsideOnly: true, Why: "clear it"}},
+		{kept.VerbDiscard, `{"from":"billing.ledger.20260101T000000","why":"checked, not needed"}`,
+			kept.Request{From: "billing.ledger.20260101T000000", Why: "checked, not needed"}},
+		{kept.VerbList, `{}`, kept.Request{}},
+		{kept.VerbRestore, `{"module":"billing","local":"ledger","form":1,"fingerprint":"x","why":"w","replicas":1,"placement-cluster":"east","placement-tags":["az:1","ssd"]}`,
+			kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "x", Why: "w", Replicas: 1, PlacementCluster: "east", PlacementTags: []string{"az:1", "ssd"}}},
+		{kept.VerbList, `{"module":"billing"}`, kept.Request{Module: "billing"}},
+		{kept.VerbVerify, `{"module":"billing","local":"ledger","form":0,"fingerprint":"x"}`,
+			kept.Request{Module: "billing", Local: "ledger", Fingerprint: "x"}},
+		{kept.VerbSetPlan, `{"module":"billing","local":"ledger","streams":["LEDGER","KV_billing_ledger"],"consumers":[{"stream":"ORDERS","consumer":"feed"}]}`,
+			kept.Request{Module: "billing", Local: "ledger", Streams: []string{"LEDGER", "KV_billing_ledger"},
+				Consumers: []kept.PlanConsumer{{Stream: "ORDERS", Consumer: "feed"}}}},
+		{kept.VerbShowPlan, `{"module":"billing","local":"ledger"}`, kept.Request{Module: "billing", Local: "ledger"}},
 	}
 	for _, c := range cases {
 		got, err := DecodeRequest(c.verb, []byte(c.body))
@@ -51,50 +51,50 @@ func TestDecodeRequestGood(t *testing.T) {
 func TestDecodeRequestRefused(t *testing.T) {
 	long := strings.Repeat("a", 10000)
 	cases := []struct{ name, verb, body string }{
-		{"empty", VerbList, ``},
-		{"null", VerbList, `null`},
-		{"array", VerbList, `[]`},
-		{"string", VerbList, `"x"`},
-		{"two objects", VerbList, `{}{}`},
-		{"trailing garbage", VerbList, `{} x`},
-		{"malformed", VerbList, `{"module":`},
-		{"unknown key", VerbList, `{"modul":"x"}`},
-		{"wrong case key", VerbList, `{"Module":"x"}`},
-		{"duplicate key", VerbList, `{"module":"a","module":"b"}`},
-		{"wrong type form", VerbSnapshot, `{"module":"a","local":"b","form":"3","fingerprint":"f"}`},
-		{"float form", VerbSnapshot, `{"module":"a","local":"b","form":3.5,"fingerprint":"f"}`},
-		{"huge form", VerbSnapshot, `{"module":"a","local":"b","form":99999999999999999999,"fingerprint":"f"}`},
-		{"negative form", VerbSnapshot, `{"module":"a","local":"b","form":-1,"fingerprint":"f"}`},
-		{"wrong type bool", VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","dry-run":"yes"}`},
-		{"object module", VerbList, `{"module":{"a":1}}`},
-		{"dot", VerbSnapshot, `{"module":"a.b","local":"b","fingerprint":"f"}`},
-		{"dotdot", VerbSnapshot, `{"module":"..","local":"b","fingerprint":"f"}`},
-		{"slash", VerbSnapshot, `{"module":"a","local":"b/c","fingerprint":"f"}`},
-		{"backslash", VerbSnapshot, `{"module":"a","local":"b\\c","fingerprint":"f"}`},
-		{"space", VerbSnapshot, `{"module":"a b","local":"b","fingerprint":"f"}`},
-		{"star", VerbSnapshot, `{"module":"a","local":"*","fingerprint":"f"}`},
-		{"gt", VerbSnapshot, `{"module":"a","local":"b","fingerprint":">"}`},
-		{"nul", VerbSnapshot, `{"module":"a\u0000","local":"b","fingerprint":"f"}`},
-		{"long name", VerbSnapshot, `{"module":"` + long + `","local":"b","fingerprint":"f"}`},
-		{"missing fingerprint", VerbSnapshot, `{"module":"a","local":"b"}`},
-		{"snapshot dry-run", VerbSnapshot, `{"module":"a","local":"b","fingerprint":"f","dry-run":true}`},
-		{"restore without why", VerbRestore, `{"module":"a","local":"b","fingerprint":"f"}`},
-		{"discard without why", VerbDiscard, `{"from":"a.b.20260101T000000"}`},
-		{"replicas on snapshot", VerbSnapshot, `{"module":"a","local":"b","fingerprint":"f","replicas":1}`},
-		{"replicas 6", VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","replicas":6}`},
-		{"negative replicas", VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","replicas":-1}`},
-		{"replicas with aside-only", VerbRestore, `{"module":"a","local":"b","why":"w","aside-only":true,"replicas":1}`},
-		{"tag with a space", VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","placement-tags":["a b"]}`},
-		{"empty tag", VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","placement-tags":[""]}`},
-		{"cluster with a newline", VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","placement-cluster":"a\nb"}`},
-		{"too many tags", VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","placement-tags":["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]}`},
-		{"discard traversal", VerbDiscard, `{"from":"../../etc","why":"w"}`},
-		{"discard slash", VerbDiscard, `{"from":"a/b","why":"w"}`},
-		{"discard dry-run", VerbDiscard, `{"from":"a.b.20260101T000000","why":"w","dry-run":true}`},
-		{"list local without module", VerbList, `{"local":"b"}`},
-		{"verify missing local", VerbVerify, `{"module":"a","fingerprint":"f"}`},
+		{"empty", kept.VerbList, ``},
+		{"null", kept.VerbList, `null`},
+		{"array", kept.VerbList, `[]`},
+		{"string", kept.VerbList, `"x"`},
+		{"two objects", kept.VerbList, `{}{}`},
+		{"trailing garbage", kept.VerbList, `{} x`},
+		{"malformed", kept.VerbList, `{"module":`},
+		{"unknown key", kept.VerbList, `{"modul":"x"}`},
+		{"wrong case key", kept.VerbList, `{"Module":"x"}`},
+		{"duplicate key", kept.VerbList, `{"module":"a","module":"b"}`},
+		{"wrong type form", kept.VerbSnapshot, `{"module":"a","local":"b","form":"3","fingerprint":"f"}`},
+		{"float form", kept.VerbSnapshot, `{"module":"a","local":"b","form":3.5,"fingerprint":"f"}`},
+		{"huge form", kept.VerbSnapshot, `{"module":"a","local":"b","form":99999999999999999999,"fingerprint":"f"}`},
+		{"negative form", kept.VerbSnapshot, `{"module":"a","local":"b","form":-1,"fingerprint":"f"}`},
+		{"wrong type bool", kept.VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","dry-run":"yes"}`},
+		{"object module", kept.VerbList, `{"module":{"a":1}}`},
+		{"dot", kept.VerbSnapshot, `{"module":"a.b","local":"b","fingerprint":"f"}`},
+		{"dotdot", kept.VerbSnapshot, `{"module":"..","local":"b","fingerprint":"f"}`},
+		{"slash", kept.VerbSnapshot, `{"module":"a","local":"b/c","fingerprint":"f"}`},
+		{"backslash", kept.VerbSnapshot, `{"module":"a","local":"b\\c","fingerprint":"f"}`},
+		{"space", kept.VerbSnapshot, `{"module":"a b","local":"b","fingerprint":"f"}`},
+		{"star", kept.VerbSnapshot, `{"module":"a","local":"*","fingerprint":"f"}`},
+		{"gt", kept.VerbSnapshot, `{"module":"a","local":"b","fingerprint":">"}`},
+		{"nul", kept.VerbSnapshot, `{"module":"a\u0000","local":"b","fingerprint":"f"}`},
+		{"long name", kept.VerbSnapshot, `{"module":"` + long + `","local":"b","fingerprint":"f"}`},
+		{"missing fingerprint", kept.VerbSnapshot, `{"module":"a","local":"b"}`},
+		{"snapshot dry-run", kept.VerbSnapshot, `{"module":"a","local":"b","fingerprint":"f","dry-run":true}`},
+		{"restore without why", kept.VerbRestore, `{"module":"a","local":"b","fingerprint":"f"}`},
+		{"discard without why", kept.VerbDiscard, `{"from":"a.b.20260101T000000"}`},
+		{"replicas on snapshot", kept.VerbSnapshot, `{"module":"a","local":"b","fingerprint":"f","replicas":1}`},
+		{"replicas 6", kept.VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","replicas":6}`},
+		{"negative replicas", kept.VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","replicas":-1}`},
+		{"replicas with aside-only", kept.VerbRestore, `{"module":"a","local":"b","why":"w","aside-only":true,"replicas":1}`},
+		{"tag with a space", kept.VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","placement-tags":["a b"]}`},
+		{"empty tag", kept.VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","placement-tags":[""]}`},
+		{"cluster with a newline", kept.VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","placement-cluster":"a\nb"}`},
+		{"too many tags", kept.VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","placement-tags":["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]}`},
+		{"discard traversal", kept.VerbDiscard, `{"from":"../../etc","why":"w"}`},
+		{"discard slash", kept.VerbDiscard, `{"from":"a/b","why":"w"}`},
+		{"discard dry-run", kept.VerbDiscard, `{"from":"a.b.20260101T000000","why":"w","dry-run":true}`},
+		{"list local without module", kept.VerbList, `{"local":"b"}`},
+		{"verify missing local", kept.VerbVerify, `{"module":"a","fingerprint":"f"}`},
 		{"unknown verb", "drop-everything", `{}`},
-		{"oversize", VerbList, `{"why":"` + strings.Repeat("x", MaxBody) + `"}`},
+		{"oversize", kept.VerbList, `{"why":"` + strings.Repeat("x", MaxBody) + `"}`},
 	}
 	for _, c := range cases {
 		_, err := DecodeRequest(c.verb, []byte(c.body))
@@ -102,7 +102,7 @@ func TestDecodeRequestRefused(t *testing.T) {
 			t.Errorf("%s: %s %.80s was accepted", c.name, c.verb, c.body)
 			continue
 		}
-		if !errors.Is(err, keeper.ErrBadRequest) {
+		if !errors.Is(err, kept.ErrBadRequest) {
 			t.Errorf("%s: error does not wrap ErrBadRequest: %v", c.name, err)
 		}
 		if Code(err) != 400 {

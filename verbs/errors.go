@@ -4,99 +4,45 @@ import (
 	"errors"
 	"time"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // Wire codes of a failure reply (the Nats-Service-Error-Code header and
-// ErrorBody.Code). They are mapped from the error's kind (keeper.KindOf)
-// here, and nowhere else.
+// ErrorBody.Code): kept's, which maps them from the error's kind
+// (kept.KindOf) in one table with the CLI's exit codes.
 const (
-	CodeBadRequest = 400 // keeper.ErrBadRequest: refused, nothing was done
-	CodeNotFound   = 404 // keeper.ErrNotFound
-	CodeConflict   = 409 // keeper.ErrConflict, and keeper.ErrBusy (ErrorBody.Busy)
-	CodeFailed     = 500 // keeper.ErrFailed, and an error of no kind
-	CodeNoBus      = 503 // keeper.ErrNoBus: the keeper is stopping, or could not reach the bus
-	CodeLocked     = 423 // keeper.ErrLocked: the archive is encrypted and the keeper holds no identity that decrypts it
-	// CodeDenied is never sent by a keeper: the client gives it to a request
-	// the NATS server refused before it reached one (keeper.ErrDenied).
-	CodeDenied = 403
-	// CodeCutShort is never sent by a keeper: the client gives it to a
-	// verb whose keeper stopped answering before it replied, when no
-	// outcome was known (keeper.ErrCutShort).
-	CodeCutShort = 504
+	CodeBadRequest = kept.CodeBadRequest // kept.ErrBadRequest: refused, nothing was done
+	CodeNotFound   = kept.CodeNotFound   // kept.ErrNotFound
+	CodeConflict   = kept.CodeConflict   // kept.ErrConflict, and kept.ErrBusy (ErrorBody.Busy)
+	CodeFailed     = kept.CodeFailed     // kept.ErrFailed, and an error of no kind
+	CodeNoBus      = kept.CodeNoBus      // kept.ErrNoBus: the keeper is stopping, or could not reach the bus
+	CodeLocked     = kept.CodeLocked     // kept.ErrLocked
+	CodeDenied     = kept.CodeDenied     // kept.ErrDenied: never sent by a keeper (see kept.CodeDenied)
+	CodeCutShort   = kept.CodeCutShort   // kept.ErrCutShort: never sent by a keeper (see kept.CodeCutShort)
 )
 
 // Code is the wire code for err: 200 for nil, else the code of its kind
-// (keeper.KindOf), 500 for an error of no kind.
-func Code(err error) int {
-	if err == nil {
-		return 200
-	}
-	switch keeper.KindOf(err) {
-	case keeper.ErrBadRequest:
-		return CodeBadRequest
-	case keeper.ErrNotFound:
-		return CodeNotFound
-	case keeper.ErrBusy, keeper.ErrConflict:
-		return CodeConflict
-	case keeper.ErrNoBus:
-		return CodeNoBus
-	case keeper.ErrDenied:
-		return CodeDenied
-	case keeper.ErrLocked:
-		return CodeLocked
-	case keeper.ErrCutShort:
-		return CodeCutShort
-	default:
-		return CodeFailed
-	}
-}
-
-// kindOfCode is the kind of a wire code, so that a client's Error matches
-// the keeper's sentinels with errors.Is; busy tells keeper.ErrBusy from
-// keeper.ErrConflict, which share 409.
-func kindOfCode(code int, busy bool) error {
-	switch code {
-	case CodeBadRequest:
-		return keeper.ErrBadRequest
-	case CodeNotFound:
-		return keeper.ErrNotFound
-	case CodeConflict:
-		if busy {
-			return keeper.ErrBusy
-		}
-		return keeper.ErrConflict
-	case CodeNoBus:
-		return keeper.ErrNoBus
-	case CodeDenied:
-		return keeper.ErrDenied
-	case CodeLocked:
-		return keeper.ErrLocked
-	case CodeCutShort:
-		return keeper.ErrCutShort
-	default:
-		return keeper.ErrFailed
-	}
-}
+// (kept.WireCode), 500 for an error of no kind.
+func Code(err error) int { return kept.WireCode(err) }
 
 // ErrorBody is the JSON body of a failure reply.
 type ErrorBody struct {
 	Error string `json:"error"` // the sentence, as in the Nats-Service-Error header
 	Code  int    `json:"code"`  // the wire code, as in the Nats-Service-Error-Code header
 	// Busy is set on a 409 when another verb holds the kept data
-	// (keeper.ErrBusy): trying again later may succeed. A 409 without it is
+	// (kept.ErrBusy): trying again later may succeed. A 409 without it is
 	// a conflict that waiting does not clear.
 	Busy bool `json:"busy,omitempty"`
 	// Evidence is the evidence report of a restore-kept that was done but
-	// whose evidence fails (keeper.EvidenceError, code 500): the data is
+	// whose evidence fails (kept.EvidenceError, code 500): the data is
 	// left as the restore made it.
-	Evidence *keeper.Evidence `json:"evidence,omitempty"`
+	Evidence *kept.Evidence `json:"evidence,omitempty"`
 }
 
 // bodyOf is the failure reply's body for err.
 func bodyOf(err error) ErrorBody {
-	eb := ErrorBody{Error: err.Error(), Code: Code(err), Busy: errors.Is(err, keeper.ErrBusy)}
-	var ee *keeper.EvidenceError
+	eb := ErrorBody{Error: err.Error(), Code: Code(err), Busy: errors.Is(err, kept.ErrBusy)}
+	var ee *kept.EvidenceError
 	if errors.As(err, &ee) {
 		eb.Evidence = ee.Evidence
 	}
@@ -104,9 +50,9 @@ func bodyOf(err error) ErrorBody {
 }
 
 // Error is a failure reply from the keeper, as a Client returns it.
-// errors.Is(err, keeper.ErrNotFound), keeper.ErrBadRequest, keeper.ErrBusy,
-// keeper.ErrConflict (which a busy reply matches too), keeper.ErrFailed and
-// keeper.ErrNoBus work on it through Unwrap.
+// errors.Is(err, kept.ErrNotFound), kept.ErrBadRequest, kept.ErrBusy,
+// kept.ErrConflict (which a busy reply matches too), kept.ErrFailed and
+// kept.ErrNoBus work on it through Unwrap.
 type Error struct {
 	Code int    // the wire code: 400, 404, 409, 423, 500, 503
 	Said string // the keeper's sentence: what happened and what did not
@@ -117,17 +63,17 @@ type Error struct {
 	RetryAfter time.Duration
 	// Evidence is the evidence report a failed restore-kept carried
 	// (ErrorBody.Evidence), or nil.
-	Evidence *keeper.Evidence
+	Evidence *kept.Evidence
 }
 
 // Error is the keeper's sentence.
 func (e *Error) Error() string { return e.Said }
 
 // Unwrap returns the keeper's sentinel for Code (and Busy), and
-// keeper.ErrBusy too when the keeper asked to retry later.
+// kept.ErrBusy too when the keeper asked to retry later.
 func (e *Error) Unwrap() []error {
 	if e.RetryAfter > 0 {
-		return []error{kindOfCode(e.Code, e.Busy), keeper.ErrBusy}
+		return []error{kept.KindOfWire(e.Code, e.Busy), kept.ErrBusy}
 	}
-	return []error{kindOfCode(e.Code, e.Busy)}
+	return []error{kept.KindOfWire(e.Code, e.Busy)}
 }

@@ -7,14 +7,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // DefaultRecoveryWait is how long a Client follows the recovery of a verb
 // whose keeper stopped answering before it says the verb was cut short
 // (WithRecoveryWait). A keeper finishes or undoes an interrupted restore
-// once the dead keeper's lease has expired (keeper.DefaultLeaseTTL, 30s, or
+// once the dead keeper's lease has expired (kept.DefaultLeaseTTL, 30s, or
 // at once when the keeper that died ran on the same host) and its next look
 // for interrupted restores comes (every 15s), and then takes as long as the
 // restore takes.
@@ -50,7 +49,7 @@ type result struct {
 // reply (recovery finished it) or an error that says what happened. Do
 // returns it as it stands.
 type settled struct {
-	rep *keeper.Reply
+	rep *kept.Reply
 	err error
 }
 
@@ -64,7 +63,7 @@ func (s *settled) Error() string {
 // exchange sends body to subject asking for beats, and waits for the reply;
 // if the keeper that took the request stops answering, it follows the
 // recovery instead, and returns a *settled error with the outcome.
-func (c *Client) exchange(ctx context.Context, verb, subject string, r keeper.Request, body []byte) (*nats.Msg, error) {
+func (c *Client) exchange(ctx context.Context, verb, subject string, r kept.Request, body []byte) (*nats.Msg, error) {
 	w := c.watch(verb, r)
 	defer w.close()
 	msg := nats.NewMsg(subject)
@@ -145,7 +144,7 @@ func (c *Client) ping(ctx context.Context, id string) error {
 // follow follows the recovery of the verb whose keeper (last.ID) stopped
 // answering (its last beat came at heard), for up to the recovery wait: the reply, if it comes after all;
 // the act that finished or undid the verb (a *settled error); or, when the
-// wait ends with neither, a *settled error of kind keeper.ErrCutShort. back
+// wait ends with neither, a *settled error of kind kept.ErrCutShort. back
 // is set when the keeper beats again: it lives, and the caller waits on.
 func (w *watch) follow(ctx context.Context, res <-chan result, last Beat, heard time.Time) (msg *nats.Msg, back bool, err error) {
 	f := &following{w: w, last: last, heard: heard, lost: time.Now()}
@@ -178,8 +177,8 @@ func (w *watch) follow(ctx context.Context, res <-chan result, last Beat, heard 
 
 // decodeAct reads one message of the acts subjects (outside input: any
 // publisher allowed there may write one), nil when it is not an act.
-func decodeAct(m *nats.Msg) *keeper.Act {
-	var a keeper.Act
+func decodeAct(m *nats.Msg) *kept.Act {
+	var a kept.Act
 	if len(m.Data) > 1<<20 || json.Unmarshal(m.Data, &a) != nil || a.Verb == "" {
 		return nil
 	}

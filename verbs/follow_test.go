@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // A keeper that loses the bus mid-verb (its connection closed while the verb
@@ -23,7 +23,7 @@ func TestClientToldWhenItsKeeperStopsAnswering(t *testing.T) {
 	ncKeeper, ncClient := natstest.Connect(t, s), natstest.Connect(t, s)
 	arrived, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	svc, err := Serve(context.Background(), ncKeeper, &fakeEngine{fn: func(ctx context.Context, _ string, _ keeper.Request) (*keeper.Reply, error) {
+	svc, err := Serve(context.Background(), ncKeeper, &fakeEngine{fn: func(ctx context.Context, _ string, _ kept.Request) (*kept.Reply, error) {
 		_ = ncKeeper.Flush() // the first beat is on the server before the keeper "dies"
 		once.Do(func() { close(arrived) })
 		<-release
@@ -39,12 +39,12 @@ func TestClientToldWhenItsKeeperStopsAnswering(t *testing.T) {
 		ncKeeper.Close()
 	}()
 	c := NewClient(ncClient, WithTimeout(10*time.Minute), WithRecoveryWait(2*time.Second))
-	r := keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "a", Caller: "test", Why: "roll back"}
+	r := kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "a", Caller: "test", Why: "roll back"}
 	start := time.Now()
 	_, err = c.RestoreKept(context.Background(), r)
 	took := time.Since(start)
-	if !errors.Is(err, keeper.ErrCutShort) || keeper.KindOf(err) != keeper.ErrCutShort || Code(err) != CodeCutShort {
-		t.Fatalf("a restore whose keeper died: %v (kind %v), want one cut short", err, keeper.KindOf(err))
+	if !errors.Is(err, kept.ErrCutShort) || kept.KindOf(err) != kept.ErrCutShort || Code(err) != CodeCutShort {
+		t.Fatalf("a restore whose keeper died: %v (kind %v), want one cut short", err, kept.KindOf(err))
 	}
 	for _, want := range []string{"restore-kept of billing/ledger was cut short: the keeper that ran it (nats-keeper service " + svc.id + ") stopped answering",
 		"no keeper finished or undid it", "a keeper's recovery will finish or undo it"} {

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // FuzzDecodeRequest: any body either decodes to a request that passes
@@ -33,10 +33,10 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, verb string, body []byte) {
 		r, err := DecodeRequest(verb, body)
 		if err != nil {
-			if !errors.Is(err, keeper.ErrBadRequest) || !strings.HasSuffix(err.Error(), nothingDone) {
+			if !errors.Is(err, kept.ErrBadRequest) || !strings.HasSuffix(err.Error(), nothingDone) {
 				t.Fatalf("refusal is not a 400 sentence: %v", err)
 			}
-			if !reflect.DeepEqual(r, keeper.Request{}) {
+			if !reflect.DeepEqual(r, kept.Request{}) {
 				t.Fatalf("refused request still returned %+v", r)
 			}
 			return
@@ -44,7 +44,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		if err := CheckRequest(verb, r); err != nil {
 			t.Fatalf("accepted request fails CheckRequest: %v", err)
 		}
-		heavy := verb == VerbSnapshot || verb == VerbVerify || (verb == VerbRestore && !r.DryRun)
+		heavy := verb == kept.VerbSnapshot || verb == kept.VerbVerify || (verb == kept.VerbRestore && !r.DryRun)
 		if heavyVerb(verb, body) != heavy {
 			t.Fatalf("%s %s: heavyVerb says %v, the decoded request (dry-run %v) %v", verb, body, !heavy, r.DryRun, heavy)
 		}
@@ -57,12 +57,12 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("round trip of %s: %+v, %v", again, r2, err)
 		}
 		for _, name := range []string{r.Module, r.Local, r.Fingerprint} {
-			if strings.ContainsAny(name, "/\\.*> \x00") || len(name) > keeper.MaxNameLen {
+			if strings.ContainsAny(name, "/\\.*> \x00") || len(name) > kept.MaxNameLen {
 				t.Fatalf("accepted a name that is not plain: %q", name)
 			}
 		}
 		for _, s := range r.Streams {
-			if keeper.CheckStreamName("stream", s) != nil {
+			if kept.CheckStreamName("stream", s) != nil {
 				t.Fatalf("accepted a plan stream that is not a stream name: %q", s)
 			}
 		}
@@ -91,7 +91,7 @@ func FuzzDecodeReply(f *testing.F) {
 		}
 		var ve *Error
 		if code != "" {
-			if !errors.As(err, &ve) || ve.Said == "" || keeper.KindOf(err) == nil {
+			if !errors.As(err, &ve) || ve.Said == "" || kept.KindOf(err) == nil {
 				t.Fatalf("failure reply became %v", err)
 			}
 		}

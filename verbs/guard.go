@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // GuardRequest names the restore point Guard takes before the guarded
@@ -18,7 +18,7 @@ type GuardRequest struct {
 	Fingerprint string // the change the point protects against
 	CatchUp     string // optional: the tool that brings data at Form up to the next form
 	// KeepFor, when set, protects the point from prune-kept for that long.
-	KeepFor keeper.Duration
+	KeepFor kept.Duration
 	Caller  string // who asks, recorded with the snapshot and the restore
 	// NoRestoreOnCancel leaves the point unrestored when the change fails
 	// after ctx was cancelled (for the CLI: after a SIGINT or SIGTERM), for
@@ -29,13 +29,13 @@ type GuardRequest struct {
 // GuardResult is what Guard did: the point it took, how the change ended,
 // and the restore's outcome when it restored.
 type GuardResult struct {
-	Said      string        `json:"said"`                // one sentence a person can read: what happened and what did not
-	Point     *keeper.Point `json:"point,omitempty"`     // the restore point taken; nil when the snapshot failed
-	Ran       bool          `json:"ran"`                 // the change was started (never without a point)
-	Failed    string        `json:"failed,omitempty"`    // the change's error, when it failed
-	Cancelled bool          `json:"cancelled,omitempty"` // ctx was done when the change failed
+	Said      string      `json:"said"`                // one sentence a person can read: what happened and what did not
+	Point     *kept.Point `json:"point,omitempty"`     // the restore point taken; nil when the snapshot failed
+	Ran       bool        `json:"ran"`                 // the change was started (never without a point)
+	Failed    string      `json:"failed,omitempty"`    // the change's error, when it failed
+	Cancelled bool        `json:"cancelled,omitempty"` // ctx was done when the change failed
 	// Restored is the restore-kept reply when Guard restored the point.
-	Restored *keeper.Reply `json:"restored,omitempty"`
+	Restored *kept.Reply `json:"restored,omitempty"`
 	// RestoreError is the restore's failure, when it was tried and failed.
 	RestoreError string `json:"restore_error,omitempty"`
 	Aside        string `json:"aside,omitempty"`    // where the restore set the live data aside
@@ -65,8 +65,8 @@ type guardPointKey struct{}
 
 // GuardPoint is the restore point Guard took before it called the guarded
 // function with ctx; nil outside Guard.
-func GuardPoint(ctx context.Context) *keeper.Point {
-	p, _ := ctx.Value(guardPointKey{}).(*keeper.Point)
+func GuardPoint(ctx context.Context) *kept.Point {
+	p, _ := ctx.Value(guardPointKey{}).(*kept.Point)
 	return p
 }
 
@@ -85,19 +85,19 @@ func GuardPoint(ctx context.Context) *keeper.Point {
 // change never ran) when there is no point; else a *GuardError wrapping the
 // change's error and, if restoring failed too, the restore's.
 func (c *Client) Guard(ctx context.Context, req GuardRequest, change func(ctx context.Context) error) (GuardResult, error) {
-	snap := keeper.Request{Module: req.Module, Local: req.Local, Form: req.Form, Fingerprint: req.Fingerprint,
+	snap := kept.Request{Module: req.Module, Local: req.Local, Form: req.Form, Fingerprint: req.Fingerprint,
 		CatchUp: req.CatchUp, KeepFor: req.KeepFor, Caller: req.Caller}
 	what := fmt.Sprintf("%s/%s form %d before %s", req.Module, req.Local, req.Form, req.Fingerprint)
 	if change == nil {
-		err := fmt.Errorf("%w: guard was given no change to run, so no point was taken and nothing was done", keeper.ErrBadRequest)
+		err := fmt.Errorf("%w: guard was given no change to run, so no point was taken and nothing was done", kept.ErrBadRequest)
 		return GuardResult{Said: err.Error()}, err
 	}
-	if err := CheckRequest(VerbSnapshot, snap); err != nil {
+	if err := CheckRequest(kept.VerbSnapshot, snap); err != nil {
 		return GuardResult{Said: "guard: " + err.Error()}, err
 	}
 	rep, err := c.SnapshotKept(ctx, snap)
 	if err == nil && rep.Point == nil {
-		err = fmt.Errorf("%w: the keeper's snapshot-kept reply names no restore point", keeper.ErrFailed)
+		err = fmt.Errorf("%w: the keeper's snapshot-kept reply names no restore point", kept.ErrFailed)
 	}
 	if err != nil {
 		err = fmt.Errorf("guard: no restore point of %s was taken, so the change did not run: %w", what, err)
@@ -118,7 +118,7 @@ func (c *Client) Guard(ctx context.Context, req GuardRequest, change func(ctx co
 		res.Said = fmt.Sprintf("guard: the change of %s failed (%s) after it was cancelled, and the point was not restored, as asked; "+
 			"the live data is as the change left it; restore the point with: %s", what, res.Failed, restoreBy)
 	default:
-		rr := keeper.Request{Module: req.Module, Local: req.Local, Form: req.Form, Fingerprint: req.Fingerprint,
+		rr := kept.Request{Module: req.Module, Local: req.Local, Form: req.Form, Fingerprint: req.Fingerprint,
 			Caller: req.Caller, Why: guardWhy(failure)}
 		rrep, rerr := c.RestoreKept(context.WithoutCancel(ctx), rr)
 		switch {
@@ -164,10 +164,10 @@ func runChange(ctx context.Context, change func(context.Context) error) (panicke
 // and without NUL bytes, so the request is never refused for its why.
 func guardWhy(err error) string {
 	why := "guard: " + strings.ReplaceAll(err.Error(), "\x00", "")
-	if len(why) <= keeper.MaxTextLen {
+	if len(why) <= kept.MaxTextLen {
 		return why
 	}
-	cut := keeper.MaxTextLen - len("…")
+	cut := kept.MaxTextLen - len("…")
 	for cut > 0 && !utf8.RuneStart(why[cut]) {
 		cut--
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/keepertest"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -59,9 +59,9 @@ func (b *guardBed) migrate(ctx context.Context) error {
 }
 
 // asides lists the asides of shop/orders.
-func (b *guardBed) asides(t *testing.T) []keeper.Aside {
+func (b *guardBed) asides(t *testing.T) []kept.Aside {
 	t.Helper()
-	rep, err := b.k.Client.ListKept(b.ctx, keeper.Request{Module: "shop", Local: "orders"})
+	rep, err := b.k.Client.ListKept(b.ctx, kept.Request{Module: "shop", Local: "orders"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func (b *guardBed) asides(t *testing.T) []keeper.Aside {
 
 func TestGuardSuccessKeepsTheChange(t *testing.T) {
 	b := newGuardBed(t)
-	var seen *keeper.Point
+	var seen *kept.Point
 	res, err := b.k.Client.Guard(b.ctx, b.req, func(ctx context.Context) error {
 		seen = verbs.GuardPoint(ctx)
 		return b.migrate(ctx)
@@ -134,11 +134,11 @@ func TestGuardWithoutAPointDoesNotRun(t *testing.T) {
 	if err == nil || ran || res.Ran || res.Point != nil {
 		t.Fatalf("guard without a point: err %v, ran %v, result %+v", err, ran, res)
 	}
-	if !errors.Is(err, keeper.ErrNotFound) || !strings.Contains(err.Error(), "so the change did not run") {
+	if !errors.Is(err, kept.ErrNotFound) || !strings.Contains(err.Error(), "so the change did not run") {
 		t.Fatalf("error %v", err)
 	}
 	b.req.Fingerprint = "not plain!"
-	if _, err := b.k.Client.Guard(b.ctx, b.req, func(context.Context) error { ran = true; return nil }); !errors.Is(err, keeper.ErrBadRequest) || ran {
+	if _, err := b.k.Client.Guard(b.ctx, b.req, func(context.Context) error { ran = true; return nil }); !errors.Is(err, kept.ErrBadRequest) || ran {
 		t.Fatalf("a bad request: err %v, ran %v", err, ran)
 	}
 }
@@ -213,7 +213,7 @@ func TestGuardRestoreFailsToo(t *testing.T) {
 		return broken
 	})
 	var ge *verbs.GuardError
-	if !errors.As(err, &ge) || !errors.Is(err, broken) || ge.Restore == nil || !errors.Is(err, keeper.ErrNotFound) {
+	if !errors.As(err, &ge) || !errors.Is(err, broken) || ge.Restore == nil || !errors.Is(err, kept.ErrNotFound) {
 		t.Fatalf("guard returned %v, want the change's error and the restore's", err)
 	}
 	if res.Restored != nil || res.RestoreError == "" || !strings.Contains(res.Said, "restoring the point failed too") {

@@ -8,8 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // RequestInfoHeader is the header nats-server sets on a request that
@@ -48,7 +47,7 @@ type requestInfo struct {
 // or names the keeper's own account, which no service import sets (an
 // import always comes from another account), so a client of the keeper's
 // account wrote it. Each field is cut to 256 bytes.
-func ParseRequestInfo(header, own string) (*keeper.BusIdentity, string) {
+func ParseRequestInfo(header, own string) (*kept.BusIdentity, string) {
 	var ci requestInfo
 	if err := json.Unmarshal([]byte(header), &ci); err != nil {
 		return nil, fmt.Sprintf("a %s header that is not valid JSON (%v)", RequestInfoHeader, err)
@@ -59,7 +58,7 @@ func ParseRequestInfo(header, own string) (*keeper.BusIdentity, string) {
 	if own != "" && cut(ci.Account) == cut(own) {
 		return nil, fmt.Sprintf("a %s header naming the keeper's own account %s, which no service import sets", RequestInfoHeader, cut(own))
 	}
-	return &keeper.BusIdentity{Source: keeper.IdentityRequestInfo, Account: cut(ci.Account), User: cut(ci.User), Name: cut(ci.Name),
+	return &kept.BusIdentity{Source: kept.IdentityRequestInfo, Account: cut(ci.Account), User: cut(ci.User), Name: cut(ci.Name),
 		Host: cut(ci.Host), Server: cut(ci.Server), Cluster: cut(ci.Cluster)}, ""
 }
 
@@ -78,7 +77,7 @@ func cut(s string) string {
 
 // identityOf is who asked m, as the bus says it: its Nats-Request-Info
 // header when the server set one, else the keeper's own connection.
-func (s *Service) identityOf(m *nats.Msg) *keeper.BusIdentity {
+func (s *Service) identityOf(m *nats.Msg) *kept.BusIdentity {
 	own := s.own
 	if h := m.Header.Get(RequestInfoHeader); h != "" {
 		id, ignored := ParseRequestInfo(h, own.Account)
@@ -97,8 +96,8 @@ func (s *Service) identityOf(m *nats.Msg) *keeper.BusIdentity {
 // When the server does not answer in userInfoWait (no system account, or
 // the keeper may not ask), the user is the one the connection was given,
 // and the account is left unknown.
-func ownIdentity(nc *nats.Conn) keeper.BusIdentity {
-	id := keeper.BusIdentity{Source: keeper.IdentityKeeper, User: nc.Opts.User, Name: nc.Opts.Name}
+func ownIdentity(nc *nats.Conn) kept.BusIdentity {
+	id := kept.BusIdentity{Source: kept.IdentityKeeper, User: nc.Opts.User, Name: nc.Opts.Name}
 	msg, err := nc.Request(userInfoSubject, nil, userInfoWait)
 	if err != nil {
 		return id

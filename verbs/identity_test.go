@@ -6,12 +6,12 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 func TestParseRequestInfo(t *testing.T) {
 	id, ignored := ParseRequestInfo(`{"acc":"APP","user":"appA","name":"billing-deploy","host":"10.0.0.7","server":"n1","rtt":1200}`, "KEEPER")
-	if ignored != "" || id == nil || *id != (keeper.BusIdentity{Source: keeper.IdentityRequestInfo, Account: "APP", User: "appA",
+	if ignored != "" || id == nil || *id != (kept.BusIdentity{Source: kept.IdentityRequestInfo, Account: "APP", User: "appA",
 		Name: "billing-deploy", Host: "10.0.0.7", Server: "n1"}) {
 		t.Errorf("a share: true header: %+v, ignored %q", id, ignored)
 	}
@@ -36,8 +36,8 @@ func TestDecodeRequestRefusesABusIdentity(t *testing.T) {
 		`{"bus-identity":{"source":"request-info","account":"SYS","user":"root"}}`,
 		`{"BusIdentity":{"source":"request-info","account":"SYS","user":"root"}}`,
 	} {
-		r, err := DecodeRequest(VerbList, []byte(body))
-		if !errors.Is(err, keeper.ErrBadRequest) || r.BusIdentity != nil {
+		r, err := DecodeRequest(kept.VerbList, []byte(body))
+		if !errors.Is(err, kept.ErrBadRequest) || r.BusIdentity != nil {
 			t.Errorf("%s: %+v %v; want a bad request", body, r, err)
 		}
 	}
@@ -60,7 +60,7 @@ func FuzzParseRequestInfo(f *testing.F) {
 		if id == nil {
 			return
 		}
-		if id.Account == "" || (own != "" && id.Account == own) || id.Source != keeper.IdentityRequestInfo {
+		if id.Account == "" || (own != "" && id.Account == own) || id.Source != kept.IdentityRequestInfo {
 			t.Fatalf("%q (own %q): took %+v", header, own, id)
 		}
 		for _, s := range []string{id.Account, id.User, id.Name, id.Host, id.Server, id.Cluster} {

@@ -6,15 +6,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // ProgressEvery is the least time between two progress messages of one verb.
 const ProgressEvery = 250 * time.Millisecond
 
 // ProgressSubject is where the verbs on module's kept data local report
-// keeper.Progress as JSON.
+// kept.Progress as JSON.
 func ProgressSubject(prefix, module, local string) string {
 	return prefix + ".progress." + module + "." + local
 }
@@ -35,7 +34,7 @@ func newProgress(nc *nats.Conn, prefix, module, local string) *progress {
 
 // publish sends pr unless one was sent less than ProgressEvery ago, and says
 // whether it sent it.
-func (p *progress) publish(pr keeper.Progress) bool {
+func (p *progress) publish(pr kept.Progress) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()

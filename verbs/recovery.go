@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // watch is what a Client hears while one request runs: the beats of the
@@ -22,15 +22,15 @@ import (
 type watch struct {
 	c     *Client
 	verb  string
-	r     keeper.Request
+	r     kept.Request
 	inbox string // where the beats come; "" without
 	beats chan Beat
-	acts  chan keeper.Act
+	acts  chan kept.Act
 	subs  []*nats.Subscription
 }
 
-func (c *Client) watch(verb string, r keeper.Request) *watch {
-	w := &watch{c: c, verb: verb, r: r, beats: make(chan Beat, 8), acts: make(chan keeper.Act, 64)}
+func (c *Client) watch(verb string, r kept.Request) *watch {
+	w := &watch{c: c, verb: verb, r: r, beats: make(chan Beat, 8), acts: make(chan kept.Act, 64)}
 	inbox := c.nc.NewInbox()
 	sub, err := c.nc.Subscribe(inbox, func(m *nats.Msg) {
 		var b Beat
@@ -44,7 +44,7 @@ func (c *Client) watch(verb string, r keeper.Request) *watch {
 	if err == nil {
 		w.inbox, w.subs = inbox, append(w.subs, sub)
 	}
-	if (verb != VerbRestore && verb != VerbSnapshot) || r.Module == "" || r.Local == "" || r.DryRun {
+	if (verb != kept.VerbRestore && verb != kept.VerbSnapshot) || r.Module == "" || r.Local == "" || r.DryRun {
 		return w
 	}
 	sub, err = c.nc.Subscribe(c.prefix+".acts."+verb, func(m *nats.Msg) {
@@ -88,7 +88,7 @@ type journalSeen struct {
 // the index the keeper's beats named, when it can; what it cannot read is
 // left as last read.
 func (f *following) readJournal(ctx context.Context) {
-	if f.w.verb != VerbRestore || f.last.Index == "" {
+	if f.w.verb != kept.VerbRestore || f.last.Index == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, pingWait)
@@ -140,13 +140,13 @@ func (f *following) findAside(ctx context.Context) string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*pingWait)
 	defer cancel()
-	rep, err := f.w.c.ListAllKept(ctx, keeper.Request{Module: f.w.r.Module, Local: f.w.r.Local})
+	rep, err := f.w.c.ListAllKept(ctx, kept.Request{Module: f.w.r.Module, Local: f.w.r.Local})
 	if err != nil {
 		return ""
 	}
-	var first *keeper.Aside
+	var first *kept.Aside
 	for i, a := range rep.Asides {
-		if a.Module == f.w.r.Module && a.Local == f.w.r.Local && a.Reason != keeper.ReasonRecovery && a.Reason != keeper.ReasonReplaced && !a.Taken.Before(f.last.Since) &&
+		if a.Module == f.w.r.Module && a.Local == f.w.r.Local && a.Reason != kept.ReasonRecovery && a.Reason != kept.ReasonReplaced && !a.Taken.Before(f.last.Since) &&
 			(first == nil || a.Taken.Before(first.Taken)) {
 			first = &rep.Asides[i]
 		}
@@ -161,10 +161,10 @@ func (f *following) findAside(ctx context.Context) string {
 // its outcome: a restore-kept of the same kept data and why that is done,
 // rolled back or failed (the keeper that ran it, or the recovery that took
 // it up, records one), or a snapshot-kept of the same point that is done.
-func (f *following) outcome(ctx context.Context, a keeper.Act) *settled {
-	var rep keeper.Reply
+func (f *following) outcome(ctx context.Context, a kept.Act) *settled {
+	var rep kept.Reply
 	detail := len(a.Detail) > 0 && json.Unmarshal(a.Detail, &rep) == nil && rep.Said != ""
-	if f.w.verb == VerbSnapshot {
+	if f.w.verb == kept.VerbSnapshot {
 		if a.Outcome != "done" || !detail || rep.Point == nil || rep.Point.Form != f.w.r.Form || rep.Point.Fingerprint != f.w.r.Fingerprint {
 			return nil
 		}
@@ -177,11 +177,11 @@ func (f *following) outcome(ctx context.Context, a keeper.Act) *settled {
 	switch a.Outcome {
 	case "done":
 		if !detail {
-			rep = keeper.Reply{Said: a.What}
+			rep = kept.Reply{Said: a.What}
 		}
 		if aside := ""; rep.Aside == nil {
 			if aside = f.findAside(ctx); aside != "" {
-				rep.Aside = &keeper.Aside{ID: aside, Module: f.w.r.Module, Local: f.w.r.Local}
+				rep.Aside = &kept.Aside{ID: aside, Module: f.w.r.Module, Local: f.w.r.Local}
 			}
 		}
 		rep.Said = f.cut() + "; recovery finished it: " + rep.Said
@@ -191,9 +191,9 @@ func (f *following) outcome(ctx context.Context, a keeper.Act) *settled {
 		if aside := f.findAside(ctx); aside != "" {
 			note = fmt.Sprintf(" (its set-aside copy %s stays)", aside)
 		}
-		return &settled{err: keeper.Errorf(keeper.ErrFailed, "%s; recovery undid it, so the point was not restored and the live data is back on the bus%s: %s", f.cut(), note, a.What)}
+		return &settled{err: kept.Errorf(kept.ErrFailed, "%s; recovery undid it, so the point was not restored and the live data is back on the bus%s: %s", f.cut(), note, a.What)}
 	case "failed":
-		return &settled{err: keeper.Errorf(keeper.ErrFailed, "%s; it ended failed: %s", f.cut(), a.What)}
+		return &settled{err: kept.Errorf(kept.ErrFailed, "%s; it ended failed: %s", f.cut(), a.What)}
 	}
 	return nil
 }
@@ -203,19 +203,19 @@ func (f *following) cutShort() *settled {
 	waited := time.Since(f.lost).Round(time.Second)
 	var next string
 	switch {
-	case f.w.verb == VerbRestore && f.aside() != "":
+	case f.w.verb == kept.VerbRestore && f.aside() != "":
 		next = fmt.Sprintf("its restore journal stands at step %s with the live data set aside as %s, and a keeper's recovery will finish or undo it; "+
 			"see list-kept and `nats-keeper acts` before trying again", f.journal.Step, f.aside())
-	case f.w.verb == VerbRestore && f.journal != nil:
+	case f.w.verb == kept.VerbRestore && f.journal != nil:
 		next = fmt.Sprintf("its restore journal stands at step %s, and a keeper's recovery will finish or undo it; see list-kept and `nats-keeper acts` before trying again", f.journal.Step)
-	case f.w.verb == VerbRestore:
+	case f.w.verb == kept.VerbRestore:
 		next = "if it had begun to change the bus, a keeper's recovery will finish or undo it (no journal of it could be read); see list-kept and `nats-keeper acts` before trying again"
-	case f.w.verb == VerbSnapshot:
+	case f.w.verb == kept.VerbSnapshot:
 		next = "no restore point of it was recorded as taken by then; take it again (what it left half-written is swept)"
 	default:
 		next = "what it did, if anything, is in the acts (`nats-keeper acts`); ask again"
 	}
-	return &settled{err: keeper.Errorf(keeper.ErrCutShort, "%s, and in the %s that followed no keeper finished or undid it; %s", f.cut(), waited, next)}
+	return &settled{err: kept.Errorf(kept.ErrCutShort, "%s, and in the %s that followed no keeper finished or undid it; %s", f.cut(), waited, next)}
 }
 
 // isSettled is the outcome err carries, if it is one.

@@ -16,7 +16,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/inproc"
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/store/filestore"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
@@ -30,14 +30,14 @@ type deathBed struct {
 	ctx     context.Context
 	c       *verbs.Client
 	dies    *inproc.Keeper
-	req     keeper.Request
+	req     kept.Request
 	started chan *inproc.Keeper
 }
 
 func newDeathBed(t *testing.T) *deathBed {
 	t.Helper()
 	b := &deathBed{ctx: t.Context(), started: make(chan *inproc.Keeper, 1),
-		req: keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "before", Caller: "test", Why: "the migration failed"}}
+		req: kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "before", Caller: "test", Why: "the migration failed"}}
 	srv := natstest.Start(t, nil)
 	ncDies, ncOther, ncClient := natstest.Connect(t, srv), natstest.Connect(t, srv), natstest.Connect(t, srv)
 	js, err := jetstream.New(ncClient)

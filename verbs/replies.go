@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // replyMargin is what the bound of a reply leaves of the connection's max
@@ -24,12 +24,12 @@ func (s *Service) replyBound() int {
 }
 
 // respond sends the reply of a verb that was done, cut to fit the max
-// payload (keeper.BoundReply). A reply the connection still refuses is
-// followed by a short one (keeper.ShortReply) that says the verb was done,
+// payload (kept.BoundReply). A reply the connection still refuses is
+// followed by a short one (kept.ShortReply) that says the verb was done,
 // so the caller never waits out its timeout for a verb that was done.
-func (s *Service) respond(req *request, verb string, reply *keeper.Reply, log *slog.Logger) {
+func (s *Service) respond(req *request, verb string, reply *kept.Reply, log *slog.Logger) {
 	bound := s.replyBound()
-	shaped := keeper.BoundReply(verb, reply, bound)
+	shaped := kept.BoundReply(verb, reply, bound)
 	// A cut reply is the reply working as documented (a module of 2,000
 	// consumers gets one every time): information; one cut to the short
 	// reply lost what the caller asked for: a warning.
@@ -46,7 +46,7 @@ func (s *Service) respond(req *request, verb string, reply *keeper.Reply, log *s
 		}
 	}
 	log.Error("could not send the reply; the verb was done; sending a short one", "error", err, "bytes", len(body))
-	short, serr := json.Marshal(keeper.ShortReply(verb, reply, len(body), bound, err))
+	short, serr := json.Marshal(kept.ShortReply(verb, reply, len(body), bound, err))
 	if serr == nil {
 		serr = req.msg.Respond(short) // the request was counted by the first try
 	}

@@ -10,21 +10,21 @@ import (
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // manyPositions is a restore's reply with n positions, each with a
 // consumer configuration of about 600 bytes: 2,000 of them pass the
 // default max payload of 1 MiB.
-func manyPositions(n int) *keeper.Reply {
+func manyPositions(n int) *kept.Reply {
 	cfg := json.RawMessage(fmt.Sprintf(`{"durable_name":"c","description":%q}`, strings.Repeat("x", 560)))
-	rep := &keeper.Reply{Said: "Restored billing/ledger.", Aside: &keeper.Aside{ID: "billing.ledger.20260101T000000", Module: "billing", Local: "ledger", Dir: "aside/billing.ledger.20260101T000000"},
-		Point: &keeper.Point{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "f", Dir: "points/billing/ledger/f3-f"}, CatchUp: "migrate"}
+	rep := &kept.Reply{Said: "Restored billing/ledger.", Aside: &kept.Aside{ID: "billing.ledger.20260101T000000", Module: "billing", Local: "ledger", Dir: "aside/billing.ledger.20260101T000000"},
+		Point: &kept.Point{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "f", Dir: "points/billing/ledger/f3-f"}, CatchUp: "migrate"}
 	for i := range n {
-		p := keeper.Position{Stream: "ORDERS", Consumer: fmt.Sprintf("billing-%04d", i), AckFloor: uint64(i), Config: cfg}
+		p := kept.Position{Stream: "ORDERS", Consumer: fmt.Sprintf("billing-%04d", i), AckFloor: uint64(i), Config: cfg}
 		rep.Positions = append(rep.Positions, p)
 		rep.Point.Positions = append(rep.Point.Positions, p)
-		rep.Moves = append(rep.Moves, keeper.Move{Stream: "ORDERS", Consumer: p.Consumer, To: p.AckFloor, By: keeper.MoveReset})
+		rep.Moves = append(rep.Moves, kept.Move{Stream: "ORDERS", Consumer: p.Consumer, To: p.AckFloor, By: kept.MoveReset})
 	}
 	return rep
 }
@@ -36,8 +36,8 @@ func manyPositions(n int) *keeper.Reply {
 func TestAReplyOverTheMaxPayloadArrivesCut(t *testing.T) {
 	var bound int
 	logs := &syncbuf.Buffer{}
-	nc, _ := startFake(t, func(ctx context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
-		bound, _ = keeper.ReplyBound(ctx)
+	nc, _ := startFake(t, func(ctx context.Context, verb string, r kept.Request) (*kept.Reply, error) {
+		bound, _ = kept.ReplyBound(ctx)
 		return manyPositions(2000), nil
 	}, WithLogger(textLog(logs)))
 	whole, _ := json.Marshal(manyPositions(2000))
@@ -45,7 +45,7 @@ func TestAReplyOverTheMaxPayloadArrivesCut(t *testing.T) {
 		t.Fatalf("the reply is %d bytes, not over the max payload %d: the test proves nothing", len(whole), nc.MaxPayload())
 	}
 	c := NewClient(nc, WithTimeout(time.Minute))
-	rep, err := c.RestoreKept(t.Context(), keeper.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "f", Why: "test"})
+	rep, err := c.RestoreKept(t.Context(), kept.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "f", Why: "test"})
 	if err != nil {
 		t.Fatalf("the verb was done but the caller got: %v", err)
 	}
@@ -55,17 +55,17 @@ func TestAReplyOverTheMaxPayloadArrivesCut(t *testing.T) {
 	if rep.Cut == nil || rep.Cut.Short {
 		t.Fatalf("reply not marked cut (or short): %+v", rep.Cut)
 	}
-	if len(rep.Positions) != keeper.ReplySample || len(rep.Moves) != keeper.ReplySample || len(rep.Point.Positions) != keeper.ReplySample {
+	if len(rep.Positions) != kept.ReplySample || len(rep.Moves) != kept.ReplySample || len(rep.Point.Positions) != kept.ReplySample {
 		t.Errorf("cut reply shows %d positions, %d moves, %d point positions; want %d each",
-			len(rep.Positions), len(rep.Moves), len(rep.Point.Positions), keeper.ReplySample)
+			len(rep.Positions), len(rep.Moves), len(rep.Point.Positions), kept.ReplySample)
 	}
-	lists := map[string]keeper.CutList{}
+	lists := map[string]kept.CutList{}
 	for _, l := range rep.Cut.Lists {
 		lists[l.Name] = l
 	}
 	for _, name := range []string{"positions", "moves", "point.positions"} {
-		if l := lists[name]; l.Total != 2000 || l.Shown != keeper.ReplySample {
-			t.Errorf("cut list %s = %+v, want 2000 in all, %d shown", name, l, keeper.ReplySample)
+		if l := lists[name]; l.Total != 2000 || l.Shown != kept.ReplySample {
+			t.Errorf("cut list %s = %+v, want 2000 in all, %d shown", name, l, kept.ReplySample)
 		}
 	}
 	for _, want := range []string{"points/billing/ledger/f3-f", "cut to fit"} {
@@ -90,13 +90,13 @@ func textLog(b *syncbuf.Buffer) *slog.Logger { return slog.New(slog.NewTextHandl
 // what it made.
 func TestAReplyThatCannotBeCutArrivesShort(t *testing.T) {
 	logs := &syncbuf.Buffer{}
-	nc, _ := startFake(t, func(ctx context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
+	nc, _ := startFake(t, func(ctx context.Context, verb string, r kept.Request) (*kept.Reply, error) {
 		rep := manyPositions(3)
 		rep.Said = strings.Repeat("a very long sentence ", 100_000)
 		return rep, nil
 	}, WithLogger(textLog(logs)))
 	c := NewClient(nc, WithTimeout(time.Minute))
-	rep, err := c.RestoreKept(t.Context(), keeper.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "f", Why: "test"})
+	rep, err := c.RestoreKept(t.Context(), kept.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "f", Why: "test"})
 	if err != nil {
 		t.Fatalf("the verb was done but the caller got: %v", err)
 	}
@@ -121,15 +121,15 @@ func TestAReplyThatCannotBeCutArrivesShort(t *testing.T) {
 // ListAllKept follows list-kept's pages and joins them: every point once,
 // in order, with totals over all of them.
 func TestListAllKeptFollowsPages(t *testing.T) {
-	var all []keeper.Point
+	var all []kept.Point
 	for i := range 7 {
-		all = append(all, keeper.Point{Module: "m", Local: fmt.Sprintf("l%d", i), Form: 1, Fingerprint: "f", ArchiveSize: 10})
+		all = append(all, kept.Point{Module: "m", Local: fmt.Sprintf("l%d", i), Form: 1, Fingerprint: "f", ArchiveSize: 10})
 	}
-	key := func(p keeper.Point) string { return "point.m." + p.Local + ".1.f" }
+	key := func(p kept.Point) string { return "point.m." + p.Local + ".1.f" }
 	asked := 0
-	nc, _ := startFake(t, func(ctx context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
+	nc, _ := startFake(t, func(ctx context.Context, verb string, r kept.Request) (*kept.Reply, error) {
 		asked++
-		rep := &keeper.Reply{Said: "a page", Total: len(all)}
+		rep := &kept.Reply{Said: "a page", Total: len(all)}
 		for _, p := range all {
 			if key(p) > r.After && len(rep.Points) < r.Limit {
 				rep.Points = append(rep.Points, p)
@@ -141,7 +141,7 @@ func TestListAllKeptFollowsPages(t *testing.T) {
 		return rep, nil
 	})
 	c := NewClient(nc, WithTimeout(time.Minute))
-	rep, err := c.ListAllKept(t.Context(), keeper.Request{Module: "m", Limit: 3})
+	rep, err := c.ListAllKept(t.Context(), kept.Request{Module: "m", Limit: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -17,7 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // ServiceName is the micro service's name, as `nats micro ls` shows it.
@@ -32,27 +33,6 @@ const QueueGroup = "nats-keeper"
 
 // DefaultMaxInFlight bounds the verbs one Service runs at once.
 const DefaultMaxInFlight = 16
-
-// Engine is what the service needs of the keeper: its verbs, one method
-// each, as *keeper.Keeper has them (see there for what each does). Each
-// method must be safe for concurrent use, must refuse a second verb on the
-// same kept data with an error wrapping keeper.ErrBusy, and must give every
-// error its kind (keeper.Errorf), which Code maps to the wire.
-type Engine interface {
-	SnapshotKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) // snapshot-kept: take a restore point
-	RestoreKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)  // restore-kept: restore it, setting the live data aside
-	DiscardAside(ctx context.Context, r keeper.Request) (*keeper.Reply, error) // discard-aside: remove one aside, on a person's call
-	ListKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)     // list-kept: the points and asides
-	VerifyKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)   // verify-kept: re-check a point's archive
-	PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error)    // prune-kept: apply a retention policy
-	SetPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)      // set-plan: record a kept data's streams
-	ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)     // show-plan: the recorded plan
-	RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error)   // remove-plan: back to the naming rule
-	ShowEvidence(ctx context.Context, r keeper.Request) (*keeper.Reply, error) // show-evidence: a restore's evidence report
-	DiscardPoint(ctx context.Context, r keeper.Request) (*keeper.Reply, error) // discard-point: remove one point, on a person's call
-}
-
-var _ Engine = (*keeper.Keeper)(nil)
 
 // DefaultStopTimeout is how long Stop waits for the verbs in flight before it
 // cancels them.
@@ -82,6 +62,7 @@ type serveConfig struct {
 	observe     func(verb string, code int, took time.Duration)
 	statsData   func(verb string) map[string]any
 	indexBucket string
+	middleware  []Middleware
 }
 
 type clientConfig struct {
@@ -164,7 +145,7 @@ func WithMetadata(k, v string) ServeOption {
 // Service is a running nats-keeper service.
 type Service struct {
 	nc          *nats.Conn
-	engine      Engine
+	handlers    map[string]Handler // each verb's, built from the table (handler.go)
 	prefix      string
 	log         *slog.Logger
 	slots       chan struct{}
@@ -179,7 +160,7 @@ type Service struct {
 	stopTimeout time.Duration
 
 	id       string
-	own      keeper.BusIdentity // the keeper's own connection, for requests the bus gave no identity
+	own      kept.BusIdentity // the keeper's own connection, for requests the bus gave no identity
 	version  string
 	metadata map[string]string
 	started  time.Time
@@ -224,9 +205,63 @@ func SemVer(v string) string {
 // ctx is done the service stops, as Stop does. An error means nothing is
 // served.
 func Serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...ServeOption) (*Service, error) {
-	if k, ok := e.(*keeper.Keeper); e == nil || (ok && k == nil) {
+	if v := reflect.ValueOf(e); e == nil || (v.Kind() == reflect.Pointer && v.IsNil()) {
 		return nil, errors.New("verbs.Serve needs an engine, such as a *keeper.Keeper, so no service was started")
 	}
+	c := newServeConfig(opts)
+	if err := CheckPrefix(c.prefix); err != nil {
+		return nil, fmt.Errorf("%w, so no service was started", err)
+	}
+	if nc == nil || nc.IsClosed() {
+		return nil, fmt.Errorf("%w: the connection to NATS is closed, so no service was started", kept.ErrNoBus)
+	}
+	md := map[string]string{}
+	for k, v := range c.metadata {
+		md[k] = v
+	}
+	md["prefix"] = c.prefix
+	ver := SemVer(c.version)
+	if c.version != "" && ver != strings.TrimPrefix(c.version, "v") {
+		md["build"] = c.version
+	}
+	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s := &Service{
+		nc: nc, handlers: handlers(e, c.middleware), prefix: c.prefix, log: c.logger,
+		slots: make(chan struct{}, c.maxInFlight),
+		heavy: make(chan struct{}, c.maxHeavy), verbTimeout: c.verbTimeout,
+		observe: c.observe, statsData: c.statsData, indexBucket: c.indexBucket,
+		base: base, cancel: cancel,
+		done:        make(chan struct{}),
+		stopTimeout: c.stopTimeout,
+		id:          strings.TrimPrefix(nats.NewInbox(), nats.InboxPrefix), // a NUID, as micro's ids are
+		version:     ver,
+		metadata:    md,
+		started:     time.Now().UTC(),
+		flights:     map[*flight]struct{}{},
+		own:         ownIdentity(nc),
+	}
+	for _, verb := range Verbs() {
+		s.endpoints = append(s.endpoints, &endpoint{verb: verb, subject: c.prefix + "." + verb})
+	}
+	if err := s.subscribe(); err != nil {
+		s.unsubscribe()
+		return nil, err
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = s.Stop()
+		case <-s.done:
+		}
+	}()
+	c.logger.Info("serving", "service", ServiceName, "id", s.id, "version", ver, "prefix", c.prefix,
+		"max_in_flight", c.maxInFlight, "max_heavy", c.maxHeavy, "verb_timeout", c.verbTimeout, "stop_timeout", c.stopTimeout)
+	return s, nil
+}
+
+// newServeConfig is the configuration opts give, with the defaults for what
+// they leave out or give out of range.
+func newServeConfig(opts []ServeOption) serveConfig {
 	c := serveConfig{prefix: DefaultPrefix, maxInFlight: DefaultMaxInFlight, stopTimeout: DefaultStopTimeout,
 		maxHeavy: DefaultMaxHeavy, verbTimeout: DefaultVerbTimeout}
 	for _, o := range opts {
@@ -247,84 +282,47 @@ func Serve(ctx context.Context, nc *nats.Conn, e Engine, opts ...ServeOption) (*
 	if c.verbTimeout <= 0 {
 		c.verbTimeout = DefaultVerbTimeout
 	}
-	if err := CheckPrefix(c.prefix); err != nil {
-		return nil, fmt.Errorf("%w, so no service was started", err)
-	}
-	if nc == nil || nc.IsClosed() {
-		return nil, fmt.Errorf("%w: the connection to NATS is closed, so no service was started", keeper.ErrNoBus)
-	}
-	md := map[string]string{}
-	for k, v := range c.metadata {
-		md[k] = v
-	}
-	md["prefix"] = c.prefix
-	ver := SemVer(c.version)
-	if c.version != "" && ver != strings.TrimPrefix(c.version, "v") {
-		md["build"] = c.version
-	}
-	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Service{
-		nc: nc, engine: e, prefix: c.prefix, log: c.logger,
-		slots: make(chan struct{}, c.maxInFlight),
-		heavy: make(chan struct{}, c.maxHeavy), verbTimeout: c.verbTimeout,
-		observe: c.observe, statsData: c.statsData, indexBucket: c.indexBucket,
-		base: base, cancel: cancel,
-		done:        make(chan struct{}),
-		stopTimeout: c.stopTimeout,
-		id:          strings.TrimPrefix(nats.NewInbox(), nats.InboxPrefix), // a NUID, as micro's ids are
-		version:     ver,
-		metadata:    md,
-		started:     time.Now().UTC(),
-		flights:     map[*flight]struct{}{},
-		own:         ownIdentity(nc),
-	}
-	for _, verb := range Verbs() {
-		s.endpoints = append(s.endpoints, &endpoint{verb: verb, subject: c.prefix + "." + verb})
-	}
-	unsubscribe := func() {
-		for _, ep := range s.endpoints {
-			if ep.sub != nil {
-				_ = ep.sub.Unsubscribe()
-			}
-		}
-		for _, sub := range s.control {
-			_ = sub.Unsubscribe()
-		}
-		if s.unknown != nil {
-			_ = s.unknown.Unsubscribe()
-		}
-		cancel()
-	}
+	return c
+}
+
+// subscribe subscribes the endpoints, the discovery and the subject of
+// requests for no verb, and flushes them to the server. On an error the
+// caller unsubscribes what was subscribed.
+func (s *Service) subscribe() error {
 	for _, ep := range s.endpoints {
-		sub, err := nc.QueueSubscribe(ep.subject, QueueGroup, s.handler(ep))
+		sub, err := s.nc.QueueSubscribe(ep.subject, QueueGroup, s.handler(ep))
 		if err != nil {
-			unsubscribe()
-			return nil, fmt.Errorf("could not subscribe to the endpoint %s, so nothing is served: %w", ep.subject, err)
+			return fmt.Errorf("could not subscribe to the endpoint %s, so nothing is served: %w", ep.subject, err)
 		}
 		ep.sub = sub
 	}
 	if err := s.subscribeDiscovery(); err != nil {
-		unsubscribe()
-		return nil, fmt.Errorf("could not answer the %s service discovery, so nothing is served: %w", ServiceName, err)
+		return fmt.Errorf("could not answer the %s service discovery, so nothing is served: %w", ServiceName, err)
 	}
 	if err := s.subscribeUnknown(); err != nil {
-		unsubscribe()
-		return nil, fmt.Errorf("could not subscribe to %s.*, where requests for no verb are answered, so nothing is served: %w", c.prefix, err)
+		return fmt.Errorf("could not subscribe to %s.*, where requests for no verb are answered, so nothing is served: %w", s.prefix, err)
 	}
-	if err := nc.Flush(); err != nil {
-		unsubscribe()
-		return nil, fmt.Errorf("%w: the %s subscriptions did not reach the server (%v), so nothing is served", keeper.ErrNoBus, ServiceName, err)
+	if err := s.nc.Flush(); err != nil {
+		return fmt.Errorf("%w: the %s subscriptions did not reach the server (%v), so nothing is served", kept.ErrNoBus, ServiceName, err)
 	}
-	go func() {
-		select {
-		case <-ctx.Done():
-			_ = s.Stop()
-		case <-s.done:
+	return nil
+}
+
+// unsubscribe undoes subscribe, whatever part of it was done, and cancels
+// the verbs' context.
+func (s *Service) unsubscribe() {
+	for _, ep := range s.endpoints {
+		if ep.sub != nil {
+			_ = ep.sub.Unsubscribe()
 		}
-	}()
-	c.logger.Info("serving", "service", ServiceName, "id", s.id, "version", ver, "prefix", c.prefix,
-		"max_in_flight", c.maxInFlight, "max_heavy", c.maxHeavy, "verb_timeout", c.verbTimeout, "stop_timeout", c.stopTimeout)
-	return s, nil
+	}
+	for _, sub := range s.control {
+		_ = sub.Unsubscribe()
+	}
+	if s.unknown != nil {
+		_ = s.unknown.Unsubscribe()
+	}
+	s.cancel()
 }
 
 // Prefix is the subject prefix the service answers on.
@@ -333,7 +331,7 @@ func (s *Service) Prefix() string { return s.prefix }
 // Stop stops taking requests (a request that still arrives is answered 503),
 // then waits up to WithStopTimeout for the verbs in flight to finish. If some
 // are still running then, it logs them, cancels their context and waits a
-// short while more; it returns an error wrapping keeper.ErrFailed that says
+// short while more; it returns an error wrapping kept.ErrFailed that says
 // the verbs were cut short. Stop is safe to call more than once, and from
 // several goroutines; each call returns the first one's result.
 func (s *Service) Stop() error {
@@ -403,7 +401,7 @@ func (s *Service) waitVerbs() error {
 			names = append(names, f.verb)
 		}
 	}
-	return keeper.Errorf(keeper.ErrFailed, "%d verb(s) were still running %s after the stop began and were cut short (%s); "+
+	return kept.Errorf(kept.ErrFailed, "%d verb(s) were still running %s after the stop began and were cut short (%s); "+
 		"a restarted keeper finishes or undoes any restore they left half-way",
 		len(cut), s.stopTimeout, strings.Join(names, ", "))
 }
@@ -470,7 +468,7 @@ func (s *Service) handler(ep *endpoint) nats.MsgHandler {
 
 // refuse answers a request that came while the keeper is stopping.
 func (s *Service) refuse(req *request) {
-	s.fail(req, req.ep.verb, fmt.Errorf("%w: this keeper is stopping, so %s was not started; try again", keeper.ErrNoBus, req.ep.verb))
+	s.fail(req, req.ep.verb, fmt.Errorf("%w: this keeper is stopping, so %s was not started; try again", kept.ErrNoBus, req.ep.verb))
 }
 
 // request is one request to an endpoint. Its figures are recorded just before
@@ -542,11 +540,11 @@ func (s *Service) run(verb string, req *request) {
 	}()
 	log := s.log.With("verb", verb, "module", r.Module, "local", r.Local, "caller", r.Caller, "bus_identity", r.BusIdentity.String())
 	ctx := s.base
-	if verb == VerbSnapshot || verb == VerbRestore || verb == VerbVerify {
+	if v, _ := kept.LookupVerb(verb); v.Weight != kept.Light { // a heavy verb reports its progress
 		p := newProgress(s.nc, s.prefix, r.Module, r.Local)
-		ctx = keeper.WithProgress(ctx, func(pr keeper.Progress) { p.publish(pr) })
+		ctx = kept.WithProgress(ctx, func(pr kept.Progress) { p.publish(pr) })
 	}
-	ctx = keeper.WithReplyBound(ctx, s.replyBound())
+	ctx = kept.WithReplyBound(ctx, s.replyBound())
 	ctx, cancel := s.verbContext(ctx)
 	defer cancel()
 	reply, err := s.call(ctx, verb, r)
@@ -557,42 +555,21 @@ func (s *Service) run(verb string, req *request) {
 		return
 	}
 	if reply == nil || reply.Said == "" {
-		s.fail(req, verb, fmt.Errorf("%w: the keeper gave %s no reply sentence; what it did is in its log and acts", keeper.ErrFailed, verb))
+		s.fail(req, verb, fmt.Errorf("%w: the keeper gave %s no reply sentence; what it did is in its log and acts", kept.ErrFailed, verb))
 		return
 	}
 	log.Info("verb done", "said", reply.Said, "took", time.Since(start))
 	s.respond(req, verb, reply, log)
 }
 
-func (s *Service) call(ctx context.Context, verb string, r keeper.Request) (rep *keeper.Reply, err error) {
+func (s *Service) call(ctx context.Context, verb string, r kept.Request) (rep *kept.Reply, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: %s stopped on an internal error (%v); see the keeper's log", keeper.ErrFailed, verb, p)
+			err = fmt.Errorf("%w: %s stopped on an internal error (%v); see the keeper's log", kept.ErrFailed, verb, p)
 		}
 	}()
-	switch verb {
-	case VerbSnapshot:
-		return s.engine.SnapshotKept(ctx, r)
-	case VerbRestore:
-		return s.engine.RestoreKept(ctx, r)
-	case VerbDiscard:
-		return s.engine.DiscardAside(ctx, r)
-	case VerbList:
-		return s.engine.ListKept(ctx, r)
-	case VerbVerify:
-		return s.engine.VerifyKept(ctx, r)
-	case VerbPrune:
-		return s.engine.PruneKept(ctx, r)
-	case VerbSetPlan:
-		return s.engine.SetPlan(ctx, r)
-	case VerbShowPlan:
-		return s.engine.ShowPlan(ctx, r)
-	case VerbRemovePlan:
-		return s.engine.RemovePlan(ctx, r)
-	case VerbShowEvidence:
-		return s.engine.ShowEvidence(ctx, r)
-	case VerbDiscardPoint:
-		return s.engine.DiscardPoint(ctx, r)
+	if h, ok := s.handlers[verb]; ok {
+		return h(ctx, r)
 	}
 	return nil, badRequest(verb, "is not a verb of nats-keeper")
 }

@@ -18,31 +18,19 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/tools"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // fakeEngine answers every verb with fn.
 type fakeEngine struct {
-	fn func(ctx context.Context, verb string, r keeper.Request) (*keeper.Reply, error)
+	fn func(ctx context.Context, verb string, r kept.Request) (*kept.Reply, error)
 }
 
-func (f *fakeEngine) SnapshotKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f.fn(ctx, VerbSnapshot, r)
-}
-func (f *fakeEngine) RestoreKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f.fn(ctx, VerbRestore, r)
-}
-func (f *fakeEngine) DiscardAside(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f.fn(ctx, VerbDiscard, r)
-}
-func (f *fakeEngine) ListKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f.fn(ctx, VerbList, r)
-}
-func (f *fakeEngine) VerifyKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f.fn(ctx, VerbVerify, r)
+func (f *fakeEngine) Handle(ctx context.Context, verb string, r kept.Request) (*kept.Reply, error) {
+	return f.fn(ctx, verb, r)
 }
 
-func startFake(t *testing.T, fn func(context.Context, string, keeper.Request) (*keeper.Reply, error), opts ...ServeOption) (*nats.Conn, *Service) {
+func startFake(t *testing.T, fn func(context.Context, string, kept.Request) (*kept.Reply, error), opts ...ServeOption) (*nats.Conn, *Service) {
 	t.Helper()
 	s := natstest.Start(t, nil)
 	nc := natstest.Connect(t, s)
@@ -60,19 +48,19 @@ func startFake(t *testing.T, fn func(context.Context, string, keeper.Request) (*
 func cannedFailure(local string) error {
 	switch local {
 	case "missing":
-		return fmt.Errorf("%w: no stream of billing_missing, so nothing was kept", keeper.ErrNotFound)
+		return fmt.Errorf("%w: no stream of billing_missing, so nothing was kept", kept.ErrNotFound)
 	case "held":
-		return fmt.Errorf("%w: billing.held is held by restore-kept, so nothing was done", keeper.ErrBusy)
+		return fmt.Errorf("%w: billing.held is held by restore-kept, so nothing was done", kept.ErrBusy)
 	case "broken":
-		return fmt.Errorf("%w: the disk is full,\nso no point was made", keeper.ErrFailed)
+		return fmt.Errorf("%w: the disk is full,\nso no point was made", kept.ErrFailed)
 	}
 	return nil
 }
 
-var snap = keeper.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "f1", Caller: "test"}
+var snap = kept.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "f1", Caller: "test"}
 
 func TestServiceRepliesAndErrors(t *testing.T) {
-	nc, _ := startFake(t, func(_ context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
+	nc, _ := startFake(t, func(_ context.Context, verb string, r kept.Request) (*kept.Reply, error) {
 		if err := cannedFailure(r.Local); err != nil {
 			return nil, err
 		}
@@ -82,7 +70,7 @@ func TestServiceRepliesAndErrors(t *testing.T) {
 		case "panics":
 			panic("boom")
 		}
-		return &keeper.Reply{Said: verb + " of " + r.Module + "." + r.Local + " done.", Dir: "points/x"}, nil
+		return &kept.Reply{Said: verb + " of " + r.Module + "." + r.Local + " done.", Dir: "points/x"}, nil
 	})
 	c := NewClient(nc, WithTimeout(time.Minute))
 	ctx := context.Background()
@@ -96,11 +84,11 @@ func TestServiceRepliesAndErrors(t *testing.T) {
 		code  int
 		is    error
 	}{
-		{"missing", 404, keeper.ErrNotFound},
-		{"held", 409, keeper.ErrBusy}, // errors.Is(err, keeper.ErrBusy) holds on the client too
-		{"broken", 500, keeper.ErrFailed},
-		{"silent", 500, keeper.ErrFailed},
-		{"panics", 500, keeper.ErrFailed},
+		{"missing", 404, kept.ErrNotFound},
+		{"held", 409, kept.ErrBusy}, // errors.Is(err, kept.ErrBusy) holds on the client too
+		{"broken", 500, kept.ErrFailed},
+		{"silent", 500, kept.ErrFailed},
+		{"panics", 500, kept.ErrFailed},
 	} {
 		r := snap
 		r.Local = tc.local
@@ -109,18 +97,18 @@ func TestServiceRepliesAndErrors(t *testing.T) {
 		if !errors.As(err, &ve) || ve.Code != tc.code || !errors.Is(err, tc.is) {
 			t.Errorf("%s: got %v (%#v), want code %d", tc.local, err, ve, tc.code)
 		}
-		if keeper.KindOf(err) != tc.is {
-			t.Errorf("%s: kind %v, want %v", tc.local, keeper.KindOf(err), tc.is)
+		if kept.KindOf(err) != tc.is {
+			t.Errorf("%s: kind %v, want %v", tc.local, kept.KindOf(err), tc.is)
 		}
-		if busy := tc.is == keeper.ErrBusy; ve != nil && (ve.Busy != busy || errors.Is(err, keeper.ErrBusy) != busy ||
-			errors.Is(err, keeper.ErrConflict) != (tc.code == 409)) {
+		if busy := tc.is == kept.ErrBusy; ve != nil && (ve.Busy != busy || errors.Is(err, kept.ErrBusy) != busy ||
+			errors.Is(err, kept.ErrConflict) != (tc.code == 409)) {
 			t.Errorf("%s: busy %v, errors.Is busy %v, conflict %v; want busy %v", tc.local, ve.Busy,
-				errors.Is(err, keeper.ErrBusy), errors.Is(err, keeper.ErrConflict), busy)
+				errors.Is(err, kept.ErrBusy), errors.Is(err, kept.ErrConflict), busy)
 		}
 	}
 
 	// A bad request through the raw bus: headers and JSON body.
-	msg, err := nc.Request(DefaultPrefix+"."+VerbSnapshot, []byte(`{"module":"a","local":"b","fingerprint":"f","extra":1}`), time.Minute)
+	msg, err := nc.Request(DefaultPrefix+"."+kept.VerbSnapshot, []byte(`{"module":"a","local":"b","fingerprint":"f","extra":1}`), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +122,7 @@ func TestServiceRepliesAndErrors(t *testing.T) {
 	// A multi-line sentence stays one header line but whole in the body.
 	r := snap
 	r.Local = "broken"
-	msg, err = nc.Request(DefaultPrefix+"."+VerbSnapshot, mustJSON(t, r), time.Minute)
+	msg, err = nc.Request(DefaultPrefix+"."+kept.VerbSnapshot, mustJSON(t, r), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +134,7 @@ func TestServiceRepliesAndErrors(t *testing.T) {
 	}
 	// A busy kept data says so in the body, beside its 409.
 	r.Local = "held"
-	msg, err = nc.Request(DefaultPrefix+"."+VerbSnapshot, mustJSON(t, r), time.Minute)
+	msg, err = nc.Request(DefaultPrefix+"."+kept.VerbSnapshot, mustJSON(t, r), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,8 +156,8 @@ func mustJSON(t *testing.T, v any) []byte {
 func TestClientNoService(t *testing.T) {
 	s := natstest.Start(t, nil)
 	nc := natstest.Connect(t, s)
-	_, err := NewClient(nc, WithPrefix("nobody-here")).ListKept(context.Background(), keeper.Request{})
-	if !errors.Is(err, keeper.ErrNoBus) || keeper.KindOf(err) != keeper.ErrNoBus || Code(err) != CodeNoBus {
+	_, err := NewClient(nc, WithPrefix("nobody-here")).ListKept(context.Background(), kept.Request{})
+	if !errors.Is(err, kept.ErrNoBus) || kept.KindOf(err) != kept.ErrNoBus || Code(err) != CodeNoBus {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -200,13 +188,13 @@ func TestServiceInfo(t *testing.T) {
 // the second has started, which only works if each runs in its own goroutine.
 func TestServiceRunsVerbsConcurrently(t *testing.T) {
 	second := make(chan struct{})
-	nc, _ := startFake(t, func(_ context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
+	nc, _ := startFake(t, func(_ context.Context, verb string, r kept.Request) (*kept.Reply, error) {
 		if r.Local == "first" {
 			<-second
 		} else {
 			close(second)
 		}
-		return &keeper.Reply{Said: "done " + r.Local}, nil
+		return &kept.Reply{Said: "done " + r.Local}, nil
 	})
 	c := NewClient(nc, WithTimeout(time.Minute))
 	var wg sync.WaitGroup
@@ -233,7 +221,7 @@ func TestServiceRunsVerbsConcurrently(t *testing.T) {
 func TestServiceBoundsVerbsInFlight(t *testing.T) {
 	var mu sync.Mutex
 	cur, most := 0, 0
-	nc, _ := startFake(t, func(context.Context, string, keeper.Request) (*keeper.Reply, error) {
+	nc, _ := startFake(t, func(context.Context, string, kept.Request) (*kept.Reply, error) {
 		mu.Lock()
 		cur++
 		most = max(most, cur)
@@ -242,7 +230,7 @@ func TestServiceBoundsVerbsInFlight(t *testing.T) {
 		mu.Lock()
 		cur--
 		mu.Unlock()
-		return &keeper.Reply{Said: "ok"}, nil
+		return &kept.Reply{Said: "ok"}, nil
 	}, WithMaxInFlight(2))
 	c := NewClient(nc, WithTimeout(time.Minute))
 	var wg sync.WaitGroup
@@ -251,7 +239,7 @@ func TestServiceBoundsVerbsInFlight(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			// A cheap verb: heavy ones have their own bound (WithMaxHeavy).
-			r := keeper.Request{Module: "billing", Local: fmt.Sprintf("l%d", i)}
+			r := kept.Request{Module: "billing", Local: fmt.Sprintf("l%d", i)}
 			if _, err := c.ListKept(context.Background(), r); err != nil {
 				t.Error(err)
 			}
@@ -265,13 +253,13 @@ func TestServiceBoundsVerbsInFlight(t *testing.T) {
 
 func TestServiceStopWaitsForVerbInFlight(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
-	nc, svc := startFake(t, func(ctx context.Context, _ string, _ keeper.Request) (*keeper.Reply, error) {
+	nc, svc := startFake(t, func(ctx context.Context, _ string, _ kept.Request) (*kept.Reply, error) {
 		close(entered)
 		<-release
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return &keeper.Reply{Said: "restored."}, nil
+		return &kept.Reply{Said: "restored."}, nil
 	})
 	c := NewClient(nc, WithTimeout(time.Minute))
 	replied := make(chan error, 1)
@@ -294,7 +282,7 @@ func TestServiceStopWaitsForVerbInFlight(t *testing.T) {
 	default:
 	}
 	// New requests are no longer taken.
-	if _, err := c.ListKept(context.Background(), keeper.Request{}); !errors.Is(err, keeper.ErrNoBus) {
+	if _, err := c.ListKept(context.Background(), kept.Request{}); !errors.Is(err, kept.ErrNoBus) {
 		t.Fatalf("request after Stop: %v", err)
 	}
 	close(release)
@@ -328,7 +316,7 @@ func TestServiceStopsWithContext(t *testing.T) {
 	if err := svc.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewClient(nc).ListKept(context.Background(), keeper.Request{}); !errors.Is(err, keeper.ErrNoBus) {
+	if _, err := NewClient(nc).ListKept(context.Background(), kept.Request{}); !errors.Is(err, kept.ErrNoBus) {
 		t.Fatalf("after cancel: %v", err)
 	}
 }
@@ -336,8 +324,8 @@ func TestServiceStopsWithContext(t *testing.T) {
 func TestProgressThrottle(t *testing.T) {
 	s := natstest.Start(t, nil)
 	nc := natstest.Connect(t, s)
-	got := make(chan keeper.Progress, 10)
-	stop, err := NewClient(nc).WatchProgress("billing", "ledger", func(p keeper.Progress) { got <- p })
+	got := make(chan kept.Progress, 10)
+	stop, err := NewClient(nc).WatchProgress("billing", "ledger", func(p kept.Progress) { got <- p })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,18 +334,18 @@ func TestProgressThrottle(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := newProgress(nc, DefaultPrefix, "billing", "ledger")
-	first := keeper.Progress{Verb: VerbSnapshot, Module: "billing", Local: "ledger", Step: "snapshot", StreamsTotal: 2, Bytes: 10}
+	first := kept.Progress{Verb: kept.VerbSnapshot, Module: "billing", Local: "ledger", Step: "snapshot", StreamsTotal: 2, Bytes: 10}
 	if !p.publish(first) {
 		t.Fatal("the first report was not sent")
 	}
-	if p.publish(keeper.Progress{Step: "snapshot", Bytes: 20}) {
+	if p.publish(kept.Progress{Step: "snapshot", Bytes: 20}) {
 		t.Fatalf("a second report within %v was sent", ProgressEvery)
 	}
 	if r := <-got; r != first {
 		t.Fatalf("progress %+v, want %+v", r, first)
 	}
 	p.last = p.last.Add(-ProgressEvery)
-	if !p.publish(keeper.Progress{Step: "snapshot", Bytes: 30}) {
+	if !p.publish(kept.Progress{Step: "snapshot", Bytes: 30}) {
 		t.Fatalf("a report after %v was not sent", ProgressEvery)
 	}
 	if r := <-got; r.Bytes != 30 {
@@ -370,14 +358,14 @@ func TestProgressThrottle(t *testing.T) {
 // goroutine. Both micro's wire protocol and the real `nats micro` CLI see it.
 func TestServiceStatsCoverTheWholeVerb(t *testing.T) {
 	const slow = 300 * time.Millisecond
-	nc, svc := startFake(t, func(_ context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
+	nc, svc := startFake(t, func(_ context.Context, verb string, r kept.Request) (*kept.Reply, error) {
 		if err := cannedFailure(r.Local); err != nil {
 			return nil, err
 		}
 		if r.Local == "slow" {
 			time.Sleep(slow)
 		}
-		return &keeper.Reply{Said: verb + " done."}, nil
+		return &kept.Reply{Said: verb + " done."}, nil
 	})
 	c := NewClient(nc, WithTimeout(time.Minute))
 	ctx := context.Background()
@@ -404,11 +392,11 @@ func TestServiceStatsCoverTheWholeVerb(t *testing.T) {
 				t.Errorf("%s: endpoint %+v", how, ep)
 			}
 			switch ep.Name {
-			case VerbSnapshot:
+			case kept.VerbSnapshot:
 				if ep.NumRequests != 3 || ep.NumErrors != 3 || !strings.HasPrefix(ep.LastError, "500:") || !strings.Contains(ep.LastError, "disk is full") {
 					t.Errorf("%s: snapshot-kept after a 404, a 409 and a 500: %+v", how, ep)
 				}
-			case VerbVerify:
+			case kept.VerbVerify:
 				if ep.NumRequests != 1 || ep.NumErrors != 0 || ep.ProcessingTime < slow || ep.AverageProcessingTime < slow {
 					t.Errorf("%s: verify-kept that took at least %v: %+v", how, slow, ep)
 				}
@@ -469,11 +457,11 @@ func TestServiceStatsCoverTheWholeVerb(t *testing.T) {
 // returns an error that says the verb was cut short.
 func TestServiceStopCutsAStuckVerbShort(t *testing.T) {
 	entered, sawCancel := make(chan struct{}), make(chan error, 1)
-	nc, svc := startFake(t, func(ctx context.Context, _ string, _ keeper.Request) (*keeper.Reply, error) {
+	nc, svc := startFake(t, func(ctx context.Context, _ string, _ kept.Request) (*kept.Reply, error) {
 		close(entered)
 		<-ctx.Done()
 		sawCancel <- ctx.Err()
-		return nil, fmt.Errorf("%w: the restore was cut short: %w", keeper.ErrFailed, ctx.Err())
+		return nil, fmt.Errorf("%w: the restore was cut short: %w", kept.ErrFailed, ctx.Err())
 	}, WithStopTimeout(300*time.Millisecond))
 	c := NewClient(nc, WithTimeout(time.Minute))
 	replied := make(chan error, 1)
@@ -485,7 +473,7 @@ func TestServiceStopCutsAStuckVerbShort(t *testing.T) {
 	}()
 	<-entered
 	err := svc.Stop()
-	if !errors.Is(err, keeper.ErrFailed) || !strings.Contains(err.Error(), "cut short") ||
+	if !errors.Is(err, kept.ErrFailed) || !strings.Contains(err.Error(), "cut short") ||
 		!strings.Contains(err.Error(), "restore-kept of billing/ledger") {
 		t.Fatalf("Stop: %v", err)
 	}
@@ -497,28 +485,12 @@ func TestServiceStopCutsAStuckVerbShort(t *testing.T) {
 	default:
 		t.Fatal("Stop returned before the verb saw its context cancelled")
 	}
-	if rerr := <-replied; !errors.Is(rerr, keeper.ErrFailed) {
+	if rerr := <-replied; !errors.Is(rerr, kept.ErrFailed) {
 		t.Fatalf("the cut verb's caller got %v", rerr)
 	}
 	if again := svc.Stop(); again == nil || again.Error() != err.Error() {
 		t.Fatalf("second Stop: %v", again)
 	}
-}
-
-func (f *fakeEngine) PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f.fn(ctx, VerbPrune, r)
-}
-
-func (f *fakeEngine) SetPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f.fn(ctx, VerbSetPlan, r)
-}
-
-func (f *fakeEngine) ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f.fn(ctx, VerbShowPlan, r)
-}
-
-func (f *fakeEngine) RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f.fn(ctx, VerbRemovePlan, r)
 }
 
 // TestClientWaitsForAKeeperToSubscribe: with WithNoResponderWait, a request
@@ -530,14 +502,14 @@ func TestClientWaitsForAKeeperToSubscribe(t *testing.T) {
 	nc := natstest.Connect(t, s)
 	got := make(chan error, 1)
 	go func() {
-		_, err := NewClient(nc, WithNoResponderWait(time.Minute)).ListKept(context.Background(), keeper.Request{Module: "billing"})
+		_, err := NewClient(nc, WithNoResponderWait(time.Minute)).ListKept(context.Background(), kept.Request{Module: "billing"})
 		got <- err
 	}()
 	time.Sleep(300 * time.Millisecond)
 	var calls atomic.Int32
-	svc, err := Serve(context.Background(), nc, &fakeEngine{fn: func(context.Context, string, keeper.Request) (*keeper.Reply, error) {
+	svc, err := Serve(context.Background(), nc, &fakeEngine{fn: func(context.Context, string, kept.Request) (*kept.Reply, error) {
 		calls.Add(1)
-		return &keeper.Reply{Said: "listed"}, nil
+		return &kept.Reply{Said: "listed"}, nil
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -549,16 +521,8 @@ func TestClientWaitsForAKeeperToSubscribe(t *testing.T) {
 	if n := calls.Load(); n != 1 {
 		t.Errorf("the keeper heard the request %d times, want once", n)
 	}
-	_, err = NewClient(nc, WithPrefix("nobody-here"), WithNoResponderWait(500*time.Millisecond)).ListKept(context.Background(), keeper.Request{})
-	if !errors.Is(err, keeper.ErrNoBus) || !strings.Contains(err.Error(), "no nats-keeper answers") {
+	_, err = NewClient(nc, WithPrefix("nobody-here"), WithNoResponderWait(500*time.Millisecond)).ListKept(context.Background(), kept.Request{})
+	if !errors.Is(err, kept.ErrNoBus) || !strings.Contains(err.Error(), "no nats-keeper answers") {
 		t.Errorf("with no keeper in the wait: %v", err)
 	}
-}
-
-func (f *fakeEngine) ShowEvidence(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f.fn(ctx, VerbShowEvidence, r)
-}
-
-func (f *fakeEngine) DiscardPoint(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f.fn(ctx, VerbDiscardPoint, r)
 }

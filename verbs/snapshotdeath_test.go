@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -41,7 +41,7 @@ func TestClientToldTheSnapshotWasTakenWhenItsKeeperDiedBeforeReplying(t *testing
 	})
 	t.Cleanup(func() { close(release) }) // first: the hung verb ends, so its keeper stops
 	c := verbs.NewClient(ncClient, verbs.WithTimeout(10*time.Minute), verbs.WithRecoveryWait(20*time.Second))
-	r := keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "before", Caller: "test", Why: "before the migration"}
+	r := kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "before", Caller: "test", Why: "before the migration"}
 	rep, err := c.SnapshotKept(ctx, r)
 	if err != nil {
 		t.Fatalf("a snapshot whose keeper died after taking the point: %v", err)

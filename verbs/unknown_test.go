@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // TestUnknownVerbIsNotFound: a request on <prefix>.<a misspelled verb> is
@@ -19,8 +19,8 @@ import (
 // subscription is in its own queue group); the keeper's own acts and
 // progress subjects are never answered by it.
 func TestUnknownVerbIsNotFound(t *testing.T) {
-	nc, _ := startFake(t, func(context.Context, string, keeper.Request) (*keeper.Reply, error) {
-		return &keeper.Reply{Said: "listed"}, nil
+	nc, _ := startFake(t, func(context.Context, string, kept.Request) (*kept.Reply, error) {
+		return &kept.Reply{Said: "listed"}, nil
 	})
 	msg, err := nc.Request(DefaultPrefix+".snapshot-kep", []byte(`{}`), time.Minute)
 	if err != nil {
@@ -33,7 +33,7 @@ func TestUnknownVerbIsNotFound(t *testing.T) {
 	}
 	c := NewClient(nc)
 	for i := range 30 {
-		rep, err := c.ListKept(context.Background(), keeper.Request{})
+		rep, err := c.ListKept(context.Background(), kept.Request{})
 		if err != nil || rep.Said != "listed" {
 			t.Fatalf("list-kept request %d: %v %+v", i, err, rep)
 		}
@@ -49,11 +49,11 @@ func TestUnknownVerbIsNotFound(t *testing.T) {
 // TestDecodeSaysWholeNumber: a form sent as a string is refused in words
 // ("a whole number"), not as Go's type name ("a int").
 func TestDecodeSaysWholeNumber(t *testing.T) {
-	_, err := DecodeRequest(VerbSnapshot, []byte(`{"module":"a","local":"b","form":"3","fingerprint":"x"}`))
+	_, err := DecodeRequest(kept.VerbSnapshot, []byte(`{"module":"a","local":"b","form":"3","fingerprint":"x"}`))
 	if err == nil || !strings.Contains(err.Error(), `"form" must be a whole number, not a JSON string`) || strings.Contains(err.Error(), "a int") {
 		t.Fatalf("got %v", err)
 	}
-	_, err = DecodeRequest(VerbRestore, []byte(`{"module":"a","local":"b","dry-run":"yes"}`))
+	_, err = DecodeRequest(kept.VerbRestore, []byte(`{"module":"a","local":"b","dry-run":"yes"}`))
 	if err == nil || !strings.Contains(err.Error(), `"dry-run" must be true or false`) {
 		t.Fatalf("got %v", err)
 	}
@@ -64,26 +64,26 @@ func TestDecodeSaysWholeNumber(t *testing.T) {
 // still works; an id and a different r.From are refused and nothing is sent.
 func TestDiscardAsideTakesTheID(t *testing.T) {
 	var got []string
-	nc, _ := startFake(t, func(_ context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
+	nc, _ := startFake(t, func(_ context.Context, verb string, r kept.Request) (*kept.Reply, error) {
 		got = append(got, verb+" "+r.From+" "+r.Why)
-		return &keeper.Reply{Said: "discarded"}, nil
+		return &kept.Reply{Said: "discarded"}, nil
 	})
 	c := NewClient(nc)
 	ctx := context.Background()
-	if _, err := c.DiscardAside(ctx, "orders.data.20261206T030000Z", keeper.Request{Why: "checked"}); err != nil {
+	if _, err := c.DiscardAside(ctx, "orders.data.20261206T030000Z", kept.Request{Why: "checked"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.DiscardAside(ctx, "", keeper.Request{From: "orders.data.20261206T040000Z", Why: "older caller"}); err != nil {
+	if _, err := c.DiscardAside(ctx, "", kept.Request{From: "orders.data.20261206T040000Z", Why: "older caller"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := c.DiscardAside(ctx, "orders.data.20261206T030000Z", keeper.Request{From: "other", Why: "x"})
-	if !errors.Is(err, keeper.ErrBadRequest) {
+	_, err := c.DiscardAside(ctx, "orders.data.20261206T030000Z", kept.Request{From: "other", Why: "x"})
+	if !errors.Is(err, kept.ErrBadRequest) {
 		t.Fatalf("an id and another from: %v", err)
 	}
-	if _, err := c.DiscardAside(ctx, "", keeper.Request{Why: "x"}); !errors.Is(err, keeper.ErrBadRequest) {
+	if _, err := c.DiscardAside(ctx, "", kept.Request{Why: "x"}); !errors.Is(err, kept.ErrBadRequest) {
 		t.Fatalf("no id: %v", err)
 	}
-	want := []string{VerbDiscard + " orders.data.20261206T030000Z checked", VerbDiscard + " orders.data.20261206T040000Z older caller"}
+	want := []string{kept.VerbDiscard + " orders.data.20261206T030000Z checked", kept.VerbDiscard + " orders.data.20261206T040000Z older caller"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("the keeper got %q; want %q", got, want)
 	}

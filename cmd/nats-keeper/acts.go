@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nats-keeper/nats-keeper/jsbus"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 type actsOptions struct {
@@ -55,7 +55,7 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	}
 	if d, err := time.ParseDuration(s); err == nil {
 		if d <= 0 {
-			return time.Time{}, keeper.Errorf(keeper.ErrBadRequest, "--since %s is not a duration above 0, so no act was read", s)
+			return time.Time{}, kept.Errorf(kept.ErrBadRequest, "--since %s is not a duration above 0, so no act was read", s)
 		}
 		return now.Add(-d), nil
 	}
@@ -64,7 +64,7 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 			return t, nil
 		}
 	}
-	return time.Time{}, keeper.Errorf(keeper.ErrBadRequest, "--since %q is neither a duration (24h) nor a time (2026-12-01T18:00:00Z or 2026-12-01), so no act was read", s)
+	return time.Time{}, kept.Errorf(kept.ErrBadRequest, "--since %q is neither a duration (24h) nor a time (2026-12-01T18:00:00Z or 2026-12-01), so no act was read", s)
 }
 
 // actLine is one act as --json prints it: the act's own fields and its
@@ -75,13 +75,13 @@ type actLine struct {
 	Stored time.Time `json:"stored"`
 	Bad    string    `json:"bad,omitempty"`
 	Raw    string    `json:"raw,omitempty"` // a message that is no act: its first bytes
-	*keeper.Act
+	*kept.Act
 }
 
 func runActs(ctx context.Context, o actsOptions) error {
 	for _, n := range []struct{ what, v string }{{"module", o.Module}, {"kept data", o.Local}} {
 		if n.v != "" {
-			if err := keeper.ValidName(n.what, n.v); err != nil {
+			if err := kept.ValidName(n.what, n.v); err != nil {
 				return jsonErr(o.Client, o.Out, fmt.Errorf("%w, so no act was read", err))
 			}
 		}

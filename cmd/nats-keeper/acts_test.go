@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -26,7 +26,7 @@ func TestActsCommandReadsTheTrail(t *testing.T) {
 	}
 	c := verbs.NewClient(b.nc, verbs.WithTimeout(time.Minute))
 	for _, m := range []string{"billing", "orders"} {
-		if _, err := c.SnapshotKept(ctx, keeper.Request{Module: m, Local: "ledger", Form: 1, Fingerprint: "a", Caller: "ops-jane", Why: "before release 42"}); err != nil {
+		if _, err := c.SnapshotKept(ctx, kept.Request{Module: m, Local: "ledger", Form: 1, Fingerprint: "a", Caller: "ops-jane", Why: "before release 42"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,12 +57,12 @@ func TestActsCommandReadsTheTrail(t *testing.T) {
 	var got struct {
 		Seq    uint64    `json:"seq"`
 		Stored time.Time `json:"stored"`
-		keeper.Act
+		kept.Act
 	}
 	if err := json.Unmarshal([]byte(lines[0]), &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Seq == 0 || got.Stored.IsZero() || got.ID == "" || got.Verb != verbs.VerbSnapshot || got.Module != "billing" || got.Outcome != "done" {
+	if got.Seq == 0 || got.Stored.IsZero() || got.ID == "" || got.Verb != kept.VerbSnapshot || got.Module != "billing" || got.Outcome != "done" {
 		t.Fatalf("the JSON line reads %+v", got)
 	}
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -26,9 +26,9 @@ type output struct {
 
 // callVerb checks req, sends it to the keeper and prints the reply: JSON with
 // --json, else human text through human.
-func callVerb(ctx context.Context, f clientFlags, out output, verb string, req keeper.Request,
-	human func(io.Writer, *keeper.Reply) error) error {
-	do := func(c *verbs.Client, ctx context.Context, req keeper.Request) (*keeper.Reply, error) {
+func callVerb(ctx context.Context, f clientFlags, out output, verb string, req kept.Request,
+	human func(io.Writer, *kept.Reply) error) error {
+	do := func(c *verbs.Client, ctx context.Context, req kept.Request) (*kept.Reply, error) {
 		return c.Do(ctx, verb, req)
 	}
 	return callClient(ctx, f, out, verb, req, do, human)
@@ -36,8 +36,8 @@ func callVerb(ctx context.Context, f clientFlags, out output, verb string, req k
 
 // callClient is callVerb with the client's call do (such as
 // Client.ListAllKept, which follows pages).
-func callClient(ctx context.Context, f clientFlags, out output, verb string, req keeper.Request,
-	do func(*verbs.Client, context.Context, keeper.Request) (*keeper.Reply, error), human func(io.Writer, *keeper.Reply) error) error {
+func callClient(ctx context.Context, f clientFlags, out output, verb string, req kept.Request,
+	do func(*verbs.Client, context.Context, kept.Request) (*kept.Reply, error), human func(io.Writer, *kept.Reply) error) error {
 	req.Caller = f.Caller
 	if err := verbs.CheckRequest(verb, req); err != nil {
 		return jsonErr(f, out, err)
@@ -74,13 +74,13 @@ func callClient(ctx context.Context, f clientFlags, out output, verb string, req
 // connection's errors to out.Err.
 func connectClient(ctx context.Context, f clientFlags, out output, name string) (*nats.Conn, error) {
 	if err := verbs.CheckPrefix(f.Prefix); err != nil {
-		return nil, keeper.Errorf(keeper.ErrBadRequest, "--prefix: %w, so nothing was done", err)
+		return nil, kept.Errorf(kept.ErrBadRequest, "--prefix: %w, so nothing was done", err)
 	}
 	if f.Conn.Server == "" && f.Conn.Context == "" {
 		f.Conn.Server = clientDefaultURL
 	}
 	nc, err := connect(ctx, f.Conn, name, slog.New(slog.NewTextHandler(out.Err, &slog.HandlerOptions{Level: slog.LevelError})))
-	if err != nil && errors.Is(err, keeper.ErrNoBus) {
+	if err != nil && errors.Is(err, kept.ErrNoBus) {
 		return nil, fmt.Errorf("%w; is NATS running? `nats-keeper serve --embedded` starts one with the keeper", err)
 	}
 	return nc, err
@@ -104,7 +104,7 @@ type progressLine struct {
 	cleared bool // for good: a report that comes after is not shown
 }
 
-func (p *progressLine) show(pr keeper.Progress) {
+func (p *progressLine) show(pr kept.Progress) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cleared {
@@ -133,7 +133,7 @@ func (p *progressLine) clear() {
 // count when there is none, the stream when it has no name, the total, the
 // percentage and the time left when BytesTotal is 0, the rate until the step
 // has run a little.
-func progressText(pr keeper.Progress, elapsed time.Duration) string {
+func progressText(pr kept.Progress, elapsed time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s:", pr.Verb, pr.Step)
 	parts := []string{}
@@ -166,4 +166,4 @@ func progressText(pr keeper.Progress, elapsed time.Duration) string {
 	return b.String()
 }
 
-func humanBytes(n int64) string { return keeper.HumanBytes(n) }
+func humanBytes(n int64) string { return kept.HumanBytes(n) }

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
 	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -73,8 +74,8 @@ func TestClientCommands(t *testing.T) {
 	}
 	f := b.flags()
 
-	progress := make(chan keeper.Progress, 100)
-	stop, err := verbs.NewClient(b.nc).WatchProgress("billing", "ledger", func(p keeper.Progress) { progress <- p })
+	progress := make(chan kept.Progress, 100)
+	stop, err := verbs.NewClient(b.nc).WatchProgress("billing", "ledger", func(p kept.Progress) { progress <- p })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestClientCommands(t *testing.T) {
 	mustContain(t, "snapshot-kept", o.out.String(), "billing", "KV_billing_ledger", "form 3 before 9f2c1a7e")
 	select {
 	case p := <-progress:
-		if p.Verb != verbs.VerbSnapshot || p.Module != "billing" || p.Local != "ledger" {
+		if p.Verb != kept.VerbSnapshot || p.Module != "billing" || p.Local != "ledger" {
 			t.Errorf("progress %+v", p)
 		}
 	case <-time.After(time.Minute): // a guard against hanging, not a measurement
@@ -128,7 +129,7 @@ func TestClientCommands(t *testing.T) {
 	if err := runRestore(ctx, ro); err != nil {
 		t.Fatalf("restore-kept: %v", err)
 	}
-	var rep keeper.Reply
+	var rep kept.Reply
 	if err := json.Unmarshal(o.out.Bytes(), &rep); err != nil {
 		t.Fatalf("restore --json printed %q: %v", o.out.String(), err)
 	}
@@ -369,7 +370,7 @@ func TestDemo(t *testing.T) {
 func TestProgressLine(t *testing.T) {
 	var o outs
 	p := &progressLine{w: &o.err}
-	p.show(keeper.Progress{Verb: "restore-kept", Step: "restore", Stream: "KV_billing_ledger", StreamsDone: 1, StreamsTotal: 3, Bytes: 3 << 20})
+	p.show(kept.Progress{Verb: "restore-kept", Step: "restore", Stream: "KV_billing_ledger", StreamsDone: 1, StreamsTotal: 3, Bytes: 3 << 20})
 	p.clear()
 	got := o.err.String()
 	for _, want := range []string{"\r\033[K", "restore-kept restore: stream 2 of 3 KV_billing_ledger, 3.0 MiB"} {
@@ -391,19 +392,19 @@ func TestProgressLine(t *testing.T) {
 // the percentage and the time left when the total is known.
 func TestProgressText(t *testing.T) {
 	for _, tc := range []struct {
-		pr      keeper.Progress
+		pr      kept.Progress
 		elapsed time.Duration
 		want    string
 	}{
-		{keeper.Progress{Verb: "restore-kept", Step: "restore", Stream: "billing_ledger", StreamsDone: 1, StreamsTotal: 3,
+		{kept.Progress{Verb: "restore-kept", Step: "restore", Stream: "billing_ledger", StreamsDone: 1, StreamsTotal: 3,
 			Bytes: 120 << 20, BytesTotal: 1 << 30}, 530 * time.Millisecond,
 			"restore-kept restore: stream 2 of 3 billing_ledger, 120.0 MiB of 1.0 GiB (11%), 226.4 MiB/s, ETA 4s"},
-		{keeper.Progress{Verb: "verify-kept", Step: "verify"}, 0, "verify-kept verify: 0 B"},
-		{keeper.Progress{Verb: "verify-kept", Step: "verify", Stream: "KV_billing_ledger", Bytes: 2048}, 0,
+		{kept.Progress{Verb: "verify-kept", Step: "verify"}, 0, "verify-kept verify: 0 B"},
+		{kept.Progress{Verb: "verify-kept", Step: "verify", Stream: "KV_billing_ledger", Bytes: 2048}, 0,
 			"verify-kept verify: stream KV_billing_ledger, 2.0 KiB"},
-		{keeper.Progress{Verb: "snapshot-kept", Step: "snapshot", StreamsDone: 2, StreamsTotal: 2, Bytes: 3 << 20}, 0,
+		{kept.Progress{Verb: "snapshot-kept", Step: "snapshot", StreamsDone: 2, StreamsTotal: 2, Bytes: 3 << 20}, 0,
 			"snapshot-kept snapshot: stream 2 of 2, 3.0 MiB"},
-		{keeper.Progress{Verb: "snapshot-kept", Step: "snapshot", Stream: "s", StreamsTotal: 1, Bytes: 2 << 20, BytesTotal: 1 << 20}, time.Second,
+		{kept.Progress{Verb: "snapshot-kept", Step: "snapshot", Stream: "s", StreamsTotal: 1, Bytes: 2 << 20, BytesTotal: 1 << 20}, time.Second,
 			"snapshot-kept snapshot: stream 1 of 1 s, 2.0 MiB of 1.0 MiB (100%), 2.0 MiB/s"},
 	} {
 		if got := progressText(tc.pr, tc.elapsed); got != tc.want {
@@ -445,8 +446,8 @@ func TestProgressLineClearedBeforeTheReply(t *testing.T) {
 	nc := natstest.Connect(t, s)
 	term := &signalBuffer{when: "snapshot-kept snapshot:", seen: make(chan struct{})}
 	seen := term.seen
-	svc, err := verbs.Serve(context.Background(), nc, engineFunc(func(ctx context.Context, verb string, r keeper.Request) (*keeper.Reply, error) {
-		b, _ := json.Marshal(keeper.Progress{Verb: verb, Module: r.Module, Local: r.Local, Step: "snapshot", Stream: "billing_ledger",
+	svc, err := verbs.Serve(context.Background(), nc, engineFunc(func(ctx context.Context, verb string, r kept.Request) (*kept.Reply, error) {
+		b, _ := json.Marshal(kept.Progress{Verb: verb, Module: r.Module, Local: r.Local, Step: "snapshot", Stream: "billing_ledger",
 			StreamsTotal: 1, Bytes: 5 << 20})
 		if err := nc.Publish(verbs.ProgressSubject(verbs.DefaultPrefix, r.Module, r.Local), b); err != nil {
 			return nil, err
@@ -456,15 +457,15 @@ func TestProgressLineClearedBeforeTheReply(t *testing.T) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		return &keeper.Reply{Said: "Took restore point billing/ledger f1-f."}, nil
+		return &kept.Reply{Said: "Took restore point billing/ledger f1-f."}, nil
 	}), verbs.WithLogger(quietLog()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Stop() })
 	f := clientFlags{Conn: connFlags{Server: s.ClientURL()}, Prefix: verbs.DefaultPrefix, Timeout: time.Minute, Caller: "test"}
-	err = callVerb(context.Background(), f, output{Out: term, Err: term, Progress: true}, verbs.VerbSnapshot,
-		keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "f"}, printSaid)
+	err = callVerb(context.Background(), f, output{Out: term, Err: term, Progress: true}, kept.VerbSnapshot,
+		kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "f"}, printSaid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,41 +476,8 @@ func TestProgressLineClearedBeforeTheReply(t *testing.T) {
 }
 
 // engineFunc answers every verb with one function.
-type engineFunc func(ctx context.Context, verb string, r keeper.Request) (*keeper.Reply, error)
+type engineFunc func(ctx context.Context, verb string, r kept.Request) (*kept.Reply, error)
 
-func (f engineFunc) SnapshotKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f(ctx, verbs.VerbSnapshot, r)
-}
-func (f engineFunc) RestoreKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f(ctx, verbs.VerbRestore, r)
-}
-func (f engineFunc) DiscardAside(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f(ctx, verbs.VerbDiscard, r)
-}
-func (f engineFunc) ListKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f(ctx, verbs.VerbList, r)
-}
-func (f engineFunc) VerifyKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f(ctx, verbs.VerbVerify, r)
-}
-
-func (f engineFunc) PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f(ctx, verbs.VerbPrune, r)
-}
-func (f engineFunc) SetPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f(ctx, verbs.VerbSetPlan, r)
-}
-func (f engineFunc) ShowPlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f(ctx, verbs.VerbShowPlan, r)
-}
-func (f engineFunc) RemovePlan(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f(ctx, verbs.VerbRemovePlan, r)
-}
-
-func (f engineFunc) ShowEvidence(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f(ctx, verbs.VerbShowEvidence, r)
-}
-
-func (f engineFunc) DiscardPoint(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	return f(ctx, verbs.VerbDiscardPoint, r)
+func (f engineFunc) Handle(ctx context.Context, verb string, r kept.Request) (*kept.Reply, error) {
+	return f(ctx, verb, r)
 }

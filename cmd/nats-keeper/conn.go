@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/nats-keeper/nats-keeper/jsbus"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // clientDefaultURL is where client commands look when no server, $NATS_URL
@@ -23,7 +23,7 @@ func (c connFlags) options(name string, log *slog.Logger) jsbus.ConnOptions {
 	}
 }
 
-// connect connects to the bus; a failure wraps keeper.ErrNoBus (exit 5)
+// connect connects to the bus; a failure wraps kept.ErrNoBus (exit 5)
 // unless it already carries its kind.
 func connect(ctx context.Context, c connFlags, name string, log *slog.Logger) (*nats.Conn, error) {
 	if err := ctx.Err(); err != nil {
@@ -31,7 +31,7 @@ func connect(ctx context.Context, c connFlags, name string, log *slog.Logger) (*
 	}
 	if c.Context != "" && c.Server != "" {
 		if c.Server != c.envURL {
-			return nil, keeper.Errorf(keeper.ErrBadRequest, "--context %s and --server %s both say where to connect; give one of them, so nothing was done", c.Context, c.Server)
+			return nil, kept.Errorf(kept.ErrBadRequest, "--context %s and --server %s both say where to connect; give one of them, so nothing was done", c.Context, c.Server)
 		}
 		c.Server = "" // the context, named on the command line, wins over $NATS_URL
 	}
@@ -41,10 +41,10 @@ func connect(ctx context.Context, c connFlags, name string, log *slog.Logger) (*
 		if c.Context != "" {
 			where = "context " + c.Context
 		}
-		if keeper.KindOf(err) != nil {
+		if kept.KindOf(err) != nil {
 			return nil, fmt.Errorf("could not connect to NATS at %s, so nothing was done: %w", where, err)
 		}
-		return nil, keeper.Errorf(keeper.ErrNoBus, "could not connect to NATS at %s, so nothing was done: %v", where, err)
+		return nil, kept.Errorf(kept.ErrNoBus, "could not connect to NATS at %s, so nothing was done: %v", where, err)
 	}
 	return nc, nil
 }

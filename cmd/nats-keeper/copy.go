@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 type copyOptions struct {
@@ -78,10 +79,10 @@ func runCopy(ctx context.Context, o copyOptions) error {
 		return err
 	}
 	if o.From == "" || o.To == "" {
-		return fail(keeper.Errorf(keeper.ErrBadRequest, "copy needs both --from-store and --to-store (a directory is file:///path), so nothing was copied"))
+		return fail(kept.Errorf(kept.ErrBadRequest, "copy needs both --from-store and --to-store (a directory is file:///path), so nothing was copied"))
 	}
 	if o.Local != "" && o.Module == "" {
-		return fail(keeper.Errorf(keeper.ErrBadRequest, "a kept data to copy needs its module, so nothing was copied"))
+		return fail(kept.Errorf(kept.ErrBadRequest, "a kept data to copy needs its module, so nothing was copied"))
 	}
 	log := slog.New(slog.NewTextHandler(o.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	from, err := openStore(ctx, o.From, "", o.StoreFlags, log)
@@ -96,7 +97,7 @@ func runCopy(ctx context.Context, o copyOptions) error {
 	defer to.Close()
 	src, dst := from.Describe().URL, to.Describe().URL
 	if src == dst {
-		return fail(keeper.Errorf(keeper.ErrBadRequest, "--from-store and --to-store are both %s, so nothing was copied", src))
+		return fail(kept.Errorf(kept.ErrBadRequest, "--from-store and --to-store are both %s, so nothing was copied", src))
 	}
 	// Every outcome is printed; the keeper's own log of them would repeat it.
 	rep, err := keeper.CopyStores(ctx, from, to, o.Module, o.Local, slog.New(slog.DiscardHandler))
@@ -113,7 +114,7 @@ func runCopy(ctx context.Context, o copyOptions) error {
 		printCopy(o.Out, rep, src, dst)
 	}
 	if err != nil && ctx.Err() != nil {
-		return keeper.Errorf(keeper.ErrFailed, "the copy from %s to %s was stopped (%v) after %d point(s) and aside(s); "+
+		return kept.Errorf(kept.ErrFailed, "the copy from %s to %s was stopped (%v) after %d point(s) and aside(s); "+
 			"the rest were not copied, and running it again goes on where it stopped", src, dst, err,
 			len(rep.Copied)+len(rep.Skipped)+len(rep.Failed))
 	}

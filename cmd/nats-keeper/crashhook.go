@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -75,19 +75,30 @@ func crashHook(log *slog.Logger) func(string) {
 // should set it.
 const hangEnv = "NATS_KEEPER_TEST_HANG_VERB"
 
-// hangHook returns k itself unless hangEnv is set.
-func hangHook(k *keeper.Keeper, log *slog.Logger) verbs.Engine {
+// hangHook returns the middleware that makes the verb hangEnv names hang,
+// or nil (none) unless hangEnv is set.
+func hangHook(log *slog.Logger) verbs.Middleware {
 	verb := os.Getenv(hangEnv)
 	if verb == "" {
-		return k
+		return nil
 	}
 	log.Warn("hang test: a verb will wait for its context to end", "verb", verb)
-	return &hangEngine{Keeper: k, verb: verb, log: log}
+	h := &hangEngine{verb: verb, log: log}
+	return func(v kept.Verb, next verbs.Handler) verbs.Handler {
+		if v.Name != verb {
+			return next
+		}
+		return func(ctx context.Context, r kept.Request) (*kept.Reply, error) {
+			if err := h.hang(ctx, v.Name); err != nil {
+				return nil, err
+			}
+			return next(ctx, r)
+		}
+	}
 }
 
-// hangEngine is a keeper whose verb hang waits for its context to end.
+// hangEngine makes its verb wait for its context to end.
 type hangEngine struct {
-	*keeper.Keeper
 	verb string
 	log  *slog.Logger
 }
@@ -98,56 +109,7 @@ func (h *hangEngine) hang(ctx context.Context, verb string) error {
 	}
 	h.log.Warn("hang test: the verb waits for its context to end", "verb", verb)
 	<-ctx.Done()
-	return keeper.Errorf(keeper.ErrFailed, "hang test: %s waited for its context, which ended (%w), so nothing was done", verb, ctx.Err())
-}
-
-func (h *hangEngine) SnapshotKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	if err := h.hang(ctx, verbs.VerbSnapshot); err != nil {
-		return nil, err
-	}
-	return h.Keeper.SnapshotKept(ctx, r)
-}
-
-func (h *hangEngine) RestoreKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	if err := h.hang(ctx, verbs.VerbRestore); err != nil {
-		return nil, err
-	}
-	return h.Keeper.RestoreKept(ctx, r)
-}
-
-func (h *hangEngine) DiscardAside(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	if err := h.hang(ctx, verbs.VerbDiscard); err != nil {
-		return nil, err
-	}
-	return h.Keeper.DiscardAside(ctx, r)
-}
-
-func (h *hangEngine) DiscardPoint(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	if err := h.hang(ctx, verbs.VerbDiscardPoint); err != nil {
-		return nil, err
-	}
-	return h.Keeper.DiscardPoint(ctx, r)
-}
-
-func (h *hangEngine) ListKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	if err := h.hang(ctx, verbs.VerbList); err != nil {
-		return nil, err
-	}
-	return h.Keeper.ListKept(ctx, r)
-}
-
-func (h *hangEngine) VerifyKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	if err := h.hang(ctx, verbs.VerbVerify); err != nil {
-		return nil, err
-	}
-	return h.Keeper.VerifyKept(ctx, r)
-}
-
-func (h *hangEngine) PruneKept(ctx context.Context, r keeper.Request) (*keeper.Reply, error) {
-	if err := h.hang(ctx, verbs.VerbPrune); err != nil {
-		return nil, err
-	}
-	return h.Keeper.PruneKept(ctx, r)
+	return kept.Errorf(kept.ErrFailed, "hang test: %s waited for its context, which ended (%w), so nothing was done", verb, ctx.Err())
 }
 
 // clockEnv names a file that holds an RFC 3339 time: the keeper's clock

@@ -16,7 +16,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/embedded"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -49,11 +49,11 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 	d := &demo{out: o.Out}
 	tmp, err := os.MkdirTemp("", "nats-keeper-demo-")
 	if err != nil {
-		return keeper.Errorf(keeper.ErrFailed, "could not make a temporary directory, so the demo did not start: %v", err)
+		return kept.Errorf(kept.ErrFailed, "could not make a temporary directory, so the demo did not start: %v", err)
 	}
 	defer func() {
 		if rerr := os.RemoveAll(tmp); rerr != nil && err == nil {
-			err = keeper.Errorf(keeper.ErrFailed, "the demo ran but its temporary directory %s could not be removed: %v", tmp, rerr)
+			err = kept.Errorf(kept.ErrFailed, "the demo ran but its temporary directory %s could not be removed: %v", tmp, rerr)
 		} else if rerr == nil {
 			fmt.Fprintf(o.Out, "\nRemoved %s. The demo is done.\n", tmp)
 		}
@@ -62,12 +62,12 @@ func runDemo(ctx context.Context, o demoOptions) (err error) {
 	d.say("Starting an embedded nats-server with JetStream and a keeper, in %s", tmp)
 	s, err := embedded.Run(embedded.Options(filepath.Join(tmp, "nats")))
 	if err != nil {
-		return keeper.Errorf(keeper.ErrFailed, "%v, so the demo did not start", err)
+		return kept.Errorf(kept.ErrFailed, "%v, so the demo did not start", err)
 	}
 	defer func() { s.Shutdown(); s.WaitForShutdown() }()
 	nc, err := nats.Connect(s.ClientURL(), nats.Name("nats-keeper demo"))
 	if err != nil {
-		return keeper.Errorf(keeper.ErrNoBus, "could not connect to the embedded server: %v", err)
+		return kept.Errorf(kept.ErrNoBus, "could not connect to the embedded server: %v", err)
 	}
 	defer nc.Close()
 	log := slog.New(slog.NewTextHandler(o.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -110,20 +110,20 @@ func (d *demo) show(format string, a ...any) { fmt.Fprintf(d.out, "   "+format+"
 func (d *demo) run(ctx context.Context, nc *nats.Conn) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return keeper.Errorf(keeper.ErrNoBus, "could not use JetStream on the embedded server: %v", err)
+		return kept.Errorf(kept.ErrNoBus, "could not use JetStream on the embedded server: %v", err)
 	}
 	d.js, d.c, d.n = js, verbs.NewClient(nc), sample.NamesOf(demoModule, demoLocal)
 
 	d.say("Making module %s's kept data %s: KV bucket, object store, stream and consumers", demoModule, demoLocal)
 	if err := sample.Create(ctx, js, demoModule, demoLocal); err != nil {
-		return keeper.Errorf(keeper.ErrFailed, "%w", err)
+		return kept.Errorf(kept.ErrFailed, "%w", err)
 	}
 	before, err := d.describe(ctx)
 	if err != nil {
 		return err
 	}
 
-	req := keeper.Request{Module: demoModule, Local: demoLocal, Form: 3, Fingerprint: "9f2c1a7e",
+	req := kept.Request{Module: demoModule, Local: demoLocal, Form: 3, Fingerprint: "9f2c1a7e",
 		CatchUp: "ledger-migrate-3-to-4", Caller: "demo"}
 	d.say("Taking a restore point: snapshot-kept %s %s --form 3 --before 9f2c1a7e", demoModule, demoLocal)
 	rep, err := d.c.SnapshotKept(ctx, req)
@@ -134,7 +134,7 @@ func (d *demo) run(ctx context.Context, nc *nats.Conn) error {
 
 	d.say("Changing the data, as a migration would: new and deleted keys, a new object, new messages, acks")
 	if err := sample.Change(ctx, js, demoModule, demoLocal); err != nil {
-		return keeper.Errorf(keeper.ErrFailed, "%w", err)
+		return kept.Errorf(kept.ErrFailed, "%w", err)
 	}
 	if _, err := d.describe(ctx); err != nil {
 		return err
@@ -162,7 +162,7 @@ func (d *demo) describe(ctx context.Context) (*state, error) {
 
 // restore restores the point taken by req, checks that the data is back as
 // it was before, and gives the id of the set-aside copy of what was live.
-func (d *demo) restore(ctx context.Context, req keeper.Request, before *state) (string, error) {
+func (d *demo) restore(ctx context.Context, req kept.Request, before *state) (string, error) {
 	d.say("Restoring the point: restore-kept %s %s --form 3 --before 9f2c1a7e --why ...", demoModule, demoLocal)
 	req.Why = "demo: undo the change"
 	rep, err := d.c.RestoreKept(ctx, req)
@@ -171,7 +171,7 @@ func (d *demo) restore(ctx context.Context, req keeper.Request, before *state) (
 	}
 	d.show("%s", rep.Said)
 	if rep.Aside == nil {
-		return "", keeper.Errorf(keeper.ErrFailed, "the restore did not say where the live data was set aside")
+		return "", kept.Errorf(kept.ErrFailed, "the restore did not say where the live data was set aside")
 	}
 
 	d.say("Checking that the data is back as it was")
@@ -180,10 +180,10 @@ func (d *demo) restore(ctx context.Context, req keeper.Request, before *state) (
 		return "", err
 	}
 	if diff := sample.Diff(before.dump, after.dump); diff != "" {
-		return "", keeper.Errorf(keeper.ErrFailed, "the restored data differs from the data at the restore point:\n%s", diff)
+		return "", kept.Errorf(kept.ErrFailed, "the restored data differs from the data at the restore point:\n%s", diff)
 	}
 	if before.events == nil || after.events == nil || before.events.AckFloor != after.events.AckFloor {
-		return "", keeper.Errorf(keeper.ErrFailed, "the position of %s on %s was not set back", d.n.Events, sample.SharedStream)
+		return "", kept.Errorf(kept.ErrFailed, "the position of %s on %s was not set back", d.n.Events, sample.SharedStream)
 	}
 	d.show("every message, key, revision, object and consumer position equals the state at the restore point")
 	return rep.Aside.ID, nil
@@ -192,7 +192,7 @@ func (d *demo) restore(ctx context.Context, req keeper.Request, before *state) (
 // list shows the kept data's points and asides.
 func (d *demo) list(ctx context.Context) error {
 	d.say("The changed data was set aside, not lost: list %s %s", demoModule, demoLocal)
-	rep, err := d.c.ListKept(ctx, keeper.Request{Module: demoModule, Local: demoLocal})
+	rep, err := d.c.ListKept(ctx, kept.Request{Module: demoModule, Local: demoLocal})
 	if err != nil {
 		return err
 	}
@@ -208,7 +208,7 @@ func (d *demo) list(ctx context.Context) error {
 // discard discards the set-aside copy aside.
 func (d *demo) discard(ctx context.Context, aside string) error {
 	d.say("Discarding the set-aside copy, on a person's call: discard-aside %s --why ...", aside)
-	rep, err := d.c.DiscardAside(ctx, aside, keeper.Request{Why: "demo: the restore was checked", Caller: "demo"})
+	rep, err := d.c.DiscardAside(ctx, aside, kept.Request{Why: "demo: the restore was checked", Caller: "demo"})
 	if err != nil {
 		return err
 	}
@@ -229,15 +229,15 @@ type state struct {
 func describe(ctx context.Context, js jetstream.JetStream, n sample.Names) (*state, error) {
 	d, err := sample.Dump(ctx, js, n.Streams()...)
 	if err != nil {
-		return nil, keeper.Errorf(keeper.ErrFailed, "%w", err)
+		return nil, kept.Errorf(kept.ErrFailed, "%w", err)
 	}
 	kv, err := sample.KV(ctx, js, n.Bus)
 	if err != nil {
-		return nil, keeper.Errorf(keeper.ErrFailed, "%w", err)
+		return nil, kept.Errorf(kept.ErrFailed, "%w", err)
 	}
 	big, err := sample.Object(ctx, js, n.Bus, sample.BigObject)
 	if err != nil {
-		return nil, keeper.Errorf(keeper.ErrFailed, "%w", err)
+		return nil, kept.Errorf(kept.ErrFailed, "%w", err)
 	}
 	sum := sha256.Sum256(big)
 	st := &state{dump: d, kv: kv, bigSize: len(big), bigSHA: hex.EncodeToString(sum[:])}
@@ -249,7 +249,7 @@ func describe(ctx context.Context, js jetstream.JetStream, n sample.Names) (*sta
 	}
 	shared, err := sample.Dump(ctx, js, sample.SharedStream)
 	if err != nil {
-		return nil, keeper.Errorf(keeper.ErrFailed, "%w", err)
+		return nil, kept.Errorf(kept.ErrFailed, "%w", err)
 	}
 	for _, c := range shared.Streams[0].Consumers {
 		if c.Name == n.Events {

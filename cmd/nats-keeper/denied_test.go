@@ -17,7 +17,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
 	"github.com/nats-keeper/nats-keeper/internal/tools"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -116,14 +116,14 @@ func TestDeniedCallerIsToldAtOnce(t *testing.T) {
 	}
 	t.Cleanup(viewer.Close)
 	c := verbs.NewClient(viewer, verbs.WithTimeout(2*time.Minute))
-	_, err = c.RestoreKept(ctx, keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "f", Why: "test", Caller: "test"})
-	if !errors.Is(err, keeper.ErrDenied) || !strings.Contains(err.Error(), "may not publish to mesh-broker.restore-kept") {
+	_, err = c.RestoreKept(ctx, kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "f", Why: "test", Caller: "test"})
+	if !errors.Is(err, kept.ErrDenied) || !strings.Contains(err.Error(), "may not publish to mesh-broker.restore-kept") {
 		t.Fatalf("restore-kept as the viewer: %v", err)
 	}
 	if herr := <-heard; !errors.Is(herr, nats.ErrPermissionViolation) {
 		t.Fatalf("the connection's own handler heard %v", herr)
 	}
-	if _, err := c.ListKept(ctx, keeper.Request{}); err != nil {
+	if _, err := c.ListKept(ctx, kept.Request{}); err != nil {
 		t.Fatalf("list-kept as the viewer after a refusal: %v", err)
 	}
 
@@ -137,7 +137,7 @@ func TestDeniedCallerIsToldAtOnce(t *testing.T) {
 	}
 	t.Cleanup(blind.Close)
 	bc := verbs.NewClient(blind, verbs.WithTimeout(2*time.Minute))
-	stop, err := bc.WatchProgress("billing", "ledger", func(keeper.Progress) {})
+	stop, err := bc.WatchProgress("billing", "ledger", func(kept.Progress) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,14 +145,14 @@ func TestDeniedCallerIsToldAtOnce(t *testing.T) {
 	if herr := <-blindHeard; !strings.Contains(herr.Error(), `Subscription to "mesh-broker.progress.billing.ledger"`) {
 		t.Fatalf("the progress subscription was not refused: %v", herr)
 	}
-	if _, err := bc.ListKept(ctx, keeper.Request{Module: "billing", Local: "ledger"}); err != nil {
+	if _, err := bc.ListKept(ctx, kept.Request{Module: "billing", Local: "ledger"}); err != nil {
 		t.Fatalf("list-kept by a user whose progress subscription was refused: %v", err)
 	}
 	var o outs
 	f := clientFlags{Conn: connFlags{Server: "nats://blind:blind-secret@" + addr}, Prefix: verbs.DefaultPrefix, Timeout: 2 * time.Minute, Caller: "test"}
 	o2 := o.output()
 	o2.Progress = true
-	if err := callVerb(ctx, f, o2, verbs.VerbList, keeper.Request{Module: "billing", Local: "ledger"}, printList); err != nil {
+	if err := callVerb(ctx, f, o2, kept.VerbList, kept.Request{Module: "billing", Local: "ledger"}, printList); err != nil {
 		t.Fatalf("list-kept billing ledger with progress, as a user that may not watch it: %v\n%s", err, o.err.String())
 	}
 	if !strings.Contains(o.out.String(), "restore point(s)") {

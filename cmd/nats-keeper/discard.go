@@ -5,8 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
-	"github.com/nats-keeper/nats-keeper/verbs"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 type discardOptions struct {
@@ -38,5 +37,5 @@ recorded, nothing is removed.`,
 }
 
 func runDiscard(ctx context.Context, o discardOptions) error {
-	return callVerb(ctx, o.Client, o.Out, verbs.VerbDiscard, keeper.Request{From: o.ID, Why: o.Why}, printSaid)
+	return callVerb(ctx, o.Client, o.Out, kept.VerbDiscard, kept.Request{From: o.ID, Why: o.Why}, printSaid)
 }

@@ -5,8 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
-	"github.com/nats-keeper/nats-keeper/verbs"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 type discardPointOptions struct {
@@ -48,6 +47,6 @@ holds the kept data's lease.`,
 }
 
 func runDiscardPoint(ctx context.Context, o discardPointOptions) error {
-	req := keeper.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, Why: o.Why}
-	return callVerb(ctx, o.Client, o.Out, verbs.VerbDiscardPoint, req, printSaid)
+	req := kept.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, Why: o.Why}
+	return callVerb(ctx, o.Client, o.Out, kept.VerbDiscardPoint, req, printSaid)
 }

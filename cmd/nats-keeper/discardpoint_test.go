@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -34,8 +34,8 @@ func TestDiscardPointCommand(t *testing.T) {
 		t.Fatalf("discard-point without --why: exit %d, stderr %s; want %d naming --why", code, errText, exitUsage)
 	}
 	c := verbs.NewClient(b.nc)
-	_, err := c.DiscardPoint(ctx, keeper.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "9f2c1a7e"})
-	if !errors.Is(err, keeper.ErrBadRequest) || !strings.Contains(err.Error(), "why is required for discard-point") {
+	_, err := c.DiscardPoint(ctx, kept.Request{Module: "billing", Local: "ledger", Form: 3, Fingerprint: "9f2c1a7e"})
+	if !errors.Is(err, kept.ErrBadRequest) || !strings.Contains(err.Error(), "why is required for discard-point") {
 		t.Fatalf("the typed client's discard-point without why: %v; want a 400", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "bus.tar")); err != nil {

@@ -8,8 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
-	"github.com/nats-keeper/nats-keeper/verbs"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 type evidenceOptions struct {
@@ -39,14 +38,14 @@ func newEvidenceCmd(e env) *cobra.Command {
 func runEvidence(ctx context.Context, o evidenceOptions) error {
 	// With --json the reply is printed as JSON: its evidence key is the
 	// report as evidence.json holds it.
-	req := keeper.Request{From: strings.TrimSuffix(o.ID, "/")}
-	return callVerb(ctx, o.Client, o.Out, verbs.VerbShowEvidence, req, printEvidence)
+	req := kept.Request{From: strings.TrimSuffix(o.ID, "/")}
+	return callVerb(ctx, o.Client, o.Out, kept.VerbShowEvidence, req, printEvidence)
 }
 
 // printEvidence prints the reply's sentence and the report as summary.md.
-func printEvidence(w io.Writer, rep *keeper.Reply) error {
+func printEvidence(w io.Writer, rep *kept.Reply) error {
 	if rep.Evidence == nil {
-		return keeper.Errorf(keeper.ErrFailed, "the keeper's reply holds no evidence report: %s", rep.Said)
+		return kept.Errorf(kept.ErrFailed, "the keeper's reply holds no evidence report: %s", rep.Said)
 	}
 	_, err := fmt.Fprintf(w, "%s\n\n%s", rep.Said, rep.Evidence.Summary())
 	return err

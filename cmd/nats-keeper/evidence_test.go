@@ -9,6 +9,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -17,7 +18,7 @@ import (
 func stuckPositions(c *keeper.Config) {
 	f := &fault.Bus{}
 	f.Wrap(c)
-	f.OnSetPosition(func(context.Context, keeper.Position, fault.SetPositionFunc) error { return nil })
+	f.OnSetPosition(func(context.Context, kept.Position, fault.SetPositionFunc) error { return nil })
 }
 
 // restoreOver takes a point of billing/ledger, changes the live data and
@@ -51,8 +52,8 @@ func TestEvidenceCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("restore-kept: %v", err)
 	}
-	var rep keeper.Reply
-	if err := json.Unmarshal(out, &rep); err != nil || rep.Aside == nil || rep.Evidence == nil || rep.Evidence.Verdict != keeper.Pass {
+	var rep kept.Reply
+	if err := json.Unmarshal(out, &rep); err != nil || rep.Aside == nil || rep.Evidence == nil || rep.Evidence.Verdict != kept.Pass {
 		t.Fatalf("restore --json printed %s (%v)", out, err)
 	}
 	id := rep.Aside.ID
@@ -66,7 +67,7 @@ func TestEvidenceCommand(t *testing.T) {
 		"billing-events on SHARED_EVENTS", "## Steps")
 
 	code, text, errText := runArgs(t, "evidence", id, "--json", "--server", b.url)
-	var shown keeper.Reply
+	var shown kept.Reply
 	if code != 0 || json.Unmarshal([]byte(text), &shown) != nil || shown.Evidence == nil {
 		t.Fatalf("evidence --json: exit %d, out %s, err %s", code, text, errText)
 	}
@@ -90,16 +91,16 @@ func TestEvidenceOfAFailedRestoreThroughTheWire(t *testing.T) {
 	b := newBedWith(t, stuckPositions)
 	out, err := restoreOver(t, b)
 	var ve *verbs.Error
-	if !errors.As(err, &ve) || ve.Code != verbs.CodeFailed || ve.Evidence == nil || ve.Evidence.Verdict != keeper.Fail ||
-		!errors.Is(err, keeper.ErrFailed) || exitCode(err) != exitFailed {
+	if !errors.As(err, &ve) || ve.Code != verbs.CodeFailed || ve.Evidence == nil || ve.Evidence.Verdict != kept.Fail ||
+		!errors.Is(err, kept.ErrFailed) || exitCode(err) != exitFailed {
 		t.Fatalf("restore-kept: %T %v", err, err)
 	}
 	var body verbs.ErrorBody
 	if err := json.Unmarshal(out, &body); err != nil || body.Code != verbs.CodeFailed || body.Evidence == nil ||
-		len(body.Evidence.Failed) != 1 || body.Evidence.Failed[0] != keeper.CheckConsumers {
+		len(body.Evidence.Failed) != 1 || body.Evidence.Failed[0] != kept.CheckConsumers {
 		t.Fatalf("restore --json printed %s (%v)", out, err)
 	}
-	mustContain(t, "the failure", body.Error, "evidence fails", keeper.CheckConsumers, "not undone", body.Evidence.Aside)
+	mustContain(t, "the failure", body.Error, "evidence fails", kept.CheckConsumers, "not undone", body.Evidence.Aside)
 	code, text, errText := runArgs(t, "evidence", body.Evidence.Aside, "--server", b.url)
 	if code != 0 {
 		t.Fatalf("evidence: exit %d, %s", code, errText)

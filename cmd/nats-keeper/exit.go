@@ -1,43 +1,15 @@
 package main
 
-import "github.com/nats-keeper/nats-keeper/keeper"
+import "github.com/nats-keeper/nats-keeper/kept"
 
-// The CLI's exit codes, as the README and `nats-keeper --help` list them.
-// They are mapped from the error's kind (keeper.KindOf) here, and nowhere
-// else.
+// The CLI's exit codes, as the README and `nats-keeper --help` list them,
+// are kept's (kept.ExitOK, ...): one table maps them from the error's kind
+// (kept.KindOf), with the wire codes. These are the ones the CLI gives
+// without an error.
 const (
-	exitOK        = 0
-	exitFailed    = 1
-	exitUsage     = 2
-	exitNotFound  = 3
-	exitBusy      = 4
-	exitNoService = 5
-	exitDenied    = 6
-	exitLocked    = 7
-	exitCutShort  = 8
+	exitOK    = kept.ExitOK
+	exitUsage = kept.ExitUsage
 )
 
 // exitCode is the documented exit code for err.
-func exitCode(err error) int {
-	if err == nil {
-		return exitOK
-	}
-	switch keeper.KindOf(err) {
-	case keeper.ErrBadRequest:
-		return exitUsage
-	case keeper.ErrNotFound:
-		return exitNotFound
-	case keeper.ErrBusy, keeper.ErrConflict:
-		return exitBusy
-	case keeper.ErrNoBus:
-		return exitNoService
-	case keeper.ErrDenied:
-		return exitDenied
-	case keeper.ErrLocked:
-		return exitLocked
-	case keeper.ErrCutShort:
-		return exitCutShort
-	default:
-		return exitFailed
-	}
-}
+func exitCode(err error) int { return kept.ExitCode(err) }

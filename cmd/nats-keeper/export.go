@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 type exportOptions struct {
@@ -71,7 +72,7 @@ func runExport(ctx context.Context, o exportOptions) error {
 	log := slog.New(slog.NewTextHandler(o.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	_, unseal, err := o.Seal.open()
 	if err != nil {
-		return done(nil, keeper.Errorf(keeper.ErrBadRequest, "%w, so nothing was exported", err))
+		return done(nil, kept.Errorf(kept.ErrBadRequest, "%w, so nothing was exported", err))
 	}
 	o.Export.Unseal = unseal
 	st, err := o.Store.open(ctx, log, "nothing was exported")

@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -47,7 +47,7 @@ type guardOptions struct {
 	Form              int
 	Before            string
 	CatchUp           string
-	KeepFor           keeper.Duration
+	KeepFor           kept.Duration
 	NoRestoreOnSignal bool
 	Command           []string  // the command and its arguments
 	Environ           []string  // the command's environment, before the point's details are added
@@ -127,10 +127,10 @@ type guardJSON struct {
 
 func runGuard(ctx context.Context, o guardOptions) error {
 	if len(o.Command) == 0 {
-		return jsonErr(o.Client, o.Out, keeper.Errorf(keeper.ErrBadRequest, "guard was given no command, so nothing was done"))
+		return jsonErr(o.Client, o.Out, kept.Errorf(kept.ErrBadRequest, "guard was given no command, so nothing was done"))
 	}
 	if _, err := exec.LookPath(o.Command[0]); err != nil {
-		return jsonErr(o.Client, o.Out, keeper.Errorf(keeper.ErrBadRequest, "the command %q cannot be run (%v), so no point was taken and nothing was done", o.Command[0], err))
+		return jsonErr(o.Client, o.Out, kept.Errorf(kept.ErrBadRequest, "the command %q cannot be run (%v), so no point was taken and nothing was done", o.Command[0], err))
 	}
 	nc, err := connectClient(ctx, o.Client, o.Out, "nats-keeper guard")
 	if err != nil {
@@ -223,7 +223,7 @@ func printGuard(w io.Writer, res verbs.GuardResult) {
 // (through cancel); so is SIGTERM when ctx ends otherwise. It returns nil
 // when the command exits 0, a *commandEnded when it exits non-zero or is
 // killed.
-func runCommand(ctx context.Context, o guardOptions, prefix string, p *keeper.Point, sigs <-chan os.Signal, cancel context.CancelFunc) error {
+func runCommand(ctx context.Context, o guardOptions, prefix string, p *kept.Point, sigs <-chan os.Signal, cancel context.CancelFunc) error {
 	cmd := exec.Command(o.Command[0], o.Command[1:]...)
 	cmd.Env = guardEnv(o.Environ, prefix, p)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Out.Out, o.Out.Err
@@ -232,7 +232,7 @@ func runCommand(ctx context.Context, o guardOptions, prefix string, p *keeper.Po
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return keeper.Errorf(keeper.ErrFailed, "the command %s could not be started: %w", o.Command[0], err)
+		return kept.Errorf(kept.ErrFailed, "the command %s could not be started: %w", o.Command[0], err)
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
@@ -271,7 +271,7 @@ wait:
 	}
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) {
-		return keeper.Errorf(keeper.ErrFailed, "waiting for the command %s failed: %w", o.Command[0], err)
+		return kept.Errorf(kept.ErrFailed, "waiting for the command %s failed: %w", o.Command[0], err)
 	}
 	ended := &commandEnded{name: o.Command[0], code: ee.ExitCode()}
 	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -282,7 +282,7 @@ wait:
 
 // guardEnv is environ without any of guard's own variables, then the
 // point's details.
-func guardEnv(environ []string, prefix string, p *keeper.Point) []string {
+func guardEnv(environ []string, prefix string, p *kept.Point) []string {
 	own := []string{envPoint, envModule, envLocal, envForm, envFingerprint, envCatchUp, envTaken, envStreams, envPrefix}
 	var env []string
 	for _, kv := range environ {

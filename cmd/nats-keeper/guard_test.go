@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -135,9 +135,9 @@ func (g *guardBed) o1(t *testing.T) string {
 	return string(e.Value())
 }
 
-func (g *guardBed) asides(t *testing.T) []keeper.Aside {
+func (g *guardBed) asides(t *testing.T) []kept.Aside {
 	t.Helper()
-	rep, err := verbs.NewClient(g.nc).ListKept(context.Background(), keeper.Request{Module: "shop", Local: "orders"})
+	rep, err := verbs.NewClient(g.nc).ListKept(context.Background(), kept.Request{Module: "shop", Local: "orders"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +353,7 @@ func TestGuardRefusesBeforeTakingAPoint(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errText, exitUsage, c.say)
 		}
 	}
-	rep, err := verbs.NewClient(b.nc).ListKept(context.Background(), keeper.Request{})
+	rep, err := verbs.NewClient(b.nc).ListKept(context.Background(), kept.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

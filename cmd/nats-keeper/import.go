@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nats-keeper/nats-keeper/internal/inproc"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -18,7 +18,7 @@ type importOptions struct {
 	Seal     sealFlags // --encrypt-to, --encrypt-to-file only
 	Prefix   string
 	Bucket   string
-	Request  keeper.Request
+	Request  kept.Request
 	From     []string
 	JSON     bool
 	Out, Err io.Writer
@@ -77,11 +77,11 @@ is busy, 5 if the bus or the store cannot be reached, 1 on a failure.`,
 
 func runImport(ctx context.Context, o importOptions) error {
 	done := outcome(o.Out, o.JSON, printSaid)
-	if err := keeper.CheckRequest(keeper.VerbImport, o.Request); err != nil {
+	if err := kept.CheckRequest(kept.VerbImport, o.Request); err != nil {
 		return done(nil, err)
 	}
 	if err := verbs.CheckPrefix(o.Prefix); err != nil {
-		return done(nil, keeper.Errorf(keeper.ErrBadRequest, "--prefix: %w, so nothing was done", err))
+		return done(nil, kept.Errorf(kept.ErrBadRequest, "--prefix: %w, so nothing was done", err))
 	}
 	log := slog.New(slog.NewTextHandler(o.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	conn := o.Conn
@@ -95,7 +95,7 @@ func runImport(ctx context.Context, o importOptions) error {
 	defer nc.Close()
 	seal, _, err := o.Seal.open()
 	if err != nil {
-		return done(nil, keeper.Errorf(keeper.ErrBadRequest, "%w, so nothing was imported", err))
+		return done(nil, kept.Errorf(kept.ErrBadRequest, "%w, so nothing was imported", err))
 	}
 	st, err := o.Store.open(ctx, log, "nothing was imported")
 	if err != nil {

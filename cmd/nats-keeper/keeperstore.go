@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nats-keeper/nats-keeper/internal/privdir"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
@@ -48,9 +48,9 @@ func (f keeperStoreFlags) open(ctx context.Context, log *slog.Logger, nothing st
 		pd, err := privdir.Open("--dir", f.Dir)
 		if err != nil {
 			if rf := (*privdir.Refusal)(nil); errors.As(err, &rf) {
-				return nil, keeper.Errorf(keeper.ErrBadRequest, "%s, so %s: %s", rf.What, nothing, rf.Fix)
+				return nil, kept.Errorf(kept.ErrBadRequest, "%s, so %s: %s", rf.What, nothing, rf.Fix)
 			}
-			return nil, keeper.Errorf(keeper.ErrBadRequest, "%w, so %s", err, nothing)
+			return nil, kept.Errorf(kept.ErrBadRequest, "%w, so %s", err, nothing)
 		}
 		dir = pd.Path()
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -34,6 +34,6 @@ func newListCmd(e env) *cobra.Command {
 // runList lists everything, following list-kept's pages, so that the text
 // and --json show every point and aside as one listing.
 func runList(ctx context.Context, o listOptions) error {
-	return callClient(ctx, o.Client, o.Out, verbs.VerbList, keeper.Request{Module: o.Module, Local: o.Local},
+	return callClient(ctx, o.Client, o.Out, kept.VerbList, kept.Request{Module: o.Module, Local: o.Local},
 		(*verbs.Client).ListAllKept, printList)
 }

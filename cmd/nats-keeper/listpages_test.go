@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // nats-keeper list follows list-kept's pages, so people see every point
@@ -20,7 +21,7 @@ func TestListFollowsPages(t *testing.T) {
 	const n = 1200
 	for i := range n {
 		local := fmt.Sprintf("l%04d", i)
-		p, _ := json.Marshal(keeper.Point{Module: "many", Local: local, Form: 1, Fingerprint: "f", Dir: "points/many/" + local + "/f1-f", ArchiveSize: 1024})
+		p, _ := json.Marshal(kept.Point{Module: "many", Local: local, Form: 1, Fingerprint: "f", Dir: "points/many/" + local + "/f1-f", ArchiveSize: 1024})
 		if err := a.Put(ctx, "point.many."+local+".1.f", p); err != nil {
 			t.Fatal(err)
 		}
@@ -31,7 +32,7 @@ func TestListFollowsPages(t *testing.T) {
 	if err := runList(ctx, listOptions{Client: f, Out: o.output(), Module: "many"}); err != nil {
 		t.Fatalf("list --json: %v", err)
 	}
-	var rep keeper.Reply
+	var rep kept.Reply
 	if err := json.Unmarshal(o.out.Bytes(), &rep); err != nil {
 		t.Fatalf("list --json printed %.200q: %v", o.out.String(), err)
 	}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -95,7 +95,7 @@ func report(err error, e env, help string) int {
 
 // printJSONError writes a failure as the service's error body, for --json.
 func printJSONError(w io.Writer, err error) {
-	body := verbs.ErrorBody{Error: err.Error(), Code: verbs.Code(err), Busy: errors.Is(err, keeper.ErrBusy)}
+	body := verbs.ErrorBody{Error: err.Error(), Code: verbs.Code(err), Busy: errors.Is(err, kept.ErrBusy)}
 	var ve *verbs.Error
 	if errors.As(err, &ve) {
 		body.Code, body.Evidence = ve.Code, ve.Evidence

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -18,8 +17,8 @@ import (
 // crashHook returns no step hook.
 func crashHook(*slog.Logger) func(string) { return nil }
 
-// hangHook returns k itself.
-func hangHook(k *keeper.Keeper, _ *slog.Logger) verbs.Engine { return k }
+// hangHook returns no middleware.
+func hangHook(*slog.Logger) verbs.Middleware { return nil }
 
 // clockHook returns no clock: the keeper's is the real one.
 func clockHook(*slog.Logger) func() time.Time { return nil }

@@ -19,7 +19,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/jsbus"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -96,7 +96,7 @@ func TestReadmePermissions(t *testing.T) {
 	}
 	// The keeper user: every verb.
 	kc := verbs.NewClient(admin, verbs.WithTimeout(time.Minute))
-	req := keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "f", Caller: "admin"}
+	req := kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "f", Caller: "admin"}
 	if _, err := kc.SnapshotKept(ctx, req); err != nil {
 		t.Fatalf("snapshot-kept as the keeper user: %v", err)
 	}
@@ -120,24 +120,24 @@ func TestReadmePermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	vc := verbs.NewClient(viewer, verbs.WithTimeout(time.Minute))
-	list, err := vc.ListKept(ctx, keeper.Request{})
+	list, err := vc.ListKept(ctx, kept.Request{})
 	if err != nil || len(list.Points) != 1 || len(list.Asides) != 1 {
 		t.Fatalf("list-kept as the viewer: %+v, %v", list, err)
 	}
-	if _, err := vc.VerifyKept(ctx, keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "f"}); err != nil {
+	if _, err := vc.VerifyKept(ctx, kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "f"}); err != nil {
 		t.Fatalf("verify-kept as the viewer: %v", err)
 	}
 	// The restore's evidence was gathered with the keeper user's rights,
 	// and the viewer may read it back.
-	if ev, err := vc.ShowEvidence(ctx, keeper.Request{From: asideID}); err != nil || ev.Evidence == nil || ev.Evidence.Verdict != keeper.Pass {
+	if ev, err := vc.ShowEvidence(ctx, kept.Request{From: asideID}); err != nil || ev.Evidence == nil || ev.Evidence.Verdict != kept.Pass {
 		t.Fatalf("show-evidence as the viewer: %+v, %v", ev, err)
 	}
 	// The server refuses the changing verbs: the viewer's publish is a
 	// permissions violation reported to its error handler, and the keeper
 	// never counts the request.
-	for _, verb := range []string{verbs.VerbRestore, verbs.VerbDiscard, verbs.VerbSnapshot} {
+	for _, verb := range []string{kept.VerbRestore, kept.VerbDiscard, kept.VerbSnapshot} {
 		body := `{"module":"billing","local":"ledger","form":1,"fingerprint":"f","why":"not allowed"}`
-		if verb == verbs.VerbDiscard {
+		if verb == kept.VerbDiscard {
 			body = `{"from":"` + asideID + `","why":"not allowed"}`
 		}
 		if err := viewer.PublishRequest(verbs.DefaultPrefix+"."+verb, viewer.NewRespInbox(), []byte(body)); err != nil {
@@ -163,7 +163,7 @@ func TestReadmePermissions(t *testing.T) {
 	if err := json.Unmarshal(stats.Data, &st); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int{verbs.VerbSnapshot: 1, verbs.VerbRestore: 1, verbs.VerbDiscard: 0}
+	want := map[string]int{kept.VerbSnapshot: 1, kept.VerbRestore: 1, kept.VerbDiscard: 0}
 	for _, ep := range st.Endpoints {
 		if n, ok := want[ep.Name]; ok {
 			delete(want, ep.Name)
@@ -182,7 +182,7 @@ func TestReadmePermissions(t *testing.T) {
 	if d := sample.Diff(before, after); d != "" {
 		t.Fatalf("the viewer's refused verbs changed the bus:\n%s", d)
 	}
-	list, err = kc.ListKept(ctx, keeper.Request{})
+	list, err = kc.ListKept(ctx, kept.Request{})
 	if err != nil || len(list.Points) != 1 || len(list.Asides) != 1 || list.Asides[0].ID != asideID {
 		t.Fatalf("after the viewer's refused verbs: %+v, %v", list, err)
 	}
@@ -204,7 +204,7 @@ func TestReadmePermissions(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the viewer reading the acts: %v", err)
 	}
-	if !slices.Contains(verbsRead, verbs.VerbSnapshot) || !slices.Contains(verbsRead, verbs.VerbRestore) {
+	if !slices.Contains(verbsRead, kept.VerbSnapshot) || !slices.Contains(verbsRead, kept.VerbRestore) {
 		t.Errorf("the viewer read the acts %v, want the snapshot's and the restore's among them", verbsRead)
 	}
 	if err := viewer.Publish(verbs.DefaultPrefix+".acts.discard-aside", []byte(`{"verb":"discard-aside"}`)); err != nil {
@@ -232,7 +232,7 @@ func TestReadmePermissions(t *testing.T) {
 	if err := admin.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kc.SnapshotKept(ctx, keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "g", Caller: "admin"}); err != nil {
+	if _, err := kc.SnapshotKept(ctx, kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "g", Caller: "admin"}); err != nil {
 		t.Fatalf("a second snapshot-kept as the keeper user: %v", err)
 	}
 	if err := admin.Flush(); err != nil {

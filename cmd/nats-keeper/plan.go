@@ -9,8 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
-	"github.com/nats-keeper/nats-keeper/verbs"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 type planOptions struct {
@@ -63,29 +62,29 @@ applies again.`,
 }
 
 func runPlan(ctx context.Context, o planOptions) error {
-	req := keeper.Request{Module: o.Module, Local: o.Local, Why: o.Why}
-	verb := map[string]string{"set": verbs.VerbSetPlan, "show": verbs.VerbShowPlan, "rm": verbs.VerbRemovePlan}[o.Action]
+	req := kept.Request{Module: o.Module, Local: o.Local, Why: o.Why}
+	verb := map[string]string{"set": kept.VerbSetPlan, "show": kept.VerbShowPlan, "rm": kept.VerbRemovePlan}[o.Action]
 	if verb == "" {
-		return jsonErr(o.Client, o.Out, keeper.Errorf(keeper.ErrBadRequest, "plan %q is not set, show or rm, so nothing was done", o.Action))
+		return jsonErr(o.Client, o.Out, kept.Errorf(kept.ErrBadRequest, "plan %q is not set, show or rm, so nothing was done", o.Action))
 	}
-	if verb != verbs.VerbSetPlan && (len(o.Streams) > 0 || len(o.Consumers) > 0) {
-		return jsonErr(o.Client, o.Out, keeper.Errorf(keeper.ErrBadRequest, "plan %s takes no streams or --consumer, so nothing was done", o.Action))
+	if verb != kept.VerbSetPlan && (len(o.Streams) > 0 || len(o.Consumers) > 0) {
+		return jsonErr(o.Client, o.Out, kept.Errorf(kept.ErrBadRequest, "plan %s takes no streams or --consumer, so nothing was done", o.Action))
 	}
-	if verb == verbs.VerbSetPlan {
+	if verb == kept.VerbSetPlan {
 		req.Streams = o.Streams
 		for _, c := range o.Consumers {
 			stream, consumer, ok := strings.Cut(c, "/")
 			if !ok || stream == "" || consumer == "" {
-				return jsonErr(o.Client, o.Out, keeper.Errorf(keeper.ErrBadRequest, "--consumer %q is not STREAM/CONSUMER, so no plan was recorded", c))
+				return jsonErr(o.Client, o.Out, kept.Errorf(kept.ErrBadRequest, "--consumer %q is not STREAM/CONSUMER, so no plan was recorded", c))
 			}
-			req.Consumers = append(req.Consumers, keeper.PlanConsumer{Stream: stream, Consumer: consumer})
+			req.Consumers = append(req.Consumers, kept.PlanConsumer{Stream: stream, Consumer: consumer})
 		}
 	}
 	return callVerb(ctx, o.Client, o.Out, verb, req, printPlan)
 }
 
 // printPlan prints the reply's sentence, then the plan, if the reply has one.
-func printPlan(w io.Writer, rep *keeper.Reply) error {
+func printPlan(w io.Writer, rep *kept.Reply) error {
 	if _, err := fmt.Fprintln(w, rep.Said); err != nil {
 		return err
 	}

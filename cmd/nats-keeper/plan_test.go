@@ -7,8 +7,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // plan set, show and rm through the whole command line, against a real
@@ -37,7 +36,7 @@ func TestPlanSetShowRm(t *testing.T) {
 		t.Fatalf("plan set: exit %d, out %q, err %s", code, out, errText)
 	}
 	code, out, _ = plan("show", "billing", "ledger", "--json")
-	var rep keeper.Reply
+	var rep kept.Reply
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.KeptPlan == nil ||
 		strings.Join(rep.KeptPlan.Streams, ",") != "LEDGER_EVENTS,LEDGER_AUDIT" || len(rep.KeptPlan.Consumers) != 1 {
 		t.Fatalf("plan show --json: exit %d, %s", code, out)

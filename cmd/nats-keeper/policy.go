@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 type policyOptions struct {
@@ -22,7 +23,7 @@ type policyOptions struct {
 	Action string // set, show, rm
 	Module string
 	Local  string
-	Policy keeper.Policy
+	Policy kept.Policy
 	JSON   bool
 }
 
@@ -73,14 +74,14 @@ func runPolicy(ctx context.Context, o policyOptions) error {
 		return fmt.Errorf("%w, so nothing was done", err)
 	}
 	if o.Action != "set" && o.Action != "show" && o.Action != "rm" {
-		return keeper.Errorf(keeper.ErrBadRequest, "policy %q is not set, show or rm, so nothing was done", o.Action)
+		return kept.Errorf(kept.ErrBadRequest, "policy %q is not set, show or rm, so nothing was done", o.Action)
 	}
 	if o.Action == "set" {
 		if err := o.Policy.Check(); err != nil {
 			return fmt.Errorf("%w, so nothing was recorded", err)
 		}
 		if o.Policy.Empty() {
-			return keeper.Errorf(keeper.ErrBadRequest, "policy set needs at least one --keep-* flag, so nothing was recorded")
+			return kept.Errorf(kept.ErrBadRequest, "policy set needs at least one --keep-* flag, so nothing was recorded")
 		}
 	}
 	if o.Conn.Server == "" && o.Conn.Context == "" {
@@ -98,18 +99,18 @@ func runPolicy(ctx context.Context, o policyOptions) error {
 	}
 	idx, err := jsbus.New(ctx, nc, jsbus.WithBucket(o.Bucket), jsbus.WithLogger(log), jsbus.WithDomain(domain))
 	if err != nil {
-		return keeper.Errorf(keeper.ErrNoBus, "could not open the index %s: %v, so nothing was done", o.Bucket, err)
+		return kept.Errorf(kept.ErrNoBus, "could not open the index %s: %v, so nothing was done", o.Bucket, err)
 	}
 	switch o.Action {
 	case "set":
 		data, _ := json.Marshal(o.Policy)
 		if err := idx.Put(ctx, key, data); err != nil {
-			return keeper.Errorf(keeper.ErrNoBus, "recording %s: %v, so nothing was recorded", key, err)
+			return kept.Errorf(kept.ErrNoBus, "recording %s: %v, so nothing was recorded", key, err)
 		}
 		fmt.Fprintf(o.Out, "Recorded %s: %s.\n", key, o.Policy)
 	case "rm":
 		if err := idx.Delete(ctx, key); err != nil {
-			return keeper.Errorf(keeper.ErrNoBus, "removing %s: %v", key, err)
+			return kept.Errorf(kept.ErrNoBus, "removing %s: %v", key, err)
 		}
 		fmt.Fprintf(o.Out, "Removed %s (if it was recorded).\n", key)
 	case "show":
@@ -125,15 +126,15 @@ func showPolicy(ctx context.Context, o policyOptions, idx keeper.Index, key stri
 	}
 	for _, k := range keys {
 		data, err := idx.Get(ctx, k)
-		if errors.Is(err, keeper.ErrNotFound) {
+		if errors.Is(err, kept.ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return keeper.Errorf(keeper.ErrNoBus, "reading %s: %v", k, err)
+			return kept.Errorf(kept.ErrNoBus, "reading %s: %v", k, err)
 		}
-		var p keeper.Policy
+		var p kept.Policy
 		if err := json.Unmarshal(data, &p); err != nil {
-			return keeper.Errorf(keeper.ErrFailed, "%s is not a readable policy: %v", k, err)
+			return kept.Errorf(kept.ErrFailed, "%s is not a readable policy: %v", k, err)
 		}
 		if o.JSON {
 			out, _ := json.Marshal(map[string]any{"key": k, "policy": p})
@@ -143,7 +144,7 @@ func showPolicy(ctx context.Context, o policyOptions, idx keeper.Index, key stri
 		fmt.Fprintf(o.Out, "%s: %s\n", k, p)
 		return nil
 	}
-	return keeper.Errorf(keeper.ErrNotFound, "no policy is recorded as %s", joinKeys(keys))
+	return kept.Errorf(kept.ErrNotFound, "no policy is recorded as %s", joinKeys(keys))
 }
 
 func joinKeys(keys []string) string {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // printJSON prints v as indented JSON and a newline.
@@ -23,7 +24,7 @@ func printJSON(w io.Writer, v any) error {
 }
 
 // printSaid prints the reply's sentence and, when present, what was made.
-func printSaid(w io.Writer, rep *keeper.Reply) error {
+func printSaid(w io.Writer, rep *kept.Reply) error {
 	fmt.Fprintln(w, rep.Said)
 	if rep.Dir != "" {
 		fmt.Fprintf(w, "  dir:       %s\n", rep.Dir)
@@ -80,7 +81,7 @@ func printSaid(w io.Writer, rep *keeper.Reply) error {
 	return nil
 }
 
-func printStreams(w io.Writer, ss []keeper.StreamSum) {
+func printStreams(w io.Writer, ss []kept.StreamSum) {
 	for _, s := range ss {
 		fmt.Fprintf(w, "    stream %s: %d message(s), sequences %d..%d, %d consumer(s)\n", s.Name, s.Messages, s.FirstSeq, s.LastSeq, s.Consumers)
 	}
@@ -94,7 +95,7 @@ func list(ss []string) string {
 }
 
 // sealedMark marks the size of an archive encrypted at rest.
-func sealedMark(s keeper.Sealing) string {
+func sealedMark(s kept.Sealing) string {
 	if s.Encrypted != nil {
 		return ", encrypted"
 	}
@@ -102,7 +103,7 @@ func sealedMark(s keeper.Sealing) string {
 }
 
 // printList prints list-kept's points and asides as two tables.
-func printList(w io.Writer, rep *keeper.Reply) error {
+func printList(w io.Writer, rep *kept.Reply) error {
 	fmt.Fprintln(w, rep.Said)
 	now := time.Now()
 	if len(rep.Points) > 0 {
@@ -160,7 +161,7 @@ func dash(s string) string {
 
 // printSchedules prints list-kept's schedules: each kept data's every, the
 // form and fingerprint of the point due next, and when.
-func printSchedules(w io.Writer, scheds []keeper.Scheduled) error {
+func printSchedules(w io.Writer, scheds []kept.Scheduled) error {
 	if len(scheds) == 0 {
 		return nil
 	}
@@ -177,7 +178,7 @@ func printSchedules(w io.Writer, scheds []keeper.Scheduled) error {
 			last = s.Due.UTC().Format("2006-01-02 15:04Z") + map[bool]string{true: " taken", false: " not yet"}[s.Taken]
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.Module, s.Local, every, s.Form, last,
-			s.NextDue.UTC().Format("2006-01-02 15:04Z"), keeper.ScheduledFingerprint(s.NextDue), s.Policy)
+			s.NextDue.UTC().Format("2006-01-02 15:04Z"), kept.ScheduledFingerprint(s.NextDue), s.Policy)
 	}
 	return tw.Flush()
 }

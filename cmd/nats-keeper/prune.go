@@ -10,8 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
-	"github.com/nats-keeper/nats-keeper/verbs"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 type pruneOptions struct {
@@ -19,7 +18,7 @@ type pruneOptions struct {
 	Out    output
 	Module string
 	Local  string
-	Policy keeper.Policy
+	Policy kept.Policy
 	DryRun bool
 	Why    string
 }
@@ -56,7 +55,7 @@ itself gives the same list. Each removal is recorded as an act before the point 
 	return cmd
 }
 
-func addPolicyFlags(f *pflag.FlagSet, p *keeper.Policy) {
+func addPolicyFlags(f *pflag.FlagSet, p *kept.Policy) {
 	f.IntVar(&p.KeepLast, "keep-last", 0, "keep the newest N points")
 	f.Var(&p.KeepWithin, "keep-within", "keep the points taken within this of the newest (30d, 2w, 12h)")
 	f.IntVar(&p.KeepDaily, "keep-daily", 0, "keep the newest point of each of the last N days that hold one")
@@ -65,14 +64,14 @@ func addPolicyFlags(f *pflag.FlagSet, p *keeper.Policy) {
 }
 
 func runPrune(ctx context.Context, o pruneOptions) error {
-	req := keeper.Request{Module: o.Module, Local: o.Local, DryRun: o.DryRun, Why: o.Why}
+	req := kept.Request{Module: o.Module, Local: o.Local, DryRun: o.DryRun, Why: o.Why}
 	if !o.Policy.Empty() {
 		req.Policy = &o.Policy
 	}
-	return callVerb(ctx, o.Client, o.Out, verbs.VerbPrune, req, printPrune)
+	return callVerb(ctx, o.Client, o.Out, kept.VerbPrune, req, printPrune)
 }
 
-func printPrune(w io.Writer, rep *keeper.Reply) error {
+func printPrune(w io.Writer, rep *kept.Reply) error {
 	fmt.Fprintln(w, rep.Said)
 	if len(rep.Pruned) == 0 {
 		return nil

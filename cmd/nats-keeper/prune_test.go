@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // policy set, show and rm through the whole command line: the default, a
@@ -41,11 +41,11 @@ func TestPolicySetShowRm(t *testing.T) {
 	mustRun("policy.default: keep-last 3, keep-within 30d", "show", "billing", "ledger")
 	code, out, _ := policy("show", "billing", "ledger", "--json")
 	var shown struct {
-		Key    string        `json:"key"`
-		Policy keeper.Policy `json:"policy"`
+		Key    string      `json:"key"`
+		Policy kept.Policy `json:"policy"`
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &shown) != nil || shown.Key != "policy.default" ||
-		shown.Policy != (keeper.Policy{KeepLast: 3, KeepWithin: keeper.Duration(30 * 24 * time.Hour)}) {
+		shown.Policy != (kept.Policy{KeepLast: 3, KeepWithin: kept.Duration(30 * 24 * time.Hour)}) {
 		t.Fatalf("show --json: exit %d, %q", code, out)
 	}
 
@@ -131,7 +131,7 @@ func TestPruneCommand(t *testing.T) {
 	}
 
 	code, out, errText = runArgs(t, append([]string{"prune", "billing", "ledger", "--keep-last", "2", "--why", "tidy", "--json"}, srv...)...)
-	var rep keeper.Reply
+	var rep kept.Reply
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || !strings.HasPrefix(rep.Said, "Pruned: 1 point(s) removed.") || len(rep.Pruned) != 3 {
 		t.Fatalf("prune --json: exit %d, out %s, err %s", code, out, errText)
 	}
@@ -148,7 +148,7 @@ func TestSnapshotKeepFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errText := runArgs(t, "snapshot-kept", "billing", "ledger", "--form", "1", "--before", "held", "--keep-for", "1d", "--json", "--server", b.url)
-	var rep keeper.Reply
+	var rep kept.Reply
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Point == nil {
 		t.Fatalf("snapshot-kept --keep-for 1d: exit %d, out %s, err %s", code, out, errText)
 	}
@@ -156,7 +156,7 @@ func TestSnapshotKeepFor(t *testing.T) {
 		t.Fatalf("keep-until %v, want a day after taken %v", u, rep.Point.Taken)
 	}
 	data, err := os.ReadFile(filepath.Join(b.dir, "points", "billing", "ledger", "f1-held", "point.json"))
-	var rec keeper.Point
+	var rec kept.Point
 	if err != nil || json.Unmarshal(data, &rec) != nil || rec.KeepUntil == nil || !rec.KeepUntil.Equal(*rep.Point.KeepUntil) {
 		t.Fatalf("point.json's keep-until is not the reply's %v (%v): %s", rep.Point.KeepUntil, err, data)
 	}

@@ -5,8 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
-	"github.com/nats-keeper/nats-keeper/verbs"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 type restoreOptions struct {
@@ -64,10 +63,10 @@ as nats backup restore's do: an R3 point restores into a single server with
 
 func runRestore(ctx context.Context, o restoreOptions) error {
 	if !o.AsideOnly && o.From == "" && (!o.FormSet || o.Before == "") {
-		return jsonErr(o.Client, o.Out, keeper.Errorf(keeper.ErrBadRequest, "restore-kept needs --form and --before (or --from, or --aside-only), so nothing was done"))
+		return jsonErr(o.Client, o.Out, kept.Errorf(kept.ErrBadRequest, "restore-kept needs --form and --before (or --from, or --aside-only), so nothing was done"))
 	}
-	req := keeper.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, Why: o.Why,
+	req := kept.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, Why: o.Why,
 		AsideOnly: o.AsideOnly, DryRun: o.DryRun, From: o.From,
 		Replicas: o.Replicas, PlacementCluster: o.Cluster, PlacementTags: o.Tags}
-	return callVerb(ctx, o.Client, o.Out, verbs.VerbRestore, req, printSaid)
+	return callVerb(ctx, o.Client, o.Out, kept.VerbRestore, req, printSaid)
 }

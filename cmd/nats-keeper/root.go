@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nats-keeper/nats-keeper/jsbus"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -87,7 +87,7 @@ func (c connFlags) domain() (string, error) {
 	}
 	d, err := jsbus.ContextDomain(c.Context)
 	if err != nil {
-		return "", keeper.Errorf(keeper.ErrBadRequest, "%w, so nothing was done", err)
+		return "", kept.Errorf(kept.ErrBadRequest, "%w, so nothing was done", err)
 	}
 	return d, nil
 }

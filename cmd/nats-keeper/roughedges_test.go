@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // TestUsageErrorsNameTheCommand: a usage error names the arguments the
@@ -80,15 +80,15 @@ func TestListNoKeeperSaysTheBusAnswered(t *testing.T) {
 // back, and a restore from an aside names the aside, not an empty point.
 func TestPrintSaidWords(t *testing.T) {
 	taken := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
-	pos := []keeper.Position{{Stream: "orders_data", Consumer: "orders-worker", AckFloor: 11}}
+	pos := []kept.Position{{Stream: "orders_data", Consumer: "orders-worker", AckFloor: 11}}
 	var b bytes.Buffer
-	_ = printSaid(&b, &keeper.Reply{Said: "Took it.", Point: &keeper.Point{Module: "orders", Local: "data", Form: 1, Fingerprint: "v2", Taken: taken}, Positions: pos})
+	_ = printSaid(&b, &kept.Reply{Said: "Took it.", Point: &kept.Point{Module: "orders", Local: "data", Form: 1, Fingerprint: "v2", Taken: taken}, Positions: pos})
 	if out := b.String(); !strings.Contains(out, "1 consumer(s) recorded") || strings.Contains(out, "set back") || !strings.Contains(out, "orders/data form 1 before v2") {
 		t.Errorf("snapshot:\n%s", out)
 	}
 	b.Reset()
-	_ = printSaid(&b, &keeper.Reply{Said: "Restored.", Point: &keeper.Point{Module: "orders", Local: "data", Dir: "aside/orders.data.20261206T030000Z", Taken: taken},
-		Positions: pos, Moves: []keeper.Move{{}}})
+	_ = printSaid(&b, &kept.Reply{Said: "Restored.", Point: &kept.Point{Module: "orders", Local: "data", Dir: "aside/orders.data.20261206T030000Z", Taken: taken},
+		Positions: pos, Moves: []kept.Move{{}}})
 	if out := b.String(); !strings.Contains(out, "from:      the set-aside copy aside/orders.data.20261206T030000Z of orders/data") ||
 		strings.Contains(out, "before ,") || !strings.Contains(out, "1 consumer(s) set back") {
 		t.Errorf("restore from an aside:\n%s", out)

@@ -25,6 +25,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/privdir"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/store"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
@@ -127,7 +128,7 @@ undoes any restore they left half-way.`,
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, keeper.Errorf(keeper.ErrBadRequest, "--log-level %q is not debug, info, warn or error", level)
+		return nil, kept.Errorf(kept.ErrBadRequest, "--log-level %q is not debug, info, warn or error", level)
 	}
 	ho := &slog.HandlerOptions{Level: lv}
 	switch format {
@@ -136,7 +137,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, ho)), nil
 	}
-	return nil, keeper.Errorf(keeper.ErrBadRequest, "--log-format %q is not text or json", format)
+	return nil, kept.Errorf(kept.ErrBadRequest, "--log-format %q is not text or json", format)
 }
 
 // defaultMemoryMiB is --memory-limit's default. The limit is what the Go
@@ -158,7 +159,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	seal, unseal, err := o.Seal.open()
 	if err != nil {
-		return keeper.Errorf(keeper.ErrBadRequest, "%w, so nothing is served", err)
+		return kept.Errorf(kept.ErrBadRequest, "%w, so nothing is served", err)
 	}
 	pd, err := openServeDir(o.Dir)
 	if err != nil {
@@ -206,45 +207,45 @@ func runServe(ctx context.Context, o serveOptions) error {
 // server to reach, before anything is opened.
 func (o serveOptions) check() error {
 	if err := verbs.CheckPrefix(o.Prefix); err != nil {
-		return keeper.Errorf(keeper.ErrBadRequest, "--prefix: %w, so nothing is served", err)
+		return kept.Errorf(kept.ErrBadRequest, "--prefix: %w, so nothing is served", err)
 	}
 	if o.MaxHeavy < 0 || o.MaxHeavy > 64 {
-		return keeper.Errorf(keeper.ErrBadRequest, "--max-heavy %d is not between 1 and 64 (0: the default), so nothing is served", o.MaxHeavy)
+		return kept.Errorf(kept.ErrBadRequest, "--max-heavy %d is not between 1 and 64 (0: the default), so nothing is served", o.MaxHeavy)
 	}
 	if o.InFlightMiB < 0 || (o.InFlightMiB > 0 && o.InFlightMiB < jsbus.MinInFlight>>20) || o.InFlightMiB > 1024 {
-		return keeper.Errorf(keeper.ErrBadRequest, "--in-flight-mib %d is not between %d and 1024 (0: the default), so nothing is served", o.InFlightMiB, jsbus.MinInFlight>>20)
+		return kept.Errorf(kept.ErrBadRequest, "--in-flight-mib %d is not between %d and 1024 (0: the default), so nothing is served", o.InFlightMiB, jsbus.MinInFlight>>20)
 	}
 	if o.VerbTimeout < 0 || (o.VerbTimeout > 0 && o.VerbTimeout < time.Second) {
-		return keeper.Errorf(keeper.ErrBadRequest, "--verb-timeout %s is not at least a second (0: the default), so nothing is served", o.VerbTimeout)
+		return kept.Errorf(kept.ErrBadRequest, "--verb-timeout %s is not at least a second (0: the default), so nothing is served", o.VerbTimeout)
 	}
 	if !o.Embedded && o.Conn.Server == "" && o.Conn.Context == "" {
-		return keeper.Errorf(keeper.ErrNoBus, "no NATS server given, so nothing is served: pass --server nats://HOST:4222 "+
+		return kept.Errorf(kept.ErrNoBus, "no NATS server given, so nothing is served: pass --server nats://HOST:4222 "+
 			"(or set NATS_URL, or --context NAME for a `nats` CLI context), or run `nats-keeper serve --embedded` "+
 			"to start a nats-server with JetStream inside the keeper")
 	}
 	if o.StopTimeout < 0 {
-		return keeper.Errorf(keeper.ErrBadRequest, "--stop-timeout %s is negative, so nothing is served", o.StopTimeout)
+		return kept.Errorf(kept.ErrBadRequest, "--stop-timeout %s is negative, so nothing is served", o.StopTimeout)
 	}
-	if o.Replicas < 0 || o.Replicas > keeper.MaxReplicas {
-		return keeper.Errorf(keeper.ErrBadRequest, "--replicas %d is not between 1 and %d (0: the default), so nothing is served", o.Replicas, keeper.MaxReplicas)
+	if o.Replicas < 0 || o.Replicas > kept.MaxReplicas {
+		return kept.Errorf(kept.ErrBadRequest, "--replicas %d is not between 1 and %d (0: the default), so nothing is served", o.Replicas, kept.MaxReplicas)
 	}
 	if o.StreamParallel < 0 || o.StreamParallel > keeper.MaxStreamParallel {
-		return keeper.Errorf(keeper.ErrBadRequest, "--stream-parallel %d is not between 1 and %d (0: the default), so nothing is served", o.StreamParallel, keeper.MaxStreamParallel)
+		return kept.Errorf(kept.ErrBadRequest, "--stream-parallel %d is not between 1 and %d (0: the default), so nothing is served", o.StreamParallel, keeper.MaxStreamParallel)
 	}
 	if o.PruneEvery < 0 || (o.PruneEvery > 0 && o.PruneEvery < time.Minute) {
-		return keeper.Errorf(keeper.ErrBadRequest, "--prune-every %s is not 0 (never) or at least a minute, so nothing is served", o.PruneEvery)
+		return kept.Errorf(kept.ErrBadRequest, "--prune-every %s is not 0 (never) or at least a minute, so nothing is served", o.PruneEvery)
 	}
 	if o.AsideWarnAfter < 0 {
-		return keeper.Errorf(keeper.ErrBadRequest, "--aside-warn-after %s is negative, so nothing is served", o.AsideWarnAfter)
+		return kept.Errorf(kept.ErrBadRequest, "--aside-warn-after %s is negative, so nothing is served", o.AsideWarnAfter)
 	}
 	if o.ActsQueueMax < 0 || o.ActsQueueMax > 1_000_000 {
-		return keeper.Errorf(keeper.ErrBadRequest, "--acts-queue-max %d is not between 1 and 1000000 (0: the default), so nothing is served", o.ActsQueueMax)
+		return kept.Errorf(kept.ErrBadRequest, "--acts-queue-max %d is not between 1 and 1000000 (0: the default), so nothing is served", o.ActsQueueMax)
 	}
 	if o.ActsQueueMiB < 0 || o.ActsQueueMiB > 64<<10 {
-		return keeper.Errorf(keeper.ErrBadRequest, "--acts-queue-mib %d is not between 1 and 65536 (0: the default), so nothing is served", o.ActsQueueMiB)
+		return kept.Errorf(kept.ErrBadRequest, "--acts-queue-mib %d is not between 1 and 65536 (0: the default), so nothing is served", o.ActsQueueMiB)
 	}
 	if o.MemoryMiB < 0 {
-		return keeper.Errorf(keeper.ErrBadRequest, "--memory-limit %d is negative, so nothing is served", o.MemoryMiB)
+		return kept.Errorf(kept.ErrBadRequest, "--memory-limit %d is negative, so nothing is served", o.MemoryMiB)
 	}
 	return nil
 }
@@ -255,9 +256,9 @@ func openServeDir(dir string) (*privdir.Dir, error) {
 	pd, err := privdir.Open("--dir", dir)
 	if err != nil {
 		if rf := (*privdir.Refusal)(nil); errors.As(err, &rf) {
-			return nil, keeper.Errorf(keeper.ErrBadRequest, "%s, so nothing is served: %s", rf.What, rf.Fix)
+			return nil, kept.Errorf(kept.ErrBadRequest, "%s, so nothing is served: %s", rf.What, rf.Fix)
 		}
-		return nil, keeper.Errorf(keeper.ErrBadRequest, "%w, so nothing is served", err)
+		return nil, kept.Errorf(kept.ErrBadRequest, "%w, so nothing is served", err)
 	}
 	return pd, nil
 }
@@ -328,7 +329,7 @@ func noneIsNegative(n int64) int64 {
 // startKeeper starts the keeper on nc and the store through inproc.Start,
 // with this binary's version and test hooks; it runs until ctx ends or the
 // service is stopped. A failure to open the keeper's state on the bus that
-// names no kind of its own wraps keeper.ErrNoBus (exit 5).
+// names no kind of its own wraps kept.ErrNoBus (exit 5).
 func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.Logger, opts ...verbs.ServeOption) (*verbs.Service, error) {
 	k, err := inproc.Start(ctx, nc, inproc.Setup{Store: ks.Store, Prefix: ks.Prefix, Bucket: ks.Bucket, JSDomain: ks.JSDomain,
 		StreamParallel: ks.StreamParallel, AsideWarnAfter: ks.AsideWarnAfter, PruneEvery: ks.PruneEvery,
@@ -336,12 +337,12 @@ func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.L
 		Seal: ks.Seal, Unseal: ks.Unseal, FreeMargin: ks.FreeMargin,
 		ActsQueue: ks.ActsQueue, ActsQueueBounds: ks.ActsQueueBounds,
 		Version: buildVersion(), Revision: buildRevision(), Logger: log, StepHook: crashHook(log), Now: clockHook(log), ScheduleTick: scheduleTickHook(log),
-		Engine: func(k *keeper.Keeper) verbs.Engine { return hangHook(k, log) },
+		Middleware: []verbs.Middleware{hangHook(log)},
 		BusError: func(err error) error {
-			if keeper.KindOf(err) != nil {
+			if kept.KindOf(err) != nil {
 				return err
 			}
-			return keeper.Errorf(keeper.ErrNoBus, "%w", err)
+			return kept.Errorf(kept.ErrNoBus, "%w", err)
 		}}, opts...)
 	if err != nil {
 		return nil, err
@@ -360,7 +361,7 @@ func waitStop(ctx context.Context, nc *nats.Conn) error {
 			return nil
 		case <-t.C:
 			if nc.IsClosed() {
-				return keeper.Errorf(keeper.ErrNoBus, "the connection to NATS closed and will not come back; the keeper stopped")
+				return kept.Errorf(kept.ErrNoBus, "the connection to NATS closed and will not come back; the keeper stopped")
 			}
 		}
 	}
@@ -371,11 +372,11 @@ func waitStop(ctx context.Context, nc *nats.Conn) error {
 func startEmbedded(store, listen string) (*server.Server, error) {
 	host, portText, err := net.SplitHostPort(listen)
 	if err != nil {
-		return nil, keeper.Errorf(keeper.ErrBadRequest, "--listen %q is not host:port, so nothing is served", listen)
+		return nil, kept.Errorf(kept.ErrBadRequest, "--listen %q is not host:port, so nothing is served", listen)
 	}
 	port, err := strconv.Atoi(portText)
 	if err != nil || port < 0 || port > 65535 {
-		return nil, keeper.Errorf(keeper.ErrBadRequest, "--listen %q has no port 0..65535, so nothing is served", listen)
+		return nil, kept.Errorf(kept.ErrBadRequest, "--listen %q has no port 0..65535, so nothing is served", listen)
 	}
 	if port == 0 {
 		port = -1
@@ -383,7 +384,7 @@ func startEmbedded(store, listen string) (*server.Server, error) {
 		// The server cannot say "address in use" without a logger; ask first.
 		l, err := net.Listen("tcp", net.JoinHostPort(host, portText))
 		if err != nil {
-			return nil, keeper.Errorf(keeper.ErrConflict, "cannot listen on %s (%v), so no embedded server was started; pick another address with --listen", listen, err)
+			return nil, kept.Errorf(kept.ErrConflict, "cannot listen on %s (%v), so no embedded server was started; pick another address with --listen", listen, err)
 		}
 		_ = l.Close()
 	}
@@ -392,7 +393,7 @@ func startEmbedded(store, listen string) (*server.Server, error) {
 	opts.Host, opts.Port = host, port
 	s, err := embedded.Run(opts)
 	if err != nil {
-		return nil, keeper.Errorf(keeper.ErrFailed, "the embedded nats-server did not start, so nothing is served: %v", err)
+		return nil, kept.Errorf(kept.ErrFailed, "the embedded nats-server did not start, so nothing is served: %v", err)
 	}
 	return s, nil
 }

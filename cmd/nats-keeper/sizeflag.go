@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // maxSizeFlag bounds a size given on the command line: more than a
@@ -50,7 +50,7 @@ func parseSize(v string) (int64, error) {
 		return 0, fmt.Errorf("%.40q is not a size: a whole number with a unit of B, KiB, MiB, GiB or TiB, such as 64MiB (no unit: bytes)", v)
 	}
 	if n > maxSizeFlag/uint64(mult) {
-		return 0, fmt.Errorf("%.40q is over %s", v, keeper.HumanBytes(maxSizeFlag))
+		return 0, fmt.Errorf("%.40q is over %s", v, kept.HumanBytes(maxSizeFlag))
 	}
 	return int64(n) * mult, nil
 }

@@ -5,8 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
-	"github.com/nats-keeper/nats-keeper/verbs"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 type snapshotOptions struct {
@@ -17,7 +16,7 @@ type snapshotOptions struct {
 	Form    int
 	Before  string
 	CatchUp string
-	KeepFor keeper.Duration
+	KeepFor kept.Duration
 }
 
 func newSnapshotCmd(e env) *cobra.Command {
@@ -39,7 +38,7 @@ func newSnapshotCmd(e env) *cobra.Command {
 // addPointFlags adds the flags that name the restore point a command takes
 // (snapshot-kept, guard): --form and --before, required, --catch-up and
 // --keep-for.
-func addPointFlags(cmd *cobra.Command, form *int, before, catchUp *string, keepFor *keeper.Duration) {
+func addPointFlags(cmd *cobra.Command, form *int, before, catchUp *string, keepFor *kept.Duration) {
 	f := cmd.Flags()
 	f.IntVar(form, "form", 0, "the form (shape version) of the kept data now")
 	f.StringVar(before, "before", "", "fingerprint of the change the point protects against")
@@ -50,6 +49,6 @@ func addPointFlags(cmd *cobra.Command, form *int, before, catchUp *string, keepF
 }
 
 func runSnapshot(ctx context.Context, o snapshotOptions) error {
-	req := keeper.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, CatchUp: o.CatchUp, KeepFor: o.KeepFor}
-	return callVerb(ctx, o.Client, o.Out, verbs.VerbSnapshot, req, printSaid)
+	req := kept.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, CatchUp: o.CatchUp, KeepFor: o.KeepFor}
+	return callVerb(ctx, o.Client, o.Out, kept.VerbSnapshot, req, printSaid)
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 
 	"github.com/nats-keeper/nats-keeper/internal/tools"
@@ -58,7 +58,7 @@ func TestServeStopsAStuckVerbOnSIGTERM(t *testing.T) {
 	home := t.TempDir()
 	cmd := exec.Command(bin, "serve", "--server", s.ClientURL(), "--dir", filepath.Join(home, "keeper"),
 		"--stop-timeout", "1s", "--log-format", "json")
-	cmd.Env = childEnv(home, "NATS_KEEPER_TEST_HANG_VERB="+verbs.VerbList)
+	cmd.Env = childEnv(home, "NATS_KEEPER_TEST_HANG_VERB="+kept.VerbList)
 	logs := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -94,7 +94,7 @@ func TestServeStopsAStuckVerbOnSIGTERM(t *testing.T) {
 	})
 	replied := make(chan error, 1)
 	go func() {
-		_, err := verbs.NewClient(nc, verbs.WithTimeout(2*time.Minute)).ListKept(context.Background(), keeper.Request{Caller: "test"})
+		_, err := verbs.NewClient(nc, verbs.WithTimeout(2*time.Minute)).ListKept(context.Background(), kept.Request{Caller: "test"})
 		replied <- err
 	}()
 	waitUntil("stuck verb", func() bool {

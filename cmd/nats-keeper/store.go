@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nats-keeper/nats-keeper/internal/inproc"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
@@ -36,12 +36,12 @@ func addStoreFlags(fs *pflag.FlagSet, f *storeFlags) {
 // openStore opens the store that u names, as inproc.OpenStore does: "" is
 // the directory dir (file://), file:///path, nats://host:port/<bucket> or
 // s3://<bucket>/<prefix>. A failure that names no kind of its own wraps
-// keeper.ErrNoBus (exit 5).
+// kept.ErrNoBus (exit 5).
 func openStore(ctx context.Context, u, dir string, f storeFlags, log *slog.Logger) (store.Store, error) {
 	st, err := inproc.OpenStore(ctx, u, dir, inproc.StoreConfig{Conn: f.Conn.options("nats-keeper store", log),
 		Replicas: f.Replicas, S3Endpoint: f.S3Endpoint, S3Region: f.S3Region, S3PathStyle: f.S3PathStyle, Logger: log})
-	if err != nil && keeper.KindOf(err) == nil { // a kind of its own: such as the connection to a nats:// store's server
-		return nil, keeper.Errorf(keeper.ErrNoBus, "%w", err)
+	if err != nil && kept.KindOf(err) == nil { // a kind of its own: such as the connection to a nats:// store's server
+		return nil, kept.Errorf(kept.ErrNoBus, "%w", err)
 	}
 	return st, err
 }

@@ -5,8 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
-	"github.com/nats-keeper/nats-keeper/verbs"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 type verifyOptions struct {
@@ -39,6 +38,6 @@ func newVerifyCmd(e env) *cobra.Command {
 }
 
 func runVerify(ctx context.Context, o verifyOptions) error {
-	req := keeper.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before}
-	return callVerb(ctx, o.Client, o.Out, verbs.VerbVerify, req, printSaid)
+	req := kept.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before}
+	return callVerb(ctx, o.Client, o.Out, kept.VerbVerify, req, printSaid)
 }

@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/keepertest"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 
 	"example.com/orders"
@@ -89,7 +89,7 @@ func TestFailedMigrationIsRestored(t *testing.T) {
 	}
 
 	// The half-migrated orders were set aside, not lost.
-	list, err := k.Client.ListKept(ctx, keeper.Request{Module: orders.Module, Local: orders.Local})
+	list, err := k.Client.ListKept(ctx, kept.Request{Module: orders.Module, Local: orders.Local})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestMigrationThatSucceedsIsKept(t *testing.T) {
 	if got["o1"] != `{"total_cents":1250}` || got["o2"] != `{"total_cents":300}` {
 		t.Fatalf("after the migration the bucket holds %v", got)
 	}
-	list, err := k.Client.ListKept(ctx, keeper.Request{Module: orders.Module, Local: orders.Local})
+	list, err := k.Client.ListKept(ctx, kept.Request{Module: orders.Module, Local: orders.Local})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -62,7 +63,7 @@ func loggedActs(t *testing.T, log *syncbuf.Buffer) (made, refused []string) {
 }
 
 // storedActs is every act KEEPER_ACTS holds, in stream order.
-func (b *bed) storedActs() []keeper.Act {
+func (b *bed) storedActs() []kept.Act {
 	b.t.Helper()
 	return jstest.StoredActs(b.t, b.js, jsbus.DefaultActsStream)
 }
@@ -106,7 +107,7 @@ func TestActsArriveOnceWhenTheActsStreamComesBack(t *testing.T) {
 	if _, err := b.client.SnapshotKept(ctx, second); err != nil {
 		t.Fatalf("a snapshot while the acts stream is gone: %v", err)
 	}
-	if _, err := b.client.ListKept(ctx, keeper.Request{Module: "billing"}); err != nil {
+	if _, err := b.client.ListKept(ctx, kept.Request{Module: "billing"}); err != nil {
 		t.Fatal(err)
 	}
 	missing := billing
@@ -127,7 +128,7 @@ func TestActsArriveOnceWhenTheActsStreamComesBack(t *testing.T) {
 	}
 	want(t, b.scrape(), `nats_keeper_acts_queued`, float64(b.backlog().ActsQueued()))
 
-	_, err = b.client.DiscardAside(ctx, aside.ID, keeper.Request{Caller: "ops-jane", Why: "no longer needed"})
+	_, err = b.client.DiscardAside(ctx, aside.ID, kept.Request{Caller: "ops-jane", Why: "no longer needed"})
 	var verr *verbs.Error
 	if !errors.As(err, &verr) || !strings.Contains(err.Error(), "could not be recorded") || !strings.Contains(err.Error(), "so nothing was removed") {
 		t.Fatalf("discard-aside while its hand act cannot be acknowledged: %v, want a refusal that removed nothing", err)
@@ -135,11 +136,11 @@ func TestActsArriveOnceWhenTheActsStreamComesBack(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(b.dir, "aside", aside.ID, "bus.tar")); err != nil {
 		t.Fatalf("the aside's archive after a refused discard: %v", err)
 	}
-	list, err := b.client.ListKept(ctx, keeper.Request{Module: "billing"})
+	list, err := b.client.ListKept(ctx, kept.Request{Module: "billing"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(list.Asides, func(a keeper.Aside) bool { return a.ID == aside.ID }) {
+	if !slices.ContainsFunc(list.Asides, func(a kept.Aside) bool { return a.ID == aside.ID }) {
 		t.Fatalf("the aside %s is not listed after a refused discard", aside.ID)
 	}
 

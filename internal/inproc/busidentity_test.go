@@ -19,7 +19,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/jsbus"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -76,11 +76,11 @@ func TestActsRecordWhoTheBusSays(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = k.Stop() })
 
-	ask := func(user, password, local, header string) keeper.BusIdentity {
+	ask := func(user, password, local, header string) kept.BusIdentity {
 		t.Helper()
 		nc := natstest.Connect(t, s, nats.UserInfo(user, password), nats.Name(user+"-conn"))
-		body, _ := json.Marshal(keeper.Request{Module: "ids", Local: local, Streams: []string{"IDS_" + local}, Caller: "ceo@corp", Why: "test"})
-		m := nats.NewMsg(verbs.DefaultPrefix + "." + verbs.VerbSetPlan)
+		body, _ := json.Marshal(kept.Request{Module: "ids", Local: local, Streams: []string{"IDS_" + local}, Caller: "ceo@corp", Why: "test"})
+		m := nats.NewMsg(verbs.DefaultPrefix + "." + kept.VerbSetPlan)
 		m.Data = body
 		if header != "" {
 			m.Header.Set(verbs.RequestInfoHeader, header)
@@ -93,7 +93,7 @@ func TestActsRecordWhoTheBusSays(t *testing.T) {
 			t.Fatalf("set-plan as %s: %s %s", user, code, reply.Header.Get("Nats-Service-Error"))
 		}
 		for _, a := range jstest.StoredActs(t, mustJS(t, keeperConn), jsbus.DefaultActsStream) {
-			if a.Verb == keeper.VerbSetPlan && a.Local == local {
+			if a.Verb == kept.VerbSetPlan && a.Local == local {
 				if a.Caller != "ceo@corp" {
 					t.Errorf("%s: the act's caller is %q, want the claimed ceo@corp", local, a.Caller)
 				}
@@ -104,9 +104,9 @@ func TestActsRecordWhoTheBusSays(t *testing.T) {
 			}
 		}
 		t.Fatalf("%s: no set-plan act", local)
-		return keeper.BusIdentity{}
+		return kept.BusIdentity{}
 	}
-	check := func(what string, got keeper.BusIdentity, source, account, user string, ignored bool) {
+	check := func(what string, got kept.BusIdentity, source, account, user string, ignored bool) {
 		t.Helper()
 		if got.Source != source || got.Account != account || got.User != user || (got.Ignored != "") != ignored {
 			t.Errorf("%s: bus-identity %+v; want source %s, account %q, user %q, ignored %v", what, got, source, account, user, ignored)
@@ -115,15 +115,15 @@ func TestActsRecordWhoTheBusSays(t *testing.T) {
 	spoof := `{"acc":"KEEPER","user":"root","name":"spoofed"}`
 
 	got := ask("appA", "a", "shared", spoof)
-	check("appA through the import with share", got, keeper.IdentityRequestInfo, "APP", "appA", false)
+	check("appA through the import with share", got, kept.IdentityRequestInfo, "APP", "appA", false)
 	if got.Name != "appA-conn" {
 		t.Errorf("appA's connection name is %q, want appA-conn: the server's header, not the one appA sent", got.Name)
 	}
-	check("appB through the import without share", ask("appB", "b", "unshared", ""), keeper.IdentityRequestInfo, "OTHER", "", false)
-	check("a client of the keeper's account", ask("insider", "i", "inside", ""), keeper.IdentityKeeper, "KEEPER", "keeper", false)
-	check("a client of the keeper's account naming that account", ask("insider", "i", "spoofown", spoof), keeper.IdentityKeeper, "KEEPER", "keeper", true)
+	check("appB through the import without share", ask("appB", "b", "unshared", ""), kept.IdentityRequestInfo, "OTHER", "", false)
+	check("a client of the keeper's account", ask("insider", "i", "inside", ""), kept.IdentityKeeper, "KEEPER", "keeper", false)
+	check("a client of the keeper's account naming that account", ask("insider", "i", "spoofown", spoof), kept.IdentityKeeper, "KEEPER", "keeper", true)
 	check("a client of the keeper's account naming another", ask("insider", "i", "spoofother", `{"acc":"APP","user":"appA"}`),
-		keeper.IdentityRequestInfo, "APP", "appA", false)
+		kept.IdentityRequestInfo, "APP", "appA", false)
 }
 
 func mustJS(t *testing.T, nc *nats.Conn) jetstream.JetStream {

@@ -21,7 +21,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
 	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/jsbus"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -93,7 +93,7 @@ func TestKeeperOfAnotherDomain(t *testing.T) {
 		t.Fatalf("the leaf keeper's metadata: %v", md)
 	}
 	c := verbs.NewClient(hub, verbs.WithTimeout(2*time.Minute))
-	req := keeper.Request{Module: module, Local: local, Form: 1, Fingerprint: "pre-release", Caller: "test"}
+	req := kept.Request{Module: module, Local: local, Form: 1, Fingerprint: "pre-release", Caller: "test"}
 	if _, err := c.SnapshotKept(ctx, req); err != nil {
 		t.Fatalf("snapshot of the leaf's data from the hub: %v", err)
 	}
@@ -121,7 +121,7 @@ func TestKeeperOfAnotherDomain(t *testing.T) {
 			verbsSeen = append(verbsSeen, sa.Act.Verb)
 		}
 		return nil
-	}); err != nil || !slices.Contains(verbsSeen, keeper.VerbSnapshot) || !slices.Contains(verbsSeen, keeper.VerbRestore) {
+	}); err != nil || !slices.Contains(verbsSeen, kept.VerbSnapshot) || !slices.Contains(verbsSeen, kept.VerbRestore) {
 		t.Errorf("the leaf keeper's acts, read from the hub in domain leaf: %v %v", verbsSeen, err)
 	}
 	hjs, err := jetstream.New(hub)
@@ -136,7 +136,7 @@ func TestKeeperOfAnotherDomain(t *testing.T) {
 	// and says where it looked.
 	startOn(t, hub, inproc.Setup{Prefix: "hub-keeper", Bucket: "kept-hub"})
 	_, err = verbs.NewClient(hub, verbs.WithPrefix("hub-keeper")).SnapshotKept(ctx, req)
-	if !errors.Is(err, keeper.ErrNotFound) || !strings.Contains(err.Error(), "in the connected server's JetStream domain") ||
+	if !errors.Is(err, kept.ErrNotFound) || !strings.Contains(err.Error(), "in the connected server's JetStream domain") ||
 		!strings.Contains(err.Error(), "needs a keeper started with --js-domain") {
 		t.Fatalf("a hub keeper's snapshot of the leaf's kept data: %v", err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/embedded"
 	"github.com/nats-keeper/nats-keeper/internal/inproc"
 	"github.com/nats-keeper/nats-keeper/internal/testbed"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -95,7 +95,7 @@ func concurrentSnapshots(t *testing.T, maxPending, inFlight int64, n, size int) 
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			_, errs[i] = c.SnapshotKept(ctx, keeper.Request{Module: "load", Local: fmt.Sprintf("s%02d", i), Form: 1, Fingerprint: "f1", Caller: "test"})
+			_, errs[i] = c.SnapshotKept(ctx, kept.Request{Module: "load", Local: fmt.Sprintf("s%02d", i), Form: 1, Fingerprint: "f1", Caller: "test"})
 		})
 	}
 	wg.Wait()
@@ -112,7 +112,7 @@ func concurrentSnapshots(t *testing.T, maxPending, inFlight int64, n, size int) 
 	if r := nc.Stats().Reconnects; r != 0 {
 		t.Errorf("the keeper's connection was dropped and made again %d time(s) during the snapshots", r)
 	}
-	rep, err := c.ListKept(ctx, keeper.Request{Module: "load"})
+	rep, err := c.ListKept(ctx, kept.Request{Module: "load"})
 	if err != nil {
 		t.Fatal(err)
 	}

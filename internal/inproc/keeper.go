@@ -52,14 +52,15 @@ type Setup struct {
 	// StepHook, when set, is called at each restore step (crash tests).
 	StepHook func(step string)
 	// LeaseTTL is how long the keeper's leases live unless renewed; 0 is
-	// keeper.DefaultLeaseTTL (tests of a keeper that dies).
+	// kept.DefaultLeaseTTL (tests of a keeper that dies).
 	LeaseTTL time.Duration
 	// Now, when set, is the keeper's clock (tests of dates); nil is the
 	// real one.
 	Now func() time.Time
-	// Engine, when set, wraps the keeper before it is served (fault tests);
-	// nil serves the keeper itself.
-	Engine func(*keeper.Keeper) verbs.Engine
+	// Middleware, when set, wraps each verb's handler inside the
+	// directory check (test hooks, fault tests); nil serves the keeper
+	// itself.
+	Middleware []verbs.Middleware
 	// BusError, when set, marks the error of opening the keeper's state on
 	// the bus (the caller's exit codes); nil leaves it as jsbus returned it.
 	BusError func(error) error
@@ -104,6 +105,9 @@ type Keeper struct {
 	cancel context.CancelFunc
 	loops  sync.WaitGroup
 }
+
+// The keeper is the service's engine: Handle runs every verb of the table.
+var _ verbs.Engine = (*keeper.Keeper)(nil)
 
 // Start builds the jsbus adapter and the keeper on nc and s.Store, brings
 // the index up to date with the store, and serves the verbs with opts
@@ -158,18 +162,15 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 	log.Info("index rebuilt from the store", "store", where, "written", written, "removed", removed)
 	m.Watch(k)
 	made.Store(k)
-	var engine verbs.Engine = k
-	if s.Engine != nil {
-		engine = s.Engine(k)
-	}
+	var guard verbs.Middleware // the directory check, outermost
 	if s.Dir != nil {
-		engine = &dirGuard{Engine: engine, dir: s.Dir}
+		guard = dirGuard(s.Dir)
 	}
-	opts = append([]verbs.ServeOption{verbs.WithPrefix(prefix), verbs.WithVersion(s.Version), verbs.WithIndexBucket(bucket),
+	opts = append([]verbs.ServeOption{verbs.WithMiddleware(append([]verbs.Middleware{guard}, s.Middleware...)...), verbs.WithPrefix(prefix), verbs.WithVersion(s.Version), verbs.WithIndexBucket(bucket),
 		verbs.WithLogger(log), verbs.WithMetadata("store", where),
 		verbs.WithMaxHeavy(s.MaxHeavy), verbs.WithVerbTimeout(s.VerbTimeout),
 		verbs.WithObserver(m.Answered), verbs.WithStatsData(m.StatsData)}, append(peerOptions(nc, prefix, s.JSDomain, bucket, log), opts...)...)
-	svc, err := verbs.Serve(ctx, nc, engine, opts...)
+	svc, err := verbs.Serve(ctx, nc, k, opts...)
 	if err != nil {
 		return nil, err
 	}

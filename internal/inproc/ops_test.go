@@ -29,7 +29,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/inproc"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/internal/testbed"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
 
@@ -148,7 +148,7 @@ func want(t *testing.T, m map[string]float64, series string, v float64) {
 	}
 }
 
-var billing = keeper.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "a", Caller: "test", Why: "ops test"}
+var billing = kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "a", Caller: "test", Why: "ops test"}
 
 // A scrape after a snapshot, a failed verify and a restore counts each verb
 // by outcome, the bytes snapshotted and restored, what is kept, and the
@@ -232,13 +232,13 @@ func TestMetricsAfterSnapshotFailedVerifyAndRestore(t *testing.T) {
 		}
 		data2[e.Name] = d
 	}
-	if got := data2[verbs.VerbSnapshot]["outcomes"].(map[string]any)["ok"]; got != 2.0 {
+	if got := data2[kept.VerbSnapshot]["outcomes"].(map[string]any)["ok"]; got != 2.0 {
 		t.Errorf("micro stats: snapshot-kept ok = %v, want 2", got)
 	}
-	if got := data2[verbs.VerbSnapshot]["bytes_total"]; got != float64(first.Point.ArchiveSize+damaged.Point.ArchiveSize) {
+	if got := data2[kept.VerbSnapshot]["bytes_total"]; got != float64(first.Point.ArchiveSize+damaged.Point.ArchiveSize) {
 		t.Errorf("micro stats: snapshot-kept bytes_total = %v", got)
 	}
-	kept, _ := data2[verbs.VerbList]["keeper"].(map[string]any)
+	kept, _ := data2[kept.VerbList]["keeper"].(map[string]any)
 	if kept["points"] != 2.0 || kept["asides"] != 1.0 || kept["journals_open"] != 0.0 {
 		t.Errorf("micro stats: list-kept keeper data = %v", kept)
 	}
@@ -316,7 +316,7 @@ func TestThirdHeavyVerbRefusedListStillAnswers(t *testing.T) {
 		if err := sample.Create(ctx, b.js, "shop"+l, "orders"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.client.SnapshotKept(ctx, keeper.Request{Module: "shop" + l, Local: "orders", Form: 1, Fingerprint: "x", Caller: "t"}); err != nil {
+		if _, err := b.client.SnapshotKept(ctx, kept.Request{Module: "shop" + l, Local: "orders", Form: 1, Fingerprint: "x", Caller: "t"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -325,7 +325,7 @@ func TestThirdHeavyVerbRefusedListStillAnswers(t *testing.T) {
 	errs := make(chan error, 2)
 	for _, l := range locals[:2] {
 		wg.Go(func() {
-			_, err := b.client.RestoreKept(ctx, keeper.Request{Module: "shop" + l, Local: "orders", Form: 1, Fingerprint: "x", Caller: "t", Why: "test"})
+			_, err := b.client.RestoreKept(ctx, kept.Request{Module: "shop" + l, Local: "orders", Form: 1, Fingerprint: "x", Caller: "t", Why: "test"})
 			errs <- err
 		})
 	}
@@ -346,19 +346,19 @@ func TestThirdHeavyVerbRefusedListStillAnswers(t *testing.T) {
 		}
 	}
 	// Both heavy slots are taken: a third heavy verb is refused at once.
-	_, err := b.client.SnapshotKept(ctx, keeper.Request{Module: "shopc", Local: "orders", Form: 1, Fingerprint: "y", Caller: "t"})
+	_, err := b.client.SnapshotKept(ctx, kept.Request{Module: "shopc", Local: "orders", Form: 1, Fingerprint: "y", Caller: "t"})
 	var verr *verbs.Error
-	if !errors.As(err, &verr) || verr.Code != 503 || verr.RetryAfter != verbs.RetryAfter || !errors.Is(err, keeper.ErrBusy) ||
+	if !errors.As(err, &verr) || verr.Code != 503 || verr.RetryAfter != verbs.RetryAfter || !errors.Is(err, kept.ErrBusy) ||
 		!strings.Contains(verr.Said, "--max-heavy") {
 		t.Fatalf("third heavy verb: %v (%#v), want a 503 with Retry-After naming --max-heavy", err, verr)
 	}
 	// Cheap verbs are not queued behind them: list-kept and a dry run answer
 	// while both restores are still held.
-	rep, err := b.client.ListKept(ctx, keeper.Request{})
+	rep, err := b.client.ListKept(ctx, kept.Request{})
 	if err != nil || len(rep.Points) != 3 {
 		t.Fatalf("list-kept while two restores run: %v, %+v", err, rep)
 	}
-	if _, err := b.client.RestoreKept(ctx, keeper.Request{Module: "shopc", Local: "orders", Form: 1, Fingerprint: "x", Caller: "t", Why: "plan", DryRun: true}); err != nil {
+	if _, err := b.client.RestoreKept(ctx, kept.Request{Module: "shopc", Local: "orders", Form: 1, Fingerprint: "x", Caller: "t", Why: "plan", DryRun: true}); err != nil {
 		t.Fatalf("a dry run while two restores run: %v", err)
 	}
 	select {
@@ -406,7 +406,7 @@ func TestVerbTimeoutCancelsAndLeavesTheDataWhole(t *testing.T) {
 	hold.Store(true)
 	_, err = b.client.RestoreKept(ctx, billing)
 	hold.Store(false)
-	if err == nil || !strings.Contains(err.Error(), "--verb-timeout of 2s") || !errors.Is(err, keeper.ErrFailed) {
+	if err == nil || !strings.Contains(err.Error(), "--verb-timeout of 2s") || !errors.Is(err, kept.ErrFailed) {
 		t.Fatalf("restore past the verb timeout: %v", err)
 	}
 	// Recovery takes the interrupted restore up (every inproc.RecoverEvery).
@@ -428,7 +428,7 @@ func TestVerbTimeoutCancelsAndLeavesTheDataWhole(t *testing.T) {
 	if d := sample.Diff(orig, now); d != "" {
 		t.Errorf("after recovery the bus is not the point's data:\n%s", d)
 	}
-	rep, err := b.client.ListKept(ctx, keeper.Request{Module: "billing", Local: "ledger"})
+	rep, err := b.client.ListKept(ctx, kept.Request{Module: "billing", Local: "ledger"})
 	if err != nil || len(rep.Asides) != 1 {
 		t.Fatalf("the live data was not set aside: %v, %+v", err, rep)
 	}
@@ -456,7 +456,7 @@ func TestMetricsAddressTaken(t *testing.T) {
 	st := testbed.FileStore(t, t.TempDir())
 	_, err = inproc.Start(context.Background(), nc, inproc.Setup{Store: st, MetricsListen: l.Addr().String(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if !errors.Is(err, keeper.ErrConflict) || !strings.HasPrefix(err.Error(), "cannot listen on "+l.Addr().String()) ||
+	if !errors.Is(err, kept.ErrConflict) || !strings.HasPrefix(err.Error(), "cannot listen on "+l.Addr().String()) ||
 		!strings.Contains(err.Error(), "so nothing is served; pick another address with --metrics-listen") {
 		t.Fatalf("a taken metrics address: %v", err)
 	}

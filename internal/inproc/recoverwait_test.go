@@ -13,7 +13,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/inproc"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/internal/testbed"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // A kept data whose restore journal cannot be read (a newer keeper's, or
@@ -51,7 +51,7 @@ func TestRecoveryWaitDoesNotStopServing(t *testing.T) {
 	other := billing
 	other.Module = "spare"
 	_, err = b.client.SnapshotKept(ctx, other)
-	if !errors.Is(err, keeper.ErrConflict) || !strings.Contains(err.Error(), "recovery waits since") || !strings.Contains(err.Error(), "unreadable") {
+	if !errors.Is(err, kept.ErrConflict) || !strings.Contains(err.Error(), "recovery waits since") || !strings.Contains(err.Error(), "unreadable") {
 		t.Errorf("snapshot-kept of spare/ledger, whose journal cannot be read: %v; want a conflict saying recovery waits and why", err)
 	}
 	code, body := b.get("/healthz")

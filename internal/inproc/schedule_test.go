@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/inproc"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // TestScheduleMetrics: a serving keeper takes a due point and exports the
@@ -20,7 +20,7 @@ func TestScheduleMetrics(t *testing.T) {
 	if err := sample.Create(ctx, b.js, "timed", "data"); err != nil {
 		t.Fatal(err)
 	}
-	p := keeper.Policy{KeepLast: 3, Every: "1h", Form: 2}
+	p := kept.Policy{KeepLast: 3, Every: "1h", Form: 2}
 	for _, kd := range [][2]string{{"timed", "data"}, {"gone", "data"}} {
 		if err := b.k.Keeper.SetPolicy(ctx, kd[0], kd[1], p); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package keeper
+package kept
 
 import (
 	"context"
@@ -61,7 +61,7 @@ const DefaultReplyBound = 512 << 10
 // and a sentence saying so after Said; else, when even that does not fit,
 // ShortReply. rep itself is never changed.
 func BoundReply(verb string, rep *Reply, max int) *Reply {
-	size, err := replySize(rep)
+	size, err := ReplySize(rep)
 	if err != nil || size <= max {
 		return rep
 	}
@@ -82,19 +82,19 @@ func BoundReply(verb string, rep *Reply, max int) *Reply {
 	return ShortReply(verb, rep, size, max, fmt.Errorf("its lists alone are over the bound"))
 }
 
-// replySize is len(json.Marshal(rep)), with the positions of rep, of its
+// ReplySize is len(json.Marshal(rep)), with the positions of rep, of its
 // point and of its aside measured by positionSize instead of written out:
 // only their first is written, and each other adds its size and a comma.
 // A snapshot's reply holds its module's positions twice, and writing 2,000
 // of them out only to measure them took some 7 ms of CPU.
-func replySize(rep *Reply) (int, error) {
+func ReplySize(rep *Reply) (int, error) {
 	c, rest := *rep, 0
 	first := func(ps []Position) []Position {
 		if len(ps) <= 1 {
 			return ps
 		}
 		for _, p := range ps[1:] {
-			rest += positionSize(p) + 1
+			rest += PositionSize(p) + 1
 		}
 		return ps[:1]
 	}
@@ -221,17 +221,17 @@ func listResume(rep, c *Reply) string {
 	if len(c.Asides) < len(rep.Asides) {
 		c.Points = nil
 		if len(c.Asides) > 0 {
-			return asideKey(c.Asides[len(c.Asides)-1].ID)
+			return AsideKey(c.Asides[len(c.Asides)-1].ID)
 		}
 		return rep.Next
 	}
 	if len(c.Points) < len(rep.Points) {
 		if len(c.Points) > 0 {
 			p := c.Points[len(c.Points)-1]
-			return pointKey(p.Module, p.Local, p.Form, p.Fingerprint)
+			return PointKey(p.Module, p.Local, p.Form, p.Fingerprint)
 		}
 		if len(c.Asides) > 0 {
-			return asideKey(c.Asides[len(c.Asides)-1].ID)
+			return AsideKey(c.Asides[len(c.Asides)-1].ID)
 		}
 	}
 	return rep.Next
@@ -247,7 +247,7 @@ func where(rep *Reply) string {
 		at = append(at, "every position the aside recorded is kept with it in the store under "+rep.Aside.Dir)
 	}
 	if rep.Evidence != nil && rep.Evidence.Dir != "" {
-		at = append(at, "the whole evidence report is "+evidenceFile+" in the store under "+rep.Evidence.Dir)
+		at = append(at, "the whole evidence report is "+EvidenceFile+" in the store under "+rep.Evidence.Dir)
 	}
 	if rep.Points != nil || rep.Asides != nil {
 		at = append(at, "list-kept gives the points and asides in pages: ask with a smaller limit")
@@ -281,3 +281,33 @@ func clipSentence(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// PointKey is the index key of a point: point.<module>.<local>.<form>.<fingerprint>.
+func PointKey(module, local string, form int, fingerprint string) string {
+	return fmt.Sprintf("point.%s.%s.%d.%s", module, local, form, fingerprint)
+}
+
+// HumanBytes writes a byte count as people read it: 512 B, 1.5 KiB, 2.0 GiB.
+func HumanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// AsideKey is the index key of an aside: aside.<id>.
+func AsideKey(id string) string { return "aside." + id }
+
+// Reasons an aside was made (Aside.Reason).
+const (
+	ReasonRestore   = "restore"    // a restore replaced the live data
+	ReasonAsideOnly = "aside-only" // an aside-only request removed it
+	ReasonReplaced  = "replaced"   // a point taken again at the same form and fingerprint replaced this one
+	ReasonRecovery  = "recovery"   // recovery found it on the bus under the kept data's names
+)

@@ -1,4 +1,4 @@
-package keeper
+package kept
 
 import (
 	"encoding/json"
@@ -315,3 +315,13 @@ type VerifyReport struct {
 	Streams []StreamSum `json:"streams"` // each stream as its manifest has it
 	Bytes   int64       `json:"bytes"`   // the archive's bytes, every one of them read and checked
 }
+
+// PlanConsumer names one durable consumer a plan declares its kept data's own.
+type PlanConsumer struct {
+	Stream   string `json:"stream"`   // the stream the consumer is on
+	Consumer string `json:"consumer"` // the durable consumer's name
+}
+
+// DefaultLeaseTTL is how long a lease lives unless renewed. A verb renews its
+// lease every third of it; a keeper that dies leaves a lease that expires.
+const DefaultLeaseTTL = 30 * time.Second

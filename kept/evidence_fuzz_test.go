@@ -1,4 +1,4 @@
-package keeper_test
+package kept_test
 
 import (
 	"bytes"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // FuzzDecodeEvidence feeds evidence.json as the store may hold it, written
@@ -23,7 +23,7 @@ func FuzzDecodeEvidence(f *testing.F) {
 		`"got":{"messages":1,"bytes":2,"first_seq":1,"last_seq":1}}]},{"name":"consumers-set","verdict":"PASS","said":"y",` +
 		`"consumers":[{"stream":"S","consumer":"c","by":"reset","verdict":"PASS","want_ack_floor":1,"got_ack_floor":1,"want_config":"a","got_config":"a"}]}],` +
 		`"steps":[{"step":"restore","started":"2026-12-01T18:00:00Z","ended":"2026-12-01T18:00:01Z","seconds":1}],"said":"PASS: all 3 checks passed"}`
-	if ev, err := keeper.DecodeEvidence([]byte(good)); err != nil || ev.Verdict != keeper.Pass || len(ev.Checks) != 3 {
+	if ev, err := kept.DecodeEvidence([]byte(good)); err != nil || ev.Verdict != kept.Pass || len(ev.Checks) != 3 {
 		f.Fatalf("the good seed: %+v %v", ev, err)
 	}
 	f.Add([]byte(good))
@@ -35,26 +35,26 @@ func FuzzDecodeEvidence(f *testing.F) {
 	f.Add([]byte(`{"verdict":"FAIL"} {"verdict":"FAIL"}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ev, err := keeper.DecodeEvidence(data)
+		ev, err := kept.DecodeEvidence(data)
 		if err != nil {
 			return
 		}
-		if ev.Verdict != keeper.Pass && ev.Verdict != keeper.Fail {
+		if ev.Verdict != kept.Pass && ev.Verdict != kept.Fail {
 			t.Fatalf("accepted verdict %q", ev.Verdict)
 		}
 		for _, c := range ev.Checks {
-			if c.Verdict == keeper.Fail && ev.Verdict == keeper.Pass {
+			if c.Verdict == kept.Fail && ev.Verdict == kept.Pass {
 				t.Fatalf("accepted a PASS with the failed check %s", c.Name)
 			}
 		}
-		if ev.Verdict == keeper.Pass && len(ev.Checks) == 0 {
+		if ev.Verdict == kept.Pass && len(ev.Checks) == 0 {
 			t.Fatal("accepted a PASS with no check")
 		}
 		again, err := json.Marshal(ev)
 		if err != nil {
 			t.Fatalf("an accepted report does not encode: %v", err)
 		}
-		back, err := keeper.DecodeEvidence(again)
+		back, err := kept.DecodeEvidence(again)
 		if err != nil {
 			t.Fatalf("an accepted report, encoded, is refused: %v\n%s", err, again)
 		}

@@ -1,4 +1,4 @@
-package keeper
+package kept
 
 import (
 	"bytes"
@@ -134,8 +134,8 @@ func cell(s string) string {
 // most maxEvidenceItems streams and consumers per check. It is how the
 // keeper reads a report back from the store.
 func DecodeEvidence(data []byte) (*Evidence, error) {
-	if len(data) > maxEvidenceSize {
-		return nil, fmt.Errorf("the evidence report is %d bytes, over the limit of %d", len(data), maxEvidenceSize)
+	if len(data) > MaxEvidenceSize {
+		return nil, fmt.Errorf("the evidence report is %d bytes, over the limit of %d", len(data), MaxEvidenceSize)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

@@ -1,4 +1,4 @@
-package keeper_test
+package kept_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 func mustTime(t *testing.T, s string) time.Time {
@@ -41,7 +41,7 @@ func TestScheduleNext(t *testing.T) {
 		{"30 2 * * *", "Europe/Paris", "2026-03-28T12:00:00Z", []string{"2026-03-30T00:30:00Z"}},
 	}
 	for _, c := range cases {
-		s, err := keeper.ParseSchedule(c.every, c.zone)
+		s, err := kept.ParseSchedule(c.every, c.zone)
 		if err != nil {
 			t.Fatalf("%q %q: %v", c.every, c.zone, err)
 		}
@@ -62,7 +62,7 @@ func TestScheduleNext(t *testing.T) {
 // TestSchedulePrevAndInterval checks the last due time before an instant,
 // the fingerprint it gives, and the interval an alert allows.
 func TestSchedulePrevAndInterval(t *testing.T) {
-	s, err := keeper.ParseSchedule("15 */6 * * *", "")
+	s, err := kept.ParseSchedule("15 */6 * * *", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestSchedulePrevAndInterval(t *testing.T) {
 	if !ok || !prev.Equal(mustTime(t, "2026-12-06T12:15:00Z")) {
 		t.Fatalf("Prev = %s %v", prev, ok)
 	}
-	if fp := keeper.ScheduledFingerprint(prev); fp != "sched-20261206T1215" {
+	if fp := kept.ScheduledFingerprint(prev); fp != "sched-20261206T1215" {
 		t.Fatalf("fingerprint %q", fp)
 	}
 	if got := s.Interval(now); got != 6*time.Hour {
@@ -82,9 +82,9 @@ func TestSchedulePrevAndInterval(t *testing.T) {
 	}
 }
 
-func mustSchedule(t *testing.T, every string) keeper.Schedule {
+func mustSchedule(t *testing.T, every string) kept.Schedule {
 	t.Helper()
-	s, err := keeper.ParseSchedule(every, "")
+	s, err := kept.ParseSchedule(every, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,23 +109,23 @@ func TestScheduleRefused(t *testing.T) {
 		{"@fortnightly", "", "@hourly"},
 		{"0 3 * * *", "Mars/Olympus", "IANA"},
 	} {
-		_, err := keeper.ParseSchedule(c.every, c.zone)
-		if err == nil || !errors.Is(err, keeper.ErrBadRequest) || !strings.Contains(err.Error(), c.says) {
+		_, err := kept.ParseSchedule(c.every, c.zone)
+		if err == nil || !errors.Is(err, kept.ErrBadRequest) || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%q %q: %v, want a bad request saying %q", c.every, c.zone, err, c.says)
 		}
 	}
-	for _, p := range []keeper.Policy{
+	for _, p := range []kept.Policy{
 		{Every: "6h"},                         // no keep rule
 		{KeepLast: 3, Form: 2},                // a form without every
 		{KeepLast: 3, TimeZone: "UTC"},        // a zone without every
 		{KeepLast: 3, Every: "6h", Form: -1},  // a bad form
 		{KeepLast: 3, Every: "every tuesday"}, // no schedule
 	} {
-		if err := p.Check(); !errors.Is(err, keeper.ErrBadRequest) {
+		if err := p.Check(); !errors.Is(err, kept.ErrBadRequest) {
 			t.Errorf("%+v: Check %v, want a bad request", p, err)
 		}
 	}
-	p := keeper.Policy{KeepLast: 24, Every: "0 * * * *", TimeZone: "Europe/Paris", Form: 2}
+	p := kept.Policy{KeepLast: 24, Every: "0 * * * *", TimeZone: "Europe/Paris", Form: 2}
 	if err := p.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -146,9 +146,9 @@ func FuzzParseSchedule(f *testing.F) {
 		if zone != "" && zone != "UTC" && zone != "Europe/Paris" && zone != "America/New_York" {
 			zone = "" // LoadLocation reads files; keep the fuzzer on the parser
 		}
-		s, err := keeper.ParseSchedule(every, zone)
+		s, err := kept.ParseSchedule(every, zone)
 		if err != nil {
-			if !errors.Is(err, keeper.ErrBadRequest) {
+			if !errors.Is(err, kept.ErrBadRequest) {
 				t.Fatalf("%q: error %v is not a bad request", every, err)
 			}
 			return

@@ -1,4 +1,4 @@
-package keeper
+package kept
 
 import (
 	"fmt"
@@ -322,3 +322,32 @@ func (c *cronSpec) dueAt(day time.Time, h, mi int) (time.Time, bool) {
 	at := time.Date(y, m, d, h, mi, 0, 0, day.Location())
 	return at, at.Hour() == h && at.Minute() == mi
 }
+
+// ScheduledPrefix begins the fingerprint of every scheduled point.
+const ScheduledPrefix = "sched-"
+
+// ScheduledFingerprint is the fingerprint of the point due at due:
+// sched-<UTC yyyymmddThhmm>, so every keeper names one due point alike.
+func ScheduledFingerprint(due time.Time) string {
+	return ScheduledPrefix + due.UTC().Format("20060102T1504")
+}
+
+// Scheduled is the schedule of one kept data, as list-kept shows it and as
+// the keepers take it.
+type Scheduled struct {
+	Module   string        `json:"module"`
+	Local    string        `json:"local"`
+	Policy   string        `json:"policy"`              // the index key of the policy that schedules it
+	Every    string        `json:"every"`               // the policy's every
+	TimeZone string        `json:"time-zone,omitempty"` // the policy's time zone
+	Form     int           `json:"form"`                // the form its points are taken at
+	Interval time.Duration `json:"interval"`            // between the next two due times (nanoseconds)
+	Due      time.Time     `json:"due,omitzero"`        // the latest due time at or before now
+	NextDue  time.Time     `json:"next-due,omitzero"`   // the first due time after now
+	Newest   *time.Time    `json:"newest,omitempty"`    // when its newest scheduled point was taken
+	// Taken reports whether the point due at Due is in the index.
+	Taken bool `json:"taken"`
+}
+
+// Fingerprint is the fingerprint of the point due at s.Due.
+func (s Scheduled) Fingerprint() string { return ScheduledFingerprint(s.Due) }

@@ -1,4 +1,4 @@
-package keeper
+package kept
 
 import (
 	"errors"
@@ -48,22 +48,6 @@ var (
 	ErrCutShort = errors.New("cut short: the keeper that ran the verb stopped answering")
 )
 
-// KindOf is the kind err carries: ErrBadRequest, ErrNotFound, ErrBusy,
-// ErrConflict, ErrLocked, ErrFailed, ErrNoBus, ErrDenied or ErrCutShort, whichever errors.Is finds
-// first in that order (so a busy error is ErrBusy, not ErrConflict). It is
-// nil for a nil error and for an error that carries no kind.
-func KindOf(err error) error {
-	if err == nil {
-		return nil
-	}
-	for _, kind := range [...]error{ErrBadRequest, ErrNotFound, ErrBusy, ErrConflict, ErrLocked, ErrFailed, ErrNoBus, ErrDenied, ErrCutShort} {
-		if errors.Is(err, kind) {
-			return kind
-		}
-	}
-	return nil
-}
-
 // kindError is a sentence of one kind, without the kind's words in its
 // text: the one kinded error type of nats-keeper.
 type kindError struct {
@@ -81,9 +65,18 @@ func Errorf(kind error, format string, args ...any) error {
 	return &kindError{kind: kind, err: fmt.Errorf(format, args...)}
 }
 
-// withKind marks err as kind unless it already carries a kind (KindOf is not
+// AsKind marks err as kind, whatever kind it carries already: errors.Is
+// matches it to kind first. A nil err stays nil.
+func AsKind(kind, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &kindError{kind: kind, err: err}
+}
+
+// WithKind marks err as kind unless it already carries a kind (KindOf is not
 // nil). A nil err stays nil.
-func withKind(kind, err error) error {
+func WithKind(kind, err error) error {
 	if err == nil || KindOf(err) != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package keeper
+package kept
 
 import (
 	"fmt"
@@ -28,22 +28,22 @@ const (
 // for a restore into absent kept data, beside the record of what it
 // restored from.
 const (
-	evidenceFile = "evidence.json"
-	summaryFile  = "summary.md"
+	EvidenceFile = "evidence.json"
+	SummaryFile  = "summary.md"
 )
 
 // maxEvidenceItems bounds the streams or consumers one check lists; the
 // failed ones are listed first, and Omitted counts the others left out.
 const maxEvidenceItems = 64
 
-// maxEvidenceSize bounds evidence.json as the keeper reads it back.
-const maxEvidenceSize = 1 << 20
+// MaxEvidenceSize bounds evidence.json as the keeper reads it back.
+const MaxEvidenceSize = 1 << 20
 
 // Evidence is the report of one restore-kept that changed the bus: a PASS
 // or FAIL verdict for each check, with the figures behind it, and the time
 // of each step. It is written as evidence.json (this JSON) and summary.md,
 // and returned in the restore's reply. Its verdict is PASS only when every
-// check passed; a check the keeper could not make is a FAIL that says why.
+// Find passed; a check the keeper could not make is a FAIL that says why.
 type Evidence struct {
 	Verdict   string     `json:"verdict"`             // PASS or FAIL
 	Failed    []string   `json:"failed,omitempty"`    // the names of the checks that failed
@@ -134,8 +134,8 @@ type StepTime struct {
 	Seconds float64   `json:"seconds"`
 }
 
-// conclude sets the report's verdict, its failed checks and its sentence.
-func (ev *Evidence) conclude(now time.Time) {
+// Conclude sets the report's verdict, its failed checks and its sentence.
+func (ev *Evidence) Conclude(now time.Time) {
 	ev.Ended = now.UTC()
 	ev.Failed = nil
 	for _, c := range ev.Checks {
@@ -157,8 +157,8 @@ func (ev *Evidence) conclude(now time.Time) {
 	}
 }
 
-// setCheck puts c in the report, in place of an earlier one of its name.
-func (ev *Evidence) setCheck(c Check) {
+// SetCheck puts c in the report, in place of an earlier one of its name.
+func (ev *Evidence) SetCheck(c Check) {
 	for i := range ev.Checks {
 		if ev.Checks[i].Name == c.Name {
 			ev.Checks[i] = c
@@ -169,7 +169,7 @@ func (ev *Evidence) setCheck(c Check) {
 }
 
 // check returns the check of that name, or nil.
-func (ev *Evidence) check(name string) *Check {
+func (ev *Evidence) Find(name string) *Check {
 	for i := range ev.Checks {
 		if ev.Checks[i].Name == name {
 			return &ev.Checks[i]
@@ -178,23 +178,23 @@ func (ev *Evidence) check(name string) *Check {
 	return nil
 }
 
-// timed records that step ran from began until now.
-func (ev *Evidence) timed(step string, began, now time.Time) {
+// Timed records that step ran from began until now.
+func (ev *Evidence) Timed(step string, began, now time.Time) {
 	ev.Steps = append(ev.Steps, StepTime{Step: step, Started: began.UTC(), Ended: now.UTC(),
 		Seconds: now.Sub(began).Round(time.Millisecond).Seconds()})
 }
 
-// verdictOf is PASS when ok.
-func verdictOf(ok bool) string {
+// VerdictOf is PASS when ok.
+func VerdictOf(ok bool) string {
 	if ok {
 		return Pass
 	}
 	return Fail
 }
 
-// boundStreams keeps at most maxEvidenceItems streams, the failed first, in
+// BoundStreams keeps at most maxEvidenceItems streams, the failed first, in
 // their order otherwise, and returns how many passing ones it left out.
-func boundStreams(fs []StreamFigures) ([]StreamFigures, int) {
+func BoundStreams(fs []StreamFigures) ([]StreamFigures, int) {
 	if len(fs) <= maxEvidenceItems {
 		return fs, 0
 	}
@@ -202,8 +202,8 @@ func boundStreams(fs []StreamFigures) ([]StreamFigures, int) {
 	return fs[:maxEvidenceItems], len(fs) - maxEvidenceItems
 }
 
-// boundConsumers is boundStreams for consumers.
-func boundConsumers(fs []ConsumerFigures) ([]ConsumerFigures, int) {
+// BoundConsumers is BoundStreams for consumers.
+func BoundConsumers(fs []ConsumerFigures) ([]ConsumerFigures, int) {
 	if len(fs) <= maxEvidenceItems {
 		return fs, 0
 	}
@@ -222,3 +222,21 @@ func failFirst(a, b string) int {
 	}
 	return 0
 }
+
+// EvidenceError is the failure of a restore that was done, whose evidence
+// fails: the data is left as the restore made it, and the aside stays.
+// errors.As finds it; it is a kind of ErrFailed.
+type EvidenceError struct {
+	Evidence *Evidence
+	err      error
+}
+
+// NewEvidenceError is the failure err of a restore that was done, whose
+// evidence ev fails.
+func NewEvidenceError(ev *Evidence, err error) *EvidenceError {
+	return &EvidenceError{Evidence: ev, err: err}
+}
+
+func (e *EvidenceError) Error() string { return e.err.Error() }
+
+func (e *EvidenceError) Unwrap() []error { return []error{e.err, ErrFailed} }

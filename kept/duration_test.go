@@ -1,4 +1,4 @@
-package keeper_test
+package kept_test
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 const day = 24 * time.Hour
@@ -31,7 +31,7 @@ func TestParseDuration(t *testing.T) {
 		{"1w2d3h4m5s", 9*day + 3*time.Hour + 4*time.Minute + 5*time.Second, "9d3h4m5s"},
 		{"36500d", 36500 * day, "36500d"},
 	} {
-		d, err := keeper.ParseDuration(c.in)
+		d, err := kept.ParseDuration(c.in)
 		if err != nil || time.Duration(d) != c.want || d.String() != c.print {
 			t.Errorf("ParseDuration(%q) = %v (%s), %v; want %v (%s)", c.in, time.Duration(d), d, err, c.want, c.print)
 		}
@@ -63,8 +63,8 @@ func TestParseDurationRefuses(t *testing.T) {
 		"99999999999999999999w": "over the limit",
 		strings.Repeat("1", 65): "over the limit of 64",
 	} {
-		_, err := keeper.ParseDuration(in)
-		if err == nil || !errors.Is(err, keeper.ErrBadRequest) || !strings.Contains(err.Error(), says) {
+		_, err := kept.ParseDuration(in)
+		if err == nil || !errors.Is(err, kept.ErrBadRequest) || !strings.Contains(err.Error(), says) {
 			t.Errorf("ParseDuration(%q) = %v; want a bad request saying %q", in, err, says)
 		}
 	}
@@ -72,7 +72,7 @@ func TestParseDurationRefuses(t *testing.T) {
 
 func TestDurationJSON(t *testing.T) {
 	var v struct {
-		D keeper.Duration `json:"d"`
+		D kept.Duration `json:"d"`
 	}
 	if err := json.Unmarshal([]byte(`{"d":"1d12h"}`), &v); err != nil || time.Duration(v.D) != 36*time.Hour {
 		t.Fatalf("unmarshal: %v, %v", v.D, err)
@@ -80,13 +80,13 @@ func TestDurationJSON(t *testing.T) {
 	if b, err := json.Marshal(v); err != nil || string(b) != `{"d":"1d12h"}` {
 		t.Fatalf("marshal: %s, %v", b, err)
 	}
-	if err := json.Unmarshal([]byte(`{"d":"1y"}`), &v); !errors.Is(err, keeper.ErrBadRequest) {
+	if err := json.Unmarshal([]byte(`{"d":"1y"}`), &v); !errors.Is(err, kept.ErrBadRequest) {
 		t.Errorf("1y: %v; want a bad request", err)
 	}
 	if err := json.Unmarshal([]byte(`{"d":3600}`), &v); err == nil {
 		t.Errorf("a number: no error; want one")
 	}
-	v.D = keeper.Duration(1500 * time.Millisecond)
+	v.D = kept.Duration(1500 * time.Millisecond)
 	if _, err := json.Marshal(v); err == nil {
 		t.Errorf("marshal of 1.5s: no error; want one")
 	}
@@ -99,17 +99,17 @@ func FuzzParseDuration(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		d, err := keeper.ParseDuration(s)
+		d, err := kept.ParseDuration(s)
 		if err != nil {
-			if !errors.Is(err, keeper.ErrBadRequest) {
+			if !errors.Is(err, kept.ErrBadRequest) {
 				t.Fatalf("ParseDuration(%q): %v is not a bad request", s, err)
 			}
 			return
 		}
-		if d < 0 || d > keeper.MaxDuration {
+		if d < 0 || d > kept.MaxDuration {
 			t.Fatalf("ParseDuration(%q) = %v, out of range", s, time.Duration(d))
 		}
-		back, err := keeper.ParseDuration(d.String())
+		back, err := kept.ParseDuration(d.String())
 		if err != nil || back != d {
 			t.Fatalf("ParseDuration(%q) = %v, printed %q, read back as %v, %v", s, time.Duration(d), d.String(), time.Duration(back), err)
 		}
