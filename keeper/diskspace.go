@@ -32,7 +32,7 @@ const marginFlag = "--free-margin"
 //     less where the server compresses) plus 5% and the margin
 //     (Config.FreeMargin) free;
 //   - when the streams are taken at once, every stream but the first may
-//     wait in the spool for its turn in the archive (see spool.go), so the
+//     wait in the spool for its turn in the archive (see package spool), so the
 //     spool's file system must have room for those too: counted with the
 //     store's need when the spool is on the store's own file system,
 //     checked on its own when it is not.

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/agecrypt"
+	"github.com/nats-keeper/nats-keeper/keeper/spool"
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
@@ -69,7 +70,7 @@ type Config struct {
 	// SpoolDir is a private directory of the keeper's where a snapshot
 	// taking several streams at once spools the ones whose turn in the
 	// archive has not come, beyond a memory budget the keeper shares
-	// (spool.go); made 0700 if missing. "": every snapshot takes its
+	// (package keeper/spool); made 0700 if missing. "": every snapshot takes its
 	// streams one at a time.
 	SpoolDir string
 	// AsideWarnAfter is the age after which an aside is flagged by
@@ -119,9 +120,9 @@ type Keeper struct {
 	leaseTTL time.Duration
 	parallel int
 	// spoolDir and spools: where and with what memory a snapshot spools
-	// the streams it takes at once (spool.go)
+	// the streams it takes at once (package keeper/spool)
 	spoolDir string
-	spools   *spoolBudget
+	spools   *spool.Budget
 	// asideWarnAfter: asides older than this wait for a person
 	asideWarnAfter time.Duration
 	// freeMargin: Config.FreeMargin, the default put in, never negative
@@ -184,10 +185,10 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 	}
 	k.parallel = min(k.parallel, MaxStreamParallel)
 	if cfg.SpoolDir != "" {
-		if err := openSpoolDir(cfg.SpoolDir); err != nil {
+		if err := spool.OpenDir(cfg.SpoolDir); err != nil {
 			return nil, fmt.Errorf("keeper: %w", err)
 		}
-		k.spoolDir, k.spools = cfg.SpoolDir, newSpoolBudget(spoolMemory, spoolChunk)
+		k.spoolDir, k.spools = cfg.SpoolDir, spool.NewBudget(spool.Memory, spool.Chunk, spool.HeadPatience)
 	}
 	k.own = slices.Clone(cfg.OwnStreams)
 	k.freeMargin = cfg.FreeMargin

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/keeper/spool"
 )
 
 // MaxStreamParallel bounds Config.StreamParallel.
@@ -64,16 +65,16 @@ func progressWriter(w io.WriteCloser, before int64, p *Progress, report func(Pro
 
 // takeAtOnce takes up to parallel of the streams at once, started in
 // order, and writes them into the archive w in order: the first as it
-// arrives, each later one from its spool (see spool.go) once the ones
+// arrives, each later one from its spool (see package spool) once the ones
 // before it are in. At the first failure it stops the others and returns
 // it, naming the stream; the archive is then never committed. It returns
 // the data bytes written.
 func (k *Keeper) takeAtOnce(ctx context.Context, w *busarchive.Writer, streams []string, take streamSource, parallel int, p *Progress) (int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	spools := make([]*spool, len(streams))
+	spools := make([]*spool.Spool, len(streams))
 	results := make([]chan error, len(streams))
 	for i := range streams {
-		spools[i] = newSpool(k.spools, k.spoolDir)
+		spools[i] = spool.New(k.spools, k.spoolDir)
 		results[i] = make(chan error, 1)
 	}
 	var (
@@ -152,7 +153,7 @@ func (k *Keeper) takeAtOnce(ctx context.Context, w *busarchive.Writer, streams [
 		if _, err := st.Finish(); err != nil {
 			return stop(fmt.Errorf("archive stream %s: %w", s, err))
 		}
-		if held := spools[i].spooled(); held > 0 {
+		if held := spools[i].Spooled(); held > 0 {
 			k.log.Debug("stream snapshotted beside another and spooled until its turn", "stream", s, "spooled", held)
 		}
 		spools[i].Close()
