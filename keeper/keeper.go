@@ -95,7 +95,7 @@ type Config struct {
 	// FreeMargin is the room, in bytes, that a snapshot or an aside must
 	// leave free on a store that tells its free space (and on the spool's
 	// file system), beyond its estimate of the archive (serve
-	// --free-margin; room.go says what it covers). 0 means
+	// --free-margin; diskspace.go says what it covers). 0 means
 	// DefaultFreeMargin; a negative value means no margin at all.
 	FreeMargin int64
 }

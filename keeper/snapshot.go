@@ -58,7 +58,7 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	// Positions first: a consumer on another stream that moves during the
 	// snapshot is then a little behind, so after a restore it hears a
 	// message twice and never misses one. Those on the kept streams come
-	// with their snapshots (carried.go).
+	// with their snapshots (snapshot_positions.go).
 	pb, err := k.readPositionsBefore(ctx, r.Module, r.Local, live)
 	if err != nil {
 		return fail(withKind(ErrFailed, err))
