@@ -11,7 +11,7 @@ import (
 // DefaultFreeMargin is the room a snapshot leaves free beyond its
 // estimate of the archive (Config.FreeMargin, serve --free-margin). It
 // covers what the estimate does not count: the record beside the archive
-// (point.json or aside.json, up to maxRecordSize with many consumers'
+// (point.json or aside.json, up to layout.MaxRecordSize with many consumers'
 // positions), the archive's own headers and manifest, a file system's
 // blocks and metadata beyond the bytes written; and it keeps the file
 // system, often shared with the host's logs and the keeper's spool, from

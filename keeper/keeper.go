@@ -290,13 +290,6 @@ func (k *Keeper) dropOtherArchiveOf(ctx context.Context, rel string, rec *Point)
 	return nil
 }
 
-// isRecordPlace reports whether rel has the shape of a point's or an
-// aside's prefix; other objects are not the keeper's to sweep.
-func isRecordPlace(rel string) bool {
-	parts := strings.Split(rel, "/")
-	return (len(parts) == 4 && parts[0] == pointsDir) || (len(parts) == 2 && parts[0] == asideDir)
-}
-
 // keptOf is the kept data a point's or aside's prefix belongs to.
 func keptOf(rel string) (module, local string) {
 	parts := strings.Split(rel, "/")

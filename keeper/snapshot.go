@@ -8,12 +8,9 @@ import (
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/keeper/layout"
 	"github.com/nats-keeper/nats-keeper/store"
 )
-
-func pointKey(module, local string, form int, fingerprint string) string {
-	return fmt.Sprintf("point.%s.%s.%d.%s", module, local, form, fingerprint)
-}
 
 func pointName(p *Point) string {
 	return fmt.Sprintf("%s/%s f%d-%s", p.Module, p.Local, p.Form, p.Fingerprint)
@@ -114,7 +111,7 @@ func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel st
 		until := point.Taken.Add(time.Duration(r.KeepFor))
 		point.KeepUntil = &until
 	}
-	encoded := encodeAhead(positions) // while the earlier point is set aside and the archive committed
+	encoded := layout.EncodeAhead(positions) // while the earlier point is set aside and the archive committed
 	replaced, err := e.setAside(ctx)
 	if err != nil {
 		return fail(Errorf(ErrFailed, "setting the earlier point of the same form and fingerprint aside: %v, so the new point was not written and the earlier one stays in place", err))

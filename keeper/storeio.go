@@ -3,84 +3,15 @@ package keeper
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"path"
-	"strconv"
 	"strings"
 
-	"github.com/nats-keeper/nats-keeper/agecrypt"
+	"github.com/nats-keeper/nats-keeper/keeper/layout"
 	"github.com/nats-keeper/nats-keeper/store"
 )
-
-// Layout in the store (design.md, Files), as object keys. A point or an
-// aside is its archive and its record; the record is its commit mark,
-// written last: a prefix whose record is missing holds no point or aside,
-// only leftovers that sweepLeftovers removes.
-const (
-	pointsDir     = "points"
-	asideDir      = "aside"
-	archiveName   = "bus.tar"
-	sealedName    = "bus.tar.age" // an encrypted archive (Sealing)
-	pointFile     = "point.json"
-	asideFile     = "aside.json"
-	maxRecordSize = 4 << 20 // point.json / aside.json
-)
-
-// pointRel is the key prefix of a point.
-func pointRel(module, local string, form int, fingerprint string) string {
-	return path.Join(pointsDir, module, local, "f"+strconv.Itoa(form)+"-"+fingerprint)
-}
-
-// asideRel is the key prefix of an aside.
-func asideRel(id string) string { return path.Join(asideDir, id) }
-
-func archiveKey(rel string) string { return rel + "/" + archiveName }
-
-// archiveKeyOf is the key of the archive the record rec describes:
-// bus.tar.age when it is encrypted, bus.tar otherwise (and for a nil rec).
-func archiveKeyOf(rel string, rec *Point) string {
-	if rec != nil && rec.Encrypted != nil {
-		return rel + "/" + sealedName
-	}
-	return archiveKey(rel)
-}
-
-// checkSealing refuses a record whose Sealing does not hold together (it
-// is read from the store: outside input).
-func checkSealing(s Sealing) error {
-	switch {
-	case s.Encrypted == nil && s.Archive != "" && s.Archive != archiveName:
-		return fmt.Errorf("its record names the archive %.100q, not %s", s.Archive, archiveName)
-	case s.Encrypted == nil:
-		return nil
-	case s.Archive != sealedName:
-		return fmt.Errorf("its record says the archive is encrypted but names it %.100q, not %s", s.Archive, sealedName)
-	case s.Encrypted.Format != "age":
-		return fmt.Errorf("its record says the archive is encrypted with %.40q, which this keeper does not know (only age)", s.Encrypted.Format)
-	}
-	return nil
-}
-
-// sealingOf is what a record says of an archive written through w.
-func (k *Keeper) sealingOf(w store.Writer) Sealing {
-	if sw, ok := w.(*agecrypt.Writer); ok {
-		return Sealing{Archive: sealedName, Encrypted: &Encryption{Format: "age", Recipients: k.seal.Recipients(), PlainSize: sw.PlainSize()}}
-	}
-	return Sealing{}
-}
-
-// recordKey is the commit mark of a point or an aside.
-func recordKey(rel string) string {
-	if isAsideRel(rel) {
-		return rel + "/" + asideFile
-	}
-	return rel + "/" + pointFile
-}
-
-func isAsideRel(rel string) bool { return strings.HasPrefix(rel, asideDir+"/") }
 
 // abs names a key prefix where a person finds it: a path under the file
 // store's directory, else the store's URL and the key.
@@ -104,9 +35,9 @@ func fileDir(d store.Description) string {
 }
 
 // putJSON writes a small record as one object, visible whole or not at all,
-// as recordJSON encodes it.
+// as layout.RecordJSON encodes it.
 func (k *Keeper) putJSON(ctx context.Context, key string, v any) (store.Info, error) {
-	data, err := recordJSON(v)
+	data, err := layout.RecordJSON(v)
 	if err != nil {
 		return store.Info{}, err
 	}
@@ -138,7 +69,7 @@ func (k *Keeper) putBytes(ctx context.Context, key string, data []byte) (store.I
 // getJSON reads a small record strictly. Its error wraps store.ErrNotFound
 // when there is none.
 func (k *Keeper) getJSON(ctx context.Context, key string, v any) error {
-	data, err := k.readSmall(ctx, key, maxRecordSize)
+	data, err := k.readSmall(ctx, key, layout.MaxRecordSize)
 	if err != nil {
 		return err
 	}
@@ -178,7 +109,7 @@ func (k *Keeper) readSmall(ctx context.Context, key string, limit int64) ([]byte
 // removePrefix deletes every object under rel: its record first, so that
 // what it was stops existing at once, then the rest.
 func (k *Keeper) removePrefix(ctx context.Context, rel string) error {
-	if err := k.store.Delete(ctx, recordKey(rel)); err != nil {
+	if err := k.store.Delete(ctx, layout.RecordKey(rel)); err != nil {
 		return err
 	}
 	objs, err := k.store.List(ctx, rel+"/")
@@ -201,77 +132,4 @@ func (k *Keeper) exists(ctx context.Context, key string) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
-}
-
-// indentBelow is the size of compact JSON under which a record is written
-// indented, for people to read; a bigger one (a point of many consumers'
-// positions) is written compact, which takes a third less room and a third
-// less time to write and read back.
-const indentBelow = 64 << 10
-
-// recordJSON is how every record object the keeper writes to the store
-// (point.json, aside.json, evidence.json, the store's identity) is
-// encoded: indented by two spaces when its compact JSON is under
-// indentBelow bytes, else compact; with a final newline.
-func recordJSON(v any) ([]byte, error) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return shapeRecord(data)
-}
-
-// shapeRecord is recordJSON of the compact JSON data.
-func shapeRecord(data []byte) ([]byte, error) {
-	if len(data) < indentBelow {
-		var b bytes.Buffer
-		b.Grow(2 * len(data))
-		if err := json.Indent(&b, data, "", "  "); err != nil {
-			return nil, err
-		}
-		data = b.Bytes()
-	}
-	return append(data, '\n'), nil
-}
-
-// pointJSON is recordJSON of p whose positions were encoded already
-// (positions, json.Marshal of p.Positions; nil: none): the point's
-// other fields, then its positions, added last.
-func pointJSON(p *Point, positions []byte) ([]byte, error) {
-	if len(p.Positions) == 0 || positions == nil {
-		return recordJSON(p)
-	}
-	c := *p
-	c.Positions = nil
-	data, err := json.Marshal(&c)
-	if err != nil {
-		return nil, err
-	}
-	if len(data) < 2 || data[len(data)-1] != '}' {
-		return nil, fmt.Errorf("a point's record encoded as %.40q", data)
-	}
-	sep := ","
-	if len(data) == 2 {
-		sep = ""
-	}
-	data = append(append(append(data[:len(data)-1], sep+`"positions":`...), positions...), '}')
-	return shapeRecord(data)
-}
-
-// encodeAhead begins json.Marshal of the positions in the background; its
-// result is given by the returned func, which waits for it.
-func encodeAhead(positions []Position) func() ([]byte, error) {
-	type encoded struct {
-		data []byte
-		err  error
-	}
-	done := make(chan encoded, 1)
-	go func() {
-		data, err := json.Marshal(positions)
-		done <- encoded{data, err}
-	}()
-	return func() ([]byte, error) {
-		e := <-done
-		return e.data, e.err
-	}
 }
