@@ -10,6 +10,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/nats-keeper/nats-keeper/keeper/layout"
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
@@ -91,14 +92,14 @@ func CopyStores(ctx context.Context, from, to store.Store, module, local string,
 // recordPrefixes lists the prefixes of every committed point and aside.
 func recordPrefixes(ctx context.Context, st store.Store) ([]string, error) {
 	var out []string
-	for _, top := range []string{pointsDir, asideDir} {
+	for _, top := range []string{layout.PointsDir, layout.AsideDir} {
 		objs, err := st.List(ctx, top+"/")
 		if err != nil {
 			return nil, fmt.Errorf("listing %s in %s: %w", top, st.Describe().URL, err)
 		}
 		for _, o := range objs {
 			rel := path.Dir(o.Key)
-			if isRecordPlace(rel) && o.Key == recordKey(rel) {
+			if layout.IsRecordPlace(rel) && o.Key == layout.RecordKey(rel) {
 				out = append(out, rel)
 			}
 		}
@@ -165,12 +166,12 @@ func copyOne(ctx context.Context, from, to store.Store, rel string) (copied, sea
 		var v map[string]any
 		if err := json.Unmarshal(raw, &v); err == nil {
 			v["archive_sum"] = info.Sum
-			if b, err := recordJSON(v); err == nil {
+			if b, err := layout.RecordJSON(v); err == nil {
 				raw = b
 			}
 		}
 	}
-	w, err := to.Create(ctx, recordKey(rel))
+	w, err := to.Create(ctx, layout.RecordKey(rel))
 	if err != nil {
 		return false, sealed, err
 	}
@@ -219,28 +220,28 @@ func sameRecord(s, t *Point) bool {
 // readRecord reads a point's or an aside's record as its bytes and as the
 // Point a restore reads.
 func readRecord(ctx context.Context, st store.Store, rel string) ([]byte, *Point, error) {
-	o, err := st.Open(ctx, recordKey(rel))
+	o, err := st.Open(ctx, layout.RecordKey(rel))
 	if err != nil {
 		return nil, nil, err
 	}
 	defer o.Close()
-	if o.Size() > maxRecordSize {
-		return nil, nil, fmt.Errorf("%s is over %d bytes", recordKey(rel), maxRecordSize)
+	if o.Size() > layout.MaxRecordSize {
+		return nil, nil, fmt.Errorf("%s is over %d bytes", layout.RecordKey(rel), layout.MaxRecordSize)
 	}
 	raw := make([]byte, o.Size())
 	if _, err := o.ReadAt(raw, 0); err != nil && !(errors.Is(err, io.EOF) && len(raw) == int(o.Size())) {
 		return nil, nil, err
 	}
-	if isAsideRel(rel) {
+	if layout.IsAsideRel(rel) {
 		var a Aside
-		if err := json.Unmarshal(raw, &a); err != nil || asideRel(a.ID) != rel {
-			return nil, nil, fmt.Errorf("%s is not the aside.json of %s (%v)", recordKey(rel), rel, err)
+		if err := json.Unmarshal(raw, &a); err != nil || layout.AsideRel(a.ID) != rel {
+			return nil, nil, fmt.Errorf("%s is not the aside.json of %s (%v)", layout.RecordKey(rel), rel, err)
 		}
 		return raw, asidePoint(&a), nil
 	}
 	var p Point
-	if err := json.Unmarshal(raw, &p); err != nil || pointRel(p.Module, p.Local, p.Form, p.Fingerprint) != rel {
-		return nil, nil, fmt.Errorf("%s is not the point.json of %s (%v)", recordKey(rel), rel, err)
+	if err := json.Unmarshal(raw, &p); err != nil || layout.PointRel(p.Module, p.Local, p.Form, p.Fingerprint) != rel {
+		return nil, nil, fmt.Errorf("%s is not the point.json of %s (%v)", layout.RecordKey(rel), rel, err)
 	}
 	return raw, &p, nil
 }

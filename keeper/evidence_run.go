@@ -377,7 +377,7 @@ func (x *run) checkConsumers(ctx context.Context, stopped error) {
 			f.GotFloor, f.GotConfig = &floor, configSum(got.Config, f.By == MoveWithStream && x.j.Overrides != nil)
 			same := f.GotConfig == f.WantConfig
 			if f.By == MoveWithStream {
-				// The point records the snapshot's own position (carried.go);
+				// The point records the snapshot's own position (snapshot_positions.go);
 				// points taken before that recorded it just before the
 				// snapshot, so one that acknowledged meanwhile comes back
 				// a little ahead.

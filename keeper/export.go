@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/agecrypt"
 	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/keeper/layout"
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
@@ -99,12 +100,12 @@ func exportRel(e Export) (string, error) {
 		if _, _, err := ParseAsideID(e.Aside); err != nil {
 			return "", err
 		}
-		return asideRel(e.Aside), nil
+		return layout.AsideRel(e.Aside), nil
 	}
 	if err := checkRequest(VerbImport, Request{Module: e.Module, Local: e.Local, Form: e.Form, Fingerprint: e.Fingerprint}); err != nil {
 		return "", err
 	}
-	return pointRel(e.Module, e.Local, e.Form, e.Fingerprint), nil
+	return layout.PointRel(e.Module, e.Local, e.Form, e.Fingerprint), nil
 }
 
 func exportWhat(e Export) string {

@@ -1,8 +1,11 @@
 package keeper
 
 import (
+	"os"
 	"testing"
 	"time"
+
+	"github.com/nats-keeper/nats-keeper/keeper/spool"
 )
 
 // SetSpoolMemory gives k's snapshot spools a budget of bytes in chunks of
@@ -11,13 +14,21 @@ import (
 // (headPatience), so a stream whose turn came early spills as surely as
 // one that waits.
 func SetSpoolMemory(k *Keeper, bytes, chunk int) {
-	k.spools = newSpoolBudget(bytes, chunk)
-	k.spools.patience = 0
+	k.spools = spool.NewBudget(bytes, chunk, 0)
 }
 
 // NoFiles fails t for each entry of dir (a spool directory must be left
 // empty).
-func NoFiles(t testing.TB, dir string) { t.Helper(); noFiles(t, dir) }
+func NoFiles(t testing.TB, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		t.Errorf("a spool left %s in its directory", e.Name())
+	}
+}
 
 // RoomMargin is what a snapshot needs free beyond what it writes.
 const RoomMargin = DefaultFreeMargin

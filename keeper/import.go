@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/keeper/layout"
 )
 
 // ImportKept makes the restore point r names (module, local, form,
@@ -75,7 +76,7 @@ func (k *Keeper) ImportKept(ctx context.Context, r Request, dirs []string) (*Rep
 	if err := k.checkRoom(ctx, size, 0); err != nil {
 		return fail(err)
 	}
-	rel := pointRel(r.Module, r.Local, r.Form, r.Fingerprint)
+	rel := layout.PointRel(r.Module, r.Local, r.Form, r.Fingerprint)
 	e := k.prepareReplace(ctx, r, rel)
 	defer e.abandon(ctx)
 	m, w, err := k.writeArchive(ctx, rel, streams, fromBackups(backups), "", 1, // its files are read one stream after the other

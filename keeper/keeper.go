@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/agecrypt"
+	"github.com/nats-keeper/nats-keeper/keeper/spool"
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
@@ -69,7 +70,7 @@ type Config struct {
 	// SpoolDir is a private directory of the keeper's where a snapshot
 	// taking several streams at once spools the ones whose turn in the
 	// archive has not come, beyond a memory budget the keeper shares
-	// (spool.go); made 0700 if missing. "": every snapshot takes its
+	// (package keeper/spool); made 0700 if missing. "": every snapshot takes its
 	// streams one at a time.
 	SpoolDir string
 	// AsideWarnAfter is the age after which an aside is flagged by
@@ -94,7 +95,7 @@ type Config struct {
 	// FreeMargin is the room, in bytes, that a snapshot or an aside must
 	// leave free on a store that tells its free space (and on the spool's
 	// file system), beyond its estimate of the archive (serve
-	// --free-margin; room.go says what it covers). 0 means
+	// --free-margin; diskspace.go says what it covers). 0 means
 	// DefaultFreeMargin; a negative value means no margin at all.
 	FreeMargin int64
 }
@@ -119,9 +120,9 @@ type Keeper struct {
 	leaseTTL time.Duration
 	parallel int
 	// spoolDir and spools: where and with what memory a snapshot spools
-	// the streams it takes at once (spool.go)
+	// the streams it takes at once (package keeper/spool)
 	spoolDir string
-	spools   *spoolBudget
+	spools   *spool.Budget
 	// asideWarnAfter: asides older than this wait for a person
 	asideWarnAfter time.Duration
 	// freeMargin: Config.FreeMargin, the default put in, never negative
@@ -184,10 +185,10 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 	}
 	k.parallel = min(k.parallel, MaxStreamParallel)
 	if cfg.SpoolDir != "" {
-		if err := openSpoolDir(cfg.SpoolDir); err != nil {
+		if err := spool.OpenDir(cfg.SpoolDir); err != nil {
 			return nil, fmt.Errorf("keeper: %w", err)
 		}
-		k.spoolDir, k.spools = cfg.SpoolDir, newSpoolBudget(spoolMemory, spoolChunk)
+		k.spoolDir, k.spools = cfg.SpoolDir, spool.NewBudget(spool.Memory, spool.Chunk, spool.HeadPatience)
 	}
 	k.own = slices.Clone(cfg.OwnStreams)
 	k.freeMargin = cfg.FreeMargin
@@ -287,13 +288,6 @@ func (k *Keeper) dropOtherArchiveOf(ctx context.Context, rel string, rec *Point)
 		return fmt.Errorf("removing %s, which the record beside it does not name: %w", k.abs(other), err)
 	}
 	return nil
-}
-
-// isRecordPlace reports whether rel has the shape of a point's or an
-// aside's prefix; other objects are not the keeper's to sweep.
-func isRecordPlace(rel string) bool {
-	parts := strings.Split(rel, "/")
-	return (len(parts) == 4 && parts[0] == pointsDir) || (len(parts) == 2 && parts[0] == asideDir)
 }
 
 // keptOf is the kept data a point's or aside's prefix belongs to.

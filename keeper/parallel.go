@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/keeper/spool"
 )
 
 // MaxStreamParallel bounds Config.StreamParallel.
@@ -65,7 +66,7 @@ func progressWriter(w io.WriteCloser, before int64, p *Progress, report func(Pro
 
 // takeAtOnce takes up to parallel of the streams at once, started in
 // order, and writes them into the archive w in order: the first as it
-// arrives, each later one from its spool (see spool.go) once the ones
+// arrives, each later one from its spool (see package spool) once the ones
 // before it are in. At the first failure it stops the others and returns
 // it, naming the stream; the archive is then never committed. It returns
 // the data bytes written.
@@ -81,7 +82,7 @@ func (k *Keeper) takeAtOnce(ctx context.Context, w *busarchive.Writer, streams [
 type takes struct {
 	ctx     context.Context // ended at the first failure, or when the takes end
 	cancel  context.CancelFunc
-	spools  []*spool
+	spools  []*spool.Spool
 	results []chan error
 
 	wg    sync.WaitGroup
@@ -90,10 +91,10 @@ type takes struct {
 }
 
 func (k *Keeper) newTakes(ctx context.Context, n int) *takes {
-	t := &takes{spools: make([]*spool, n), results: make([]chan error, n)}
+	t := &takes{spools: make([]*spool.Spool, n), results: make([]chan error, n)}
 	t.ctx, t.cancel = context.WithCancel(ctx)
 	for i := range n {
-		t.spools[i] = newSpool(k.spools, k.spoolDir)
+		t.spools[i] = spool.New(k.spools, k.spoolDir)
 		t.results[i] = make(chan error, 1)
 	}
 	return t
@@ -184,7 +185,7 @@ func (t *takes) archive(w *busarchive.Writer, streams []string, p *Progress, log
 		if _, err := st.Finish(); err != nil {
 			return t.stop(fmt.Errorf("archive stream %s: %w", s, err))
 		}
-		if held := t.spools[i].spooled(); held > 0 {
+		if held := t.spools[i].Spooled(); held > 0 {
 			log.Debug("stream snapshotted beside another and spooled until its turn", "stream", s, "spooled", held)
 		}
 		t.spools[i].Close()

@@ -1,6 +1,17 @@
 package keeper
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/nats-keeper/nats-keeper/agecrypt"
+	"github.com/nats-keeper/nats-keeper/keeper/layout"
+	"github.com/nats-keeper/nats-keeper/store"
+)
+
+// The store's layout and the shape of its records are package layout's;
+// here are the encodings over the contract's types (Point, Aside, Sealing),
+// which move there once those types have a package of their own.
 
 // The index records of points and asides stay small, whatever the number of
 // the module's consumers: the positions live in point.json and aside.json in
@@ -50,4 +61,56 @@ func positionCount(counted int, carried []Position) int {
 		return len(carried)
 	}
 	return counted
+}
+
+// archiveKeyOf is the key of the archive the record rec describes:
+// bus.tar.age when it is encrypted, bus.tar otherwise (and for a nil rec).
+func archiveKeyOf(rel string, rec *Point) string {
+	if rec != nil && rec.Encrypted != nil {
+		return layout.SealedKey(rel)
+	}
+	return layout.ArchiveKey(rel)
+}
+
+// checkSealing refuses a record whose Sealing does not hold together (it
+// is read from the store: outside input).
+func checkSealing(s Sealing) error {
+	switch {
+	case s.Encrypted == nil && s.Archive != "" && s.Archive != layout.ArchiveName:
+		return fmt.Errorf("its record names the archive %.100q, not %s", s.Archive, layout.ArchiveName)
+	case s.Encrypted == nil:
+		return nil
+	case s.Archive != layout.SealedName:
+		return fmt.Errorf("its record says the archive is encrypted but names it %.100q, not %s", s.Archive, layout.SealedName)
+	case s.Encrypted.Format != "age":
+		return fmt.Errorf("its record says the archive is encrypted with %.40q, which this keeper does not know (only age)", s.Encrypted.Format)
+	}
+	return nil
+}
+
+// sealingOf is what a record says of an archive written through w.
+func (k *Keeper) sealingOf(w store.Writer) Sealing {
+	if sw, ok := w.(*agecrypt.Writer); ok {
+		return Sealing{Archive: layout.SealedName, Encrypted: &Encryption{Format: "age", Recipients: k.seal.Recipients(), PlainSize: sw.PlainSize()}}
+	}
+	return Sealing{}
+}
+
+// pointJSON is recordJSON of p whose positions were encoded already
+// (positions, json.Marshal of p.Positions; nil: none): the point's
+// other fields, then its positions, added last.
+func pointJSON(p *Point, positions []byte) ([]byte, error) {
+	if len(p.Positions) == 0 || positions == nil {
+		return layout.RecordJSON(p)
+	}
+	c := *p
+	c.Positions = nil
+	data, err := json.Marshal(&c)
+	if err != nil {
+		return nil, err
+	}
+	if data, err = layout.AppendField("a point's record", data, "positions", positions); err != nil {
+		return nil, err
+	}
+	return layout.ShapeRecord(data)
 }

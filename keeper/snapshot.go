@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/keeper/layout"
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
@@ -54,7 +55,7 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	// Positions first: a consumer on another stream that moves during the
 	// snapshot is then a little behind, so after a restore it hears a
 	// message twice and never misses one. Those on the kept streams come
-	// with their snapshots (carried.go).
+	// with their snapshots (snapshot_positions.go).
 	pb, err := k.readPositionsBefore(ctx, r.Module, r.Local, live)
 	if err != nil {
 		return fail(withKind(ErrFailed, err))
@@ -110,7 +111,7 @@ func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel st
 		until := point.Taken.Add(time.Duration(r.KeepFor))
 		point.KeepUntil = &until
 	}
-	encoded := encodeAhead(positions) // while the earlier point is set aside and the archive committed
+	encoded := layout.EncodeAhead(positions) // while the earlier point is set aside and the archive committed
 	replaced, err := e.setAside(ctx)
 	if err != nil {
 		return fail(Errorf(ErrFailed, "setting the earlier point of the same form and fingerprint aside: %v, so the new point was not written and the earlier one stays in place", err))

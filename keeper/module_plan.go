@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-)
 
-func planKey(module, local string) string { return "plan." + module + "." + local }
+	"github.com/nats-keeper/nats-keeper/keeper/layout"
+)
 
 // SetPlan records the plan of r.Module's kept data r.Local (set-plan): the
 // streams it is made of, r.Streams, and the consumers that belong to it,
@@ -52,12 +52,12 @@ func (k *Keeper) SetPlan(ctx context.Context, r Request) (*Reply, error) {
 	if err != nil {
 		return refused(Errorf(ErrFailed, "the plan could not be encoded: %v", err))
 	}
-	if err := k.index.Put(ctx, planKey(p.Module, p.Local), data); err != nil {
+	if err := k.index.Put(ctx, layout.PlanKey(p.Module, p.Local), data); err != nil {
 		return nil, fmt.Errorf("%s of %s/%s failed: recording %s in the index: %w, so no plan was recorded",
-			VerbSetPlan, r.Module, r.Local, planKey(r.Module, r.Local), withKind(ErrNoBus, err))
+			VerbSetPlan, r.Module, r.Local, layout.PlanKey(r.Module, r.Local), withKind(ErrNoBus, err))
 	}
 	said := fmt.Sprintf("Recorded the plan of %s/%s as %s: %d stream(s) (%s) and %d consumer(s); it wins over the naming rule from the next verb on.",
-		r.Module, r.Local, planKey(r.Module, r.Local), len(p.Streams), strings.Join(p.Streams, ", "), len(p.Consumers))
+		r.Module, r.Local, layout.PlanKey(r.Module, r.Local), len(p.Streams), strings.Join(p.Streams, ", "), len(p.Consumers))
 	k.record(ctx, Act{Verb: VerbSetPlan, Module: r.Module, Local: r.Local, Caller: r.Caller, BusIdentity: r.BusIdentity, Why: r.Why, Hand: true,
 		What: said, Outcome: "done"})
 	return &Reply{Said: said, KeptPlan: &p}, nil
@@ -73,13 +73,13 @@ func (k *Keeper) ShowPlan(ctx context.Context, r Request) (*Reply, error) {
 	p, err := k.readPlan(ctx, r.Module, r.Local)
 	if errors.Is(err, ErrNotFound) {
 		return nil, Errorf(ErrNotFound, "no plan is recorded for %s/%s (%s); its kept data is whichever of %s exist",
-			r.Module, r.Local, planKey(r.Module, r.Local), strings.Join(namingRule(r.Module, r.Local), ", "))
+			r.Module, r.Local, layout.PlanKey(r.Module, r.Local), strings.Join(namingRule(r.Module, r.Local), ", "))
 	}
 	if err != nil {
 		return nil, err
 	}
 	said := fmt.Sprintf("The plan of %s/%s (%s): %d stream(s) (%s) and %d consumer(s).",
-		r.Module, r.Local, planKey(r.Module, r.Local), len(p.Streams), strings.Join(p.Streams, ", "), len(p.Consumers))
+		r.Module, r.Local, layout.PlanKey(r.Module, r.Local), len(p.Streams), strings.Join(p.Streams, ", "), len(p.Consumers))
 	return &Reply{Said: said, KeptPlan: p}, nil
 }
 
@@ -100,16 +100,16 @@ func (k *Keeper) RemovePlan(ctx context.Context, r Request) (*Reply, error) {
 	if err := k.unfinished(ctx, VerbRemovePlan, r.Module, r.Local); err != nil {
 		return nil, err
 	}
-	_, err = k.index.Get(ctx, planKey(r.Module, r.Local))
+	_, err = k.index.Get(ctx, layout.PlanKey(r.Module, r.Local))
 	was := err == nil
-	if err := k.index.Delete(ctx, planKey(r.Module, r.Local)); err != nil {
+	if err := k.index.Delete(ctx, layout.PlanKey(r.Module, r.Local)); err != nil {
 		return nil, fmt.Errorf("%s of %s/%s failed: removing %s from the index: %w, so the plan stays",
-			VerbRemovePlan, r.Module, r.Local, planKey(r.Module, r.Local), withKind(ErrNoBus, err))
+			VerbRemovePlan, r.Module, r.Local, layout.PlanKey(r.Module, r.Local), withKind(ErrNoBus, err))
 	}
 	said := fmt.Sprintf("No plan was recorded for %s/%s; nothing was removed.", r.Module, r.Local)
 	if was {
 		said = fmt.Sprintf("Removed the plan of %s/%s (%s); its kept data is again whichever of %s exist.",
-			r.Module, r.Local, planKey(r.Module, r.Local), strings.Join(namingRule(r.Module, r.Local), ", "))
+			r.Module, r.Local, layout.PlanKey(r.Module, r.Local), strings.Join(namingRule(r.Module, r.Local), ", "))
 		k.record(ctx, Act{Verb: VerbRemovePlan, Module: r.Module, Local: r.Local, Caller: r.Caller, BusIdentity: r.BusIdentity, Why: r.Why, Hand: true,
 			What: said, Outcome: "done"})
 	}
@@ -217,7 +217,7 @@ func claimedBy(prefix, key string) (by, free string) {
 // readPlan reads the recorded plan of module/local, or an error wrapping
 // ErrNotFound.
 func (k *Keeper) readPlan(ctx context.Context, module, local string) (*Plan, error) {
-	data, err := k.index.Get(ctx, planKey(module, local))
+	data, err := k.index.Get(ctx, layout.PlanKey(module, local))
 	if errors.Is(err, ErrNotFound) {
 		return nil, err
 	}
@@ -225,7 +225,7 @@ func (k *Keeper) readPlan(ctx context.Context, module, local string) (*Plan, err
 		return nil, Errorf(ErrFailed, "reading the plan of %s/%s: %v", module, local, err)
 	}
 	var p Plan
-	if err := decodeRecord("the recorded plan "+planKey(module, local), data, &p); err != nil {
+	if err := decodeRecord("the recorded plan "+layout.PlanKey(module, local), data, &p); err != nil {
 		var fe *FormatError
 		if errors.As(err, &fe) {
 			return nil, err

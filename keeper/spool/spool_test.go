@@ -1,4 +1,4 @@
-package keeper
+package spool
 
 import (
 	"bytes"
@@ -61,12 +61,12 @@ func noFiles(t testing.TB, dir string) {
 // file is never seen in the directory, and the memory is given back.
 func TestSpoolOrder(t *testing.T) {
 	dir := t.TempDir()
-	if err := openSpoolDir(dir); err != nil {
+	if err := OpenDir(dir); err != nil {
 		t.Fatal(err)
 	}
-	b := newSpoolBudget(3*4096, 4096)
+	b := NewBudget(3*4096, 4096, HeadPatience)
 	for _, after := range []bool{false, true} {
-		s := newSpool(b, dir)
+		s := New(b, dir)
 		var wrote [32]byte
 		var wg sync.WaitGroup
 		wg.Go(func() { wrote = feed(t, s.Data(), 5<<20, 7) })
@@ -79,8 +79,8 @@ func TestSpoolOrder(t *testing.T) {
 		if got != wrote {
 			t.Errorf("read after the writer ended %v: the bytes read differ from those written", after)
 		}
-		if after && s.spooled() != 5<<20-2*4096 {
-			t.Errorf("%d bytes went to the file with a budget of 3 chunks (one kept for a spool at the head), want all but 2 chunks", s.spooled())
+		if after && s.Spooled() != 5<<20-2*4096 {
+			t.Errorf("%d bytes went to the file with a budget of 3 chunks (one kept for a spool at the head), want all but 2 chunks", s.Spooled())
 		}
 		s.Close()
 		if n := len(b.tokens); n != 0 {
@@ -97,8 +97,8 @@ func TestSpoolOrder(t *testing.T) {
 // memory once its reader caught up, and the bytes still come out in order.
 func TestSpoolBackToMemory(t *testing.T) {
 	dir := t.TempDir()
-	b := newSpoolBudget(3*4096, 4096)
-	s := newSpool(b, dir)
+	b := NewBudget(3*4096, 4096, HeadPatience)
+	s := New(b, dir)
 	s.patience = 0 // a write at the head goes to the file at once, as before any was read
 	defer s.Close()
 	var all []byte
@@ -121,16 +121,16 @@ func TestSpoolBackToMemory(t *testing.T) {
 		got = append(got, p...)
 	}
 	put(100<<10, 'a') // before its turn: 8 KiB in memory (a chunk is kept for the head), the rest to the file
-	if f := s.spooled(); f != 100<<10-2*4096 {
+	if f := s.Spooled(); f != 100<<10-2*4096 {
 		t.Fatalf("%d bytes in the file, want %d", f, 100<<10-2*4096)
 	}
 	take(100 << 10) // caught up: every chunk given back
 	put(8<<10, 'k')
-	if f := s.spooled(); f != 100<<10-2*4096 {
+	if f := s.Spooled(); f != 100<<10-2*4096 {
 		t.Errorf("a spool caught up wrote to its file again (%d bytes there)", f)
 	}
 	put(20<<10, 'q') // at the head: 4 KiB more in memory (all 3 chunks), then the file again
-	if f := s.spooled(); f != 100<<10-2*4096+16<<10 {
+	if f := s.Spooled(); f != 100<<10-2*4096+16<<10 {
 		t.Errorf("%d bytes in the file, want %d", f, 100<<10-2*4096+16<<10)
 	}
 	s.Data().Close()
@@ -151,8 +151,8 @@ func TestSpoolBackToMemory(t *testing.T) {
 func TestSpoolHeadWaitsForItsReader(t *testing.T) {
 	dir := t.TempDir()
 	for _, stall := range []bool{false, true} {
-		b := newSpoolBudget(3*4096, 4096)
-		s := newSpool(b, dir)
+		b := NewBudget(3*4096, 4096, HeadPatience)
+		s := New(b, dir)
 		s.patience = 100 * time.Millisecond
 		one := make([]byte, 1)
 		s.Data().Write(one)
@@ -184,7 +184,7 @@ func TestSpoolHeadWaitsForItsReader(t *testing.T) {
 		if [32]byte(h.Sum(nil)) != wrote {
 			t.Errorf("stall %v: the bytes read differ from those written", stall)
 		}
-		if f := s.spooled(); (f > 0) != stall {
+		if f := s.Spooled(); (f > 0) != stall {
 			t.Errorf("stall %v: %d bytes went to the file", stall, f)
 		}
 		// A stall of four patiences costs one wait: the writes after it go
@@ -209,13 +209,13 @@ func TestSpoolHeadWaitsForItsReader(t *testing.T) {
 // through the file too, and back, for as long as the reader was behind.
 func TestSpoolHeadBacklogPaced(t *testing.T) {
 	dir := t.TempDir()
-	b := newSpoolBudget(3*4096, 4096)
-	s := newSpool(b, dir)
+	b := NewBudget(3*4096, 4096, HeadPatience)
+	s := New(b, dir)
 	s.patience = 10 * time.Second // the reader never stalls here
 	defer s.Close()
 	// Before its turn: 256 KiB, all but the 2 shared chunks to the file.
 	first := feed(t, nopCloser{s.Data()}, 256<<10, 5)
-	backlog := s.spooled()
+	backlog := s.Spooled()
 	if backlog != 256<<10-2*4096 {
 		t.Fatalf("%d bytes went to the file before the turn, want all but the 2 shared chunks", backlog)
 	}
@@ -248,7 +248,7 @@ func TestSpoolHeadBacklogPaced(t *testing.T) {
 	if got != wrote {
 		t.Error("the bytes written after the turn came out changed")
 	}
-	if f := s.spooled(); f != backlog || s.gaveUp != 0 {
+	if f := s.Spooled(); f != backlog || s.gaveUp != 0 {
 		t.Errorf("the file grew from %d to %d bytes while its backlog was read (%d writes gave up waiting); want no growth", backlog, f, s.gaveUp)
 	}
 }
@@ -262,8 +262,8 @@ func (nopCloser) Close() error { return nil }
 // memory even when another spooled before; chunks given back are reused.
 func TestSpoolChunkKeptForTheHead(t *testing.T) {
 	dir := t.TempDir()
-	b := newSpoolBudget(3*4096, 4096)
-	waiting, head := newSpool(b, dir), newSpool(b, dir)
+	b := NewBudget(3*4096, 4096, HeadPatience)
+	waiting, head := New(b, dir), New(b, dir)
 	defer waiting.Close()
 	waiting.Data().Write(patterned(64<<10, 'w'))
 	if n := len(b.tokens); n != 2 {
@@ -273,7 +273,7 @@ func TestSpoolChunkKeptForTheHead(t *testing.T) {
 	head.head = true // its turn came (as its first Read would say)
 	head.mu.Unlock()
 	head.Data().Write(patterned(4096, 'h'))
-	if f := head.spooled(); f != 0 {
+	if f := head.Spooled(); f != 0 {
 		t.Errorf("the spool at the head wrote %d bytes to its file, with a chunk kept for it", f)
 	}
 	head.Close()
@@ -300,12 +300,12 @@ func patterned(n int, c byte) []byte {
 // anything else stays, and a symlink is refused.
 func TestSpoolDirLeftovers(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(dir+"/"+spoolName+"123", []byte("x"), 0o600)
+	os.WriteFile(dir+"/"+fileName+"123", []byte("x"), 0o600)
 	os.WriteFile(dir+"/other", []byte("x"), 0o600)
-	if err := openSpoolDir(dir); err != nil {
+	if err := OpenDir(dir); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(dir + "/" + spoolName + "123"); !os.IsNotExist(err) {
+	if _, err := os.Stat(dir + "/" + fileName + "123"); !os.IsNotExist(err) {
 		t.Errorf("leftover spool file: %v", err)
 	}
 	if _, err := os.Stat(dir + "/other"); err != nil {
@@ -315,11 +315,11 @@ func TestSpoolDirLeftovers(t *testing.T) {
 	if err := os.Symlink(dir, link); err != nil {
 		t.Fatal(err)
 	}
-	if err := openSpoolDir(link); err == nil {
+	if err := OpenDir(link); err == nil {
 		t.Error("a symlinked spool directory was taken")
 	}
 	fresh := t.TempDir() + "/spool"
-	if err := openSpoolDir(fresh); err != nil {
+	if err := OpenDir(fresh); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(fresh); err != nil || fi.Mode().Perm() != 0o700 {
@@ -336,14 +336,14 @@ func TestSpoolMemoryBound(t *testing.T) {
 		t.Skip("writes 288 MiB")
 	}
 	dir := t.TempDir()
-	b := newSpoolBudget(spoolMemory, spoolChunk)
+	b := NewBudget(Memory, Chunk, HeadPatience)
 	const each = 96 << 20
 	stop := storetest.WatchHeap(t)
-	spools := make([]*spool, 3)
+	spools := make([]*Spool, 3)
 	wrote := make([][32]byte, 3)
 	var wg sync.WaitGroup
 	for i := range spools {
-		spools[i] = newSpool(b, dir)
+		spools[i] = New(b, dir)
 		wg.Go(func() { wrote[i] = feed(t, spools[i].Data(), each, uint64(i)) })
 	}
 	// Written whole before any is read: the most a spool ever holds.
@@ -353,13 +353,13 @@ func TestSpoolMemoryBound(t *testing.T) {
 		if drain(t, s) != wrote[i] {
 			t.Errorf("stream %d: the bytes read differ from those written", i)
 		}
-		spooled += s.spooled()
+		spooled += s.Spooled()
 		s.Close()
 	}
 	p := stop()
 	t.Logf("3 × %d MiB spooled at once, %d MiB of it to files; peak heap growth %.1f MiB", each>>20, spooled>>20, float64(p)/(1<<20))
-	if spooled < 3*each-spoolMemory {
-		t.Errorf("only %d bytes went to files; the memory budget is %d", spooled, spoolMemory)
+	if spooled < 3*each-Memory {
+		t.Errorf("only %d bytes went to files; the memory budget is %d", spooled, Memory)
 	}
 	if p > 32<<20 {
 		t.Errorf("peak heap %d bytes; the bound is %d", p, 32<<20)

@@ -11,7 +11,7 @@ import (
 // DefaultFreeMargin is the room a snapshot leaves free beyond its
 // estimate of the archive (Config.FreeMargin, serve --free-margin). It
 // covers what the estimate does not count: the record beside the archive
-// (point.json or aside.json, up to maxRecordSize with many consumers'
+// (point.json or aside.json, up to layout.MaxRecordSize with many consumers'
 // positions), the archive's own headers and manifest, a file system's
 // blocks and metadata beyond the bytes written; and it keeps the file
 // system, often shared with the host's logs and the keeper's spool, from
@@ -32,7 +32,7 @@ const marginFlag = "--free-margin"
 //     less where the server compresses) plus 5% and the margin
 //     (Config.FreeMargin) free;
 //   - when the streams are taken at once, every stream but the first may
-//     wait in the spool for its turn in the archive (see spool.go), so the
+//     wait in the spool for its turn in the archive (see package spool), so the
 //     spool's file system must have room for those too: counted with the
 //     store's need when the spool is on the store's own file system,
 //     checked on its own when it is not.

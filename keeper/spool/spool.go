@@ -1,4 +1,13 @@
-package keeper
+// Package spool holds a stream's snapshot on its way into an archive while
+// the archive is busy with another stream's: in memory, from a budget that
+// every spool of a keeper shares, then in an unlinked file of the keeper's
+// private spool directory. It owns that budget, the spool directory's
+// hygiene (OpenDir) and the order in which the bytes come back out.
+//
+// It imports the standard library and busarchive (for the bound of a
+// stream's backup.json) only; the keeper engine imports it, never the other
+// way round.
+package spool
 
 import (
 	"bytes"
@@ -21,7 +30,7 @@ import (
 // into a spool as fast as the server sends it, and the archive drains the
 // spool when the stream's turn comes (the stream at the head is drained as
 // it arrives). A spool holds bytes in memory, in chunks taken from one
-// budget that the whole keeper shares (spoolMemory, whatever the number of
+// budget that the whole keeper shares (Memory, whatever the number of
 // snapshots at once), and, when that is spent, in a file of its own in the
 // keeper's private directory (Config.SpoolDir), 0600, unlinked as soon as it
 // is made, so that nothing is left of it after a crash. The format of
@@ -31,7 +40,7 @@ import (
 // Once the archive reads a spool (its stream's turn came), a write that
 // finds the spool's memory full, or its file holding bytes not yet read
 // (what the stream spooled before its turn), first waits, up to
-// headPatience, for the reader to make room and to read the file to its
+// HeadPatience, for the reader to make room and to read the file to its
 // end: a store slower than the server then slows the server through its
 // window, instead of every byte going through the file and back. A write
 // whose patience ran out while the reader kept reading goes to the file,
@@ -48,38 +57,41 @@ import (
 // memory the stream being written needs. Chunks are reused, not made anew
 // for every megabyte.
 
-// Spool bounds: the memory every spool of the keeper shares, in chunks.
+// Spool bounds: the memory every spool of a keeper shares (Memory), in
+// chunks (Chunk).
 const (
-	spoolChunk  = 1 << 20
-	spoolMemory = 2 << 20
-	// headPatience is the longest a write to the spool being read waits
+	Chunk  = 1 << 20
+	Memory = 2 << 20
+	// HeadPatience is the longest a write to the spool being read waits
 	// for room in memory before it goes to the file.
-	headPatience = time.Second
+	HeadPatience = time.Second
 )
 
-// spoolBudget is the keeper-wide memory of spools: a token per chunk held,
+// Budget is the keeper-wide memory of spools: a token per chunk held,
 // and a token of shared per chunk held by a spool not at the head (one
 // fewer than tokens, so a chunk is always left for a head). The chunks
 // given back wait in free for the next take.
-type spoolBudget struct {
+type Budget struct {
 	chunk    int           // bytes of one chunk
-	patience time.Duration // of a write at the head (headPatience)
+	patience time.Duration // of a write at the head (HeadPatience)
 	tokens   chan struct{}
 	shared   chan struct{}
 	free     chan []byte
 }
 
-// newSpoolBudget is a budget of bytes in chunks of chunk bytes (at least one).
-func newSpoolBudget(bytes, chunk int) *spoolBudget {
+// NewBudget is a budget of bytes in chunks of chunk bytes (at least one);
+// a write at the head waits up to patience for its reader (HeadPatience;
+// 0 spills at once, as tests with small data want).
+func NewBudget(bytes, chunk int, patience time.Duration) *Budget {
 	n := max(bytes/chunk, 1)
-	return &spoolBudget{chunk: chunk, patience: headPatience, tokens: make(chan struct{}, n),
+	return &Budget{chunk: chunk, patience: patience, tokens: make(chan struct{}, n),
 		shared: make(chan struct{}, max(n-1, 1)), free: make(chan []byte, n)}
 }
 
 // take takes a chunk, empty, if the budget has one free for a spool at the
 // head (head) or waiting for its turn; it never waits. shared says that the
 // chunk counts against the spools not at the head.
-func (b *spoolBudget) take(head bool) (c []byte, shared, ok bool) {
+func (b *Budget) take(head bool) (c []byte, shared, ok bool) {
 	if !head {
 		select {
 		case b.shared <- struct{}{}:
@@ -105,7 +117,7 @@ func (b *spoolBudget) take(head bool) (c []byte, shared, ok bool) {
 }
 
 // give takes back a chunk that take gave with shared.
-func (b *spoolBudget) give(c []byte, shared bool) {
+func (b *Budget) give(c []byte, shared bool) {
 	select {
 	case b.free <- c:
 	default:
@@ -116,13 +128,13 @@ func (b *spoolBudget) give(c []byte, shared bool) {
 	<-b.tokens
 }
 
-// spoolName is the prefix of a spool file's name in the spool directory.
-const spoolName = "snapshot-"
+// fileName is the prefix of a spool file's name in the spool directory.
+const fileName = "snapshot-"
 
-// openSpoolDir makes the keeper's spool directory dir (0700) if it is
+// OpenDir makes the keeper's spool directory dir (0700) if it is
 // missing, refuses one that is not a directory of its own (a symlink, say),
 // and removes what a keeper that stopped left in it.
-func openSpoolDir(dir string) error {
+func OpenDir(dir string) error {
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("making the spool directory %s: %w", dir, err)
 	}
@@ -143,7 +155,7 @@ func openSpoolDir(dir string) error {
 		return fmt.Errorf("reading the spool directory %s: %w", dir, err)
 	}
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), spoolName) && e.Type().IsRegular() {
+		if strings.HasPrefix(e.Name(), fileName) && e.Type().IsRegular() {
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
 				return fmt.Errorf("removing a leftover spool file: %w", err)
 			}
@@ -152,14 +164,14 @@ func openSpoolDir(dir string) error {
 	return nil
 }
 
-// spool is one stream's snapshot on its way into the archive: written by
+// Spool is one stream's snapshot on its way into the archive: written by
 // the bus (Data, Meta), read by the archive's writer (Read, MetaBytes). A
 // write never waits for the reader, so the server's flow control sees a
 // keeper that keeps up. The writer and the reader are one goroutine each.
-type spool struct {
-	budget   *spoolBudget
+type Spool struct {
+	budget   *Budget
 	dir      string
-	patience time.Duration // headPatience (tests shorten it)
+	patience time.Duration // HeadPatience (tests shorten it)
 	room     chan struct{} // a token when the reader made room (or Close)
 
 	mu     sync.Mutex
@@ -180,24 +192,26 @@ type spool struct {
 	meta     bytes.Buffer
 }
 
-func newSpool(b *spoolBudget, dir string) *spool {
-	s := &spool{budget: b, dir: dir, patience: b.patience, room: make(chan struct{}, 1)}
+// New is a spool of budget b whose file, once memory is spent, is made in
+// dir (opened with OpenDir).
+func New(b *Budget, dir string) *Spool {
+	s := &Spool{budget: b, dir: dir, patience: b.patience, room: make(chan struct{}, 1)}
 	s.wake = sync.NewCond(&s.mu)
 	return s
 }
 
 // Data is the writer of the stream's stream.arc.s2.
-func (s *spool) Data() io.WriteCloser { return spoolData{s} }
+func (s *Spool) Data() io.WriteCloser { return dataWriter{s} }
 
 // Meta is the writer of the stream's backup.json, held in memory (bounded
 // as the archive bounds it).
-func (s *spool) Meta() io.WriteCloser { return spoolMeta{s} }
+func (s *Spool) Meta() io.WriteCloser { return metaWriter{s} }
 
-type spoolData struct{ s *spool }
+type dataWriter struct{ s *Spool }
 
-func (d spoolData) Write(p []byte) (int, error) { return d.s.write(p) }
+func (d dataWriter) Write(p []byte) (int, error) { return d.s.write(p) }
 
-func (d spoolData) Close() error {
+func (d dataWriter) Close() error {
 	d.s.mu.Lock()
 	defer d.s.mu.Unlock()
 	d.s.closed = true
@@ -205,9 +219,9 @@ func (d spoolData) Close() error {
 	return nil
 }
 
-type spoolMeta struct{ s *spool }
+type metaWriter struct{ s *Spool }
 
-func (m spoolMeta) Write(p []byte) (int, error) {
+func (m metaWriter) Write(p []byte) (int, error) {
 	s := m.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -217,9 +231,9 @@ func (m spoolMeta) Write(p []byte) (int, error) {
 	return s.meta.Write(p)
 }
 
-func (spoolMeta) Close() error { return nil }
+func (metaWriter) Close() error { return nil }
 
-func (s *spool) write(p []byte) (int, error) {
+func (s *Spool) write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
@@ -269,7 +283,7 @@ func (s *spool) write(p []byte) (int, error) {
 // every unread byte of the file, so a spool that went to its file comes
 // back to memory once its reader caught up), or when the budget is spent.
 // Call with s.mu held.
-func (s *spool) toMem(p []byte) int {
+func (s *Spool) toMem(p []byte) int {
 	n := 0
 	for len(p) > 0 && s.fileR == s.fileW {
 		last := len(s.mem) - 1
@@ -293,7 +307,7 @@ func (s *spool) toMem(p []byte) int {
 }
 
 // madeRoom tells a write waiting at the head that the reader took bytes.
-func (s *spool) madeRoom() {
+func (s *Spool) madeRoom() {
 	select {
 	case s.room <- struct{}{}:
 	default:
@@ -302,9 +316,9 @@ func (s *spool) madeRoom() {
 
 // toFile appends p to the spool's file, made at the first call. Call with
 // s.mu held: only the writer writes, and the reader reads only below fileW.
-func (s *spool) toFile(p []byte) error {
+func (s *Spool) toFile(p []byte) error {
 	if s.file == nil {
-		f, err := os.CreateTemp(s.dir, spoolName+"*")
+		f, err := os.CreateTemp(s.dir, fileName+"*")
 		if err != nil {
 			return fmt.Errorf("spooling the snapshot: %w", err)
 		}
@@ -326,7 +340,7 @@ func (s *spool) toFile(p []byte) error {
 
 // Read gives the spooled bytes in order, waiting for more while the
 // writer has not closed; io.EOF once it closed and all was read.
-func (s *spool) Read(p []byte) (int, error) {
+func (s *Spool) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -377,7 +391,7 @@ func (s *spool) Read(p []byte) (int, error) {
 // dropRead gives back the first chunk once it is read to its end and no
 // byte will be added to it (it is full, a later chunk or the file follows,
 // or the writer closed), and says whether it did. Call with s.mu held.
-func (s *spool) dropRead() bool {
+func (s *Spool) dropRead() bool {
 	c := s.mem[0]
 	if s.memOff < len(c) || !(len(c) == cap(c) || len(s.mem) > 1 || s.file != nil || s.closed) {
 		return false
@@ -390,7 +404,7 @@ func (s *spool) dropRead() bool {
 }
 
 // giveChunk gives a chunk of mem back to the budget. Call with s.mu held.
-func (s *spool) giveChunk(c []byte) {
+func (s *Spool) giveChunk(c []byte) {
 	shared := s.shared > 0
 	if shared {
 		s.shared--
@@ -398,15 +412,15 @@ func (s *spool) giveChunk(c []byte) {
 	s.budget.give(c, shared)
 }
 
-// spooled is how many bytes went to the spool's file.
-func (s *spool) spooled() int64 {
+// Spooled is how many bytes went to the spool's file.
+func (s *Spool) Spooled() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.fileW
 }
 
 // MetaBytes is backup.json as the bus wrote it.
-func (s *spool) MetaBytes() []byte {
+func (s *Spool) MetaBytes() []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return bytes.Clone(s.meta.Bytes())
@@ -414,7 +428,7 @@ func (s *spool) MetaBytes() []byte {
 
 // Close gives back the spool's memory and file, and makes the writer's
 // later writes fail. It is safe twice.
-func (s *spool) Close() {
+func (s *Spool) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.broken == nil {
