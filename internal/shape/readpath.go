@@ -53,7 +53,11 @@ type Config struct {
 	Verbs  []string          // every verb name, to know a branch of another verb
 	Impl   map[string]string // "<pkg>.<Interface>" → "<pkg>.<Type>" followed through calls on it
 	Skip   []string          // package paths not entered
-	Lines  int               // a function shorter than this is walked through but is no stop
+	// Calls names, for a struct field of functions called through it
+	// ("<pkg>.<Type>.<field>"), the function that makes them: the walk
+	// goes on there when a body reads the field.
+	Calls map[string]string
+	Lines int // a function shorter than this is walked through but is no stop
 }
 
 // Stop is one function of the walk.
@@ -292,6 +296,11 @@ func (w *world) walk() (*Walk, error) {
 			if w.otherVerb(x, info) {
 				return false
 			}
+			if sel, ok := x.(*ast.SelectorExpr); ok {
+				if k := w.fieldCall(sel, info); k != "" {
+					out = append(out, k)
+				}
+			}
 			if id, ok := x.(*ast.Ident); ok {
 				if obj := info.Uses[id]; obj != nil {
 					if k := w.keyOf(obj); k != "" {
@@ -347,6 +356,23 @@ func (w *world) walk() (*Walk, error) {
 	res.Files = len(files)
 	res.TraceReturns = returns(res.Trace)
 	return res, nil
+}
+
+// fieldCall is the function Calls names for the field sel reads, if any.
+func (w *world) fieldCall(sel *ast.SelectorExpr, info *types.Info) string {
+	s, ok := info.Selections[sel]
+	if !ok || s.Kind() != types.FieldVal {
+		return ""
+	}
+	rt := s.Recv()
+	if p, ok := rt.(*types.Pointer); ok {
+		rt = p.Elem()
+	}
+	named, ok := rt.(*types.Named)
+	if !ok || named.Obj().Pkg() == nil {
+		return ""
+	}
+	return w.cfg.Calls[named.Obj().Pkg().Path()+"."+named.Obj().Name()+"."+sel.Sel.Name]
 }
 
 // otherVerb reports whether n is a branch of a verb other than the one

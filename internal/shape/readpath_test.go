@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/nats-keeper/nats-keeper/internal/shape"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 const mod = "github.com/nats-keeper/nats-keeper"
@@ -15,11 +16,11 @@ func TestRestoreKeptReadsTopToBottom(t *testing.T) {
 	w, err := shape.Follow(shape.Config{
 		Dir: "../..", Module: mod, Lines: 20,
 		Start: mod + "/verbs.Service.handler",
-		Verb:  "restore-kept",
-		Verbs: []string{"snapshot-kept", "restore-kept", "discard-aside", "list-kept", "verify-kept", "prune-kept",
-			"set-plan", "show-plan", "remove-plan", "show-evidence", "discard-point"},
-		Impl: map[string]string{mod + "/verbs.Engine": mod + "/keeper.Keeper"},
-		Skip: []string{mod + "/jsbus", mod + "/store"},
+		Verb:  kept.VerbRestore,
+		Verbs: kept.VerbNames(),
+		Impl:  map[string]string{mod + "/verbs.Engine": mod + "/keeper.Keeper"},
+		Calls: map[string]string{mod + "/verbs.Service.handlers": mod + "/verbs.handlers"},
+		Skip:  []string{mod + "/jsbus", mod + "/store"},
 	})
 	if err != nil {
 		t.Fatal(err)
