@@ -59,41 +59,6 @@ type journal struct {
 
 func journalKey(module, local string) string { return "journal." + module + "." + local }
 
-// The kinds of journaled restore, each one run of the same machine
-// (restoreRun, restore_run.go).
-const (
-	// KindIntoAbsent: none of the kept data was live. Nothing is set aside
-	// or removed; a failure removes only what the restore began.
-	KindIntoAbsent = "into-absent"
-	// KindReplace: the live data was set aside, is removed, and the point
-	// is restored in its place; a failure puts the aside back.
-	KindReplace = "replace"
-	// KindAsideOnly: the live data was set aside and is removed; nothing is
-	// restored.
-	KindAsideOnly = "aside-only"
-)
-
-// The steps of a journaled restore, in order (journal.Step).
-const (
-	StepRemove   = "remove"   // remove the live streams the aside holds
-	StepRestore  = "restore"  // restore the point's streams
-	StepPosition = "position" // set the module's consumers back
-)
-
-// kind is the journal's kind; journals written before kinds were recorded
-// tell it by their aside and point.
-func (j *journal) kind() string {
-	switch {
-	case j.Kind != "":
-		return j.Kind
-	case j.Aside == "":
-		return KindIntoAbsent
-	case j.Point == "":
-		return KindAsideOnly
-	}
-	return KindReplace
-}
-
 // journalStore keeps the restore journals in the index: a head per kept
 // data and the parts of its body (journal_parts.go). It holds what it needs
 // and calls nothing of the Keeper's, so a restore run carries its own.

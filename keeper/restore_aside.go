@@ -161,17 +161,6 @@ func (k *Keeper) checkAside(ctx context.Context, a *Aside, m *busarchive.Manifes
 	return rep, nil
 }
 
-// canReadOwn refuses, with ErrLocked, a keeper that encrypts what it writes
-// (Config.Seal) but holds no identity (Config.Unseal) to read it back: a
-// set-aside copy is verified whole from the store before any live stream
-// is removed, so such a keeper cannot set data aside.
-func (k *Keeper) canReadOwn() error {
-	if k.seal != nil && !k.unseal.Holds() {
-		return Errorf(ErrLocked, "this keeper encrypts what it writes (--encrypt-to) but has no --identity to read a set-aside copy back and verify it before the live data is removed")
-	}
-	return nil
-}
-
 // asidePoint is an aside as the Point record that restores and checks read.
 func asidePoint(a *Aside) *Point {
 	return &Point{Module: a.Module, Local: a.Local, Taken: a.Taken, Caller: a.Caller, Why: a.Why, Dir: a.Dir,

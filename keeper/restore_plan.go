@@ -95,6 +95,17 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 	return pl, nil
 }
 
+// canReadOwn refuses, with ErrLocked, a keeper that encrypts what it writes
+// (Config.Seal) but holds no identity (Config.Unseal) to read it back: a
+// set-aside copy is verified whole from the store before any live stream
+// is removed, so such a keeper cannot set data aside.
+func (k *Keeper) canReadOwn() error {
+	if k.seal != nil && !k.unseal.Holds() {
+		return Errorf(ErrLocked, "this keeper encrypts what it writes (--encrypt-to) but has no --identity to read a set-aside copy back and verify it before the live data is removed")
+	}
+	return nil
+}
+
 // planPoint works out the point's side of a restore: locates the point,
 // opens its archive into the plan (checked against its record), checks its
 // streams fit here, and plans the positions set back. It returns live with

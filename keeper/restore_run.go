@@ -12,6 +12,41 @@ import (
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
+// The kinds of journaled restore, each one run of the same machine
+// (restoreRun).
+const (
+	// KindIntoAbsent: none of the kept data was live. Nothing is set aside
+	// or removed; a failure removes only what the restore began.
+	KindIntoAbsent = "into-absent"
+	// KindReplace: the live data was set aside, is removed, and the point
+	// is restored in its place; a failure puts the aside back.
+	KindReplace = "replace"
+	// KindAsideOnly: the live data was set aside and is removed; nothing is
+	// restored.
+	KindAsideOnly = "aside-only"
+)
+
+// The steps of a journaled restore, in order (journal.Step).
+const (
+	StepRemove   = "remove"   // remove the live streams the aside holds
+	StepRestore  = "restore"  // restore the point's streams
+	StepPosition = "position" // set the module's consumers back
+)
+
+// kind is the journal's kind; journals written before kinds were recorded
+// tell it by their aside and point.
+func (j *journal) kind() string {
+	switch {
+	case j.Kind != "":
+		return j.Kind
+	case j.Aside == "":
+		return KindIntoAbsent
+	case j.Point == "":
+		return KindAsideOnly
+	}
+	return KindReplace
+}
+
 // restoreRun is one journaled restore carried on from where its journal
 // stands: by a verb right after it wrote the journal (beginRun), or by
 // recovery after a keeper stopped (journal_recover.go). It owns the journal
