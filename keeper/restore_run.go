@@ -175,6 +175,8 @@ func (x *restoreRun) timed(step string, fn func() error) error {
 func (x *restoreRun) done() bool {
 	return x.j.Step == StepPosition && x.j.kind() != KindAsideOnly
 }
+
+// source names what the run restores from, for sentences.
 func (x *restoreRun) source() string {
 	if x.point == nil {
 		return x.j.Point
@@ -182,6 +184,7 @@ func (x *restoreRun) source() string {
 	return sourceName(x.point)
 }
 
+// advance moves the journal on to step, and saves it.
 func (x *restoreRun) advance(ctx context.Context, step string) error {
 	x.j.Step = step
 	return x.journals.save(ctx, x.j)
