@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
-	"slices"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/nats-keeper/nats-keeper/agecrypt"
 	"github.com/nats-keeper/nats-keeper/busarchive"
@@ -31,20 +28,6 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 func (c *countingWriter) Close() error { return c.w.Close() }
-
-// countingReader reports each read's byte count.
-type countingReader struct {
-	r    io.Reader
-	tick func(int64)
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	if n > 0 {
-		c.tick(int64(n))
-	}
-	return n, err
-}
 
 // releaseAfter is the archive size from which a snapshot or a restore gives
 // its memory back to the system when it ends. Moving a large archive churns
@@ -239,170 +222,6 @@ func problemSentences(err error) []string {
 		out = append(out, err.Error())
 	}
 	return out
-}
-
-// restoreArchive restores the named streams of the opened archive a (all
-// when only is nil), started in archive order, up to parallel at once,
-// calling done after each (under a lock, one call at a time). At
-// the first failure it starts no other stream, stops the ones in flight, and
-// returns the streams it began (those not done maybe half-made).
-//
-// Each stream's data is checked while it is read for the bus
-// (busarchive.CheckedStreamData): the server is sent only bytes that are
-// hashed as they go, and the end of a stream's data, without which the
-// server's restore cannot complete, only once its SHA-256 matches the
-// manifest. A stream that fails so fails its restore with a *DamagedError.
-func (k *Keeper) restoreArchive(ctx context.Context, a *openedArchive, only []string, parallel int, ov *Overrides, p Progress, done func(stream string)) (begun []string, err error) {
-	path := a.where
-	if a.Manifest().Bytes() >= releaseAfter {
-		defer debug.FreeOSMemory()
-	}
-	report := progressFrom(ctx)
-	streams := a.Streams()
-	if only != nil {
-		var keep []string
-		for _, s := range streams {
-			if contains(only, s) {
-				keep = append(keep, s)
-			}
-		}
-		streams = keep
-	}
-	p.StreamsTotal = len(streams)
-	p.BytesTotal, p.Bytes = 0, 0
-	for _, ms := range a.Manifest().Streams {
-		if contains(streams, ms.Name) {
-			for _, e := range ms.Entries {
-				if strings.HasSuffix(e.Name, "/"+busarchive.DataName) {
-					p.BytesTotal += e.Size
-				}
-			}
-		}
-	}
-	parallel = max(parallel, 1)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		mu       sync.Mutex // guards begun, failed, panicked, p and the calls of report and done
-		failed   error
-		panicked any // a Bus panic, raised again in the caller's goroutine
-		wg       sync.WaitGroup
-		slots    = make(chan struct{}, parallel)
-		finished = p.StreamsDone
-		reported int64
-	)
-	fail := func(err error) {
-		if failed == nil {
-			failed = err
-			cancel()
-		}
-	}
-	for _, s := range streams {
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-		}
-		mu.Lock()
-		if failed == nil && ctx.Err() != nil {
-			fail(ctx.Err())
-		}
-		if failed != nil {
-			mu.Unlock()
-			break
-		}
-		data, err := a.CheckedStreamData(ctx, s)
-		if err != nil {
-			if len(busarchive.Problems(err)) > 0 {
-				err = &DamagedError{Path: path, Problems: problemSentences(err)}
-			}
-			fail(fmt.Errorf("stream %s was not restored: %w", s, err))
-			mu.Unlock()
-			break
-		}
-		meta, err := a.StreamMeta(s)
-		if err != nil {
-			data.Close()
-			fail(err)
-			mu.Unlock()
-			break
-		}
-		begun = append(begun, s)
-		p.Stream = s
-		report(p)
-		mu.Unlock()
-		counted := &countingReader{r: data, tick: func(n int64) {
-			mu.Lock()
-			defer mu.Unlock()
-			if p.Bytes += n; p.Bytes-reported >= 8<<20 {
-				reported = p.Bytes
-				report(p)
-			}
-		}}
-		sent, sentMeta, err := overridden(ov, counted, meta)
-		if err != nil {
-			data.Close()
-			meta.Close()
-			fail(fmt.Errorf("stream %s was not restored: its overrides (%s): %w", s, ov, err))
-			mu.Unlock()
-			break
-		}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			defer func() {
-				if r := recover(); r != nil {
-					mu.Lock()
-					defer mu.Unlock()
-					if panicked == nil {
-						panicked = r
-					}
-					fail(fmt.Errorf("restore of stream %s panicked", s))
-				}
-			}()
-			began := time.Now()
-			err := k.bus.Restore(ctx, s, sent, sentMeta)
-			if err == nil {
-				// A bus that stopped reading early has not had the data's
-				// end, so not its verification: read to the end to have it.
-				_, err = io.Copy(io.Discard, sent)
-			}
-			sent.Close()
-			data.Close()
-			meta.Close()
-			mu.Lock()
-			defer mu.Unlock()
-			if ps := busarchive.Problems(err); len(ps) > 0 {
-				fail(fmt.Errorf("restore of stream %s stopped before its end: %w", s,
-					&DamagedError{Path: path, Problems: problemSentences(err)}))
-				return
-			}
-			if err != nil {
-				if errors.Is(err, ErrConflict) {
-					// The server refused before creating anything: the
-					// stream on the bus is someone else's, not half of
-					// this restore, and must not be removed as if it were.
-					begun = slices.DeleteFunc(begun, func(b string) bool { return b == s })
-				}
-				fail(fmt.Errorf("restore of stream %s: %w", s, err))
-				return
-			}
-			k.log.Debug("stream restored and its data verified as it was read", "stream", s, "archive", path, "took", time.Since(began))
-			finished++
-			p.StreamsDone = finished
-			if done != nil {
-				done(s)
-			}
-		})
-	}
-	wg.Wait()
-	if panicked != nil {
-		panic(panicked)
-	}
-	if failed != nil {
-		return begun, failed
-	}
-	p.StreamsDone, p.Stream = finished, ""
-	report(p)
-	return begun, nil
 }
 
 // ErrDamaged is wrapped by errors about archives that fail verification.

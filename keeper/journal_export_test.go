@@ -17,7 +17,7 @@ func (k *Keeper) JournalSizes(ctx context.Context, module, local string) (head, 
 	if err != nil || j == nil {
 		return 0, 0, 0, fmt.Errorf("no readable journal of %s/%s: %v", module, local, err)
 	}
-	if err := k.loadBody(ctx, j); err != nil {
+	if err := k.journalStore().loadBody(ctx, j); err != nil {
 		return 0, 0, 0, err
 	}
 	if j.body != nil {
@@ -34,13 +34,13 @@ func (k *Keeper) MakeJournalOld(ctx context.Context, module, local string) error
 	if err != nil || j == nil {
 		return fmt.Errorf("no readable journal of %s/%s: %v", module, local, err)
 	}
-	if err := k.loadBody(ctx, j); err != nil {
+	if err := k.journalStore().loadBody(ctx, j); err != nil {
 		return err
 	}
 	if err := k.index.Put(ctx, journalKey(module, local), oldShape(j)); err != nil {
 		return err
 	}
-	k.removeBody(ctx, j)
+	k.journalStore().removeBody(ctx, j)
 	return nil
 }
 

@@ -179,7 +179,7 @@ func splitBody(j *journal) (*bodyRef, [][]byte, error) {
 // names them, when j has a body that is not there yet: the body is fixed
 // once a journal is first saved. An older journal, whose head held its
 // body, gets parts the first time it is saved again.
-func (k *Keeper) saveBody(ctx context.Context, j *journal) error {
+func (js journalStore) saveBody(ctx context.Context, j *journal) error {
 	if j.body != nil || j.bodyAway || len(j.Reposition)+len(j.Expect) == 0 {
 		return nil
 	}
@@ -188,27 +188,27 @@ func (k *Keeper) saveBody(ctx context.Context, j *journal) error {
 		return err
 	}
 	for n, p := range parts {
-		if err := k.index.Put(ctx, journalPartKey(j.Module, j.Local, ref.gen(), n), p); err != nil {
+		if err := js.index.Put(ctx, journalPartKey(j.Module, j.Local, ref.gen(), n), p); err != nil {
 			// Not removed here: a part a head names must never go, and the
 			// parts named by no head are Recover's to remove.
 			return fmt.Errorf("recording part %d of %d of the restore journal in the index: %w", n+1, len(parts), err)
 		}
 	}
-	k.hook("journal-parts-written")
+	js.step("journal-parts-written")
 	j.body = ref
 	return nil
 }
 
 // loadBody reads the body that j's head names from its parts, whole and
 // matching its SHA-256. A journal whose head held its body has it already.
-func (k *Keeper) loadBody(ctx context.Context, j *journal) error {
+func (js journalStore) loadBody(ctx context.Context, j *journal) error {
 	if !j.bodyAway {
 		return nil
 	}
 	ref := j.body
 	data := make([]byte, 0, ref.Bytes)
 	for n := range ref.Parts {
-		p, err := k.index.Get(ctx, journalPartKey(j.Module, j.Local, ref.gen(), n))
+		p, err := js.index.Get(ctx, journalPartKey(j.Module, j.Local, ref.gen(), n))
 		if err != nil {
 			return fmt.Errorf("reading part %d of %d of its body: %w", n+1, ref.Parts, err)
 		}
@@ -229,13 +229,13 @@ func (k *Keeper) loadBody(ctx context.Context, j *journal) error {
 }
 
 // removeBody removes the parts of j's body, once its head is gone.
-func (k *Keeper) removeBody(ctx context.Context, j *journal) {
+func (js journalStore) removeBody(ctx context.Context, j *journal) {
 	if j.body == nil {
 		return
 	}
 	for n := range j.body.Parts {
-		if err := k.index.Delete(ctx, journalPartKey(j.Module, j.Local, j.body.gen(), n)); err != nil {
-			k.log.Warn("could not remove a part of a closed restore journal from the index; recovery removes it", "module", j.Module, "local", j.Local, "part", n, "err", err)
+		if err := js.index.Delete(ctx, journalPartKey(j.Module, j.Local, j.body.gen(), n)); err != nil {
+			js.log.Warn("could not remove a part of a closed restore journal from the index; recovery removes it", "module", j.Module, "local", j.Local, "part", n, "err", err)
 			return
 		}
 	}

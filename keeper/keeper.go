@@ -409,3 +409,11 @@ func (k *Keeper) streamsOf(ctx context.Context, verb string, r Request) ([]strin
 	}
 	return names, nil
 }
+
+// hook calls the configured step hook, used by tests to stop the keeper at
+// a chosen step.
+func (k *Keeper) hook(step string) {
+	if k.stepHook != nil {
+		k.stepHook(step)
+	}
+}

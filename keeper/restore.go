@@ -11,6 +11,22 @@ import (
 	"github.com/nats-keeper/nats-keeper/busarchive"
 )
 
+// A restore-kept reads in this order, each file top to bottom:
+//
+//   - restore.go: RestoreKept, and restoreLocked, the order of steps: plan,
+//     set aside, write the journal, run, then the reply;
+//   - restore_plan.go: what the restore would do, touching nothing;
+//   - restore_aside.go: the live data set aside, verified and committed;
+//   - restore_run.go: the run (restoreRun) that owns the journal and the
+//     evidence from there: remove, restore, set the positions back, or give
+//     up and put the aside back;
+//   - restore_streams.go: a point's streams sent to the bus;
+//   - evidence_run.go, evidence_consumers.go: what the run checks as it goes;
+//     evidence_write.go: the evidence concluded and written;
+//   - journal.go, journal_parts.go: the journal the run saves after every
+//     step and closes at its end; journal_recover.go: a run a stopped keeper
+//     left, carried on when a keeper starts again.
+
 // RestoreKept restores a point beside the live data, or with AsideOnly only
 // sets the live data aside; DryRun replies with the plan and changes nothing.
 //
@@ -41,21 +57,12 @@ func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
 }
 
 // restoreLocked is RestoreKept once the kept data's lock is held; hand says
-// whether a person asked for it (recovery also runs it).
+// whether a person asked for it (recovery also runs it). It plans, sets the
+// live data aside, writes the journal, and hands the rest to the restore
+// run (restore_run.go), which owns the journal and the evidence from then.
 func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Reply, error) {
 	act := Act{Verb: VerbRestore, Module: r.Module, Local: r.Local, Caller: r.Caller, BusIdentity: r.BusIdentity, Why: r.Why, Hand: hand}
-	fail := func(err error) (*Reply, error) {
-		act.What, act.Outcome = err.Error(), "failed"
-		var ee *EvidenceError
-		if errors.As(err, &ee) && ee.Evidence != nil {
-			if data, jerr := json.Marshal(map[string]*Evidence{"evidence": ee.Evidence}); jerr == nil && len(data) < 64<<10 {
-				act.Detail = data
-			}
-		}
-		k.record(ctx, act)
-		return nil, err
-	}
-
+	fail := func(err error) (*Reply, error) { return nil, k.restoreFailed(ctx, act, err) }
 	began := k.now()
 	pl, err := k.planRestore(ctx, r)
 	if err != nil {
@@ -63,39 +70,161 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 	}
 	defer pl.close()
 	if r.DryRun {
-		said := pl.said(r)
-		act.What, act.Outcome = said, "planned"
-		k.record(ctx, act)
-		return &Reply{Said: said, Plan: &pl.RestorePlan, Positions: pl.Reposition, Moves: pl.Moves, CatchUp: catchUp(pl)}, nil
+		return k.dryRun(ctx, act, r, pl)
 	}
-
-	// Set aside: only once this is complete, verified and recorded may any
-	// live stream be removed.
-	kind := KindIntoAbsent
-	var aside *Aside
-	var asideRep *busarchive.Report
 	asideBegan := k.now()
+	aside, asideRep, stop, err := k.setAsideFor(ctx, r, pl)
+	defer stop()
+	if err != nil {
+		return fail(err)
+	}
+	x, err := k.beginRun(ctx, r, pl, aside, asideRep, began, asideBegan, !hand)
+	if err != nil {
+		return fail(err)
+	}
+	set, err := x.execute(ctx)
+	if err != nil {
+		if x.done() {
+			// The streams are restored; only the positions failed. The
+			// evidence says which consumers are not where they must be.
+			ev, werr := x.finishEvidence(ctx)
+			return fail(newEvidenceError(ev, fmt.Errorf("%w.%s", err, x.evidenceSaid(ev, werr))))
+		}
+		return fail(err)
+	}
+	defer x.journals.close(ctx, x.j) // after the act below is recorded
+	if pl.point != nil {
+		k.observe.Restored(r.Module, r.Local, pl.point.ArchiveSize, k.now().UTC())
+	}
+	rep := k.restoredReply(r, pl, aside, set)
+	ev, werr := x.finishEvidence(ctx)
+	rep.Evidence = ev
+	if ev != nil && ev.Verdict != Pass {
+		// Done, and failed: the journal goes, as for any finished restore.
+		return fail(x.evidenceFailed(pl, ev, werr))
+	}
+	rep.Said += x.evidenceSaid(ev, werr)
+	return k.done(ctx, act, rep)
+}
+
+// restoreFailed records the act of a restore that failed, with its
+// evidence when the error carries one, and returns err.
+func (k *Keeper) restoreFailed(ctx context.Context, act Act, err error) error {
+	act.What, act.Outcome = err.Error(), "failed"
+	var ee *EvidenceError
+	if errors.As(err, &ee) && ee.Evidence != nil {
+		if data, jerr := json.Marshal(map[string]*Evidence{"evidence": ee.Evidence}); jerr == nil && len(data) < 64<<10 {
+			act.Detail = data
+		}
+	}
+	k.record(ctx, act)
+	return err
+}
+
+// dryRun replies with the plan and records it; nothing was changed.
+func (k *Keeper) dryRun(ctx context.Context, act Act, r Request, pl *restorePlan) (*Reply, error) {
+	said := pl.said(r)
+	act.What, act.Outcome = said, "planned"
+	k.record(ctx, act)
+	return &Reply{Said: said, Plan: &pl.RestorePlan, Positions: pl.Reposition, Moves: pl.Moves, CatchUp: catchUp(pl)}, nil
+}
+
+// said is the reply of a dry run: what the restore would do.
+func (pl *restorePlan) said(r Request) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Dry run, nothing was changed. restore-kept of %s/%s would ", r.Module, r.Local)
 	if len(pl.SetAside) > 0 {
-		asideCtx := ctx
-		var pointOK func() error // nil: nothing to wait for
-		var beside *besideVerify
-		if pl.verifyLater {
-			// The point is verified whole while the live data is set aside;
-			// the aside counts, and anything live is removed, only once it
-			// passed.
-			beside = k.verifyBeside(ctx, r, pl)
-			defer beside.stop()
-			asideCtx, pointOK = beside.aside, beside.wait
+		fmt.Fprintf(&b, "set aside %s (%s) and then remove it", strings.Join(pl.SetAside, ", "), HumanBytes(int64(pl.AsideBytes)))
+	} else {
+		b.WriteString("set nothing aside (none of the kept data is live)")
+	}
+	if pl.AsideOnly {
+		b.WriteString(", and restore nothing.")
+		return b.String()
+	}
+	fmt.Fprintf(&b, ", restore %s (%s) from %s", strings.Join(pl.Restore, ", "), HumanBytes(int64(pl.RestoreBytes)), pl.Point)
+	fmt.Fprintf(&b, ", and set back %d consumer position(s)%s.", len(pl.Moves), movesSaid(pl.Moves))
+	if len(pl.Foreign) > 0 {
+		fmt.Fprintf(&b, " It would leave alone %d recorded consumer(s) that are not %s's now:%s.", len(pl.Foreign), r.Module, movesSaid(pl.Foreign))
+	}
+	b.WriteString(pl.unplacedSaid())
+	return b.String()
+}
+
+// unplacedSaid names the recorded positions that cannot be set back because
+// their stream is gone, or is one of the kept data's that the point does not
+// carry (the restore removes it).
+func (pl *restorePlan) unplacedSaid() string {
+	if len(pl.Unplaced) == 0 {
+		return ""
+	}
+	var names []string
+	for _, p := range pl.Unplaced {
+		names = append(names, p.Consumer+" on "+p.Stream)
+	}
+	return fmt.Sprintf(" %d recorded position(s) cannot be set back because their stream no longer exists, or is not in the point and so is removed: %s.",
+		len(pl.Unplaced), strings.Join(names, ", "))
+}
+
+// movesSaid lists moves as ": c on s from 20 to 5, …", or "".
+func movesSaid(ms []Move) string {
+	var b strings.Builder
+	for i, m := range ms {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString(", ")
 		}
-		if aside, asideRep, err = k.setAside(asideCtx, r, pl, pointOK); err != nil {
-			if beside != nil {
-				if verr := beside.failed(); verr != nil {
-					return fail(fmt.Errorf("restore-kept of %s/%s: %w, so nothing was set aside or removed", r.Module, r.Local, verr))
-				}
-			}
-			return fail(fmt.Errorf("restore-kept of %s/%s: setting the live data aside failed: %w, so nothing was removed",
-				r.Module, r.Local, withKind(ErrFailed, err)))
+		b.WriteString(m.String())
+	}
+	return b.String()
+}
+
+func catchUp(pl *restorePlan) string {
+	if pl.point == nil {
+		return ""
+	}
+	return pl.point.CatchUp
+}
+
+// setAsideFor sets the plan's live data aside, if any is live: only once
+// this is complete, verified and recorded may any live stream be removed.
+// When the plan verifies its point beside the set-aside, the aside counts,
+// and anything live is removed, only once that passed. It returns the aside
+// (nil when nothing is live), its verification, and what stops the
+// verification beside it, to be called when the restore ends.
+func (k *Keeper) setAsideFor(ctx context.Context, r Request, pl *restorePlan) (*Aside, *busarchive.Report, func(), error) {
+	stop := func() {}
+	if len(pl.SetAside) == 0 {
+		return nil, nil, stop, nil
+	}
+	asideCtx := ctx
+	var pointOK func() error // nil: nothing to wait for
+	var beside *besideVerify
+	if pl.verifyLater {
+		beside = k.verifyBeside(ctx, r, pl)
+		stop = beside.stop
+		asideCtx, pointOK = beside.aside, beside.wait
+	}
+	aside, rep, err := k.setAside(asideCtx, r, pl, pointOK)
+	if err == nil {
+		return aside, rep, stop, nil
+	}
+	if beside != nil {
+		if verr := beside.failed(); verr != nil {
+			return nil, nil, stop, fmt.Errorf("restore-kept of %s/%s: %w, so nothing was set aside or removed", r.Module, r.Local, verr)
 		}
+	}
+	return nil, nil, stop, fmt.Errorf("restore-kept of %s/%s: setting the live data aside failed: %w, so nothing was removed",
+		r.Module, r.Local, withKind(ErrFailed, err))
+}
+
+// beginRun writes the journal of the restore about to run, with its
+// evidence so far, and returns the run that carries it on. Nothing was
+// removed yet.
+func (k *Keeper) beginRun(ctx context.Context, r Request, pl *restorePlan, aside *Aside, asideRep *busarchive.Report, began, asideBegan time.Time, recovered bool) (*restoreRun, error) {
+	kind := KindIntoAbsent
+	if aside != nil {
 		kind = KindReplace
 		if r.AsideOnly {
 			kind = KindAsideOnly
@@ -111,67 +240,26 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 	} else {
 		j.Step = StepRestore // nothing is live, so nothing is removed
 	}
-	j.Evidence = k.beginEvidence(j, pl, aside, asideRep, began, asideBegan, !hand)
-	if err := k.saveJournal(ctx, j); err != nil {
+	j.Evidence = startEvidence(j, pl, aside, asideRep, began, asideBegan, k.now, recovered)
+	x := k.newRun(j, asides, pl.point, pl.arch)
+	if err := x.journals.save(ctx, j); err != nil {
 		if aside != nil {
-			return fail(Errorf(ErrFailed, "restore-kept of %s/%s: %w, so nothing was removed; the live data is also set aside as %s in %s",
-				r.Module, r.Local, err, aside.ID, k.abs(aside.Dir)))
+			return nil, Errorf(ErrFailed, "restore-kept of %s/%s: %w, so nothing was removed; the live data is also set aside as %s in %s",
+				r.Module, r.Local, err, aside.ID, k.abs(aside.Dir))
 		}
-		return fail(Errorf(ErrFailed, "restore-kept of %s/%s: %w, so nothing was restored", r.Module, r.Local, err))
+		return nil, Errorf(ErrFailed, "restore-kept of %s/%s: %w, so nothing was restored", r.Module, r.Local, err)
 	}
-	k.hook("journal-written")
-
-	x := &run{k: k, j: j, asides: asides, point: pl.point, arch: pl.arch, parallel: k.parallel}
-	set, err := x.execute(ctx)
-	if err != nil {
-		if x.done() {
-			// The streams are restored; only the positions failed. The
-			// evidence says which consumers are not where they must be.
-			ev, werr := k.finishEvidence(ctx, j)
-			return fail(newEvidenceError(ev, fmt.Errorf("%w.%s", err, k.evidenceSaid(ev, werr))))
-		}
-		return fail(err)
-	}
-	defer k.closeJournal(ctx, j) // after the act below is recorded
-	if pl.point != nil {
-		k.observe.Restored(r.Module, r.Local, pl.point.ArchiveSize, k.now().UTC())
-	}
-	rep := k.restoredReply(r, pl, aside, set)
-	ev, werr := k.finishEvidence(ctx, j)
-	rep.Evidence = ev
-	if ev != nil && ev.Verdict != Pass {
-		// Done, and failed: the journal goes, as for any finished restore.
-		return fail(k.evidenceFailed(j, pl, ev, werr))
-	}
-	rep.Said += k.evidenceSaid(ev, werr)
-	return k.done(ctx, act, rep)
-}
-
-// beginEvidence is the evidence of a restore about to run: the point's
-// verification, and the aside's, made before anything was removed.
-func (k *Keeper) beginEvidence(j *journal, pl *restorePlan, aside *Aside, asideRep *busarchive.Report, began, asideBegan time.Time, recovered bool) *Evidence {
-	ev := newEvidence(j, began)
-	ev.Recovered = recovered
-	if pl.point != nil {
-		ev.PointSum = pl.point.ArchiveSum
-	}
-	if pl.verified != nil {
-		ev.SetCheck(pointCheck(pl.point, pl.manifest, pl.verified, true))
-		ev.Timed("verify", pl.verifyBegan, pl.verifyEnded)
-	}
-	if aside != nil && asideRep != nil {
-		ev.SetCheck(asideCheck(aside, asideRep))
-		ev.Timed("aside", asideBegan, k.now())
-	}
-	return ev
+	x.step("journal-written")
+	return x, nil
 }
 
 // evidenceFailed is the failure of a restore that was done but whose
 // evidence fails: the data is left as the restore made it.
-func (k *Keeper) evidenceFailed(j *journal, pl *restorePlan, ev *Evidence, werr error) error {
+func (x *restoreRun) evidenceFailed(pl *restorePlan, ev *Evidence, werr error) error {
+	j := x.j
 	kept := "none of the kept data was live, so nothing was set aside"
 	if j.Aside != "" {
-		kept = fmt.Sprintf("the live data as it was stays set aside as %s in %s", j.Aside, k.abs(asideRel(j.Aside)))
+		kept = fmt.Sprintf("the live data as it was stays set aside as %s in %s", j.Aside, x.records.abs(asideRel(j.Aside)))
 	}
 	what := fmt.Sprintf("restored %d stream(s) from %s", len(pl.Restore), pl.source())
 	if j.kind() == KindAsideOnly {
@@ -185,7 +273,7 @@ func (k *Keeper) evidenceFailed(j *journal, pl *restorePlan, ev *Evidence, werr 
 	}
 	return newEvidenceError(ev, Errorf(ErrFailed, "restore-kept of %s/%s %s, but its evidence fails: %s; so it is reported as failed. "+
 		"The restored data is left as it is (a restore is not undone because of its evidence), and %s.%s",
-		j.Module, j.Local, what, strings.Join(failed, "; "), kept, k.evidenceSaid(ev, werr)))
+		j.Module, j.Local, what, strings.Join(failed, "; "), kept, x.evidenceSaid(ev, werr)))
 }
 
 // restoredReply is the reply of a restore that ran to its end.
@@ -218,33 +306,15 @@ func (k *Keeper) restoredReply(r Request, pl *restorePlan, aside *Aside, set []P
 		CatchUp: catchUp(pl), Positions: set, Moves: pl.Moves}
 }
 
-// setPositions sets back the module's consumers on streams the point does
-// not carry.
-func (k *Keeper) setPositions(ctx context.Context, module, local string, p *Point, ps []Position, a *Aside) ([]Position, error) {
-	if p == nil {
-		return []Position{}, nil // aside-only: nothing is set back
-	}
-	set := []Position{}
-	for _, pos := range ps {
-		if err := k.bus.SetPosition(ctx, pos); err != nil {
-			keptAt := "nothing was set aside because none of it was live"
-			if a != nil {
-				keptAt = fmt.Sprintf("the live data as it was is set aside as %s in %s", a.ID, k.abs(a.Dir))
-			}
-			return set, Errorf(ErrFailed, "restore-kept of %s/%s restored every stream of %s, but setting consumer %s on %s "+
-				"back to sequence %d failed (%v), after %d of %d position(s) were set; %s",
-				module, local, sourceName(p), pos.Consumer, pos.Stream, pos.AckFloor, err, len(set), len(ps), keptAt)
-		}
-		set = append(set, pos)
-	}
-	return set, nil
-}
-
-func catchUp(pl *restorePlan) string {
+// source names what the plan restores from, for sentences.
+func (pl *restorePlan) source() string {
 	if pl.point == nil {
-		return ""
+		return "nothing"
 	}
-	return pl.point.CatchUp
+	if isAsideRel(pl.pointRel) {
+		return sourceName(pl.point)
+	}
+	return fmt.Sprintf("its restore point f%d-%s", pl.point.Form, pl.point.Fingerprint)
 }
 
 // done records the act of a verb that changed the bus. The change is made;
@@ -266,80 +336,4 @@ func (k *Keeper) done(ctx context.Context, act Act, rep *Reply) (*Reply, error) 
 		rep.Said += fmt.Sprintf(" (The act could not be recorded on the bus: %v; it is in the keeper's log.)", err)
 	}
 	return rep, nil
-}
-
-// putBack undoes a restore that failed after live streams may have been
-// removed: it deletes the streams this call began restoring (here), then
-// brings back from the restore's aside (asides[0]) every one of its streams
-// that is not on the bus as the aside holds it. A stream in the way goes
-// only if an aside holds it as it stands (removeCovered); otherwise it stays
-// and the kept data is not whole yet. It asks the bus rather than trusting
-// what the keeper believes it removed: a delete whose reply was lost may
-// have happened. It returns a sentence that says both outcomes, and whether
-// the kept data is whole on the bus again.
-func (k *Keeper) putBack(ctx context.Context, asides []*Aside, here []string) (string, bool) {
-	var notes []string
-	var stuck []string
-	for _, s := range here {
-		if err := k.bus.DeleteStream(ctx, s); err != nil && !errors.Is(err, ErrNoStream) {
-			stuck = append(stuck, fmt.Sprintf("%s (%v)", s, err))
-		}
-	}
-	if len(here) > 0 {
-		if len(stuck) == 0 {
-			notes = append(notes, fmt.Sprintf("the half-restored stream(s) %s were removed", strings.Join(here, ", ")))
-		} else {
-			notes = append(notes, "the half-restored stream(s) "+strings.Join(stuck, ", ")+" could not be removed")
-		}
-	}
-	if len(asides) == 0 {
-		return strings.Join(notes, "; "), len(stuck) == 0
-	}
-	aside := asides[0]
-	if len(stuck) > 0 {
-		notes = append(notes, fmt.Sprintf("so the live data was not put back yet; it is complete in aside %s in %s",
-			aside.ID, k.abs(aside.Dir)))
-		return strings.Join(notes, "; "), false
-	}
-	var missing []string
-	for _, st := range aside.Streams {
-		si, err := k.bus.Stream(ctx, st.Name)
-		switch {
-		case errors.Is(err, ErrNoStream):
-			missing = append(missing, st.Name)
-			continue
-		case err != nil:
-			notes = append(notes, fmt.Sprintf("whether stream %s is on the bus could not be told (%v), so the live data was not put back yet; it is complete in aside %s in %s",
-				st.Name, err, aside.ID, k.abs(aside.Dir)))
-			return strings.Join(notes, "; "), false
-		}
-		if sameState(st, si) {
-			continue // never removed
-		}
-		if err := k.removeCovered(ctx, asides[1:], st.Name); err != nil {
-			notes = append(notes, fmt.Sprintf("%v, so the live data was not put back yet; it is complete in aside %s in %s",
-				err, aside.ID, k.abs(aside.Dir)))
-			return strings.Join(notes, "; "), false
-		}
-		missing = append(missing, st.Name)
-	}
-	if len(missing) == 0 {
-		notes = append(notes, "no live stream had been removed")
-		notes = append(notes, fmt.Sprintf("the aside %s in %s stays as a copy", aside.ID, k.abs(aside.Dir)))
-		return strings.Join(notes, "; "), true
-	}
-	a, err := k.openArchive(ctx, aside.Dir, asidePoint(aside))
-	if err == nil {
-		_, err = k.restoreArchive(ctx, a, missing, k.parallel, nil, // an aside goes back as it was
-			Progress{Verb: VerbRestore, Module: aside.Module, Local: aside.Local, Step: "put back"}, nil)
-		a.Close()
-	}
-	if err != nil {
-		notes = append(notes, fmt.Sprintf("putting the live data back from aside %s failed too (%v); it is complete in %s",
-			aside.ID, err, k.abs(aside.Dir)))
-		return strings.Join(notes, "; "), false
-	}
-	notes = append(notes, fmt.Sprintf("the live data was put back from aside %s (%s), which stays in %s",
-		aside.ID, strings.Join(missing, ", "), k.abs(aside.Dir)))
-	return strings.Join(notes, "; "), true
 }

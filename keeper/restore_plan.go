@@ -63,45 +63,7 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 		}
 	}()
 	if !r.AsideOnly {
-		p, rel, err := k.locatePoint(ctx, r)
-		if err != nil {
-			return nil, err
-		}
-		a, err := k.openArchive(ctx, rel, p)
-		if errors.Is(err, ErrLocked) {
-			return nil, fmt.Errorf("%s cannot be read here: %w", sourceName(p), err)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s is damaged: %w", sourceName(p), err)
-		}
-		pl.arch = a
-		m := a.Manifest()
-		if got, want := manifestNames(m), streamSumNames(p.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
-			return nil, Errorf(ErrDamaged, "%s: its record names streams %v but its archive holds %v", sourceName(p), want, got)
-		}
-		pl.point, pl.pointRel, pl.manifest = p, rel, m
-		pl.Point = k.abs(rel)
-		pl.Restore = manifestNames(m)
-		pl.RestoreBytes = uint64(m.Bytes())
-		if err := k.checkReplicasFit(a, pl.Restore, pl.Overrides); err != nil {
-			return nil, fmt.Errorf("%s cannot be restored here: %w", sourceName(p), err)
-		}
-		// A stream the point carries that lives on the bus outside the kept
-		// data's current streams would block its restore: it is set aside too.
-		for _, s := range pl.Restore {
-			if containsStream(live, s) {
-				continue
-			}
-			si, err := k.bus.Stream(ctx, s)
-			switch {
-			case errors.Is(err, ErrNoStream):
-			case err != nil:
-				return nil, Errorf(ErrFailed, "looking up stream %s: %v", s, err)
-			default:
-				live = append(live, *si)
-			}
-		}
-		if err := k.planPositions(ctx, r, pl, live); err != nil {
+		if live, err = k.planPoint(ctx, r, pl, live); err != nil {
 			return nil, err
 		}
 	} else if len(live) == 0 {
@@ -131,6 +93,67 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 	}
 	ok = true
 	return pl, nil
+}
+
+// canReadOwn refuses, with ErrLocked, a keeper that encrypts what it writes
+// (Config.Seal) but holds no identity (Config.Unseal) to read it back: a
+// set-aside copy is verified whole from the store before any live stream
+// is removed, so such a keeper cannot set data aside.
+func (k *Keeper) canReadOwn() error {
+	if k.seal != nil && !k.unseal.Holds() {
+		return Errorf(ErrLocked, "this keeper encrypts what it writes (--encrypt-to) but has no --identity to read a set-aside copy back and verify it before the live data is removed")
+	}
+	return nil
+}
+
+// planPoint works out the point's side of a restore: locates the point,
+// opens its archive into the plan (checked against its record), checks its
+// streams fit here, and plans the positions set back. It returns live with
+// the streams the point carries that are on the bus outside the kept data's
+// current streams: they would block its restore, so they are set aside too.
+func (k *Keeper) planPoint(ctx context.Context, r Request, pl *restorePlan, live []StreamInfo) ([]StreamInfo, error) {
+	p, rel, err := k.locatePoint(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	a, err := k.openArchive(ctx, rel, p)
+	if errors.Is(err, ErrLocked) {
+		return nil, fmt.Errorf("%s cannot be read here: %w", sourceName(p), err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s is damaged: %w", sourceName(p), err)
+	}
+	pl.arch = a
+	m := a.Manifest()
+	if got, want := manifestNames(m), streamSumNames(p.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
+		return nil, Errorf(ErrDamaged, "%s: its record names streams %v but its archive holds %v", sourceName(p), want, got)
+	}
+	pl.point, pl.pointRel, pl.manifest = p, rel, m
+	pl.Point = k.abs(rel)
+	pl.Restore = manifestNames(m)
+	pl.RestoreBytes = uint64(m.Bytes())
+	if err := k.checkReplicasFit(a, pl.Restore, pl.Overrides); err != nil {
+		return nil, fmt.Errorf("%s cannot be restored here: %w", sourceName(p), err)
+	}
+	// A stream the point carries that lives on the bus outside the kept
+	// data's current streams would block its restore: it is set aside too.
+	for _, s := range pl.Restore {
+		if containsStream(live, s) {
+			continue
+		}
+		si, err := k.bus.Stream(ctx, s)
+		switch {
+		case errors.Is(err, ErrNoStream):
+		case err != nil:
+			return nil, Errorf(ErrFailed, "looking up stream %s: %v", s, err)
+		default:
+			live = append(live, *si)
+		}
+	}
+	if err := k.planPositions(ctx, r, pl, live); err != nil {
+		return nil, err
+	}
+	return live, nil
 }
 
 // verifyPoint verifies the plan's point whole, timed for the evidence.
@@ -227,67 +250,6 @@ func (k *Keeper) planPositions(ctx context.Context, r Request, pl *restorePlan, 
 		pl.expect = append(pl.expect, expectConsumer(mv, pos, was, pl.Overrides))
 	}
 	return nil
-}
-
-func (pl *restorePlan) said(r Request) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Dry run, nothing was changed. restore-kept of %s/%s would ", r.Module, r.Local)
-	if len(pl.SetAside) > 0 {
-		fmt.Fprintf(&b, "set aside %s (%s) and then remove it", strings.Join(pl.SetAside, ", "), HumanBytes(int64(pl.AsideBytes)))
-	} else {
-		b.WriteString("set nothing aside (none of the kept data is live)")
-	}
-	if pl.AsideOnly {
-		b.WriteString(", and restore nothing.")
-		return b.String()
-	}
-	fmt.Fprintf(&b, ", restore %s (%s) from %s", strings.Join(pl.Restore, ", "), HumanBytes(int64(pl.RestoreBytes)), pl.Point)
-	fmt.Fprintf(&b, ", and set back %d consumer position(s)%s.", len(pl.Moves), movesSaid(pl.Moves))
-	if len(pl.Foreign) > 0 {
-		fmt.Fprintf(&b, " It would leave alone %d recorded consumer(s) that are not %s's now:%s.", len(pl.Foreign), r.Module, movesSaid(pl.Foreign))
-	}
-	b.WriteString(pl.unplacedSaid())
-	return b.String()
-}
-
-// unplacedSaid names the recorded positions that cannot be set back because
-// their stream is gone, or is one of the kept data's that the point does not
-// carry (the restore removes it).
-func (pl *restorePlan) unplacedSaid() string {
-	if len(pl.Unplaced) == 0 {
-		return ""
-	}
-	var names []string
-	for _, p := range pl.Unplaced {
-		names = append(names, p.Consumer+" on "+p.Stream)
-	}
-	return fmt.Sprintf(" %d recorded position(s) cannot be set back because their stream no longer exists, or is not in the point and so is removed: %s.",
-		len(pl.Unplaced), strings.Join(names, ", "))
-}
-
-// source names what the plan restores from, for sentences.
-func (pl *restorePlan) source() string {
-	if pl.point == nil {
-		return "nothing"
-	}
-	if isAsideRel(pl.pointRel) {
-		return sourceName(pl.point)
-	}
-	return fmt.Sprintf("its restore point f%d-%s", pl.point.Form, pl.point.Fingerprint)
-}
-
-// movesSaid lists moves as ": c on s from 20 to 5, …", or "".
-func movesSaid(ms []Move) string {
-	var b strings.Builder
-	for i, m := range ms {
-		if i == 0 {
-			b.WriteString(": ")
-		} else {
-			b.WriteString(", ")
-		}
-		b.WriteString(m.String())
-	}
-	return b.String()
 }
 
 func manifestNames(m *busarchive.Manifest) []string {

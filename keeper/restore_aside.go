@@ -101,27 +101,9 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 	a := &Aside{ID: id, Module: r.Module, Local: r.Local, Taken: k.now().UTC(), Caller: r.Caller, Why: r.Why,
 		Reason: reason, Point: pointRel, Dir: rel, Streams: streamSums(m), Positions: positions, PositionCount: len(positions),
 		ArchiveSize: info.Size, ArchiveSum: info.Sum, Sealing: k.sealingOf(w)}
-	// Read back from the store and verified whole, before it counts.
-	oa, err := k.openArchive(ctx, rel, asidePoint(a))
+	rep, err := k.checkAside(ctx, a, m)
 	if err != nil {
-		return nil, nil, fmt.Errorf("the set-aside copy does not verify: %w", err)
-	}
-	_, rep, err := k.verifyArchive(ctx, oa)
-	oa.Close()
-	if err != nil {
-		return nil, nil, fmt.Errorf("the set-aside copy does not verify: %w", err)
-	}
-	// Anything written to the live streams after their snapshot began is not
-	// in the aside: removing them now would lose it.
-	for _, s := range m.Streams {
-		si, err := k.bus.Stream(ctx, s.Name)
-		if err != nil {
-			return nil, nil, fmt.Errorf("looking up stream %s after setting it aside: %w", s.Name, err)
-		}
-		if si.LastSeq != s.State.LastSeq {
-			return nil, nil, Errorf(ErrConflict, "stream %s took new messages while it was being set aside (last sequence %d, now %d); "+
-				"stop the module's writers and try again", s.Name, s.State.LastSeq, si.LastSeq)
-		}
+		return nil, nil, err
 	}
 	if pointOK != nil {
 		k.hook("aside:point-wait") // for tests: the aside is whole, not yet committed
@@ -139,15 +121,34 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 	return a, rep, nil
 }
 
-// canReadOwn refuses, with ErrLocked, a keeper that encrypts what it writes
-// (Config.Seal) but holds no identity (Config.Unseal) to read it back: a
-// set-aside copy is verified whole from the store before any live stream
-// is removed, so such a keeper cannot set data aside.
-func (k *Keeper) canReadOwn() error {
-	if k.seal != nil && !k.unseal.Holds() {
-		return Errorf(ErrLocked, "this keeper encrypts what it writes (--encrypt-to) but has no --identity to read a set-aside copy back and verify it before the live data is removed")
+// checkAside reads the aside a, written but not yet committed, back from
+// the store and verifies it whole, then checks that no stream of its
+// manifest m took a new message since its snapshot began: only then may it
+// count. It returns the verification's report.
+func (k *Keeper) checkAside(ctx context.Context, a *Aside, m *busarchive.Manifest) (*busarchive.Report, error) {
+	// Read back from the store and verified whole, before it counts.
+	oa, err := k.openArchive(ctx, a.Dir, asidePoint(a))
+	if err != nil {
+		return nil, fmt.Errorf("the set-aside copy does not verify: %w", err)
 	}
-	return nil
+	_, rep, err := k.verifyArchive(ctx, oa)
+	oa.Close()
+	if err != nil {
+		return nil, fmt.Errorf("the set-aside copy does not verify: %w", err)
+	}
+	// Anything written to the live streams after their snapshot began is not
+	// in the aside: removing them now would lose it.
+	for _, s := range m.Streams {
+		si, err := k.bus.Stream(ctx, s.Name)
+		if err != nil {
+			return nil, fmt.Errorf("looking up stream %s after setting it aside: %w", s.Name, err)
+		}
+		if si.LastSeq != s.State.LastSeq {
+			return nil, Errorf(ErrConflict, "stream %s took new messages while it was being set aside (last sequence %d, now %d); "+
+				"stop the module's writers and try again", s.Name, s.State.LastSeq, si.LastSeq)
+		}
+	}
+	return rep, nil
 }
 
 // asidePoint is an aside as the Point record that restores and checks read.

@@ -1,0 +1,242 @@
+package keeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-keeper/nats-keeper/busarchive"
+)
+
+// restoreArchive restores the named streams of the opened archive a (all
+// when only is nil), started in archive order, up to rp.parallel at once,
+// calling done after each (under a lock, one call at a time). At the first
+// failure it starts no other stream, stops the ones in flight, and returns
+// the streams it began (those not done maybe half-made).
+//
+// Each stream's data is checked while it is read for the bus
+// (busarchive.CheckedStreamData): the server is sent only bytes that are
+// hashed as they go, and the end of a stream's data, without which the
+// server's restore cannot complete, only once its SHA-256 matches the
+// manifest. A stream that fails so fails its restore with a *DamagedError.
+func (rp runPorts) restoreArchive(ctx context.Context, a *openedArchive, only []string, ov *Overrides, p Progress, done func(stream string)) (begun []string, err error) {
+	if a.Manifest().Bytes() >= releaseAfter {
+		defer debug.FreeOSMemory()
+	}
+	report := progressFrom(ctx)
+	streams := chosenStreams(a, only)
+	p.StreamsTotal = len(streams)
+	p.BytesTotal, p.Bytes = streamDataBytes(a.Manifest(), streams), 0
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sr := &streamsRestore{rp: rp, a: a, ov: ov, done: done, report: report, cancel: cancel,
+		slots: make(chan struct{}, max(rp.parallel, 1)), p: p, finished: p.StreamsDone}
+	for _, s := range streams {
+		select {
+		case sr.slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if !sr.begin(ctx, s) {
+			break
+		}
+	}
+	sr.wg.Wait()
+	if sr.panicked != nil {
+		panic(sr.panicked)
+	}
+	if sr.failed != nil {
+		return sr.begun, sr.failed
+	}
+	sr.p.StreamsDone, sr.p.Stream = sr.finished, ""
+	report(sr.p)
+	return sr.begun, nil
+}
+
+// chosenStreams is the archive's streams that only names (all when only is
+// nil), in archive order.
+func chosenStreams(a *openedArchive, only []string) []string {
+	streams := a.Streams()
+	if only == nil {
+		return streams
+	}
+	var keep []string
+	for _, s := range streams {
+		if contains(only, s) {
+			keep = append(keep, s)
+		}
+	}
+	return keep
+}
+
+// streamDataBytes is the size of the data entries of the named streams.
+func streamDataBytes(m *busarchive.Manifest, streams []string) int64 {
+	var n int64
+	for _, ms := range m.Streams {
+		if contains(streams, ms.Name) {
+			for _, e := range ms.Entries {
+				if strings.HasSuffix(e.Name, "/"+busarchive.DataName) {
+					n += e.Size
+				}
+			}
+		}
+	}
+	return n
+}
+
+// streamsRestore is one restoreArchive under way: what the restores of its
+// streams, each in its own goroutine, share.
+type streamsRestore struct {
+	rp     runPorts
+	a      *openedArchive
+	ov     *Overrides
+	done   func(stream string)
+	report func(Progress)
+	cancel context.CancelFunc
+	slots  chan struct{} // one per stream being restored
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex // guards what follows, and the calls of report and done
+	p        Progress
+	begun    []string
+	failed   error
+	panicked any // a Bus panic, raised again in the caller's goroutine
+	finished int
+	reported int64
+}
+
+// fail keeps the first failure and stops every stream in flight. Hold mu.
+func (sr *streamsRestore) fail(err error) {
+	if sr.failed == nil {
+		sr.failed = err
+		sr.cancel()
+	}
+}
+
+// begin opens stream s's data and meta and starts its restore, in a slot
+// already taken. It returns false when the restore fails and no other
+// stream may start.
+func (sr *streamsRestore) begin(ctx context.Context, s string) bool {
+	sr.mu.Lock()
+	if sr.failed == nil && ctx.Err() != nil {
+		sr.fail(ctx.Err())
+	}
+	if sr.failed != nil {
+		sr.mu.Unlock()
+		return false
+	}
+	data, err := sr.a.CheckedStreamData(ctx, s)
+	if err != nil {
+		if len(busarchive.Problems(err)) > 0 {
+			err = &DamagedError{Path: sr.a.where, Problems: problemSentences(err)}
+		}
+		sr.fail(fmt.Errorf("stream %s was not restored: %w", s, err))
+		sr.mu.Unlock()
+		return false
+	}
+	meta, err := sr.a.StreamMeta(s)
+	if err != nil {
+		data.Close()
+		sr.fail(err)
+		sr.mu.Unlock()
+		return false
+	}
+	sr.begun = append(sr.begun, s)
+	sr.p.Stream = s
+	sr.report(sr.p)
+	sr.mu.Unlock()
+	sent, sentMeta, err := overridden(sr.ov, &countingReader{r: data, tick: sr.tick}, meta)
+	if err != nil {
+		data.Close()
+		meta.Close()
+		sr.mu.Lock()
+		sr.fail(fmt.Errorf("stream %s was not restored: its overrides (%s): %w", s, sr.ov, err))
+		sr.mu.Unlock()
+		return false
+	}
+	sr.wg.Go(func() {
+		defer func() { <-sr.slots }()
+		defer sr.recovered(s)
+		sr.restoreOne(ctx, s, sent, sentMeta, data, meta)
+	})
+	return true
+}
+
+// tick counts n more bytes read, and reports every 8 MiB.
+func (sr *streamsRestore) tick(n int64) {
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	if sr.p.Bytes += n; sr.p.Bytes-sr.reported >= 8<<20 {
+		sr.reported = sr.p.Bytes
+		sr.report(sr.p)
+	}
+}
+
+// recovered keeps a panic of the Bus in stream s's restore, to raise it
+// again in the caller's goroutine. Deferred.
+func (sr *streamsRestore) recovered(s string) {
+	if r := recover(); r != nil {
+		sr.mu.Lock()
+		defer sr.mu.Unlock()
+		if sr.panicked == nil {
+			sr.panicked = r
+		}
+		sr.fail(fmt.Errorf("restore of stream %s panicked", s))
+	}
+}
+
+// restoreOne sends stream s to the bus and closes what it read from.
+func (sr *streamsRestore) restoreOne(ctx context.Context, s string, sent io.ReadCloser, sentMeta io.Reader, data, meta io.Closer) {
+	began := time.Now()
+	err := sr.rp.bus.Restore(ctx, s, sent, sentMeta)
+	if err == nil {
+		// A bus that stopped reading early has not had the data's
+		// end, so not its verification: read to the end to have it.
+		_, err = io.Copy(io.Discard, sent)
+	}
+	sent.Close()
+	data.Close()
+	meta.Close()
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	if ps := busarchive.Problems(err); len(ps) > 0 {
+		sr.fail(fmt.Errorf("restore of stream %s stopped before its end: %w", s,
+			&DamagedError{Path: sr.a.where, Problems: problemSentences(err)}))
+		return
+	}
+	if err != nil {
+		if errors.Is(err, ErrConflict) {
+			// The server refused before creating anything: the
+			// stream on the bus is someone else's, not half of
+			// this restore, and must not be removed as if it were.
+			sr.begun = slices.DeleteFunc(sr.begun, func(b string) bool { return b == s })
+		}
+		sr.fail(fmt.Errorf("restore of stream %s: %w", s, err))
+		return
+	}
+	sr.rp.log.Debug("stream restored and its data verified as it was read", "stream", s, "archive", sr.a.where, "took", time.Since(began))
+	sr.finished++
+	sr.p.StreamsDone = sr.finished
+	if sr.done != nil {
+		sr.done(s)
+	}
+}
+
+// countingReader reports each read's byte count.
+type countingReader struct {
+	r    io.Reader
+	tick func(int64)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.tick(int64(n))
+	}
+	return n, err
+}
