@@ -8,8 +8,10 @@
 // their imports read from the go command's export data):
 //   - a stop is a function or method of the module's production code (no
 //     _test.go file), visited once, in depth-first order of the references
-//     in the bodies before it (calls, method values, method expressions,
-//     and the initializers of package-level variables they name);
+//     in the bodies before it (calls, method values, method expressions);
+//   - a call through a function value (a table of handlers, a field of
+//     functions) goes on where Calls says that value leads for the verb
+//     followed, and stops there otherwise;
 //   - a call through an interface goes on to the implementation that Impl
 //     names for that interface, and stops there otherwise (the ports);
 //   - where a body chooses by verb (a switch case, a keyed literal or a
@@ -53,9 +55,10 @@ type Config struct {
 	Verbs  []string          // every verb name, to know a branch of another verb
 	Impl   map[string]string // "<pkg>.<Interface>" → "<pkg>.<Type>" followed through calls on it
 	Skip   []string          // package paths not entered
-	// Calls names, for a struct field of functions called through it
-	// ("<pkg>.<Type>.<field>"), the function that makes them: the walk
-	// goes on there when a body reads the field.
+	// Calls says where a call through a function value leads for the verb
+	// followed: for a package-level variable ("<pkg>.<name>", a table of
+	// handlers) or a struct field ("<pkg>.<Type>.<field>"), the function
+	// the walk goes on to when a body reads it.
 	Calls map[string]string
 	Lines int // a function shorter than this is walked through but is no stop
 }
@@ -104,13 +107,7 @@ type world struct {
 	cfg   Config
 	fset  *token.FileSet
 	funcs map[string]*fn
-	vars  map[string]varInit
 	verbs map[string]bool
-}
-
-type varInit struct {
-	expr ast.Expr
-	info *types.Info
 }
 
 type listed struct {
@@ -132,7 +129,7 @@ func Follow(cfg Config) (*Walk, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &world{cfg: cfg, fset: token.NewFileSet(), funcs: map[string]*fn{}, vars: map[string]varInit{}, verbs: map[string]bool{}}
+	w := &world{cfg: cfg, fset: token.NewFileSet(), funcs: map[string]*fn{}, verbs: map[string]bool{}}
 	for _, v := range cfg.Verbs {
 		w.verbs[v] = true
 	}
@@ -208,18 +205,6 @@ func (w *world) declare(pkg string, d ast.Decl, info *types.Info) {
 		pos := w.fset.Position(d.Pos())
 		rel, _ := filepath.Rel(w.cfg.Dir, pos.Filename)
 		w.funcs[key] = &fn{key: key, file: rel, line: pos.Line, decl: d, info: info}
-	case *ast.GenDecl:
-		for _, s := range d.Specs {
-			vs, ok := s.(*ast.ValueSpec)
-			if !ok || d.Tok != token.VAR {
-				continue
-			}
-			for i, n := range vs.Names {
-				if i < len(vs.Values) {
-					w.vars[pkg+"."+n.Name] = varInit{expr: vs.Values[i], info: info}
-				}
-			}
-		}
 	}
 }
 
@@ -268,7 +253,7 @@ func (w *world) keyOf(obj types.Object) string {
 		return tkey + "." + o.Name()
 	case *types.Var:
 		if o.Pkg() != nil && o.Parent() == o.Pkg().Scope() {
-			return "var:" + o.Pkg().Path() + "." + o.Name()
+			return w.cfg.Calls[o.Pkg().Path()+"."+o.Name()]
 		}
 	}
 	return ""
@@ -276,7 +261,7 @@ func (w *world) keyOf(obj types.Object) string {
 
 func (w *world) skipped(key string) bool {
 	for _, s := range w.cfg.Skip {
-		if strings.HasPrefix(strings.TrimPrefix(key, "var:"), s+".") {
+		if strings.HasPrefix(key, s+".") {
 			return true
 		}
 	}
@@ -317,14 +302,6 @@ func (w *world) walk() (*Walk, error) {
 			return
 		}
 		seen[key] = true
-		if strings.HasPrefix(key, "var:") {
-			if v, ok := w.vars[strings.TrimPrefix(key, "var:")]; ok {
-				for _, k := range refs(v.expr, v.info) {
-					visit(k)
-				}
-			}
-			return
-		}
 		f := w.funcs[key]
 		if f == nil || f.decl.Body == nil {
 			return
