@@ -21,12 +21,12 @@ type StreamInfo struct {
 	Subjects  []string `json:"subjects,omitempty"` // the subjects it takes (the overlap check reads them)
 	Messages  uint64   `json:"messages"`           // messages it holds
 	Bytes     uint64   `json:"bytes"`              // bytes it holds
-	FirstSeq  uint64   `json:"first_seq"`          // its first sequence
-	LastSeq   uint64   `json:"last_seq"`           // its last sequence
+	FirstSeq  uint64   `json:"first-seq"`          // its first sequence
+	LastSeq   uint64   `json:"last-seq"`           // its last sequence
 	Consumers int      `json:"consumers"`          // how many consumers it has (Streams: -1 when not known: its leader did not answer the list)
 	// NumSubjects is how many subjects hold a message (a KV bucket's keys,
 	// counting those whose last entry is a delete or purge marker).
-	NumSubjects uint64 `json:"num_subjects,omitempty"`
+	NumSubjects uint64 `json:"num-subjects,omitempty"`
 }
 
 // Bus is the keeper's view of a JetStream system. Implementations must be safe
@@ -208,18 +208,18 @@ type Act struct {
 
 // Progress is reported while a long verb runs.
 type Progress struct {
-	Verb         string `json:"verb"`          // the verb in progress
-	Module       string `json:"module"`        // its module
-	Local        string `json:"local"`         // its kept data
-	Step         string `json:"step"`          // "snapshot", "aside", "restore", "verify"
-	Stream       string `json:"stream"`        // the stream in progress
-	StreamsDone  int    `json:"streams_done"`  // streams finished in this step
-	StreamsTotal int    `json:"streams_total"` // streams in this step
-	Bytes        int64  `json:"bytes"`         // archive bytes written or read so far in this step
+	Verb         string `json:"verb"`                              // the verb in progress
+	Module       string `json:"module"`                            // its module
+	Local        string `json:"local"`                             // its kept data
+	Step         string `json:"step"`                              // "snapshot", "aside", "restore", "verify"
+	Stream       string `json:"stream"`                            // the stream in progress
+	StreamsDone  int    `json:"streams-done" was:"streams_done"`   // streams finished in this step
+	StreamsTotal int    `json:"streams-total" was:"streams_total"` // streams in this step
+	Bytes        int64  `json:"bytes"`                             // archive bytes written or read so far in this step
 	// BytesTotal is what Bytes will reach when the step ends (0: not known).
 	// For a snapshot it is the live streams' stored bytes, an estimate of the
 	// archive; for a restore or a verification the archive's own sizes.
-	BytesTotal int64 `json:"bytes_total,omitempty"`
+	BytesTotal int64 `json:"bytes-total,omitempty" was:"bytes_total"`
 }
 
 type progressKey struct{}

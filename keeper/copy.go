@@ -164,7 +164,7 @@ func copyOne(ctx context.Context, from, to store.Store, rel string) (copied, sea
 		// Taken before stores named checksums: the copy's record names it.
 		var v map[string]any
 		if err := json.Unmarshal(raw, &v); err == nil {
-			v["archive_sum"] = info.Sum
+			v["archive-sum"], v["archive_sum"] = info.Sum, info.Sum // both keys, as the keeper writes them (wirecase.go)
 			if b, err := recordJSON(v); err == nil {
 				raw = b
 			}
