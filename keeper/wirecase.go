@@ -99,23 +99,28 @@ func MarshalWire(v any) ([]byte, error) {
 	if len(renamed) == 0 {
 		return data, nil
 	}
-	members, ok := topMembers(data)
-	if !ok {
-		return data, nil
-	}
-	out := make([]byte, 0, len(data)+32*len(renamed))
-	last := 0
-	for _, m := range members {
+	var out []byte
+	last, left := 0, len(renamed)
+	eachMember(data, func(m member) bool {
 		for _, f := range renamed {
-			if m.is(data, f.key) {
-				out = append(out, data[last:m.valEnd]...)
-				out = append(out, ',', '"')
-				out = append(out, f.old...)
-				out = append(out, '"', ':')
-				out = append(out, data[m.valStart:m.valEnd]...)
-				last = m.valEnd
+			if !m.is(data, f.key) {
+				continue
 			}
+			if out == nil {
+				out = make([]byte, 0, len(data)+len(renamed)*(len(f.old)+24))
+			}
+			out = append(out, data[last:m.valEnd]...)
+			out = append(out, ',', '"')
+			out = append(out, f.old...)
+			out = append(out, '"', ':')
+			out = append(out, data[m.valStart:m.valEnd]...)
+			last = m.valEnd
+			left--
 		}
+		return left > 0 // json.Marshal writes each key once: done when all are found
+	})
+	if out == nil {
+		return data, nil
 	}
 	return append(out, data[last:]...), nil
 }
@@ -133,49 +138,45 @@ func UnmarshalWire(data []byte, v any) error {
 	return json.Unmarshal(data, v)
 }
 
-// newKeys is the object data with its old keys renamed to the new ones (or,
-// where the new key is there too, left out); data itself when it holds no
-// old key or is no object (json.Unmarshal then says what is wrong with it).
+// newKeys is the object data with each old key whose new key it does not
+// hold renamed to the new one (where it holds both, the decoder passes the
+// old one over, as a key it does not know); data itself when there is
+// nothing to rename or it is no object (json.Unmarshal then says what is
+// wrong with it).
 func newKeys(data []byte, renamed []wireField) []byte {
-	members, ok := topMembers(data)
-	if !ok {
-		return data
-	}
-	olds := make([]int, len(members)) // 1+the renamed field a member has the old key of; 0: none
-	has := make([]bool, len(renamed)) // the new key is there
-	found := false
-	for i, m := range members {
+	var has, old uint64 // bit j: renamed[j]'s new key, its old key, is there
+	eachMember(data, func(m member) bool {
 		key := m.key(data)
 		for j, f := range renamed {
 			switch {
 			case strings.EqualFold(key, f.key):
-				has[j] = true
+				has |= 1 << j
 			case strings.EqualFold(key, f.old):
-				olds[i], found = j+1, true
+				old |= 1 << j
 			}
 		}
-	}
-	if !found {
+		return true
+	})
+	if old&^has == 0 {
 		return data
 	}
-	out := make([]byte, 0, len(data))
-	out = append(out, '{')
-	for i, m := range members {
-		k := data[m.keyStart:m.keyEnd]
-		if j := olds[i] - 1; j >= 0 {
-			if has[j] {
+	var out []byte
+	last := 0
+	eachMember(data, func(m member) bool {
+		key := m.key(data)
+		for j, f := range renamed {
+			if has&(1<<j) != 0 || !strings.EqualFold(key, f.old) {
 				continue
 			}
-			k = []byte(`"` + renamed[j].key + `"`)
+			out = append(out, data[last:m.keyStart]...)
+			out = append(out, '"')
+			out = append(out, f.key...)
+			out = append(out, '"')
+			last = m.keyEnd
 		}
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		out = append(out, k...)
-		out = append(out, ':')
-		out = append(out, data[m.valStart:m.valEnd]...)
-	}
-	return append(out, '}')
+		return true
+	})
+	return append(out, data[last:]...)
 }
 
 // CheckWireKeys refuses, as json.Decoder.DisallowUnknownFields does, an
@@ -269,47 +270,60 @@ func (m member) key(data []byte) string {
 
 // topMembers are the members of the object data begins with (after any
 // space), in order; false when data does not begin with a whole object.
-// It trusts data to be JSON as far as telling strings, objects and arrays
-// apart: json.Unmarshal checks the rest.
 func topMembers(data []byte) ([]member, bool) {
+	var ms []member
+	ok := eachMember(data, func(m member) bool {
+		ms = append(ms, m)
+		return true
+	})
+	return ms, ok
+}
+
+// eachMember calls fn with each member of the object data begins with
+// (after any space), in order, until fn returns false; it reports whether
+// data begins with a whole object (or fn stopped). It trusts data to be
+// JSON as far as telling strings, objects and arrays apart: json.Unmarshal
+// checks the rest.
+func eachMember(data []byte, fn func(member) bool) bool {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
-		return nil, false
+		return false
 	}
-	var ms []member
 	i = skipSpace(data, i+1)
 	if i < len(data) && data[i] == '}' {
-		return ms, true
+		return true
 	}
 	for i < len(data) {
 		if data[i] != '"' {
-			return nil, false
+			return false
 		}
 		var m member
 		m.keyStart, m.keyEnd = i, skipString(data, i)
 		i = skipSpace(data, m.keyEnd)
 		if m.keyEnd < 0 || i >= len(data) || data[i] != ':' {
-			return nil, false
+			return false
 		}
 		m.valStart = skipSpace(data, i+1)
 		m.valEnd = skipValue(data, m.valStart)
 		if m.valEnd < 0 {
-			return nil, false
+			return false
 		}
-		ms = append(ms, m)
+		if !fn(m) {
+			return true
+		}
 		i = skipSpace(data, m.valEnd)
 		if i >= len(data) {
-			return nil, false
+			return false
 		}
 		if data[i] == '}' {
-			return ms, true
+			return true
 		}
 		if data[i] != ',' {
-			return nil, false
+			return false
 		}
 		i = skipSpace(data, i+1)
 	}
-	return nil, false
+	return false
 }
 
 func skipSpace(data []byte, i int) int {
