@@ -70,37 +70,9 @@ func (k *Keeper) readHead(ctx context.Context, rel string) (*Point, error) {
 	return k.readRecord(ctx, rel, true)
 }
 
-// unread is a field the decoder passes over, building nothing.
-type unread struct{}
-
-func (*unread) UnmarshalJSON([]byte) error { return nil }
-
 // headOf is what a record (*Point or *Aside) is decoded through to leave
-// its positions unread: a field of the outer struct hides the embedded
-// one of the same name. The embedded one is the record's twin without
-// methods (wiretypes.go), whose UnmarshalJSON would decode the whole
-// record; wireHead reads the old keys of its fields as the record does.
-func headOf(v any) any {
-	switch r := v.(type) {
-	case *Aside:
-		return &wireHead{&struct {
-			*wireAside
-			Positions unread `json:"positions"`
-		}{wireAside: (*wireAside)(r)}}
-	case *Point:
-		return &wireHead{&struct {
-			*wirePoint
-			Positions unread `json:"positions"`
-		}{wirePoint: (*wirePoint)(r)}}
-	}
-	return v
-}
-
-// wireHead decodes into head (a record's twin beside its positions left
-// unread) with UnmarshalWire, so that the old keys are read.
-type wireHead struct{ head any }
-
-func (h *wireHead) UnmarshalJSON(data []byte) error { return UnmarshalWire(data, h.head) }
+// its positions unread (RecordHead).
+func headOf(v any) any { return RecordHead(v) }
 
 func (k *Keeper) readRecord(ctx context.Context, rel string, head bool) (*Point, error) {
 	var p Point

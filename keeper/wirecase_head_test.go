@@ -5,12 +5,12 @@ import (
 	"testing"
 )
 
-// A record read without its positions (headOf) reads the old keys too, and
+// A record read without its positions (RecordHead) reads the old keys too, and
 // leaves the positions unread.
 func TestWireHeadReadsOldKeys(t *testing.T) {
 	for _, v := range []any{&Point{}, &Aside{}} {
 		body := `{"id":"a","archive_size":5,"position_count":2,"archive-sum":"s","positions":[{"ack_floor":1},{"ack_floor":2}]}`
-		if err := json.Unmarshal([]byte(body), headOf(v)); err != nil {
+		if err := json.Unmarshal([]byte(body), RecordHead(v)); err != nil {
 			t.Fatal(err)
 		}
 		var size int64

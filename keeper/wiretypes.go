@@ -55,3 +55,36 @@ func (v *ConsumerFigures) UnmarshalJSON(b []byte) error {
 }
 func (v Progress) MarshalJSON() ([]byte, error)  { return MarshalWire((*wireProgress)(&v)) }
 func (v *Progress) UnmarshalJSON(b []byte) error { return UnmarshalWire(b, (*wireProgress)(v)) }
+
+// RecordHead is what a record (*Point or *Aside; anything else is returned
+// as it is) is decoded through to leave its positions unread, building
+// nothing for them: a field of the outer struct hides the embedded one of
+// the same name. The embedded one is the record's twin, without the
+// UnmarshalJSON that would decode the whole record; the old keys are read
+// as the record's own UnmarshalJSON reads them.
+func RecordHead(v any) any {
+	switch r := v.(type) {
+	case *Aside:
+		return &wireHead{&struct {
+			*wireAside
+			Positions skipped `json:"positions"`
+		}{wireAside: (*wireAside)(r)}}
+	case *Point:
+		return &wireHead{&struct {
+			*wirePoint
+			Positions skipped `json:"positions"`
+		}{wirePoint: (*wirePoint)(r)}}
+	}
+	return v
+}
+
+// wireHead decodes into head, a record's twin beside its positions left
+// unread, with UnmarshalWire.
+type wireHead struct{ head any }
+
+func (h *wireHead) UnmarshalJSON(data []byte) error { return UnmarshalWire(data, h.head) }
+
+// skipped is a field the decoder passes over, building nothing.
+type skipped struct{}
+
+func (*skipped) UnmarshalJSON([]byte) error { return nil }
