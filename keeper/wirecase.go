@@ -22,10 +22,16 @@ import (
 // carries the old key too, right after the new one with the same value; and
 // decoding reads the old key as the new one, so the records and acts that
 // older keepers wrote, and the replies of older keepers, read the same. When
-// both are given the new key wins. Dropping the old keys is removing the
-// `was` tags.
+// both are given the new key wins. The next release stops writing
+// the old keys (WriteOldKeys false) and goes on reading them: records stay
+// in stores for years.
 
-// wireFields is one JSON field of a struct type as encoding/json sees it
+// WriteOldKeys says whether MarshalWire writes each old key beside its new
+// one: true for the one release in which both are written (README, "Wire
+// casing").
+const WriteOldKeys = true
+
+// wireField is one JSON field of a struct type as encoding/json sees it
 // (embedded structs flattened): its key, its old key ("" for none), and
 // its type.
 type wireField struct {
@@ -96,7 +102,7 @@ func MarshalWire(v any) ([]byte, error) {
 		return nil, err
 	}
 	renamed := renamedOf(reflect.TypeOf(v))
-	if len(renamed) == 0 {
+	if len(renamed) == 0 || !WriteOldKeys {
 		return data, nil
 	}
 	var out []byte
