@@ -19,12 +19,12 @@ type StreamInfo struct {
 	Subjects  []string `json:"subjects,omitempty"` // the subjects it takes (the overlap check reads them)
 	Messages  uint64   `json:"messages"`           // messages it holds
 	Bytes     uint64   `json:"bytes"`              // bytes it holds
-	FirstSeq  uint64   `json:"first_seq"`          // its first sequence
-	LastSeq   uint64   `json:"last_seq"`           // its last sequence
+	FirstSeq  uint64   `json:"first-seq"`          // its first sequence
+	LastSeq   uint64   `json:"last-seq"`           // its last sequence
 	Consumers int      `json:"consumers"`          // how many consumers it has (Streams: -1 when not known: its leader did not answer the list)
 	// NumSubjects is how many subjects hold a message (a KV bucket's keys,
 	// counting those whose last entry is a delete or purge marker).
-	NumSubjects uint64 `json:"num_subjects,omitempty"`
+	NumSubjects uint64 `json:"num-subjects,omitempty"`
 }
 
 // Bus is the keeper's view of a JetStream system. Implementations must be safe

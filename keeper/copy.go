@@ -165,7 +165,7 @@ func copyOne(ctx context.Context, from, to store.Store, rel string) (copied, sea
 		// Taken before stores named checksums: the copy's record names it.
 		var v map[string]any
 		if err := json.Unmarshal(raw, &v); err == nil {
-			v["archive_sum"] = info.Sum
+			v["archive-sum"], v["archive_sum"] = info.Sum, info.Sum // both keys, as the keeper writes them (kept/wirecase.go)
 			if b, err := layout.RecordJSON(v); err == nil {
 				raw = b
 			}

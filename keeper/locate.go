@@ -7,6 +7,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
@@ -70,29 +71,9 @@ func (k *Keeper) readHead(ctx context.Context, rel string) (*Point, error) {
 	return k.readRecord(ctx, rel, true)
 }
 
-// unread is a field the decoder passes over, building nothing.
-type unread struct{}
-
-func (*unread) UnmarshalJSON([]byte) error { return nil }
-
 // headOf is what a record (*Point or *Aside) is decoded through to leave
-// its positions unread: a field of the outer struct hides the embedded
-// one of the same name.
-func headOf(v any) any {
-	switch r := v.(type) {
-	case *Aside:
-		return &struct {
-			*Aside
-			Positions unread `json:"positions"`
-		}{Aside: r}
-	case *Point:
-		return &struct {
-			*Point
-			Positions unread `json:"positions"`
-		}{Point: r}
-	}
-	return v
-}
+// its positions unread (RecordHead).
+func headOf(v any) any { return kept.RecordHead(v) }
 
 func (k *Keeper) readRecord(ctx context.Context, rel string, head bool) (*Point, error) {
 	var p Point

@@ -31,18 +31,18 @@ type Act struct {
 
 // Progress is reported while a long verb runs.
 type Progress struct {
-	Verb         string `json:"verb"`          // the verb in progress
-	Module       string `json:"module"`        // its module
-	Local        string `json:"local"`         // its kept data
-	Step         string `json:"step"`          // "snapshot", "aside", "restore", "verify"
-	Stream       string `json:"stream"`        // the stream in progress
-	StreamsDone  int    `json:"streams_done"`  // streams finished in this step
-	StreamsTotal int    `json:"streams_total"` // streams in this step
-	Bytes        int64  `json:"bytes"`         // archive bytes written or read so far in this step
+	Verb         string `json:"verb"`                              // the verb in progress
+	Module       string `json:"module"`                            // its module
+	Local        string `json:"local"`                             // its kept data
+	Step         string `json:"step"`                              // "snapshot", "aside", "restore", "verify"
+	Stream       string `json:"stream"`                            // the stream in progress
+	StreamsDone  int    `json:"streams-done" was:"streams_done"`   // streams finished in this step
+	StreamsTotal int    `json:"streams-total" was:"streams_total"` // streams in this step
+	Bytes        int64  `json:"bytes"`                             // archive bytes written or read so far in this step
 	// BytesTotal is what Bytes will reach when the step ends (0: not known).
 	// For a snapshot it is the live streams' stored bytes, an estimate of the
 	// archive; for a restore or a verification the archive's own sizes.
-	BytesTotal int64 `json:"bytes_total,omitempty"`
+	BytesTotal int64 `json:"bytes-total,omitempty" was:"bytes_total"`
 }
 
 type progressKey struct{}

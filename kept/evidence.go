@@ -45,23 +45,23 @@ const MaxEvidenceSize = 1 << 20
 // and returned in the restore's reply. Its verdict is PASS only when every
 // Find passed; a check the keeper could not make is a FAIL that says why.
 type Evidence struct {
-	Verdict   string     `json:"verdict"`             // PASS or FAIL
-	Failed    []string   `json:"failed,omitempty"`    // the names of the checks that failed
-	Module    string     `json:"module"`              // the module
-	Local     string     `json:"local"`               // the kept data
-	Kind      string     `json:"kind"`                // KindIntoAbsent, KindReplace or KindAsideOnly
-	Point     string     `json:"point,omitempty"`     // the key prefix of what was restored (a point, or aside/<id>)
-	PointSum  string     `json:"point_sum,omitempty"` // that archive's checksum, as its record has it
-	Aside     string     `json:"aside,omitempty"`     // the id of the aside this restore made
-	Dir       string     `json:"dir"`                 // where the report lies in the store (key prefix)
-	Caller    string     `json:"caller,omitempty"`    // who asked
-	Why       string     `json:"why,omitempty"`       // why
-	Recovered bool       `json:"recovered,omitempty"` // a keeper that started again finished the restore
-	Started   time.Time  `json:"started"`             // when the restore began (UTC)
-	Ended     time.Time  `json:"ended"`               // when the report was made (UTC)
-	Checks    []Check    `json:"checks"`              // the checks, in order
-	Steps     []StepTime `json:"steps"`               // the time of each step
-	Said      string     `json:"said"`                // the verdict in one sentence
+	Verdict   string     `json:"verdict"`                             // PASS or FAIL
+	Failed    []string   `json:"failed,omitempty"`                    // the names of the checks that failed
+	Module    string     `json:"module"`                              // the module
+	Local     string     `json:"local"`                               // the kept data
+	Kind      string     `json:"kind"`                                // KindIntoAbsent, KindReplace or KindAsideOnly
+	Point     string     `json:"point,omitempty"`                     // the key prefix of what was restored (a point, or aside/<id>)
+	PointSum  string     `json:"point-sum,omitempty" was:"point_sum"` // that archive's checksum, as its record has it
+	Aside     string     `json:"aside,omitempty"`                     // the id of the aside this restore made
+	Dir       string     `json:"dir"`                                 // where the report lies in the store (key prefix)
+	Caller    string     `json:"caller,omitempty"`                    // who asked
+	Why       string     `json:"why,omitempty"`                       // why
+	Recovered bool       `json:"recovered,omitempty"`                 // a keeper that started again finished the restore
+	Started   time.Time  `json:"started"`                             // when the restore began (UTC)
+	Ended     time.Time  `json:"ended"`                               // when the report was made (UTC)
+	Checks    []Check    `json:"checks"`                              // the checks, in order
+	Steps     []StepTime `json:"steps"`                               // the time of each step
+	Said      string     `json:"said"`                                // the verdict in one sentence
 }
 
 // Check is one verdict of an evidence report, with its figures.
@@ -77,11 +77,11 @@ type Check struct {
 
 // ArchiveFigures is what a verification of one archive read.
 type ArchiveFigures struct {
-	Size         int64  `json:"size"`          // the archive's bytes, as its record has them and the store holds them
-	Sum          string `json:"sum,omitempty"` // its checksum, as the store computed it when it was committed
-	BytesChecked int64  `json:"bytes_checked"` // the entry bytes read and checked against the manifest's SHA-256
-	Streams      int    `json:"streams"`       // the streams it holds
-	How          string `json:"how"`           // how and when it was verified
+	Size         int64  `json:"size"`                              // the archive's bytes, as its record has them and the store holds them
+	Sum          string `json:"sum,omitempty"`                     // its checksum, as the store computed it when it was committed
+	BytesChecked int64  `json:"bytes-checked" was:"bytes_checked"` // the entry bytes read and checked against the manifest's SHA-256
+	Streams      int    `json:"streams"`                           // the streams it holds
+	How          string `json:"how"`                               // how and when it was verified
 }
 
 // StreamCount is what one stream held, as a manifest or an aside records
@@ -89,18 +89,18 @@ type ArchiveFigures struct {
 type StreamCount struct {
 	Messages uint64 `json:"messages"`
 	Bytes    uint64 `json:"bytes"`
-	FirstSeq uint64 `json:"first_seq"`
-	LastSeq  uint64 `json:"last_seq"`
+	FirstSeq uint64 `json:"first-seq" was:"first_seq"`
+	LastSeq  uint64 `json:"last-seq" was:"last_seq"`
 }
 
 // SubjectFigures is the count of a KV bucket's keys or an object store's
 // objects: subjects holding a message, in the point (as the server wrote
 // them in its snapshot's backup.json) and on the bus after the restore.
 type SubjectFigures struct {
-	Want    uint64  `json:"want_subjects"`
-	Got     uint64  `json:"got_subjects"`
-	Objects *uint64 `json:"objects,omitempty"`        // an object store's objects: subjects of its meta messages
-	Chunks  *uint64 `json:"chunk_subjects,omitempty"` // and of its chunks
+	Want    uint64  `json:"want-subjects" was:"want_subjects"`
+	Got     uint64  `json:"got-subjects" was:"got_subjects"`
+	Objects *uint64 `json:"objects,omitempty"`                             // an object store's objects: subjects of its meta messages
+	Chunks  *uint64 `json:"chunk-subjects,omitempty" was:"chunk_subjects"` // and of its chunks
 }
 
 // StreamFigures is one stream of a check: what was wanted and what was got.
@@ -119,10 +119,10 @@ type ConsumerFigures struct {
 	Consumer   string  `json:"consumer"`
 	By         string  `json:"by"`      // how it was set back: MoveWithStream, MoveReset, MoveCreate
 	Verdict    string  `json:"verdict"` // PASS or FAIL
-	WantFloor  uint64  `json:"want_ack_floor"`
-	GotFloor   *uint64 `json:"got_ack_floor,omitempty"` // nil when it could not be read
-	WantConfig string  `json:"want_config"`             // the SHA-256 of the configuration it must have (configSum)
-	GotConfig  string  `json:"got_config,omitempty"`    // and of the one it has
+	WantFloor  uint64  `json:"want-ack-floor" was:"want_ack_floor"`
+	GotFloor   *uint64 `json:"got-ack-floor,omitempty" was:"got_ack_floor"` // nil when it could not be read
+	WantConfig string  `json:"want-config" was:"want_config"`               // the SHA-256 of the configuration it must have (configSum)
+	GotConfig  string  `json:"got-config,omitempty" was:"got_config"`       // and of the one it has
 	Note       string  `json:"note,omitempty"`
 }
 

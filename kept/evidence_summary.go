@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -141,6 +142,11 @@ func DecodeEvidence(data []byte) (*Evidence, error) {
 	dec.DisallowUnknownFields()
 	var ev Evidence
 	if err := dec.Decode(&ev); err != nil {
+		return nil, fmt.Errorf("the evidence report is not valid: %w", err)
+	}
+	// The report's types decode themselves (wirecase.go), out of the
+	// decoder's strictness: their keys are checked here.
+	if err := CheckWireKeys(data, reflect.TypeFor[Evidence]()); err != nil {
 		return nil, fmt.Errorf("the evidence report is not valid: %w", err)
 	}
 	if dec.More() {

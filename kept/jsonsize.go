@@ -10,13 +10,17 @@ import "encoding/json"
 // A configuration is valid JSON: it was decoded from the server's reply or
 // from a record.
 func PositionSize(p Position) int {
-	const fixed = len(`{"stream":"","consumer":"","ack_floor":,"config":}`)
+	const fixed = len(`{"stream":"","consumer":"","ack-floor":,"config":}`)
 	cfg := len(p.Config)
 	if p.Config == nil {
 		cfg = len("null")
 	}
 	if plainName(p.Stream) && plainName(p.Consumer) && (p.Config == nil || (cfg > 0 && plainCompact(p.Config))) {
-		return fixed + len(p.Stream) + len(p.Consumer) + digits(p.AckFloor) + cfg
+		n := fixed + len(p.Stream) + len(p.Consumer) + digits(p.AckFloor) + cfg
+		if WriteOldKeys { // the floor under its old key too (wirecase.go)
+			n += len(`,"ack_floor":`) + digits(p.AckFloor)
+		}
+		return n
 	}
 	data, _ := json.Marshal(p)
 	return len(data)

@@ -106,7 +106,7 @@ type Reply struct {
 	// of each kept data with their bytes, the bytes of all, and the ids of
 	// the asides older than the keeper's warning age.
 	Totals     []KeptTotal `json:"totals,omitempty"`
-	TotalBytes int64       `json:"total_bytes,omitempty"`
+	TotalBytes int64       `json:"total-bytes,omitempty" was:"total_bytes"`
 	Waiting    []string    `json:"waiting,omitempty"`
 	// Total and Next are list-kept's pages: how many points and asides the
 	// listing holds in all pages, and the cursor to ask for the next page
@@ -133,20 +133,20 @@ type Reply struct {
 // KeptTotal is what one kept data has kept: its points and asides and
 // their archives' bytes.
 type KeptTotal struct {
-	Module     string `json:"module"`      // the module
-	Local      string `json:"local"`       // the kept data
-	Points     int    `json:"points"`      // how many restore points
-	PointBytes int64  `json:"point_bytes"` // their archives' bytes
-	Asides     int    `json:"asides"`      // how many asides
-	AsideBytes int64  `json:"aside_bytes"` // their archives' bytes
+	Module     string `json:"module"`                        // the module
+	Local      string `json:"local"`                         // the kept data
+	Points     int    `json:"points"`                        // how many restore points
+	PointBytes int64  `json:"point-bytes" was:"point_bytes"` // their archives' bytes
+	Asides     int    `json:"asides"`                        // how many asides
+	AsideBytes int64  `json:"aside-bytes" was:"aside_bytes"` // their archives' bytes
 }
 
 // Position is where one of a module's durable consumers stood.
 type Position struct {
-	Stream   string          `json:"stream"`    // the stream the consumer is on
-	Consumer string          `json:"consumer"`  // the durable consumer's name
-	AckFloor uint64          `json:"ack_floor"` // stream sequence acknowledged up to
-	Config   json.RawMessage `json:"config"`    // the consumer configuration as the server holds it
+	Stream   string          `json:"stream"`                    // the stream the consumer is on
+	Consumer string          `json:"consumer"`                  // the durable consumer's name
+	AckFloor uint64          `json:"ack-floor" was:"ack_floor"` // stream sequence acknowledged up to
+	Config   json.RawMessage `json:"config"`                    // the consumer configuration as the server holds it
 }
 
 // How a consumer is set back by a restore.
@@ -206,12 +206,12 @@ type Plan struct {
 
 // StreamSum is one stream of a point or aside as the archive manifest has it.
 type StreamSum struct {
-	Name      string `json:"name"`      // the stream
-	Messages  uint64 `json:"messages"`  // messages it held
-	Bytes     uint64 `json:"bytes"`     // bytes it held
-	FirstSeq  uint64 `json:"first_seq"` // its first sequence
-	LastSeq   uint64 `json:"last_seq"`  // its last sequence
-	Consumers int    `json:"consumers"` // consumers its snapshot carries
+	Name      string `json:"name"`                      // the stream
+	Messages  uint64 `json:"messages"`                  // messages it held
+	Bytes     uint64 `json:"bytes"`                     // bytes it held
+	FirstSeq  uint64 `json:"first-seq" was:"first_seq"` // its first sequence
+	LastSeq   uint64 `json:"last-seq" was:"last_seq"`   // its last sequence
+	Consumers int    `json:"consumers"`                 // consumers its snapshot carries
 }
 
 // Point is a restore point: point.json, and the value of
@@ -234,13 +234,13 @@ type Point struct {
 	Positions []Position `json:"positions,omitempty"`
 	// PositionCount is how many positions point.json holds (0 in records
 	// made before it was kept: then len(Positions) is the count).
-	PositionCount int   `json:"position_count,omitempty"`
-	ArchiveSize   int64 `json:"archive_size"` // the stored archive's bytes (the ciphertext, when encrypted)
+	PositionCount int   `json:"position-count,omitempty" was:"position_count"`
+	ArchiveSize   int64 `json:"archive-size" was:"archive_size"` // the stored archive's bytes (the ciphertext, when encrypted)
 	// ArchiveSum is the archive's checksum as the store computed it when it
 	// was committed (store.Checksum), of the bytes stored (the ciphertext,
 	// when encrypted, so a copy is checked without the key); empty for
 	// points taken before stores.
-	ArchiveSum string `json:"archive_sum,omitempty"`
+	ArchiveSum string `json:"archive-sum,omitempty" was:"archive_sum"`
 	// Format is the record's format (RecordFormat when written; 0 in
 	// records of keepers before formats, read as 1), and WrittenBy the
 	// version of the keeper that took the point (format.go).
@@ -266,7 +266,7 @@ type Encryption struct {
 	// PlainSize is the plain bus.tar's bytes inside (ArchiveSize is the
 	// ciphertext's). The plaintext's own integrity is the manifest's: every
 	// entry's size and SHA-256, and the manifest's seal.
-	PlainSize int64 `json:"plain_size"`
+	PlainSize int64 `json:"plain-size" was:"plain_size"`
 }
 
 // Aside is a set-aside copy: aside.json, and the value of aside.<id> in `kept`.
@@ -284,10 +284,10 @@ type Aside struct {
 	// Positions are the consumers' positions when it was set aside:
 	// aside.json holds them all, the index record none (as Point's).
 	Positions     []Position `json:"positions,omitempty"`
-	PositionCount int        `json:"position_count,omitempty"` // as Point.PositionCount
-	ArchiveSize   int64      `json:"archive_size"`             // as Point.ArchiveSize
-	ArchiveSum    string     `json:"archive_sum,omitempty"`    // as Point.ArchiveSum
-	Format        int        `json:"format,omitempty"`         // as Point.Format
+	PositionCount int        `json:"position-count,omitempty" was:"position_count"` // as Point.PositionCount
+	ArchiveSize   int64      `json:"archive-size" was:"archive_size"`               // as Point.ArchiveSize
+	ArchiveSum    string     `json:"archive-sum,omitempty" was:"archive_sum"`       // as Point.ArchiveSum
+	Format        int        `json:"format,omitempty"`                              // as Point.Format
 	Sealing
 }
 

@@ -37,7 +37,7 @@ type GuardResult struct {
 	// Restored is the restore-kept reply when Guard restored the point.
 	Restored *kept.Reply `json:"restored,omitempty"`
 	// RestoreError is the restore's failure, when it was tried and failed.
-	RestoreError string `json:"restore_error,omitempty"`
+	RestoreError string `json:"restore-error,omitempty" was:"restore_error"`
 	Aside        string `json:"aside,omitempty"`    // where the restore set the live data aside
 	CatchUp      string `json:"catch-up,omitempty"` // the tool to run next, from the restore
 }

@@ -121,9 +121,16 @@ func (e *commandEnded) exitCode() int {
 type guardJSON struct {
 	verbs.GuardResult
 	Command  []string `json:"command"`
-	ExitCode int      `json:"exit_code"`
+	ExitCode int      `json:"exit-code" was:"exit_code"`
 	Signal   string   `json:"signal,omitempty"`
 }
+
+// guardWire is guardJSON without methods: its JSON carries the old keys of
+// its fields and of verbs.GuardResult's beside the new (kept.MarshalWire).
+type guardWire guardJSON
+
+func (g guardJSON) MarshalJSON() ([]byte, error)  { return kept.MarshalWire((*guardWire)(&g)) }
+func (g *guardJSON) UnmarshalJSON(b []byte) error { return kept.UnmarshalWire(b, (*guardWire)(g)) }
 
 func runGuard(ctx context.Context, o guardOptions) error {
 	if len(o.Command) == 0 {
