@@ -20,7 +20,7 @@
 // and Close do the same without a test, for examples and TestMain.
 //
 // It is wiring, like cmd/nats-keeper: it may import the wiring
-// (internal/inproc), internal/embedded, store and verbs; nothing of this
+// (internal/wiring), internal/embedded, store and verbs; nothing of this
 // module imports it.
 package keepertest
 
@@ -42,7 +42,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/internal/embedded"
-	"github.com/nats-keeper/nats-keeper/internal/inproc"
+	"github.com/nats-keeper/nats-keeper/internal/wiring"
 	"github.com/nats-keeper/nats-keeper/store"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
@@ -74,7 +74,7 @@ type Keeper struct {
 	// bucket of the keeper's index.
 	Prefix, Bucket string
 
-	keeper  *inproc.Keeper
+	keeper  *wiring.Keeper
 	cancel  context.CancelFunc
 	tempDir string // removed by Close, when New made it
 	once    sync.Once
@@ -177,7 +177,7 @@ func start(c config) (_ *Keeper, err error) {
 		c.prefix = verbs.DefaultPrefix
 	}
 	if c.bucket == "" {
-		c.bucket = inproc.DefaultBucket
+		c.bucket = wiring.DefaultBucket
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -205,10 +205,10 @@ func start(c config) (_ *Keeper, err error) {
 			return nil, err
 		}
 	}
-	if k.Store, err = inproc.OpenStore(ctx, c.storeURL, filepath.Join(c.dir, "keeper"), inproc.StoreConfig{Logger: c.logger}); err != nil {
+	if k.Store, err = wiring.OpenStore(ctx, c.storeURL, filepath.Join(c.dir, "keeper"), wiring.StoreConfig{Logger: c.logger}); err != nil {
 		return nil, fmt.Errorf("%w, so no keeper was started", err)
 	}
-	if k.keeper, err = inproc.Start(ctx, k.Conn, inproc.Setup{Store: k.Store, Prefix: c.prefix, Bucket: c.bucket,
+	if k.keeper, err = wiring.Start(ctx, k.Conn, wiring.Setup{Store: k.Store, Prefix: c.prefix, Bucket: c.bucket,
 		Version: Version, Logger: c.logger}); err != nil {
 		return nil, err
 	}

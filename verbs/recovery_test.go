@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/internal/inproc"
+	"github.com/nats-keeper/nats-keeper/internal/wiring"
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/kept"
@@ -29,14 +29,14 @@ import (
 type deathBed struct {
 	ctx     context.Context
 	c       *verbs.Client
-	dies    *inproc.Keeper
+	dies    *wiring.Keeper
 	req     kept.Request
-	started chan *inproc.Keeper
+	started chan *wiring.Keeper
 }
 
 func newDeathBed(t *testing.T) *deathBed {
 	t.Helper()
-	b := &deathBed{ctx: t.Context(), started: make(chan *inproc.Keeper, 1),
+	b := &deathBed{ctx: t.Context(), started: make(chan *wiring.Keeper, 1),
 		req: kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "before", Caller: "test", Why: "the migration failed"}}
 	srv := natstest.Start(t, nil)
 	ncDies, ncOther, ncClient := natstest.Connect(t, srv), natstest.Connect(t, srv), natstest.Connect(t, srv)
@@ -66,7 +66,7 @@ func newDeathBed(t *testing.T) *deathBed {
 	}
 	go func() {
 		<-hung
-		other, err := inproc.Start(b.ctx, ncOther, setup(t, dir, nil), verbs.WithStopTimeout(time.Second))
+		other, err := wiring.Start(b.ctx, ncOther, setup(t, dir, nil), verbs.WithStopTimeout(time.Second))
 		if err != nil {
 			t.Errorf("the other keeper did not start: %v", err)
 			b.started <- nil
@@ -141,20 +141,20 @@ func TestGuardToldTheOutcomeWhenAnotherKeeperRecovers(t *testing.T) {
 }
 
 // setup is a keeper's setup with its store in dir and short leases.
-func setup(t *testing.T, dir string, hook func(string)) inproc.Setup {
+func setup(t *testing.T, dir string, hook func(string)) wiring.Setup {
 	st, err := filestore.Open(dir)
 	if err != nil {
 		t.Errorf("opening the store %s: %v", dir, err)
-		return inproc.Setup{}
+		return wiring.Setup{}
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	return inproc.Setup{Store: st, StepHook: hook, LeaseTTL: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return wiring.Setup{Store: st, StepHook: hook, LeaseTTL: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
 // startKeeper starts a keeper on nc with its store in dir and short leases.
-func startKeeper(t *testing.T, nc *nats.Conn, dir string, hook func(string)) *inproc.Keeper {
+func startKeeper(t *testing.T, nc *nats.Conn, dir string, hook func(string)) *wiring.Keeper {
 	t.Helper()
-	k, err := inproc.Start(context.Background(), nc, setup(t, dir, hook), verbs.WithStopTimeout(time.Second))
+	k, err := wiring.Start(context.Background(), nc, setup(t, dir, hook), verbs.WithStopTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,7 +147,7 @@ func clockHook(log *slog.Logger) func() time.Time {
 }
 
 // scheduleTickEnv names how often (a Go duration) the keeper looks for due
-// scheduled points, instead of inproc.DefaultScheduleTick. It exists only
+// scheduled points, instead of wiring.DefaultScheduleTick. It exists only
 // for the test that drives a schedule with the test clock; nothing else
 // should set it.
 const scheduleTickEnv = "NATS_KEEPER_TEST_SCHEDULE_TICK"

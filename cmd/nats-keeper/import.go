@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nats-keeper/nats-keeper/internal/inproc"
+	"github.com/nats-keeper/nats-keeper/internal/wiring"
 	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
 )
@@ -60,7 +60,7 @@ is busy, 5 if the bus or the store cannot be reached, 1 on a failure.`,
 	addDomainFlag(f, &o.Conn)
 	addKeeperStoreFlags(f, &o.Store, e)
 	f.StringVar(&o.Prefix, "prefix", verbs.DefaultPrefix, "subject prefix of the keeper's verbs (its acts are recorded under it)")
-	f.StringVar(&o.Bucket, "bucket", inproc.DefaultBucket, "KV bucket of the keeper's index")
+	f.StringVar(&o.Bucket, "bucket", wiring.DefaultBucket, "KV bucket of the keeper's index")
 	o.Seal.addEncrypt(f)
 	f.IntVar(&o.Request.Form, "form", 0, "the form (shape version) of the kept data in the backups")
 	f.StringVar(&o.Request.Fingerprint, "before", "", "fingerprint of the change the point protects against")
@@ -106,7 +106,7 @@ func runImport(ctx context.Context, o importOptions) error {
 	if err != nil {
 		return done(nil, err)
 	}
-	k, err := inproc.Open(ctx, nc, inproc.Setup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket, JSDomain: domain, Version: buildVersion(), Logger: log, Seal: seal})
+	k, err := wiring.Open(ctx, nc, wiring.Setup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket, JSDomain: domain, Version: buildVersion(), Logger: log, Seal: seal})
 	if err != nil {
 		return done(nil, err)
 	}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/agecrypt"
 	"github.com/nats-keeper/nats-keeper/internal/embedded"
-	"github.com/nats-keeper/nats-keeper/internal/inproc"
+	"github.com/nats-keeper/nats-keeper/internal/wiring"
 	"github.com/nats-keeper/nats-keeper/internal/outbox"
 	"github.com/nats-keeper/nats-keeper/internal/privdir"
 	"github.com/nats-keeper/nats-keeper/jsbus"
@@ -270,7 +270,7 @@ func (o serveOptions) setup(st store.Store, domain string, pd *privdir.Dir, seal
 	dir := pd.Path()
 	return keeperSetup{Store: st, Prefix: o.Prefix, Bucket: o.Bucket, JSDomain: domain,
 		StreamParallel: o.StreamParallel, AsideWarnAfter: o.AsideWarnAfter, PruneEvery: o.PruneEvery,
-		MetricsListen: o.MetricsListen, MaxHeavy: o.MaxHeavy, InFlight: cmp.Or(int64(o.InFlightMiB)<<20, inproc.InFlightFor(o.Store)), VerbTimeout: o.VerbTimeout, Dir: pd, Replicas: o.Replicas,
+		MetricsListen: o.MetricsListen, MaxHeavy: o.MaxHeavy, InFlight: cmp.Or(int64(o.InFlightMiB)<<20, wiring.InFlightFor(o.Store)), VerbTimeout: o.VerbTimeout, Dir: pd, Replicas: o.Replicas,
 		Seal: seal, Unseal: unseal, FreeMargin: noneIsNegative(int64(o.FreeMargin)),
 		ActsQueue: filepath.Join(dir, "acts-queue"), ActsQueueBounds: outbox.Options{MaxActs: o.ActsQueueMax, MaxBytes: int64(o.ActsQueueMiB) << 20}}
 }
@@ -326,12 +326,12 @@ func noneIsNegative(n int64) int64 {
 	return n
 }
 
-// startKeeper starts the keeper on nc and the store through inproc.Start,
+// startKeeper starts the keeper on nc and the store through wiring.Start,
 // with this binary's version and test hooks; it runs until ctx ends or the
 // service is stopped. A failure to open the keeper's state on the bus that
 // names no kind of its own wraps kept.ErrNoBus (exit 5).
 func startKeeper(ctx context.Context, nc *nats.Conn, ks keeperSetup, log *slog.Logger, opts ...verbs.ServeOption) (*verbs.Service, error) {
-	k, err := inproc.Start(ctx, nc, inproc.Setup{Store: ks.Store, Prefix: ks.Prefix, Bucket: ks.Bucket, JSDomain: ks.JSDomain,
+	k, err := wiring.Start(ctx, nc, wiring.Setup{Store: ks.Store, Prefix: ks.Prefix, Bucket: ks.Bucket, JSDomain: ks.JSDomain,
 		StreamParallel: ks.StreamParallel, AsideWarnAfter: ks.AsideWarnAfter, PruneEvery: ks.PruneEvery,
 		MetricsListen: ks.MetricsListen, MaxHeavy: ks.MaxHeavy, InFlight: ks.InFlight, VerbTimeout: ks.VerbTimeout, Dir: ks.Dir, Replicas: ks.Replicas,
 		Seal: ks.Seal, Unseal: ks.Unseal, FreeMargin: ks.FreeMargin,

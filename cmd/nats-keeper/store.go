@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/nats-keeper/nats-keeper/internal/inproc"
+	"github.com/nats-keeper/nats-keeper/internal/wiring"
 	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/store"
 )
@@ -33,12 +33,12 @@ func addStoreFlags(fs *pflag.FlagSet, f *storeFlags) {
 	fs.BoolVar(&f.S3PathStyle, "s3-path-style", false, "address an s3:// bucket by path (endpoint/bucket) rather than by host name")
 }
 
-// openStore opens the store that u names, as inproc.OpenStore does: "" is
+// openStore opens the store that u names, as wiring.OpenStore does: "" is
 // the directory dir (file://), file:///path, nats://host:port/<bucket> or
 // s3://<bucket>/<prefix>. A failure that names no kind of its own wraps
 // kept.ErrNoBus (exit 5).
 func openStore(ctx context.Context, u, dir string, f storeFlags, log *slog.Logger) (store.Store, error) {
-	st, err := inproc.OpenStore(ctx, u, dir, inproc.StoreConfig{Conn: f.Conn.options("nats-keeper store", log),
+	st, err := wiring.OpenStore(ctx, u, dir, wiring.StoreConfig{Conn: f.Conn.options("nats-keeper store", log),
 		Replicas: f.Replicas, S3Endpoint: f.S3Endpoint, S3Region: f.S3Region, S3PathStyle: f.S3PathStyle, Logger: log})
 	if err != nil && kept.KindOf(err) == nil { // a kind of its own: such as the connection to a nats:// store's server
 		return nil, kept.Errorf(kept.ErrNoBus, "%w", err)

@@ -9,7 +9,7 @@
 // serves /metrics and /healthz.
 //
 // It uses prometheus/client_golang, the ecosystem's library, and is imported
-// only by internal/inproc: the keeper's core stays free of it.
+// only by internal/wiring: the keeper's core stays free of it.
 //
 // It may import keeper (the figures it reads) and verbs (the service's
 // observer), never the adapters.

@@ -34,7 +34,7 @@ var layers = map[string][]string{
 	"internal/privdir":  {},
 	"internal/embedded": {},
 	"internal/sample":   {},
-	"internal/inproc":   {"*"},
+	"internal/wiring":   {"*"},
 	"cmd/nats-keeper":   {"*"},
 	"cmd/keeper-bench":  {"bench"},
 	"keepertest":        {"*"},

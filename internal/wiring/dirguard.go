@@ -1,4 +1,4 @@
-package inproc
+package wiring
 
 import (
 	"context"

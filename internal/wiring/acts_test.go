@@ -1,4 +1,4 @@
-package inproc_test
+package wiring_test
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-keeper/nats-keeper/internal/inproc"
+	"github.com/nats-keeper/nats-keeper/internal/wiring"
 	"github.com/nats-keeper/nats-keeper/internal/jstest"
 	"github.com/nats-keeper/nats-keeper/internal/outbox"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
@@ -30,7 +30,7 @@ func actsBed(t *testing.T, bounds outbox.Options) (*bed, *syncbuf.Buffer) {
 	t.Helper()
 	log := &syncbuf.Buffer{}
 	bounds.Try, bounds.MaxPause = 3*time.Second, time.Second
-	b := newBed(t, inproc.Setup{ActsQueue: filepath.Join(t.TempDir(), "acts-queue"), ActsQueueBounds: bounds,
+	b := newBed(t, wiring.Setup{ActsQueue: filepath.Join(t.TempDir(), "acts-queue"), ActsQueueBounds: bounds,
 		Logger: slog.New(slog.NewJSONHandler(log, nil))})
 	if err := sample.Create(context.Background(), b.js, "billing", "ledger"); err != nil {
 		t.Fatal(err)

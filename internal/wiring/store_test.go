@@ -1,9 +1,9 @@
-package inproc_test
+package wiring_test
 
 import (
 	"testing"
 
-	"github.com/nats-keeper/nats-keeper/internal/inproc"
+	"github.com/nats-keeper/nats-keeper/internal/wiring"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 )
 
@@ -13,12 +13,12 @@ func TestInFlightFor(t *testing.T) {
 	for u, want := range map[string]int64{
 		"":                           jsbus.DefaultInFlight,
 		"file:///var/lib/keeper":     jsbus.DefaultInFlight,
-		"nats://vault:4222/kept":     inproc.RemoteInFlight,
-		"tls://vault:4222/kept":      inproc.RemoteInFlight,
-		"s3://points/keeper":         inproc.RemoteInFlight,
+		"nats://vault:4222/kept":     wiring.RemoteInFlight,
+		"tls://vault:4222/kept":      wiring.RemoteInFlight,
+		"s3://points/keeper":         wiring.RemoteInFlight,
 		"gopher://somewhere/unknown": jsbus.DefaultInFlight,
 	} {
-		if got := inproc.InFlightFor(u); got != want {
+		if got := wiring.InFlightFor(u); got != want {
 			t.Errorf("InFlightFor(%q) = %d, want %d", u, got, want)
 		}
 	}

@@ -1,4 +1,4 @@
-package inproc_test
+package wiring_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-keeper/nats-keeper/internal/inproc"
+	"github.com/nats-keeper/nats-keeper/internal/wiring"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/kept"
@@ -21,7 +21,7 @@ import (
 // other kept data, refuses that one's verbs saying that recovery waits
 // and why, and names it in the metrics and in a healthy /healthz.
 func TestRecoveryWaitDoesNotStopServing(t *testing.T) {
-	b := newBed(t, inproc.Setup{})
+	b := newBed(t, wiring.Setup{})
 	ctx := context.Background()
 	for _, m := range []string{"billing", "spare"} {
 		if err := sample.Create(ctx, b.js, m, "ledger"); err != nil {
@@ -31,7 +31,7 @@ func TestRecoveryWaitDoesNotStopServing(t *testing.T) {
 	if err := b.k.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	kv, err := b.js.KeyValue(ctx, inproc.DefaultBucket)
+	kv, err := b.js.KeyValue(ctx, wiring.DefaultBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestRecoveryWaitDoesNotStopServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := testbed.FileStore(t, b.dir)
-	b.k, err = inproc.Start(ctx, b.nc, inproc.Setup{Store: st, MetricsListen: "127.0.0.1:0",
+	b.k, err = wiring.Start(ctx, b.nc, wiring.Setup{Store: st, MetricsListen: "127.0.0.1:0",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatalf("a keeper with one unreadable journal did not start: %v", err)

@@ -1,4 +1,4 @@
-package inproc_test
+package wiring_test
 
 import (
 	"bufio"
@@ -26,7 +26,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/nats-keeper/nats-keeper/internal/embedded"
-	"github.com/nats-keeper/nats-keeper/internal/inproc"
+	"github.com/nats-keeper/nats-keeper/internal/wiring"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/kept"
@@ -35,7 +35,7 @@ import (
 
 // bed is a real nats-server on a fixed loopback port (so it can be stopped
 // and started again on the same port and store) and a keeper started
-// through inproc.Start, serving /metrics and /healthz.
+// through wiring.Start, serving /metrics and /healthz.
 type bed struct {
 	t       *testing.T
 	port    int
@@ -44,11 +44,11 @@ type bed struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	dir     string // the keeper's file store
-	k       *inproc.Keeper
+	k       *wiring.Keeper
 	client  *verbs.Client
 }
 
-func newBed(t *testing.T, s inproc.Setup) *bed {
+func newBed(t *testing.T, s wiring.Setup) *bed {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -76,7 +76,7 @@ func newBed(t *testing.T, s inproc.Setup) *bed {
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	b.k, err = inproc.Start(context.Background(), b.nc, s)
+	b.k, err = wiring.Start(context.Background(), b.nc, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ var billing = kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerpr
 // time of the last successful snapshot and restore; the same counts are in
 // $SRV.STATS.
 func TestMetricsAfterSnapshotFailedVerifyAndRestore(t *testing.T) {
-	b := newBed(t, inproc.Setup{Version: "v1.4.0"})
+	b := newBed(t, wiring.Setup{Version: "v1.4.0"})
 	ctx := context.Background()
 	if err := sample.Create(ctx, b.js, "billing", "ledger"); err != nil {
 		t.Fatal(err)
@@ -261,7 +261,7 @@ func outcome(code int) string {
 // /healthz answers 503 with the reason while the nats-server is stopped,
 // and 200 again once it is back on the same port and store.
 func TestHealthzFollowsTheBus(t *testing.T) {
-	b := newBed(t, inproc.Setup{})
+	b := newBed(t, wiring.Setup{})
 	if code, body := b.get("/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz with the bus up: %d %s", code, body)
 	}
@@ -302,7 +302,7 @@ func TestThirdHeavyVerbRefusedListStillAnswers(t *testing.T) {
 	var hold atomic.Bool
 	arrived := make(chan string, 4)
 	release := make(chan struct{})
-	b := newBed(t, inproc.Setup{MaxHeavy: 2, StepHook: func(step string) {
+	b := newBed(t, wiring.Setup{MaxHeavy: 2, StepHook: func(step string) {
 		if step == "journal-written" && hold.Load() {
 			arrived <- step
 			<-release
@@ -383,7 +383,7 @@ func TestThirdHeavyVerbRefusedListStillAnswers(t *testing.T) {
 func TestVerbTimeoutCancelsAndLeavesTheDataWhole(t *testing.T) {
 	var hold atomic.Bool
 	const timeout = 2 * time.Second
-	b := newBed(t, inproc.Setup{VerbTimeout: timeout, StepHook: func(step string) {
+	b := newBed(t, wiring.Setup{VerbTimeout: timeout, StepHook: func(step string) {
 		if step == "journal-written" && hold.Load() {
 			time.Sleep(timeout + time.Second) // the verb's deadline passes here
 		}
@@ -409,7 +409,7 @@ func TestVerbTimeoutCancelsAndLeavesTheDataWhole(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--verb-timeout of 2s") || !errors.Is(err, kept.ErrFailed) {
 		t.Fatalf("restore past the verb timeout: %v", err)
 	}
-	// Recovery takes the interrupted restore up (every inproc.RecoverEvery).
+	// Recovery takes the interrupted restore up (every wiring.RecoverEvery).
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		n, err := b.k.Keeper.OpenJournals(ctx)
@@ -454,7 +454,7 @@ func TestMetricsAddressTaken(t *testing.T) {
 	}
 	defer nc.Close()
 	st := testbed.FileStore(t, t.TempDir())
-	_, err = inproc.Start(context.Background(), nc, inproc.Setup{Store: st, MetricsListen: l.Addr().String(),
+	_, err = wiring.Start(context.Background(), nc, wiring.Setup{Store: st, MetricsListen: l.Addr().String(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if !errors.Is(err, kept.ErrConflict) || !strings.HasPrefix(err.Error(), "cannot listen on "+l.Addr().String()) ||
 		!strings.Contains(err.Error(), "so nothing is served; pick another address with --metrics-listen") {
@@ -465,7 +465,7 @@ func TestMetricsAddressTaken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.KeyValue(context.Background(), inproc.DefaultBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+	if _, err := js.KeyValue(context.Background(), wiring.DefaultBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
 		t.Errorf("the index bucket after a refused start: %v", err)
 	}
 }

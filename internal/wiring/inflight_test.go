@@ -1,4 +1,4 @@
-package inproc_test
+package wiring_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/internal/embedded"
-	"github.com/nats-keeper/nats-keeper/internal/inproc"
+	"github.com/nats-keeper/nats-keeper/internal/wiring"
 	"github.com/nats-keeper/nats-keeper/internal/testbed"
 	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/verbs"
@@ -83,7 +83,7 @@ func concurrentSnapshots(t *testing.T, maxPending, inFlight int64, n, size int) 
 
 	nc := connectTo(t, srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	st := testbed.FileStore(t, t.TempDir())
-	k, err := inproc.Start(ctx, nc, inproc.Setup{Store: st, MaxHeavy: n + 4, InFlight: inFlight,
+	k, err := wiring.Start(ctx, nc, wiring.Setup{Store: st, MaxHeavy: n + 4, InFlight: inFlight,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package inproc_test
+package wiring_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-keeper/nats-keeper/internal/inproc"
+	"github.com/nats-keeper/nats-keeper/internal/wiring"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/kept"
 )
@@ -15,7 +15,7 @@ import (
 // schedule's metrics; a scheduled kept data that is not on the bus counts
 // failed, three tries for its due time and no more.
 func TestScheduleMetrics(t *testing.T) {
-	b := newBed(t, inproc.Setup{ScheduleTick: 50 * time.Millisecond})
+	b := newBed(t, wiring.Setup{ScheduleTick: 50 * time.Millisecond})
 	ctx := context.Background()
 	if err := sample.Create(ctx, b.js, "timed", "data"); err != nil {
 		t.Fatal(err)

@@ -1,9 +1,9 @@
-// Package inproc runs a keeper in this process: it opens the keeper's store
+// Package wiring runs a keeper in this process: it opens the keeper's store
 // from a URL, opens the keeper's state on the bus, rebuilds the index,
 // serves the verbs, and finishes the restores a stopped keeper left. It is the one
 // way to do so, used by `nats-keeper serve`, `nats-keeper demo` and the
 // keepertest harness.
-package inproc
+package wiring
 
 import (
 	"cmp"
@@ -124,7 +124,7 @@ var _ verbs.Engine = (*keeper.Keeper)(nil)
 // failure a sentence ending "so nothing is served".
 func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOption) (*Keeper, error) {
 	if s.Store == nil {
-		return nil, errors.New("inproc.Start needs a store, so nothing is served")
+		return nil, errors.New("wiring.Start needs a store, so nothing is served")
 	}
 	prefix, bucket, log := s.defaults()
 	where := s.Store.Describe().URL
@@ -211,7 +211,7 @@ func (s Setup) defaults() (prefix, bucket string, log *slog.Logger) {
 // store and the bus with serving keepers as keepers do, through leases.
 func Open(ctx context.Context, nc *nats.Conn, s Setup) (*keeper.Keeper, error) {
 	if s.Store == nil {
-		return nil, errors.New("inproc.Open needs a store, so nothing was done")
+		return nil, errors.New("wiring.Open needs a store, so nothing was done")
 	}
 	prefix, bucket, log := s.defaults()
 	s.ActsQueue = "" // one verb in this process: its act is recorded on the bus or the verb says why not

@@ -1,10 +1,10 @@
-package inproc_test
+package wiring_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/nats-keeper/nats-keeper/internal/inproc"
+	"github.com/nats-keeper/nats-keeper/internal/wiring"
 )
 
 // FuzzRedact: a store URL is outside input (the --store flag), and a
@@ -26,18 +26,18 @@ func FuzzRedact(f *testing.F) {
 		token := scheme + "://" + pass + "@" + rest
 		for _, u := range []string{with, token} {
 			skeleton := strings.Replace(u, pass, "", 1)
-			if len(pass) < 3 || strings.HasPrefix(u, scheme+":///") || strings.Contains(skeleton, pass) || strings.Contains(inproc.Redact(skeleton), pass) {
+			if len(pass) < 3 || strings.HasPrefix(u, scheme+":///") || strings.Contains(skeleton, pass) || strings.Contains(wiring.Redact(skeleton), pass) {
 				continue // the secret is not told apart from the rest of the URL
 			}
-			if got := inproc.Redact(u); strings.Contains(got, pass) {
+			if got := wiring.Redact(u); strings.Contains(got, pass) {
 				t.Fatalf("Redact(%q) = %q holds the secret %q", u, got, pass)
 			}
 		}
-		if plain := scheme + "://" + rest; !strings.Contains(plain, "@") && inproc.Redact(plain) != plain {
-			t.Fatalf("Redact(%q) = %q, a URL without credentials changed", plain, inproc.Redact(plain))
+		if plain := scheme + "://" + rest; !strings.Contains(plain, "@") && wiring.Redact(plain) != plain {
+			t.Fatalf("Redact(%q) = %q, a URL without credentials changed", plain, wiring.Redact(plain))
 		}
-		if path := "file:///" + rest; inproc.Redact(path) != path {
-			t.Fatalf("Redact(%q) = %q, a path changed", path, inproc.Redact(path))
+		if path := "file:///" + rest; wiring.Redact(path) != path {
+			t.Fatalf("Redact(%q) = %q, a path changed", path, wiring.Redact(path))
 		}
 	})
 }
@@ -54,7 +54,7 @@ func TestRedact(t *testing.T) {
 		"s3://bucket/prefix":                  "s3://bucket/prefix",
 		"nats://host:4222/bucket":             "nats://host:4222/bucket",
 	} {
-		if got := inproc.Redact(u); got != want {
+		if got := wiring.Redact(u); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", u, got, want)
 		}
 	}

@@ -1,4 +1,4 @@
-package inproc_test
+package wiring_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/internal/inproc"
+	"github.com/nats-keeper/nats-keeper/internal/wiring"
 	"github.com/nats-keeper/nats-keeper/internal/jstest"
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/testbed"
@@ -70,7 +70,7 @@ func TestActsRecordWhoTheBusSays(t *testing.T) {
 	s := natstest.Start(t, opts)
 	keeperConn := natstest.Connect(t, s, nats.UserInfo("keeper", "k"))
 	st := testbed.FileStore(t, filepath.Join(dir, "keeper"))
-	k, err := inproc.Start(context.Background(), keeperConn, inproc.Setup{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	k, err := wiring.Start(context.Background(), keeperConn, wiring.Setup{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

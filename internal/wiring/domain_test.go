@@ -1,4 +1,4 @@
-package inproc_test
+package wiring_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/internal/inproc"
+	"github.com/nats-keeper/nats-keeper/internal/wiring"
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/internal/syncbuf"
@@ -50,14 +50,14 @@ func hubAndLeaf(t *testing.T) (hub, leaf *nats.Conn) {
 	return natstest.Connect(t, hs), natstest.Connect(t, ls)
 }
 
-// startOn starts a keeper through inproc.Start on nc, its file store in a
+// startOn starts a keeper through wiring.Start on nc, its file store in a
 // temporary directory, its log in the returned buffer.
-func startOn(t *testing.T, nc *nats.Conn, s inproc.Setup) (*inproc.Keeper, *syncbuf.Buffer) {
+func startOn(t *testing.T, nc *nats.Conn, s wiring.Setup) (*wiring.Keeper, *syncbuf.Buffer) {
 	t.Helper()
 	st := testbed.FileStore(t, t.TempDir())
 	logs := &syncbuf.Buffer{}
 	s.Store, s.Logger = st, slog.New(slog.NewTextHandler(logs, nil))
-	k, err := inproc.Start(context.Background(), nc, s)
+	k, err := wiring.Start(context.Background(), nc, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestKeeperOfAnotherDomain(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	k, _ := startOn(t, hub, inproc.Setup{JSDomain: "leaf"})
+	k, _ := startOn(t, hub, wiring.Setup{JSDomain: "leaf"})
 	if md := k.Service.Info().Metadata; md["js-domain"] != "leaf" || md["index"] != "kept" || md["conflict"] != "" {
 		t.Fatalf("the leaf keeper's metadata: %v", md)
 	}
@@ -134,14 +134,14 @@ func TestKeeperOfAnotherDomain(t *testing.T) {
 
 	// A keeper of the hub's own domain does not see the leaf's kept data,
 	// and says where it looked.
-	startOn(t, hub, inproc.Setup{Prefix: "hub-keeper", Bucket: "kept-hub"})
+	startOn(t, hub, wiring.Setup{Prefix: "hub-keeper", Bucket: "kept-hub"})
 	_, err = verbs.NewClient(hub, verbs.WithPrefix("hub-keeper")).SnapshotKept(ctx, req)
 	if !errors.Is(err, kept.ErrNotFound) || !strings.Contains(err.Error(), "in the connected server's JetStream domain") ||
 		!strings.Contains(err.Error(), "needs a keeper started with --js-domain") {
 		t.Fatalf("a hub keeper's snapshot of the leaf's kept data: %v", err)
 	}
 
-	k2, logs := startOn(t, hub, inproc.Setup{})
+	k2, logs := startOn(t, hub, wiring.Setup{})
 	md := k2.Service.Info().Metadata
 	if md["js-domain"] != "" || !strings.Contains(md["conflict"], "keeps JetStream domain leaf and index kept") ||
 		!strings.Contains(md["conflict"], "give each domain's keeper its own --prefix") {
