@@ -8,6 +8,9 @@
 // stream. It assumes nothing about the number of servers: snapshots are
 // answered by the stream's leader and restores keep the replicas and placement
 // of the archived configuration.
+//
+// It may import keeper (the ports it implements), kept and internal/jsretry,
+// besides nats.go and jsm.go; the engine never imports it.
 package jsbus
 
 import (

@@ -7,19 +7,21 @@
 // JetStream object store, S3); it never imports nats.go. What the store holds
 // is the truth; the index can be rebuilt from it (Rebuild).
 //
-// A Keeper (New, from a Config) has one method per verb, each taking a
-// Request and giving a Reply: SnapshotKept, RestoreKept, DiscardAside,
-// ListKept, VerifyKept, PruneKept, and the plan verbs SetPlan, ShowPlan and
-// RemovePlan. Package verbs serves them on the bus and sends them from Go;
-// CheckRequest is the rule every request is checked by, ValidName the rule
-// for plain names, CheckStreamName the one rule for stream and consumer
-// names.
+// A Keeper (New, from a Config) has one method per verb of the contract's
+// table (kept.Verbs), each taking a kept.Request and giving a kept.Reply;
+// Handle runs the verb named (handle.go binds the table to the methods), and
+// package verbs serves Handle on the bus. The request checks, the error
+// kinds with their wire and exit codes, and the reply bounds are the
+// contract's (package kept); contract.go gives their names a short form here
+// (Request is kept.Request).
 //
 // Every error a verb returns is a sentence that says what happened and what
-// did not, and carries one kind for errors.Is: ErrBadRequest, ErrNotFound,
-// ErrBusy (a kind of ErrConflict), ErrConflict, ErrFailed, ErrNoBus or
-// ErrDenied. KindOf says which; Errorf makes such a sentence. The wire codes
-// and exit codes are mapped from the kind outside this package.
+// did not, and carries one kind for errors.Is (kept.ErrBadRequest,
+// ErrNotFound, ErrBusy, ErrConflict, ErrFailed, ErrNoBus, ErrDenied).
+//
+// It may import kept, its own sub-packages (layout, spool), transfer, store,
+// busarchive and agecrypt; never nats.go or the adapters, which implement
+// its ports from above.
 package keeper
 
 import (

@@ -3,6 +3,10 @@
 // serves the verbs, and finishes the restores a stopped keeper left. It is the one
 // way to do so, used by `nats-keeper serve`, `nats-keeper demo` and the
 // keepertest harness.
+//
+// It is wiring: it may import every production package of this module (the
+// engine, the adapters, the stores, verbs, metrics); only the CLI, keepertest
+// and the benchmark import it.
 package wiring
 
 import (
