@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/internal/wiring"
 	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/internal/wiring"
 	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/store/filestore"
 	"github.com/nats-keeper/nats-keeper/verbs"

@@ -20,9 +20,9 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/agecrypt"
 	"github.com/nats-keeper/nats-keeper/internal/embedded"
-	"github.com/nats-keeper/nats-keeper/internal/wiring"
 	"github.com/nats-keeper/nats-keeper/internal/outbox"
 	"github.com/nats-keeper/nats-keeper/internal/privdir"
+	"github.com/nats-keeper/nats-keeper/internal/wiring"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/kept"
