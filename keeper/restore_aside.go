@@ -11,6 +11,38 @@ import (
 // maxAsideTries bounds the ids tried for one aside: <base>, <base>-2, …
 const maxAsideTries = 999
 
+// setAsideFor sets the plan's live data aside, if any is live: only once
+// this is complete, verified and recorded may any live stream be removed.
+// When the plan verifies its point beside the set-aside, the aside counts,
+// and anything live is removed, only once that passed. It returns the aside
+// (nil when nothing is live), its verification, and what stops the
+// verification beside it, to be called when the restore ends.
+func (k *Keeper) setAsideFor(ctx context.Context, r Request, pl *restorePlan) (*Aside, *busarchive.Report, func(), error) {
+	stop := func() {}
+	if len(pl.SetAside) == 0 {
+		return nil, nil, stop, nil
+	}
+	asideCtx := ctx
+	var pointOK func() error // nil: nothing to wait for
+	var beside *besideVerify
+	if pl.verifyLater {
+		beside = k.verifyBeside(ctx, r, pl)
+		stop = beside.stop
+		asideCtx, pointOK = beside.aside, beside.wait
+	}
+	aside, rep, err := k.setAside(asideCtx, r, pl, pointOK)
+	if err == nil {
+		return aside, rep, stop, nil
+	}
+	if beside != nil {
+		if verr := beside.failed(); verr != nil {
+			return nil, nil, stop, fmt.Errorf("restore-kept of %s/%s: %w, so nothing was set aside or removed", r.Module, r.Local, verr)
+		}
+	}
+	return nil, nil, stop, fmt.Errorf("restore-kept of %s/%s: setting the live data aside failed: %w, so nothing was removed",
+		r.Module, r.Local, withKind(ErrFailed, err))
+}
+
 // newAside picks a new aside id, <module>.<local>.<UTC yyyymmddThhmmss>
 // made unique with -N if taken: an id is taken when any object lies under
 // it (a committed aside, or leftovers of one that was not). Two verbs of one
