@@ -11,14 +11,20 @@ import (
 //
 //   - restore.go: RestoreKept, and restoreLocked, the order of steps: plan,
 //     set aside, write the journal, run, then the reply;
-//   - restore_plan.go: what the restore would do, touching nothing;
-//   - restore_aside.go: the live data set aside, verified and committed;
-//   - restore_run.go: the run (restoreRun) that owns the journal and the
-//     evidence from there: remove, restore, set the positions back, or give
-//     up and put the aside back;
-//   - restore_streams.go: a point's streams sent to the bus;
+//   - restore_plan.go, restore_plan_positions.go: what the restore would do,
+//     touching nothing (consumer_config.go: what each consumer set back must
+//     be); restore_dryrun.go: a dry run's reply;
+//   - restore_aside.go: the live data set aside; aside_check.go: verified
+//     before it is committed;
+//   - restore_run.go: the run (restoreRun), begun with its journal, that
+//     owns the journal and the evidence from there; execute takes its
+//     steps, each in its file: restore_remove.go (the live streams
+//     removed), restore_giveup.go (or give up and put the aside back),
+//     restore_streams.go (the point's streams sent to the bus),
+//     restore_positions.go (the consumers set back);
 //   - evidence_run.go, evidence_consumers.go: what the run checks as it goes;
 //     evidence_write.go: the evidence concluded and written;
+//   - restore_reply.go: the reply of a restore that ran to its end;
 //   - journal.go, journal_parts.go: the journal the run saves after every
 //     step and closes at its end; journal_recover.go: a run a stopped keeper
 //     left, carried on when a keeper starts again.
