@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"strings"
 
 	"github.com/nats-keeper/nats-keeper/agecrypt"
@@ -35,79 +34,6 @@ func (c *countingWriter) Close() error { return c.w.Close() }
 // Go runtime would return that memory only slowly, so the next large verb
 // would start from a higher resident set. Returning it costs one collection.
 const releaseAfter = 64 << 20
-
-// archiveFile is a store Writer as busarchive writes to it: Hold and
-// Release pass through (the archive holds a data entry's tar header until it
-// patches in the entry's size), and Sync is the store's Commit, made by the
-// caller.
-type archiveFile struct{ store.Writer }
-
-func (archiveFile) Sync() error { return nil }
-
-// streamSource feeds one stream's snapshot into an archive: its
-// stream.arc.s2 into data and its backup.json into meta (the bus's
-// Snapshot, or a nats backup directory's files).
-type streamSource func(ctx context.Context, stream string, data, meta io.WriteCloser) error
-
-// writeArchive writes each stream, as take gives it, up to parallel at once
-// (see takeAtOnce), into a new archive at
-// rel/bus.tar (or, when the keeper encrypts, rel/bus.tar.age), hashing as it
-// goes, and returns its manifest and its Writer, not yet committed: the
-// caller commits it (or aborts it) when the order of steps allows, and
-// records k.sealingOf(the Writer). serverVersion is recorded in the
-// manifest.
-func (k *Keeper) writeArchive(ctx context.Context, rel string, streams []string, take streamSource, serverVersion string, parallel int, p Progress) (*busarchive.Manifest, store.Writer, error) {
-	key := archiveKey(rel)
-	if k.seal != nil {
-		key = rel + "/" + sealedName
-	}
-	sw, err := k.store.Create(ctx, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	if k.seal != nil {
-		// Encrypted in the same pass: the age header now, each chunk as it
-		// fills (see agecrypt), the store seeing only ciphertext.
-		enc, err := k.seal.Create(sw)
-		if err != nil {
-			sw.Abort()
-			return nil, nil, fmt.Errorf("encrypting the archive: %w", err)
-		}
-		sw = enc
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			sw.Abort()
-		}
-	}()
-	failed := &storeFailure{Writer: sw} // a store's refusal, told as such whatever the bus's snapshot says of it
-	w := busarchive.NewWriter(archiveFile{failed}, busarchive.WriterInfo{
-		KeeperVersion: k.version,
-		ServerVersion: serverVersion,
-		Created:       k.now().UTC(),
-	})
-	var before int64
-	if parallel > 1 && len(streams) > 1 && k.spoolDir != "" {
-		before, err = k.takeAtOnce(ctx, w, streams, take, parallel, &p)
-	} else {
-		before, err = takeInTurn(ctx, w, streams, take, &p)
-	}
-	if err != nil {
-		return nil, nil, k.roomRefused(failed.of(err), p.BytesTotal)
-	}
-	if before >= releaseAfter {
-		defer debug.FreeOSMemory()
-	}
-	m, err := w.Commit()
-	if err != nil {
-		return nil, nil, k.roomRefused(fmt.Errorf("commit archive: %w", failed.of(err)), p.BytesTotal)
-	}
-	p.StreamsDone, p.Stream = len(streams), ""
-	progressFrom(ctx)(p)
-	ok = true
-	return m, sw, nil
-}
 
 // verifyArchive fully verifies an opened archive and returns its manifest.
 // Its error wraps ErrDamaged and lists every problem found.

@@ -110,50 +110,6 @@ func countOfInfo(si *StreamInfo) *StreamCount {
 	return &StreamCount{Messages: si.Messages, Bytes: si.Bytes, FirstSeq: si.FirstSeq, LastSeq: si.LastSeq}
 }
 
-// sawRemoval records, in the no-late-writes check, a live stream as it
-// stood the moment before it was removed (si), against its aside's record.
-// si is nil when the stream was not on the bus to be removed.
-func (x *restoreRun) sawRemoval(stream string, si *StreamInfo) {
-	ev := x.j.Evidence
-	if ev == nil {
-		return
-	}
-	f := StreamFigures{Stream: stream, Verdict: Fail}
-	held, ok := newestHolding(x.asides, stream)
-	if ok {
-		f.Want = countOf(held)
-	}
-	switch {
-	case si == nil:
-		f.Note = "not checked: it was not on the bus when it was to be removed, so this restore removed nothing of it"
-	case !ok:
-		f.Note = "no aside holds it"
-	default:
-		f.Got = countOfInfo(si)
-		if sameState(held, si) {
-			f.Verdict = Pass
-			f.Note = "its last sequence the moment before removal was the aside's"
-		} else {
-			f.Note = "it changed after it was set aside"
-		}
-	}
-	c := ev.Find(CheckNoWritesAfter)
-	if c == nil {
-		ev.SetCheck(Check{Name: CheckNoWritesAfter})
-		c = ev.Find(CheckNoWritesAfter)
-	}
-	c.Streams = append(c.Streams, f)
-	failed := 0
-	for _, s := range c.Streams {
-		if s.Verdict != Pass {
-			failed++
-		}
-	}
-	c.Verdict = verdictOf(failed == 0)
-	c.Said = fmt.Sprintf("%s: %d of %d live stream(s) had the last sequence and no message beyond their aside's the moment before they were removed",
-		c.Verdict, len(c.Streams)-failed, len(c.Streams))
-}
-
 // checkRestored reads each restored stream back and compares it with the
 // manifest, and counts the KV buckets' keys and the object stores' objects.
 func (x *restoreRun) checkRestored(ctx context.Context) {

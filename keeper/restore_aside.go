@@ -11,6 +11,38 @@ import (
 // maxAsideTries bounds the ids tried for one aside: <base>, <base>-2, …
 const maxAsideTries = 999
 
+// setAsideFor sets the plan's live data aside, if any is live: only once
+// this is complete, verified and recorded may any live stream be removed.
+// When the plan verifies its point beside the set-aside, the aside counts,
+// and anything live is removed, only once that passed. It returns the aside
+// (nil when nothing is live), its verification, and what stops the
+// verification beside it, to be called when the restore ends.
+func (k *Keeper) setAsideFor(ctx context.Context, r Request, pl *restorePlan) (*Aside, *busarchive.Report, func(), error) {
+	stop := func() {}
+	if len(pl.SetAside) == 0 {
+		return nil, nil, stop, nil
+	}
+	asideCtx := ctx
+	var pointOK func() error // nil: nothing to wait for
+	var beside *besideVerify
+	if pl.verifyLater {
+		beside = k.verifyBeside(ctx, r, pl)
+		stop = beside.stop
+		asideCtx, pointOK = beside.aside, beside.wait
+	}
+	aside, rep, err := k.setAside(asideCtx, r, pl, pointOK)
+	if err == nil {
+		return aside, rep, stop, nil
+	}
+	if beside != nil {
+		if verr := beside.failed(); verr != nil {
+			return nil, nil, stop, fmt.Errorf("restore-kept of %s/%s: %w, so nothing was set aside or removed", r.Module, r.Local, verr)
+		}
+	}
+	return nil, nil, stop, fmt.Errorf("restore-kept of %s/%s: setting the live data aside failed: %w, so nothing was removed",
+		r.Module, r.Local, withKind(ErrFailed, err))
+}
+
 // newAside picks a new aside id, <module>.<local>.<UTC yyyymmddThhmmss>
 // made unique with -N if taken: an id is taken when any object lies under
 // it (a committed aside, or leftovers of one that was not). Two verbs of one
@@ -119,36 +151,6 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 		return nil, nil, err
 	}
 	return a, rep, nil
-}
-
-// checkAside reads the aside a, written but not yet committed, back from
-// the store and verifies it whole, then checks that no stream of its
-// manifest m took a new message since its snapshot began: only then may it
-// count. It returns the verification's report.
-func (k *Keeper) checkAside(ctx context.Context, a *Aside, m *busarchive.Manifest) (*busarchive.Report, error) {
-	// Read back from the store and verified whole, before it counts.
-	oa, err := k.openArchive(ctx, a.Dir, asidePoint(a))
-	if err != nil {
-		return nil, fmt.Errorf("the set-aside copy does not verify: %w", err)
-	}
-	_, rep, err := k.verifyArchive(ctx, oa)
-	oa.Close()
-	if err != nil {
-		return nil, fmt.Errorf("the set-aside copy does not verify: %w", err)
-	}
-	// Anything written to the live streams after their snapshot began is not
-	// in the aside: removing them now would lose it.
-	for _, s := range m.Streams {
-		si, err := k.bus.Stream(ctx, s.Name)
-		if err != nil {
-			return nil, fmt.Errorf("looking up stream %s after setting it aside: %w", s.Name, err)
-		}
-		if si.LastSeq != s.State.LastSeq {
-			return nil, Errorf(ErrConflict, "stream %s took new messages while it was being set aside (last sequence %d, now %d); "+
-				"stop the module's writers and try again", s.Name, s.State.LastSeq, si.LastSeq)
-		}
-	}
-	return rep, nil
 }
 
 // asidePoint is an aside as the Point record that restores and checks read.

@@ -14,6 +14,75 @@ import (
 	"github.com/nats-keeper/nats-keeper/busarchive"
 )
 
+// restore restores the point's streams that are left, up to x.parallel at
+// once. A stream of such a name on the bus now is one a stopped restore
+// began, or one a module made meanwhile: recovery set it aside, and it goes
+// only if that copy holds it as it stands.
+func (x *restoreRun) restore(ctx context.Context) error {
+	j := x.j
+	var left []string
+	for _, s := range j.Restore {
+		if contains(j.Restored, s) {
+			continue
+		}
+		if err := x.removeCovered(ctx, x.asides, s); err != nil {
+			return fmt.Errorf("stream %s is in the way of the restore: %w", s, err)
+		}
+		left = append(left, s)
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	for try := 1; ; try++ {
+		begun, err := x.restoreArchive(ctx, x.arch, left, j.Overrides,
+			Progress{Verb: VerbRestore, Module: j.Module, Local: j.Local, Step: "restore",
+				StreamsDone: len(j.Restored), StreamsTotal: len(j.Restore)}, func(s string) {
+				j.Restored = append(j.Restored, s)
+				if err := x.journals.save(ctx, j); err != nil {
+					// Recovery would restore this stream again: safe, only slower.
+					x.log.Warn("could not record a restored stream in the restore journal", "stream", s, "err", err)
+				}
+				x.step("restored:" + s)
+			})
+		// Every stream this run began, finished or not, is removed if the
+		// run gives up: the aside is then put back whole.
+		x.here = append(x.here, begun...)
+		if err == nil {
+			return nil
+		}
+		again := errors.Is(err, ErrNoBus) || errors.Is(err, ErrStaleStream)
+		if try == busTries || !again || ctx.Err() != nil || !x.removeUnfinished(ctx, begun) {
+			return fmt.Errorf("restoring from %s failed: %w", sourceName(x.point), err)
+		}
+		// The bus went away part way (a server of the cluster died), or
+		// the server still held files of a stream removed just before: what
+		// this try began and did not finish is removed; begin those again.
+		x.log.Warn("a restore was cut short by the bus or by files the server had not yet removed; restoring the unfinished streams again", "try", try, "err", err)
+		left = slices.DeleteFunc(left, func(s string) bool { return contains(j.Restored, s) })
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("restoring from %s failed: %w", sourceName(x.point), err)
+		case <-time.After(min(time.Duration(try)*time.Second, busPauseMax)):
+		}
+	}
+}
+
+// removeUnfinished removes the streams of begun that the run did not finish
+// restoring (a server that lost the restore may have removed them itself),
+// and reports whether none is left.
+func (x *restoreRun) removeUnfinished(ctx context.Context, begun []string) bool {
+	for _, s := range begun {
+		if contains(x.j.Restored, s) {
+			continue
+		}
+		if err := x.bus.DeleteStream(ctx, s); err != nil && !errors.Is(err, ErrNoStream) {
+			x.log.Warn("could not remove a half-restored stream to restore it again", "stream", s, "err", err)
+			return false
+		}
+	}
+	return true
+}
+
 // restoreArchive restores the named streams of the opened archive a (all
 // when only is nil), started in archive order, up to rp.parallel at once,
 // calling done after each (under a lock, one call at a time). At the first
