@@ -21,6 +21,7 @@ type (
 	Check           = kept.Check
 	ConsumerFigures = kept.ConsumerFigures
 	CutList         = kept.CutList
+	DamagedError    = kept.DamagedError
 	Duration        = kept.Duration
 	Encryption      = kept.Encryption
 	Evidence        = kept.Evidence
@@ -109,6 +110,7 @@ var (
 	ErrBusy        = kept.ErrBusy
 	ErrConflict    = kept.ErrConflict
 	ErrCutShort    = kept.ErrCutShort
+	ErrDamaged     = kept.ErrDamaged
 	ErrDenied      = kept.ErrDenied
 	ErrFailed      = kept.ErrFailed
 	ErrLocked      = kept.ErrLocked
@@ -194,7 +196,6 @@ var (
 	boundStreams     = kept.BoundStreams
 	verdictOf        = kept.VerdictOf
 	checkKept        = kept.CheckKept
-	checkRequest     = kept.CheckFields
 	plainRune        = kept.PlainRune
 	keptTotals       = kept.KeptTotals
 	listSaid         = kept.ListSaid

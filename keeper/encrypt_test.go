@@ -2,7 +2,6 @@ package keeper_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"io/fs"
@@ -16,7 +15,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/agecrypt"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/keeper"
-	"github.com/nats-keeper/nats-keeper/store"
+	"github.com/nats-keeper/nats-keeper/transfer"
 )
 
 // marker is a payload put on the kept data's stream, to be looked for in
@@ -260,22 +259,6 @@ func TestFlippedCiphertextByteFailsVerification(t *testing.T) {
 	}
 }
 
-func TestCopyCopiesCiphertextAsStored(t *testing.T) {
-	id := newIdentity(t)
-	e := newEnv(t, withCrypt(t, []string{id.Recipient().String()}, []age.Identity{id}))
-	snap := e.snapshot(2, "sealed")
-	to := t.TempDir()
-	rep, err := keeper.CopyStores(context.Background(), fileStore(t, e.dir), store.Store(fileStore(t, to)), "", "", nil)
-	if err != nil || len(rep.Copied) != 1 || len(rep.Encrypted) != 1 {
-		t.Fatalf("copy: %+v, %v", rep, err)
-	}
-	a, _ := os.ReadFile(filepath.Join(snap.Dir, "bus.tar.age"))
-	b, err := os.ReadFile(filepath.Join(to, "points/billing/ledger/f2-sealed/bus.tar.age"))
-	if err != nil || !bytes.Equal(a, b) {
-		t.Fatalf("the copy is not the stored ciphertext (%v)", err)
-	}
-}
-
 // A point taken again at the same form and fingerprint, now encrypted,
 // replaces the plain one: the plain archive is set aside whole and does not
 // stay beside the encrypted point.
@@ -353,7 +336,7 @@ func TestEncryptedExportAndImport(t *testing.T) {
 	e.snapshot(1, "sealed")
 	st := fileStore(t, e.dir)
 	locked := filepath.Join(t.TempDir(), "locked")
-	_, err := keeper.ExportKept(e.ctx, st, keeper.Export{Module: module, Local: local, Form: 1, Fingerprint: "sealed", To: locked})
+	_, err := transfer.ExportKept(e.ctx, st, transfer.Export{Module: module, Local: local, Form: 1, Fingerprint: "sealed", To: locked})
 	if keeper.KindOf(err) != keeper.ErrLocked || !strings.Contains(err.Error(), "nothing was exported") {
 		t.Fatalf("an export of an encrypted point without the identity: %v, want locked", err)
 	}
@@ -361,7 +344,7 @@ func TestEncryptedExportAndImport(t *testing.T) {
 		t.Errorf("a refused export left %s behind (%v)", locked, serr)
 	}
 	to := filepath.Join(t.TempDir(), "out")
-	exp, err := keeper.ExportKept(e.ctx, st, keeper.Export{Module: module, Local: local, Form: 1, Fingerprint: "sealed", To: to,
+	exp, err := transfer.ExportKept(e.ctx, st, transfer.Export{Module: module, Local: local, Form: 1, Fingerprint: "sealed", To: to,
 		Unseal: agecrypt.NewOpener([]age.Identity{id})})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/transfer"
 )
 
 // TestExportImportRoundTrip exports a point as nats backup directories,
@@ -22,7 +23,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 	e.snapshot(1, "orig")
 	to := filepath.Join(t.TempDir(), "out")
 	st := fileStore(t, e.dir)
-	exp, err := keeper.ExportKept(e.ctx, st, keeper.Export{Module: module, Local: local, Form: 1, Fingerprint: "orig", To: to})
+	exp, err := transfer.ExportKept(e.ctx, st, transfer.Export{Module: module, Local: local, Form: 1, Fingerprint: "orig", To: to})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 	}
 }
 
-func streamNamesOf(r *keeper.ExportReport) []string {
+func streamNamesOf(r *transfer.ExportReport) []string {
 	var out []string
 	for _, s := range r.Streams {
 		out = append(out, s.Name)
@@ -81,7 +82,7 @@ func TestImportRefused(t *testing.T) {
 	e.snapshot(1, "orig")
 	to := filepath.Join(t.TempDir(), "out")
 	st := fileStore(t, e.dir)
-	if _, err := keeper.ExportKept(e.ctx, st, keeper.Export{Module: module, Local: local, Form: 1, Fingerprint: "orig", To: to}); err != nil {
+	if _, err := transfer.ExportKept(e.ctx, st, transfer.Export{Module: module, Local: local, Form: 1, Fingerprint: "orig", To: to}); err != nil {
 		t.Fatal(err)
 	}
 	kv, stream := filepath.Join(to, e.names.KVStream), filepath.Join(to, e.names.Stream)
@@ -109,11 +110,11 @@ func TestImportRefused(t *testing.T) {
 		t.Errorf("a refused import changed the store:\n%s\nwas\n%s", got, listed)
 	}
 
-	_, err := keeper.ExportKept(e.ctx, st, keeper.Export{Module: module, Local: local, Form: 9, Fingerprint: "none", To: t.TempDir() + "/x"})
+	_, err := transfer.ExportKept(e.ctx, st, transfer.Export{Module: module, Local: local, Form: 9, Fingerprint: "none", To: t.TempDir() + "/x"})
 	if !errors.Is(err, keeper.ErrNotFound) || !strings.HasPrefix(err.Error(), "there is no restore point billing/ledger f9-none in file://") {
 		t.Errorf("export of a point that is not there: %v", err)
 	}
-	_, err = keeper.ExportKept(e.ctx, st, keeper.Export{Module: module, Local: local, Form: 1, Fingerprint: "orig", To: to})
+	_, err = transfer.ExportKept(e.ctx, st, transfer.Export{Module: module, Local: local, Form: 1, Fingerprint: "orig", To: to})
 	if !errors.Is(err, keeper.ErrConflict) || !strings.Contains(err.Error(), "the export's target directory exists and is not empty") {
 		t.Errorf("export into the earlier export: %v", err)
 	}

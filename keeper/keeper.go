@@ -33,7 +33,6 @@ import (
 	"os"
 	"path"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -290,16 +289,6 @@ func (k *Keeper) dropOtherArchiveOf(ctx context.Context, rel string, rec *Point)
 		return fmt.Errorf("removing %s, which the record beside it does not name: %w", k.abs(other), err)
 	}
 	return nil
-}
-
-// keptOf is the kept data a point's or aside's prefix belongs to.
-func keptOf(rel string) (module, local string) {
-	parts := strings.Split(rel, "/")
-	if parts[0] == asideDir {
-		module, local, _ = ParseAsideID(parts[1])
-		return module, local
-	}
-	return parts[1], parts[2]
 }
 
 // record records an act the verb does not wait for: queued when the

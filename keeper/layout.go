@@ -25,4 +25,7 @@ var (
 	isAsideRel    = layout.IsAsideRel
 	isRecordPlace = layout.IsRecordPlace
 	recordJSON    = layout.RecordJSON
+	archiveKeyOf  = layout.ArchiveKeyOf
+	asidePoint    = layout.AsidePoint
+	keptOf        = layout.KeptOf
 )

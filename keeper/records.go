@@ -2,7 +2,6 @@ package keeper
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/nats-keeper/nats-keeper/agecrypt"
 	"github.com/nats-keeper/nats-keeper/keeper/layout"
@@ -61,31 +60,6 @@ func positionCount(counted int, carried []Position) int {
 		return len(carried)
 	}
 	return counted
-}
-
-// archiveKeyOf is the key of the archive the record rec describes:
-// bus.tar.age when it is encrypted, bus.tar otherwise (and for a nil rec).
-func archiveKeyOf(rel string, rec *Point) string {
-	if rec != nil && rec.Encrypted != nil {
-		return layout.SealedKey(rel)
-	}
-	return layout.ArchiveKey(rel)
-}
-
-// checkSealing refuses a record whose Sealing does not hold together (it
-// is read from the store: outside input).
-func checkSealing(s Sealing) error {
-	switch {
-	case s.Encrypted == nil && s.Archive != "" && s.Archive != layout.ArchiveName:
-		return fmt.Errorf("its record names the archive %.100q, not %s", s.Archive, layout.ArchiveName)
-	case s.Encrypted == nil:
-		return nil
-	case s.Archive != layout.SealedName:
-		return fmt.Errorf("its record says the archive is encrypted but names it %.100q, not %s", s.Archive, layout.SealedName)
-	case s.Encrypted.Format != "age":
-		return fmt.Errorf("its record says the archive is encrypted with %.40q, which this keeper does not know (only age)", s.Encrypted.Format)
-	}
-	return nil
 }
 
 // sealingOf is what a record says of an archive written through w.

@@ -153,12 +153,6 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 	return a, rep, nil
 }
 
-// asidePoint is an aside as the Point record that restores and checks read.
-func asidePoint(a *Aside) *Point {
-	return &Point{Module: a.Module, Local: a.Local, Taken: a.Taken, Caller: a.Caller, Why: a.Why, Dir: a.Dir,
-		Streams: a.Streams, Positions: a.Positions, PositionCount: a.PositionCount, ArchiveSize: a.ArchiveSize, ArchiveSum: a.ArchiveSum, Sealing: a.Sealing}
-}
-
 // recordAside puts aside.<id> in the index.
 func (k *Keeper) recordAside(ctx context.Context, a *Aside) error {
 	if err := k.index.Put(ctx, asideKey(a.ID), asideRecord(a)); err != nil {

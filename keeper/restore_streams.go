@@ -202,7 +202,7 @@ func (sr *streamsRestore) begin(ctx context.Context, s string) bool {
 	data, err := sr.a.CheckedStreamData(ctx, s)
 	if err != nil {
 		if len(busarchive.Problems(err)) > 0 {
-			err = &DamagedError{Path: sr.a.where, Problems: problemSentences(err)}
+			err = &DamagedError{Path: sr.a.Where, Problems: problemSentences(err)}
 		}
 		sr.fail(fmt.Errorf("stream %s was not restored: %w", s, err))
 		sr.mu.Unlock()
@@ -275,7 +275,7 @@ func (sr *streamsRestore) restoreOne(ctx context.Context, s string, sent io.Read
 	defer sr.mu.Unlock()
 	if ps := busarchive.Problems(err); len(ps) > 0 {
 		sr.fail(fmt.Errorf("restore of stream %s stopped before its end: %w", s,
-			&DamagedError{Path: sr.a.where, Problems: problemSentences(err)}))
+			&DamagedError{Path: sr.a.Where, Problems: problemSentences(err)}))
 		return
 	}
 	if err != nil {
@@ -288,7 +288,7 @@ func (sr *streamsRestore) restoreOne(ctx context.Context, s string, sent io.Read
 		sr.fail(fmt.Errorf("restore of stream %s: %w", s, err))
 		return
 	}
-	sr.rp.log.Debug("stream restored and its data verified as it was read", "stream", s, "archive", sr.a.where, "took", time.Since(began))
+	sr.rp.log.Debug("stream restored and its data verified as it was read", "stream", s, "archive", sr.a.Where, "took", time.Since(began))
 	sr.finished++
 	sr.p.StreamsDone = sr.finished
 	if sr.done != nil {

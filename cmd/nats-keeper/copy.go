@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/kept"
+	"github.com/nats-keeper/nats-keeper/transfer"
 )
 
 type copyOptions struct {
@@ -68,7 +68,7 @@ are copied), 2 if a store is not given, 5 if a store cannot be opened.`,
 type copyJSON struct {
 	From string `json:"from"`
 	To   string `json:"to"`
-	*keeper.CopyReport
+	*transfer.CopyReport
 }
 
 func runCopy(ctx context.Context, o copyOptions) error {
@@ -100,7 +100,7 @@ func runCopy(ctx context.Context, o copyOptions) error {
 		return fail(kept.Errorf(kept.ErrBadRequest, "--from-store and --to-store are both %s, so nothing was copied", src))
 	}
 	// Every outcome is printed; the keeper's own log of them would repeat it.
-	rep, err := keeper.CopyStores(ctx, from, to, o.Module, o.Local, slog.New(slog.DiscardHandler))
+	rep, err := transfer.CopyStores(ctx, from, to, o.Module, o.Local, slog.New(slog.DiscardHandler))
 	if rep == nil {
 		return fail(fmt.Errorf("copying from %s to %s: %w", src, dst, err))
 	}
@@ -122,7 +122,7 @@ func runCopy(ctx context.Context, o copyOptions) error {
 }
 
 // printCopy prints one line per point and aside, then the total.
-func printCopy(w io.Writer, rep *keeper.CopyReport, from, to string) {
+func printCopy(w io.Writer, rep *transfer.CopyReport, from, to string) {
 	for _, s := range rep.Copied {
 		if slices.Contains(rep.Encrypted, s) {
 			fmt.Fprintf(w, "copied   %s (encrypted: copied as stored, its ciphertext's checksum matches its record; not decrypted, its contents not verified here)\n", s)

@@ -8,14 +8,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/kept"
+	"github.com/nats-keeper/nats-keeper/transfer"
 )
 
 type exportOptions struct {
 	Store    keeperStoreFlags
 	Seal     sealFlags // --identity only
-	Export   keeper.Export
+	Export   transfer.Export
 	JSON     bool
 	Out, Err io.Writer
 }
@@ -80,11 +80,11 @@ func runExport(ctx context.Context, o exportOptions) error {
 		return done(nil, err)
 	}
 	defer st.Close()
-	return done(keeper.ExportKept(ctx, st, o.Export))
+	return done(transfer.ExportKept(ctx, st, o.Export))
 }
 
 // printExport prints the export's sentence and one line per stream.
-func printExport(w io.Writer, rep *keeper.ExportReport) error {
+func printExport(w io.Writer, rep *transfer.ExportReport) error {
 	fmt.Fprintln(w, rep.Said)
 	for _, s := range rep.Streams {
 		fmt.Fprintf(w, "  %-24s %s (%s)\n", s.Name, s.Dir, humanBytes(s.DataSize))

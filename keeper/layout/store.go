@@ -7,17 +7,24 @@
 // by every later keeper, so nothing here may change a byte of what is
 // written or read.
 //
-// It imports the standard library only; the engine (package keeper) and the
-// tools over a store import it. The encodings over the contract's types (a
-// point's and an aside's index record, the size of their consumers'
-// positions) are the engine's until those types have a package of their
-// own, standard library only, that this one may import.
+// It also reads a point's or an aside's record from a store (ReadRecord,
+// checking it is the record of its place), names the archive a record
+// describes (ArchiveKeyOf) and checks the record's sealing (CheckSealing).
+//
+// It imports the contract (kept) and the store, nothing else of the module;
+// the engine (package keeper), the archive opener (keeper/archives) and the
+// tools over a store (package transfer) import it. The index encodings over
+// the contract's types (a point's and an aside's index record, the size of
+// their consumers' positions) are still the engine's (keeper/records.go,
+// recordsize.go).
 package layout
 
 import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // Layout in the store (design.md, Files), as object keys. A point or an
@@ -63,4 +70,14 @@ func IsAsideRel(rel string) bool { return strings.HasPrefix(rel, AsideDir+"/") }
 func IsRecordPlace(rel string) bool {
 	parts := strings.Split(rel, "/")
 	return (len(parts) == 4 && parts[0] == PointsDir) || (len(parts) == 2 && parts[0] == AsideDir)
+}
+
+// KeptOf is the kept data a point's or aside's prefix belongs to.
+func KeptOf(rel string) (module, local string) {
+	parts := strings.Split(rel, "/")
+	if parts[0] == AsideDir {
+		module, local, _ = kept.ParseAsideID(parts[1])
+		return module, local
+	}
+	return parts[1], parts[2]
 }

@@ -1,4 +1,4 @@
-package keeper
+package transfer
 
 import (
 	"context"
@@ -7,7 +7,9 @@ import (
 
 	"github.com/nats-keeper/nats-keeper/agecrypt"
 	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/keeper/archives"
 	"github.com/nats-keeper/nats-keeper/keeper/layout"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
@@ -20,7 +22,7 @@ type Export struct {
 	Aside         string // an aside id instead of a point
 	To            string // the target directory: new, or empty
 	// Unseal decrypts an encrypted archive (the keeper's --identity); an
-	// encrypted point or aside is refused without it (ErrLocked).
+	// encrypted point or aside is refused without it (kept.ErrLocked).
 	Unseal *agecrypt.Opener
 }
 
@@ -45,34 +47,34 @@ func ExportKept(ctx context.Context, st store.Store, e Export) (*ExportReport, e
 		return nil, fmt.Errorf("export refused: %w, so nothing was exported", err)
 	}
 	where := st.Describe().URL + "/" + rel
-	_, rec, err := readRecord(ctx, st, rel)
+	_, rec, err := layout.ReadRecord(ctx, st, rel)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, Errorf(ErrNotFound, "there is no %s in %s, so nothing was exported", exportWhat(e), st.Describe().URL)
+		return nil, kept.Errorf(kept.ErrNotFound, "there is no %s in %s, so nothing was exported", exportWhat(e), st.Describe().URL)
 	}
 	if err != nil {
-		return nil, Errorf(ErrFailed, "the record of %s does not read (%v), so nothing was exported", where, err)
+		return nil, kept.Errorf(kept.ErrFailed, "the record of %s does not read (%v), so nothing was exported", where, err)
 	}
 	a, err := openForExport(ctx, st, rel, rec, e.Unseal)
 	if err != nil {
-		return nil, withKind(ErrFailed, fmt.Errorf("%w, so nothing was exported", err))
+		return nil, kept.WithKind(kept.ErrFailed, fmt.Errorf("%w, so nothing was exported", err))
 	}
 	defer a.Close()
 	streams, err := a.ExportDirs(ctx, e.To)
 	if err != nil {
 		if errors.Is(err, busarchive.ErrTargetExists) {
-			return nil, Errorf(ErrConflict, "%v", err)
+			return nil, kept.Errorf(kept.ErrConflict, "%v", err)
 		}
 		if ps := busarchive.Problems(err); len(ps) > 0 {
-			err = fmt.Errorf("%w, so nothing was exported to %s", &DamagedError{Path: where, Problems: problemSentences(err)}, e.To)
+			err = fmt.Errorf("%w, so nothing was exported to %s", &kept.DamagedError{Path: where, Problems: archives.ProblemSentences(err)}, e.To)
 		}
-		return nil, withKind(ErrFailed, err)
+		return nil, kept.WithKind(kept.ErrFailed, err)
 	}
 	var n int64
 	for _, s := range streams {
 		n += s.DataSize
 	}
 	said := fmt.Sprintf("Exported %s from %s to %s: %d nats backup director%s, %s, each checked against its manifest as it was written.",
-		exportWhat(e), where, e.To, len(streams), plural(len(streams), "y", "ies"), HumanBytes(n))
+		exportWhat(e), where, e.To, len(streams), plural(len(streams), "y", "ies"), kept.HumanBytes(n))
 	if rec.Encrypted != nil {
 		said += " The archive is encrypted at rest; it was decrypted with --identity, so the directories hold plain data."
 	}
@@ -81,28 +83,28 @@ func ExportKept(ctx context.Context, st store.Store, e Export) (*ExportReport, e
 
 // openForExport opens the archive an export reads, decrypting it with
 // unseal when it is encrypted.
-func openForExport(ctx context.Context, st store.Store, rel string, rec *Point, unseal *agecrypt.Opener) (*openedArchive, error) {
-	return openArchiveIn(ctx, st, rel, rec, st.Describe().URL+"/"+archiveKeyOf(rel, rec), unseal)
+func openForExport(ctx context.Context, st store.Store, rel string, rec *kept.Point, unseal *agecrypt.Opener) (*archives.Opened, error) {
+	return archives.Open(ctx, st, rel, rec, st.Describe().URL+"/"+layout.ArchiveKeyOf(rel, rec), unseal)
 }
 
 // exportRel checks e's names and gives the store prefix it reads.
 func exportRel(e Export) (string, error) {
 	if e.To == "" {
-		return "", Errorf(ErrBadRequest, "no target directory was given")
+		return "", kept.Errorf(kept.ErrBadRequest, "no target directory was given")
 	}
-	if len(e.To) > MaxPathLen {
-		return "", Errorf(ErrBadRequest, "the target directory is %d bytes long, over the limit of %d", len(e.To), MaxPathLen)
+	if len(e.To) > kept.MaxPathLen {
+		return "", kept.Errorf(kept.ErrBadRequest, "the target directory is %d bytes long, over the limit of %d", len(e.To), kept.MaxPathLen)
 	}
 	if e.Aside != "" {
 		if e.Module != "" || e.Local != "" || e.Fingerprint != "" || e.Form != 0 {
-			return "", Errorf(ErrBadRequest, "an aside is named by its id alone, not also by module, local, form or fingerprint")
+			return "", kept.Errorf(kept.ErrBadRequest, "an aside is named by its id alone, not also by module, local, form or fingerprint")
 		}
-		if _, _, err := ParseAsideID(e.Aside); err != nil {
+		if _, _, err := kept.ParseAsideID(e.Aside); err != nil {
 			return "", err
 		}
 		return layout.AsideRel(e.Aside), nil
 	}
-	if err := checkRequest(VerbImport, Request{Module: e.Module, Local: e.Local, Form: e.Form, Fingerprint: e.Fingerprint}); err != nil {
+	if err := kept.CheckFields(kept.VerbImport, kept.Request{Module: e.Module, Local: e.Local, Form: e.Form, Fingerprint: e.Fingerprint}); err != nil {
 		return "", err
 	}
 	return layout.PointRel(e.Module, e.Local, e.Form, e.Fingerprint), nil
@@ -113,4 +115,11 @@ func exportWhat(e Export) string {
 		return "aside " + e.Aside
 	}
 	return fmt.Sprintf("restore point %s/%s f%d-%s", e.Module, e.Local, e.Form, e.Fingerprint)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -1,16 +1,18 @@
-package keeper
+package transfer
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"path"
 	"strings"
 
+	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/keeper/archives"
 	"github.com/nats-keeper/nats-keeper/keeper/layout"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
@@ -44,12 +46,12 @@ func CopyStores(ctx context.Context, from, to store.Store, module, local string,
 		log = slog.Default()
 	}
 	if module != "" {
-		if err := ValidName("module", module); err != nil {
+		if err := kept.ValidName("module", module); err != nil {
 			return nil, err
 		}
 	}
 	if local != "" {
-		if err := checkKept(module, local); err != nil {
+		if err := kept.CheckKept(module, local); err != nil {
 			return nil, err
 		}
 	}
@@ -59,7 +61,7 @@ func CopyStores(ctx context.Context, from, to store.Store, module, local string,
 	}
 	rep := &CopyReport{Copied: []string{}, Skipped: []string{}, Failed: []string{}}
 	for _, rel := range rels {
-		m, l := keptOf(rel)
+		m, l := layout.KeptOf(rel)
 		if (module != "" && m != module) || (local != "" && l != local) {
 			continue
 		}
@@ -83,7 +85,7 @@ func CopyStores(ctx context.Context, from, to store.Store, module, local string,
 		}
 	}
 	if len(rep.Failed) > 0 {
-		return rep, Errorf(ErrFailed, "%d of %d point(s) and aside(s) were not copied: %s", len(rep.Failed),
+		return rep, kept.Errorf(kept.ErrFailed, "%d of %d point(s) and aside(s) were not copied: %s", len(rep.Failed),
 			len(rep.Failed)+len(rep.Copied)+len(rep.Skipped), strings.Join(rep.Failed, "; "))
 	}
 	return rep, nil
@@ -111,20 +113,20 @@ func recordPrefixes(ctx context.Context, st store.Store) ([]string, error) {
 // sealed says its archive is encrypted, so it was copied as ciphertext and
 // checked by its checksum only.
 func copyOne(ctx context.Context, from, to store.Store, rel string) (copied, sealed bool, err error) {
-	raw, rec, err := readRecord(ctx, from, rel)
+	raw, rec, err := layout.ReadRecord(ctx, from, rel)
 	if err != nil {
 		return false, false, fmt.Errorf("its record does not read: %w", err)
 	}
-	if err := checkSealing(rec.Sealing); err != nil {
+	if err := layout.CheckSealing(rec.Sealing); err != nil {
 		return false, false, err
 	}
 	sealed = rec.Encrypted != nil
-	key := archiveKeyOf(rel, rec)
+	key := layout.ArchiveKeyOf(rel, rec)
 	src, err := from.Stat(ctx, key)
 	if err != nil {
 		return false, sealed, fmt.Errorf("its archive: %w", err)
 	}
-	if _, trec, err := readRecord(ctx, to, rel); err == nil && sameRecord(rec, trec) {
+	if _, trec, err := layout.ReadRecord(ctx, to, rel); err == nil && sameRecord(rec, trec) {
 		if dst, err := to.Stat(ctx, key); err == nil && dst.Size == src.Size &&
 			(trec.ArchiveSum == "" || dst.Sum == "" || dst.Sum == trec.ArchiveSum) {
 			// Equal; a restore since the last copy may have written
@@ -145,11 +147,11 @@ func copyOne(ctx context.Context, from, to store.Store, rel string) (copied, sea
 	if !sealed {
 		// An encrypted archive's ciphertext was checked whole above; its
 		// contents are not decrypted here (copy needs no key).
-		a, err := openArchiveIn(ctx, to, rel, rec, to.Describe().URL+"/"+key, nil)
+		a, err := archives.Open(ctx, to, rel, rec, to.Describe().URL+"/"+key, nil)
 		if err != nil {
 			return false, sealed, fmt.Errorf("the copy does not open: %w", err)
 		}
-		m, _, err := verifyOpened(ctx, a)
+		m, _, err := archives.Verify(ctx, a)
 		a.Close()
 		if err != nil {
 			return false, sealed, fmt.Errorf("the copy does not verify: %w", err)
@@ -187,7 +189,7 @@ func copyOne(ctx context.Context, from, to store.Store, rel string) (copied, sea
 // (evidence.json and summary.md), where there is one, before the record
 // that makes the copy visible; it streams, so its size needs no bound.
 func copyEvidence(ctx context.Context, from, to store.Store, rel string) error {
-	for _, name := range []string{evidenceFile, summaryFile} {
+	for _, name := range []string{kept.EvidenceFile, kept.SummaryFile} {
 		key := rel + "/" + name
 		info, err := from.Stat(ctx, key)
 		if errors.Is(err, store.ErrNotFound) {
@@ -212,36 +214,23 @@ func copyEvidence(ctx context.Context, from, to store.Store, rel string) error {
 
 // sameRecord reports whether the target's record t is the copy of s (which
 // may lack the checksum the copy's record names).
-func sameRecord(s, t *Point) bool {
+func sameRecord(s, t *kept.Point) bool {
 	return s.Taken.Equal(t.Taken) && s.ArchiveSize == t.ArchiveSize && (s.ArchiveSum == "" || s.ArchiveSum == t.ArchiveSum) &&
 		strings.Join(streamSumNames(s.Streams), ",") == strings.Join(streamSumNames(t.Streams), ",")
 }
 
-// readRecord reads a point's or an aside's record as its bytes and as the
-// Point a restore reads.
-func readRecord(ctx context.Context, st store.Store, rel string) ([]byte, *Point, error) {
-	o, err := st.Open(ctx, layout.RecordKey(rel))
-	if err != nil {
-		return nil, nil, err
+func manifestNames(m *busarchive.Manifest) []string {
+	out := make([]string, 0, len(m.Streams))
+	for _, s := range m.Streams {
+		out = append(out, s.Name)
 	}
-	defer o.Close()
-	if o.Size() > layout.MaxRecordSize {
-		return nil, nil, fmt.Errorf("%s is over %d bytes", layout.RecordKey(rel), layout.MaxRecordSize)
+	return out
+}
+
+func streamSumNames(ss []kept.StreamSum) []string {
+	out := make([]string, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, s.Name)
 	}
-	raw := make([]byte, o.Size())
-	if _, err := o.ReadAt(raw, 0); err != nil && !(errors.Is(err, io.EOF) && len(raw) == int(o.Size())) {
-		return nil, nil, err
-	}
-	if layout.IsAsideRel(rel) {
-		var a Aside
-		if err := json.Unmarshal(raw, &a); err != nil || layout.AsideRel(a.ID) != rel {
-			return nil, nil, fmt.Errorf("%s is not the aside.json of %s (%v)", layout.RecordKey(rel), rel, err)
-		}
-		return raw, asidePoint(&a), nil
-	}
-	var p Point
-	if err := json.Unmarshal(raw, &p); err != nil || layout.PointRel(p.Module, p.Local, p.Form, p.Fingerprint) != rel {
-		return nil, nil, fmt.Errorf("%s is not the point.json of %s (%v)", layout.RecordKey(rel), rel, err)
-	}
-	return raw, &p, nil
+	return out
 }
