@@ -19,7 +19,7 @@
 // did not, and carries one kind for errors.Is (kept.ErrBadRequest,
 // ErrNotFound, ErrBusy, ErrConflict, ErrFailed, ErrNoBus, ErrDenied).
 //
-// It may import kept, its own sub-packages (layout, spool), transfer, store,
+// It may import kept, its own sub-packages (layout, archives, spool), transfer, store,
 // busarchive and agecrypt; never nats.go or the adapters, which implement
 // its ports from above.
 package keeper
