@@ -130,3 +130,12 @@ func (m *Manifest) Stream(name string) *StreamManifest {
 	}
 	return nil
 }
+
+// StreamNames is the names of m's streams, in its order.
+func (m *Manifest) StreamNames() []string {
+	out := make([]string, 0, len(m.Streams))
+	for _, s := range m.Streams {
+		out = append(out, s.Name)
+	}
+	return out
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/nats-keeper/nats-keeper/keeper/layout"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/transfer"
 )
 
@@ -83,14 +84,7 @@ func (k *Keeper) ImportKept(ctx context.Context, r Request, dirs []string) (*Rep
 	defer w.Abort()
 	return k.commitPoint(ctx, VerbImport, r, rel, m, w, nil, e, fail, func(p *Point) string {
 		return fmt.Sprintf("Imported restore point %s from %d nats backup director%s (%s): %d stream(s), %d message(s), %s, in %s.",
-			what, len(dirs), plural(len(dirs), "y", "ies"), strings.Join(dirs, ", "), len(p.Streams), totalMessages(p.Streams),
+			what, len(dirs), kept.Plural(len(dirs), "y", "ies"), strings.Join(dirs, ", "), len(p.Streams), totalMessages(p.Streams),
 			HumanBytes(p.ArchiveSize), k.abs(rel))
 	})
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/nats-keeper/nats-keeper/keeper/layout"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // SetPlan records the plan of r.Module's kept data r.Local (set-plan): the
@@ -171,7 +172,7 @@ func (k *Keeper) checkUnclaimed(ctx context.Context, module, local string, strea
 			} else {
 				var sums []StreamSum
 				_ = json.Unmarshal(rec.Streams, &sums)
-				names = streamSumNames(sums)
+				names = kept.StreamSumNames(sums)
 			}
 			by, free := claimedBy(prefix, key)
 			for _, s := range names {

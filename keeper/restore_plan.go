@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // restorePlan is a RestorePlan with what executing it needs.
@@ -125,12 +126,12 @@ func (k *Keeper) planPoint(ctx context.Context, r Request, pl *restorePlan, live
 	}
 	pl.arch = a
 	m := a.Manifest()
-	if got, want := manifestNames(m), streamSumNames(p.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
+	if got, want := m.StreamNames(), kept.StreamSumNames(p.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
 		return nil, Errorf(ErrDamaged, "%s: its record names streams %v but its archive holds %v", sourceName(p), want, got)
 	}
 	pl.point, pl.pointRel, pl.manifest = p, rel, m
 	pl.Point = k.abs(rel)
-	pl.Restore = manifestNames(m)
+	pl.Restore = m.StreamNames()
 	pl.RestoreBytes = uint64(m.Bytes())
 	if err := k.checkReplicasFit(a, pl.Restore, pl.Overrides); err != nil {
 		return nil, fmt.Errorf("%s cannot be restored here: %w", sourceName(p), err)
@@ -176,22 +177,6 @@ func (pl *restorePlan) close() {
 		pl.arch.Close()
 		pl.arch = nil
 	}
-}
-
-func manifestNames(m *busarchive.Manifest) []string {
-	out := make([]string, 0, len(m.Streams))
-	for _, s := range m.Streams {
-		out = append(out, s.Name)
-	}
-	return out
-}
-
-func streamSumNames(ss []StreamSum) []string {
-	out := make([]string, 0, len(ss))
-	for _, s := range ss {
-		out = append(out, s.Name)
-	}
-	return out
 }
 
 func containsStream(ss []StreamInfo, name string) bool {

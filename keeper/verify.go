@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
@@ -39,7 +40,7 @@ func (k *Keeper) VerifyKept(ctx context.Context, r Request) (*Reply, error) {
 	if err != nil {
 		return nil, fmt.Errorf("restore point %s does not verify: %w; it must not be restored", pointName(p), err)
 	}
-	if got, want := manifestNames(m), streamSumNames(p.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
+	if got, want := m.StreamNames(), kept.StreamSumNames(p.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
 		return nil, Errorf(ErrDamaged, "restore point %s: point.json names streams %v but its archive holds %v",
 			pointName(p), want, got)
 	}

@@ -311,3 +311,11 @@ const (
 	ReasonReplaced  = "replaced"   // a point taken again at the same form and fingerprint replaced this one
 	ReasonRecovery  = "recovery"   // recovery found it on the bus under the kept data's names
 )
+
+// Plural is one when n is 1, else many: the word a sentence counts n with.
+func Plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -325,3 +325,12 @@ type PlanConsumer struct {
 // DefaultLeaseTTL is how long a lease lives unless renewed. A verb renews its
 // lease every third of it; a keeper that dies leaves a lease that expires.
 const DefaultLeaseTTL = 30 * time.Second
+
+// StreamSumNames is the names of ss, in their order.
+func StreamSumNames(ss []StreamSum) []string {
+	out := make([]string, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, s.Name)
+	}
+	return out
+}

@@ -9,7 +9,6 @@ import (
 	"path"
 	"strings"
 
-	"github.com/nats-keeper/nats-keeper/busarchive"
 	"github.com/nats-keeper/nats-keeper/keeper/archives"
 	"github.com/nats-keeper/nats-keeper/keeper/layout"
 	"github.com/nats-keeper/nats-keeper/kept"
@@ -156,7 +155,7 @@ func copyOne(ctx context.Context, from, to store.Store, rel string) (copied, sea
 		if err != nil {
 			return false, sealed, fmt.Errorf("the copy does not verify: %w", err)
 		}
-		if got, want := manifestNames(m), streamSumNames(rec.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
+		if got, want := m.StreamNames(), kept.StreamSumNames(rec.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
 			return false, sealed, fmt.Errorf("its record names streams %v but its archive holds %v", want, got)
 		}
 	}
@@ -216,21 +215,5 @@ func copyEvidence(ctx context.Context, from, to store.Store, rel string) error {
 // may lack the checksum the copy's record names).
 func sameRecord(s, t *kept.Point) bool {
 	return s.Taken.Equal(t.Taken) && s.ArchiveSize == t.ArchiveSize && (s.ArchiveSum == "" || s.ArchiveSum == t.ArchiveSum) &&
-		strings.Join(streamSumNames(s.Streams), ",") == strings.Join(streamSumNames(t.Streams), ",")
-}
-
-func manifestNames(m *busarchive.Manifest) []string {
-	out := make([]string, 0, len(m.Streams))
-	for _, s := range m.Streams {
-		out = append(out, s.Name)
-	}
-	return out
-}
-
-func streamSumNames(ss []kept.StreamSum) []string {
-	out := make([]string, 0, len(ss))
-	for _, s := range ss {
-		out = append(out, s.Name)
-	}
-	return out
+		strings.Join(kept.StreamSumNames(s.Streams), ",") == strings.Join(kept.StreamSumNames(t.Streams), ",")
 }

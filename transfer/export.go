@@ -74,7 +74,7 @@ func ExportKept(ctx context.Context, st store.Store, e Export) (*ExportReport, e
 		n += s.DataSize
 	}
 	said := fmt.Sprintf("Exported %s from %s to %s: %d nats backup director%s, %s, each checked against its manifest as it was written.",
-		exportWhat(e), where, e.To, len(streams), plural(len(streams), "y", "ies"), kept.HumanBytes(n))
+		exportWhat(e), where, e.To, len(streams), kept.Plural(len(streams), "y", "ies"), kept.HumanBytes(n))
 	if rec.Encrypted != nil {
 		said += " The archive is encrypted at rest; it was decrypted with --identity, so the directories hold plain data."
 	}
@@ -115,11 +115,4 @@ func exportWhat(e Export) string {
 		return "aside " + e.Aside
 	}
 	return fmt.Sprintf("restore point %s/%s f%d-%s", e.Module, e.Local, e.Form, e.Fingerprint)
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
