@@ -2,9 +2,12 @@ package keeper
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
+
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // The end of a restore's evidence: concluded, written beside the aside it
@@ -56,7 +59,11 @@ func (x *restoreRun) finishEvidence(ctx context.Context) (*Evidence, error) {
 			return ev, fmt.Errorf("aside %s keeps the report of the restore that made it", path.Base(ev.Dir))
 		}
 	}
-	if _, err := x.records.putJSON(ctx, path.Join(ev.Dir, evidenceFile), ev); err != nil {
+	data, err := evidenceJSON(ev)
+	if err != nil {
+		return ev, err
+	}
+	if _, err := x.records.putJSON(ctx, path.Join(ev.Dir, evidenceFile), data); err != nil {
 		return ev, err
 	}
 	if _, err := x.records.putBytes(ctx, path.Join(ev.Dir, summaryFile), []byte(ev.Summary())); err != nil {
@@ -88,4 +95,12 @@ func unprovenStart(j *journal) *Evidence {
 	}
 	ev.SetCheck(Check{Name: CheckAsideVerified, Verdict: Fail, Said: "FAIL: " + why})
 	return ev
+}
+
+// evidenceJSON is evidence.json as the keeper writes it: with the old keys
+// only (kept.MarshalOldKeys), as the release before wrote it, since that
+// release's DecodeEvidence refuses any key it does not know (show-evidence
+// after a downgrade). This release reads either key.
+func evidenceJSON(ev *Evidence) (json.RawMessage, error) {
+	return kept.MarshalOldKeys(ev)
 }

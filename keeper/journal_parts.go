@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // A restore journal is a small head, journal.<module>.<local>, and a body
@@ -107,9 +109,13 @@ func encodeHead(j *journal) []byte {
 	case j.Reposition == nil:
 		h.Reposition, h.Expect = []Position{}, j.Expect
 	default:
-		h.Reposition, h.Expect = j.Reposition, j.Expect
+		ps, _ := kept.MarshalOldKeys(j.Reposition)
+		h.Reposition, h.Expect = json.RawMessage(ps), j.Expect
 	}
-	data, _ := json.Marshal(&h)
+	// The journal is written as the release before wrote it, with the old
+	// keys only: its format does not change with the wire casing, and
+	// either release reads it (kept.MarshalOldKeys).
+	data, _ := kept.MarshalOldKeys(&h)
 	return data
 }
 
@@ -156,7 +162,7 @@ func decodeJournal(data []byte, j *journal) error {
 
 // splitBody encodes j's body and cuts it into parts.
 func splitBody(j *journal) (*bodyRef, [][]byte, error) {
-	data, err := json.Marshal(journalBody{Reposition: j.Reposition, Expect: j.Expect})
+	data, err := kept.MarshalOldKeys(journalBody{Reposition: j.Reposition, Expect: j.Expect}) // as before the new keys (encodeHead)
 	if err != nil {
 		return nil, nil, err
 	}

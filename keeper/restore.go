@@ -115,7 +115,9 @@ func (k *Keeper) restoreFailed(ctx context.Context, act Act, err error) error {
 	act.What, act.Outcome = err.Error(), "failed"
 	var ee *EvidenceError
 	if errors.As(err, &ee) && ee.Evidence != nil {
-		if data, jerr := json.Marshal(map[string]*Evidence{"evidence": ee.Evidence}); jerr == nil && len(data) < 64<<10 {
+		if data, jerr := json.Marshal(map[string]*Evidence{"evidence": ee.Evidence}); jerr == nil && detailFits(data, &struct {
+			Evidence *Evidence `json:"evidence"`
+		}{}) {
 			act.Detail = data
 		}
 	}
@@ -127,14 +129,14 @@ func (k *Keeper) restoreFailed(ctx context.Context, act Act, err error) error {
 // an act that cannot be recorded is said, not turned into a failure.
 func (k *Keeper) done(ctx context.Context, act Act, rep *Reply) (*Reply, error) {
 	act.What, act.Outcome = rep.Said, "done"
-	if data, err := json.Marshal(rep); err == nil && len(data) < 64<<10 {
+	if data, err := json.Marshal(rep); err == nil && detailFits(data, rep) {
 		act.Detail = data
 	} else if rep.Evidence != nil {
 		// Too big with its evidence report, which is in the store: the
 		// rest of the reply goes without it.
 		bare := *rep
 		bare.Evidence = nil
-		if data, err := json.Marshal(&bare); err == nil && len(data) < 64<<10 {
+		if data, err := json.Marshal(&bare); err == nil && detailFits(data, &bare) {
 			act.Detail = data
 		}
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
 	"github.com/nats-keeper/nats-keeper/keeper/layout"
+	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
@@ -188,10 +190,21 @@ func pointDetail(rep *Reply) json.RawMessage {
 		a.Positions, brief.Aside = nil, &a
 	}
 	data, err := json.Marshal(&brief)
-	if err != nil || len(data) >= 64<<10 {
+	if err != nil || !detailFits(data, &brief) {
 		return nil
 	}
 	return data
+}
+
+// maxDetail bounds an act's detail.
+const maxDetail = 64 << 10
+
+// detailFits reports whether data, the JSON of v for an act's detail, is
+// under maxDetail as the release before wrote it: with the old keys only
+// (kept.OldKeysOnly), so that the old keys written beside the new ones for
+// one release cost no act the detail it had before.
+func detailFits(data []byte, v any) bool {
+	return len(data) < maxDetail || len(kept.OldKeysOnly(data, reflect.TypeOf(v))) < maxDetail
 }
 
 // copyObject copies one object within the store, without passing its bytes
