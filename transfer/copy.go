@@ -166,7 +166,10 @@ func copyOne(ctx context.Context, from, to store.Store, rel string) (copied, sea
 		// Taken before stores named checksums: the copy's record names it.
 		var v map[string]any
 		if err := json.Unmarshal(raw, &v); err == nil {
-			v["archive-sum"], v["archive_sum"] = info.Sum, info.Sum // both keys, as the keeper writes them (kept/wirecase.go)
+			v["archive-sum"] = info.Sum
+			if kept.WriteOldKeys { // both keys, as the keeper writes them (kept/wirecase.go)
+				v["archive_sum"] = info.Sum
+			}
 			if b, err := layout.RecordJSON(v); err == nil {
 				raw = b
 			}
