@@ -92,33 +92,6 @@ func journalPartKey(module, local, gen string, n int) string {
 // journalShape is journal without its encoding, for the head's.
 type journalShape journal
 
-// encodeHead is the head of j as the index holds it: every field but the
-// body, which "reposition" names (j.body), or holds itself when the
-// journal has no body in parts (none to set back, or an older journal not
-// yet saved again).
-func encodeHead(j *journal) []byte {
-	h := struct {
-		*journalShape
-		Format     int               `json:"format"`
-		Reposition any               `json:"reposition"`
-		Expect     []ConsumerFigures `json:"expect,omitempty"`
-	}{journalShape: (*journalShape)(j), Format: JournalFormat}
-	switch {
-	case j.body != nil:
-		h.Reposition = j.body
-	case j.Reposition == nil:
-		h.Reposition, h.Expect = []Position{}, j.Expect
-	default:
-		ps, _ := kept.MarshalOldKeys(j.Reposition)
-		h.Reposition, h.Expect = json.RawMessage(ps), j.Expect
-	}
-	// The journal is written as the release before wrote it, with the old
-	// keys only: its format does not change with the wire casing, and
-	// either release reads it (kept.MarshalOldKeys).
-	data, _ := kept.MarshalOldKeys(&h)
-	return data
-}
-
 // decodeJournal reads a head into j: of this shape, whose "reposition"
 // names the parts of its body (which loadBody then reads), or of the older
 // one, which holds the positions and the expected figures itself.

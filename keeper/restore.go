@@ -16,8 +16,10 @@ import (
 //     be); restore_dryrun.go: a dry run's reply;
 //   - restore_aside.go: the live data set aside; aside_check.go: verified
 //     before it is committed;
-//   - restore_run.go: the run (restoreRun), begun with its journal, that
-//     owns the journal and the evidence from there; execute takes its
+//   - restore_begin.go: the run begun, its journal written first
+//     (journal_encode.go: the journal's head as the index holds it);
+//   - restore_run.go: the run (restoreRun), which owns the journal and the
+//     evidence from there; execute takes its
 //     steps, each in its file: restore_remove.go (the live streams
 //     removed), restore_giveup.go (or give up and put the aside back),
 //     restore_streams.go (the point's streams sent to the bus),
