@@ -37,11 +37,8 @@ holds the kept data's lease.`,
 	}
 	f := cmd.Flags()
 	addClientFlags(f, &o.Client, e)
-	f.IntVar(&o.Form, "form", 0, "the form of the restore point")
-	f.StringVar(&o.Before, "before", "", "the fingerprint of the restore point")
+	addNamedPointFlags(cmd, &o.Form, &o.Before)
 	f.StringVar(&o.Why, "why", "", "why this point may be removed (required)")
-	_ = cmd.MarkFlagRequired("form")
-	_ = cmd.MarkFlagRequired("before")
 	_ = cmd.MarkFlagRequired("why")
 	return cmd
 }

@@ -28,16 +28,22 @@ func newVerifyCmd(e env) *cobra.Command {
 			return ran(runVerify(cmd.Context(), *o))
 		},
 	}
-	f := cmd.Flags()
-	addClientFlags(f, &o.Client, e)
-	f.IntVar(&o.Form, "form", 0, "the form of the restore point")
-	f.StringVar(&o.Before, "before", "", "the fingerprint of the restore point")
-	_ = cmd.MarkFlagRequired("form")
-	_ = cmd.MarkFlagRequired("before")
+	addClientFlags(cmd.Flags(), &o.Client, e)
+	addNamedPointFlags(cmd, &o.Form, &o.Before)
 	return cmd
 }
 
 func runVerify(ctx context.Context, o verifyOptions) error {
 	req := kept.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before}
 	return callVerb(ctx, o.Client, o.Out, kept.VerbVerify, req, printSaid)
+}
+
+// addNamedPointFlags adds --form and --before, the restore point a command
+// names, both required.
+func addNamedPointFlags(cmd *cobra.Command, form *int, before *string) {
+	f := cmd.Flags()
+	f.IntVar(form, "form", 0, "the form of the restore point")
+	f.StringVar(before, "before", "", "the fingerprint of the restore point")
+	_ = cmd.MarkFlagRequired("form")
+	_ = cmd.MarkFlagRequired("before")
 }
