@@ -32,6 +32,8 @@ type StreamInfo struct {
 // snapshot is answered by the stream's leader, and a restore keeps the
 // replicas and placement that the archived configuration names.
 type Bus interface {
+	MessageBus
+
 	// ServerVersion is the version of the server the bus is connected to.
 	ServerVersion() string
 

@@ -180,6 +180,7 @@ var optional = [...]struct {
 	{TakesPage, "limit or after", func(r Request) bool { return r.Limit != 0 || r.After != "" }, checkListPage},
 	{TakesPolicy, "policy", func(r Request) bool { return r.Policy != nil }, nil},
 	{TakesPlan, "streams or consumers", func(r Request) bool { return r.Streams != nil || r.Consumers != nil }, nil},
+	{TakesMethod, "method or downstream", func(r Request) bool { return r.Method != "" || r.Downstream != "" }, checkMethod},
 }
 
 // takers says which verbs take field: "restore-kept does", "restore-kept

@@ -43,6 +43,12 @@ type Request struct {
 	// first).
 	Limit int    `json:"limit,omitempty"`
 	After string `json:"after,omitempty"`
+	// Method, for restore-kept, is the restore method: auto (the
+	// default), full, delta or logical (see method.go).
+	Method string `json:"method,omitempty"`
+	// Downstream, for restore-kept, is "leave" to restore with the full
+	// method a stream that other streams mirror or source.
+	Downstream string `json:"downstream,omitempty"`
 	// BusIdentity is who asked as the bus says it (verbs.Service sets it
 	// from the request's Nats-Request-Info header, else the keeper's own
 	// connection); acts record it beside Caller. It is never read from a
@@ -128,6 +134,15 @@ type Reply struct {
 	// Evidence is restore-kept's evidence report (not on a dry run), and
 	// what show-evidence read back.
 	Evidence *Evidence `json:"evidence,omitempty"`
+	// Streams is diff-kept's, and restore-kept's: per stream what the live
+	// data gained, lost and changed since the point, and (restore-kept)
+	// the method it got and why.
+	Streams []StreamChange `json:"streams,omitempty"`
+	// Consumers is diff-kept's: each of the module's consumers, its
+	// position at the point and now.
+	Consumers []ConsumerChange `json:"consumers,omitempty"`
+	// Took is how long the verb took (diff-kept).
+	Took Duration `json:"took,omitempty"`
 }
 
 // KeptTotal is what one kept data has kept: its points and asides and

@@ -49,6 +49,7 @@ const (
 	TakesPage                        // limit, after
 	TakesPolicy                      // policy
 	TakesPlan                        // streams, consumers
+	TakesMethod                      // method, downstream
 )
 
 // Verb is one verb of the service, declared once in the table (Verbs): the
@@ -79,7 +80,7 @@ var verbs = [...]Verb{
 	{Name: VerbSnapshot, Doc: "take a restore point", Weight: Heavy, Writes: true, Takes: TakesKeepFor,
 		check: func(r Request) error { return checkNoFrom(VerbSnapshot, r) }},
 	{Name: VerbRestore, Doc: "restore a point, setting the live data aside", Weight: HeavyUnlessDryRun, Writes: true,
-		Takes: TakesAsideOnly | TakesDryRun | TakesOverrides, check: checkRestore},
+		Takes: TakesAsideOnly | TakesDryRun | TakesOverrides | TakesMethod, check: checkRestore},
 	{Name: VerbDiscard, Doc: "remove one aside, on a person's call", Writes: true,
 		check: func(r Request) error {
 			if r.Why == "" {
