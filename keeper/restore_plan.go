@@ -29,6 +29,11 @@ type restorePlan struct {
 	// expect is what each consumer set back must be once the restore is
 	// done (expectConsumer).
 	expect []ConsumerFigures
+	// changes is, per stream of the point, what the live data changed
+	// since it and the method the stream gets, and why (planMethods;
+	// planAround adds what the restore means for the streams and
+	// consumers around it). The reply's and the dry run's Streams.
+	changes []kept.StreamChange
 }
 
 // planRestore works out exactly what a restore-kept would do, touching

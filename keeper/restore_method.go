@@ -1,0 +1,11 @@
+package keeper
+
+import "context"
+
+// planMethods decides, per stream of the point, the restore method (the
+// request's, or auto's pick) and why, into the plan's changes; a delta or
+// logical request that cannot be exact or cannot apply is refused here,
+// before anything changes. (Being written.)
+func (k *Keeper) planMethods(ctx context.Context, r Request, pl *restorePlan) error {
+	return nil
+}
