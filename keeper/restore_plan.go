@@ -34,6 +34,12 @@ type restorePlan struct {
 	// planAround adds what the restore means for the streams and
 	// consumers around it). The reply's and the dry run's Streams.
 	changes []kept.StreamChange
+	// ownLive holds, as stream+"\x00"+consumer, the live durable consumers
+	// that are the module's (planPositions, by the ownership rules);
+	// around is what the restore means around the kept data, in sentences
+	// for the dry run's and the reply's said (planAround).
+	ownLive map[string]bool
+	around  []string
 }
 
 // planRestore works out exactly what a restore-kept would do, touching
@@ -96,6 +102,12 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 		pl.SetAside = append(pl.SetAside, s.Name)
 		pl.Remove = append(pl.Remove, s.Name)
 		pl.AsideBytes += s.Bytes
+	}
+	if !r.AsideOnly {
+		// STAND-IN (branch around): the delta helper wires planMethods.
+		if err := k.planMethods(ctx, r, pl); err != nil {
+			return nil, err
+		}
 	}
 	ok = true
 	return pl, nil
