@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // Recover finds every restore that a stopped keeper left unfinished and
@@ -287,7 +289,9 @@ func (k *Keeper) foundOnBus(ctx context.Context, j *journal, a *Aside, p *Point)
 // is on the bus is left as it is. Either way the journal is then closed; a
 // restore that sets data aside journals itself.
 func (k *Keeper) recoverIntoAbsent(ctx context.Context, j *journal) (string, error) {
-	r := Request{Module: j.Module, Local: j.Local, Caller: j.Caller, Why: j.Why, From: j.Point}
+	// Downstream "leave": the restore was begun, and the streams that
+	// mirror or source it were judged then; carrying it on is not refused.
+	r := Request{Module: j.Module, Local: j.Local, Caller: j.Caller, Why: j.Why, From: j.Point, Downstream: kept.DownstreamLeave}
 	ctx, release, err := k.lock(ctx, VerbRestore, r, k.journalStreams(ctx, j)...)
 	if err != nil {
 		return "", err

@@ -11,7 +11,7 @@ func (k *Keeper) dryRun(ctx context.Context, act Act, r Request, pl *restorePlan
 	said := pl.said(r)
 	act.What, act.Outcome = said, "planned"
 	k.record(ctx, act)
-	return &Reply{Said: said, Plan: &pl.RestorePlan, Positions: pl.Reposition, Moves: pl.Moves, CatchUp: catchUp(pl)}, nil
+	return &Reply{Said: said, Plan: &pl.RestorePlan, Positions: pl.Reposition, Moves: pl.Moves, CatchUp: catchUp(pl), Streams: pl.changes}, nil
 }
 
 // said is the reply of a dry run: what the restore would do.
@@ -33,5 +33,15 @@ func (pl *restorePlan) said(r Request) string {
 		fmt.Fprintf(&b, " It would leave alone %d recorded consumer(s) that are not %s's now:%s.", len(pl.Foreign), r.Module, movesSaid(pl.Foreign))
 	}
 	b.WriteString(pl.unplacedSaid())
+	b.WriteString(pl.aroundSaid())
 	return b.String()
+}
+
+// aroundSaid is what the restore means around the kept data (planAround),
+// as sentences after a space, or "".
+func (pl *restorePlan) aroundSaid() string {
+	if len(pl.around) == 0 {
+		return ""
+	}
+	return " " + strings.Join(pl.around, " ")
 }

@@ -11,11 +11,11 @@ func (k *Keeper) restoredReply(r Request, pl *restorePlan, aside *Aside, set []P
 		said := fmt.Sprintf("Restored %s/%s from %s: %d stream(s) restored, %d consumer position(s) set back%s; "+
 			"nothing was set aside because none of the kept data was live.",
 			r.Module, r.Local, pl.source(), len(pl.Restore), len(pl.Moves), movesSaid(pl.Moves))
-		said += pl.unplacedSaid() + pl.overridesSaid()
+		said += pl.unplacedSaid() + pl.overridesSaid() + pl.aroundSaid()
 		if c := catchUp(pl); c != "" {
 			said += fmt.Sprintf(" The data is at form %d: run %s next.", pl.point.Form, c)
 		}
-		return &Reply{Said: said, Point: pl.point, CatchUp: catchUp(pl), Positions: set, Moves: pl.Moves}
+		return &Reply{Said: said, Point: pl.point, CatchUp: catchUp(pl), Positions: set, Moves: pl.Moves, Streams: pl.changes}
 	}
 	asideDir := k.abs(aside.Dir)
 	if r.AsideOnly {
@@ -27,12 +27,12 @@ func (k *Keeper) restoredReply(r Request, pl *restorePlan, aside *Aside, set []P
 	fmt.Fprintf(&b, "Restored %s/%s from %s: %d stream(s) restored, %d consumer position(s) set back%s",
 		r.Module, r.Local, pl.source(), len(pl.Restore), len(pl.Moves), movesSaid(pl.Moves))
 	fmt.Fprintf(&b, "; the live data as it was is set aside as %s in %s.", aside.ID, asideDir)
-	b.WriteString(pl.unplacedSaid() + pl.overridesSaid())
+	b.WriteString(pl.unplacedSaid() + pl.overridesSaid() + pl.aroundSaid())
 	if c := catchUp(pl); c != "" {
 		fmt.Fprintf(&b, " The data is at form %d: run %s next.", pl.point.Form, c)
 	}
 	return &Reply{Said: b.String(), Point: pl.point, Aside: aside, Dir: asideDir,
-		CatchUp: catchUp(pl), Positions: set, Moves: pl.Moves}
+		CatchUp: catchUp(pl), Positions: set, Moves: pl.Moves, Streams: pl.changes}
 }
 
 // evidenceFailed is the failure of a restore that was done but whose
