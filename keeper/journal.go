@@ -43,6 +43,13 @@ type journal struct {
 	// evidence_consumers.go); absent in journals of keepers that kept none.
 	Evidence *Evidence         `json:"evidence,omitempty"`
 	Expect   []ConsumerFigures `json:"-"` // the body, as Reposition
+	// Bump is, per stream restored over live data whose last sequence was
+	// past the point's, the last sequence it is restored with (the
+	// archive's head bumped as it is sent); Expired, per stream, how many
+	// of the point's messages its limits remove once restored (the
+	// evidence counts them as expired, not missing). See restore_around.go.
+	Bump    map[string]uint64 `json:"bump,omitempty"`
+	Expired map[string]uint64 `json:"expired,omitempty"`
 	// Format is the journal's format (JournalFormat when written; 0 in
 	// journals of keepers before formats, read as 1), and WrittenBy the
 	// version of the keeper that last wrote it (format.go).

@@ -22,6 +22,9 @@ func (k *Keeper) beginRun(ctx context.Context, r Request, pl *restorePlan, aside
 		Remove: pl.Remove, Removed: []string{}, Restore: pl.Restore, Restored: []string{},
 		Reposition: pl.Reposition, Step: StepRemove, Caller: r.Caller, Why: r.Why, Started: k.now().UTC(),
 		Overrides: pl.Overrides, Expect: pl.expect}
+	for _, c := range pl.changes {
+		j.Bump, j.Expired = addCount(j.Bump, c.Stream, c.BumpedTo), addCount(j.Expired, c.Stream, c.Expired)
+	}
 	asides := []*Aside{}
 	if aside != nil {
 		j.Aside, asides = aside.ID, append(asides, aside)
@@ -39,4 +42,16 @@ func (k *Keeper) beginRun(ctx context.Context, r Request, pl *restorePlan, aside
 	}
 	x.step("journal-written")
 	return x, nil
+}
+
+// addCount is m with stream's n, when n is not 0 (a nil m made).
+func addCount(m map[string]uint64, stream string, n uint64) map[string]uint64 {
+	if n == 0 {
+		return m
+	}
+	if m == nil {
+		m = map[string]uint64{}
+	}
+	m[stream] = n
+	return m
 }

@@ -1,12 +1,15 @@
 package keeper
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,7 +37,7 @@ func (x *restoreRun) restore(ctx context.Context) error {
 		return nil
 	}
 	for try := 1; ; try++ {
-		begun, err := x.restoreArchive(ctx, x.arch, left, j.Overrides,
+		begun, err := x.restoreArchive(ctx, x.arch, left, j.Overrides, j.Bump,
 			Progress{Verb: VerbRestore, Module: j.Module, Local: j.Local, Step: "restore",
 				StreamsDone: len(j.Restored), StreamsTotal: len(j.Restore)}, func(s string) {
 				j.Restored = append(j.Restored, s)
@@ -94,7 +97,10 @@ func (x *restoreRun) removeUnfinished(ctx context.Context, begun []string) bool 
 // hashed as they go, and the end of a stream's data, without which the
 // server's restore cannot complete, only once its SHA-256 matches the
 // manifest. A stream that fails so fails its restore with a *DamagedError.
-func (rp runPorts) restoreArchive(ctx context.Context, a *openedArchive, only []string, ov *Overrides, p Progress, done func(stream string)) (begun []string, err error) {
+// A stream bump names is sent with its archive's head, and its backup.json's
+// state, bumped to that last sequence (after the check, which reads the
+// archive's own bytes).
+func (rp runPorts) restoreArchive(ctx context.Context, a *openedArchive, only []string, ov *Overrides, bump map[string]uint64, p Progress, done func(stream string)) (begun []string, err error) {
 	if a.Manifest().Bytes() >= releaseAfter {
 		defer debug.FreeOSMemory()
 	}
@@ -104,7 +110,7 @@ func (rp runPorts) restoreArchive(ctx context.Context, a *openedArchive, only []
 	p.BytesTotal, p.Bytes = streamDataBytes(a.Manifest(), streams), 0
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sr := &streamsRestore{rp: rp, a: a, ov: ov, done: done, report: report, cancel: cancel,
+	sr := &streamsRestore{rp: rp, a: a, ov: ov, bump: bump, done: done, report: report, cancel: cancel,
 		slots: make(chan struct{}, max(rp.parallel, 1)), p: p, finished: p.StreamsDone}
 	for _, s := range streams {
 		select {
@@ -164,6 +170,7 @@ type streamsRestore struct {
 	rp     runPorts
 	a      *openedArchive
 	ov     *Overrides
+	bump   map[string]uint64
 	done   func(stream string)
 	report func(Progress)
 	cancel context.CancelFunc
@@ -215,13 +222,25 @@ func (sr *streamsRestore) begin(ctx context.Context, s string) bool {
 		sr.mu.Unlock()
 		return false
 	}
+	in, inMeta, err := bumped(data, meta, sr.bump[s])
+	if err != nil {
+		data.Close()
+		meta.Close()
+		sr.fail(fmt.Errorf("stream %s was not restored: its last sequence could not be bumped to %d: %w", s, sr.bump[s], err))
+		sr.mu.Unlock()
+		return false
+	}
+	var closeData io.Closer = data
+	if c, ok := in.(io.Closer); ok && in != io.Reader(data) {
+		closeData = closers{c, data} // the bump's reader first: it may be a pipe
+	}
 	sr.begun = append(sr.begun, s)
 	sr.p.Stream = s
 	sr.report(sr.p)
 	sr.mu.Unlock()
-	sent, sentMeta, err := overridden(sr.ov, &countingReader{r: data, tick: sr.tick}, meta)
+	sent, sentMeta, err := overridden(sr.ov, &countingReader{r: in, tick: sr.tick}, inMeta)
 	if err != nil {
-		data.Close()
+		closeData.Close()
 		meta.Close()
 		sr.mu.Lock()
 		sr.fail(fmt.Errorf("stream %s was not restored: its overrides (%s): %w", s, sr.ov, err))
@@ -231,9 +250,57 @@ func (sr *streamsRestore) begin(ctx context.Context, s string) bool {
 	sr.wg.Go(func() {
 		defer func() { <-sr.slots }()
 		defer sr.recovered(s)
-		sr.restoreOne(ctx, s, sent, sentMeta, data, meta)
+		sr.restoreOne(ctx, s, sent, sentMeta, closeData, meta)
 	})
 	return true
+}
+
+// bumped is a stream's data and meta as sent with its last sequence bumped
+// to last (as they are when last is 0): the archive's head rewritten as it
+// streams (busarchive.BumpLastSeq), and backup.json's state, which the bus
+// checks the restored stream against.
+func bumped(data io.ReadCloser, meta io.Reader, last uint64) (io.Reader, io.Reader, error) {
+	if last == 0 {
+		return data, meta, nil
+	}
+	mj, err := io.ReadAll(io.LimitReader(meta, maxMetaRead+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(mj) > maxMetaRead {
+		return nil, nil, fmt.Errorf("backup.json is over %d bytes", maxMetaRead)
+	}
+	var doc map[string]json.RawMessage
+	var state map[string]json.RawMessage
+	if err := json.Unmarshal(mj, &doc); err != nil {
+		return nil, nil, fmt.Errorf("backup.json does not decode: %w", err)
+	}
+	if err := json.Unmarshal(doc["state"], &state); err != nil || state == nil {
+		return nil, nil, fmt.Errorf("backup.json's state does not decode: %v", err)
+	}
+	var was uint64
+	_ = json.Unmarshal(state["last_seq"], &was)
+	if was < last {
+		state["last_seq"] = json.RawMessage(strconv.FormatUint(last, 10))
+		doc["state"], _ = json.Marshal(state)
+		if mj, err = json.Marshal(doc); err != nil {
+			return nil, nil, err
+		}
+	}
+	return busarchive.BumpLastSeq(data, last), bytes.NewReader(mj), nil
+}
+
+// closers closes each of its closers, in order.
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	var first error
+	for _, c := range cs {
+		if err := c.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // tick counts n more bytes read, and reports every 8 MiB.
