@@ -135,6 +135,7 @@ func TestFullRestoreWithDownstreamIsRefusedUnlessLeave(t *testing.T) {
 	if err != nil {
 		t.Fatalf("full restore with leave: %v", err)
 	}
+	t.Log(rep.Said)
 	c = changeOf(t, rep, aroundStream)
 	for _, d := range c.Downstream {
 		if d.Stream == "SRC" && !strings.Contains(d.Effect, fmt.Sprintf("opt_start_seq to %d", before+1)) {
@@ -199,6 +200,7 @@ func TestFullRollbackKeepsAWatcherGoing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("full rollback: %v", err)
 	}
+	t.Log(rep.Said)
 	c := changeOf(t, rep, "KV_"+aroundStream)
 	if c.BumpedTo != before || len(c.LiveConsumers) != 1 || c.LiveConsumers[0].Kind != "ordered" {
 		t.Errorf("bumped-to %d (want %d), live consumers %+v (want the watcher, ordered)", c.BumpedTo, before, c.LiveConsumers)
@@ -268,6 +270,7 @@ func TestTTLRestoreCountsExpired(t *testing.T) {
 		t.Fatalf("restore of a stream with expired TTL messages: %v", err)
 	}
 	f := streamFigures(t, rep, aroundStream)
+	t.Log(f.Note)
 	if f.Verdict != keeper.Pass || f.Got.Messages != 3 || !strings.Contains(f.Note, "expired, not missing") {
 		t.Errorf("evidence of the stream: %+v %+v, want PASS with 3 messages and the expired counted", f, f.Got)
 	}
@@ -289,6 +292,7 @@ func TestMaxAgeRestoreSaysWhatHappens(t *testing.T) {
 		t.Errorf("reply: expired %d, said %q; want 4 past the max age", c.Expired, rep.Said)
 	}
 	f := streamFigures(t, rep, aroundStream)
+	t.Log(rep.Said, f.Note)
 	if f.Verdict != keeper.Pass || !strings.Contains(f.Note, "max age") {
 		t.Errorf("evidence of the stream: %+v, want PASS saying what the max age does", f)
 	}
