@@ -486,4 +486,3 @@ func TestReadStreamArchiveStopsOnCallbackError(t *testing.T) {
 		t.Fatal("a cut archive read whole")
 	}
 }
-
