@@ -46,8 +46,10 @@ func BumpLastSeq(r io.Reader, last uint64) io.Reader {
 }
 
 // maxBumpHead bounds what BumpLastSeq reads and holds before state.json has
-// ended: its bound and a few of the largest chunks.
-const maxBumpHead = 4*maxChunkLen + maxStateEntry
+// ended (one chunk more at most, of at most maxChunkLen): a state.json at its
+// bound spans at most 17 chunks of s2's smallest block (4 KiB), and one
+// chunk of the default 1 MiB block or the largest, 4 MiB.
+const maxBumpHead = 8 << 20
 
 // The s2 framing's bounds (klauspost s2, s2.go).
 const (
@@ -175,6 +177,9 @@ func readChunk(r io.Reader, first bool) (chunk, decoded []byte, err error) {
 	typ, n := h[0], int(h[1])|int(h[2])<<8|int(h[3])<<16
 	if first && typ != chunkStreamID {
 		return nil, nil, errors.New("it does not begin with an s2 stream identifier")
+	}
+	if (typ == chunkCompress || typ == chunkPlain) && n > s2.MaxEncodedLen(maxBlockLen)+4 {
+		return nil, nil, fmt.Errorf("an s2 data chunk of %d bytes is over the bound of a block", n)
 	}
 	chunk = make([]byte, 4+n) // n < 16 MiB by its 3 bytes
 	copy(chunk, h[:])

@@ -387,7 +387,34 @@ func TestBumpLastSeqOfEmptyStream(t *testing.T) {
 	if ack.Sequence != 78 {
 		t.Fatalf("a publish after the restore got sequence %d", ack.Sequence)
 	}
-	_ = nc2
+
+	// A stream emptied by a purge: its head's first is its last + 1.
+	if err := js.DeleteStream(testCtx(t), arcStream); err != nil {
+		t.Fatal(err)
+	}
+	publishArc(t, js)
+	s, err := js.Stream(testCtx(t), arcStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Purge(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	data, meta = snapshotStream(t, nc, arcStream)
+	if head, _, _ := readArc(t, bytes.NewReader(data)); head.FirstSeq != 10 || head.LastSeq != 9 {
+		t.Fatalf("the purged stream's head %+v", head)
+	}
+	if bumped, err = io.ReadAll(busarchive.BumpLastSeq(bytes.NewReader(data), 50)); err != nil {
+		t.Fatal(err)
+	}
+	nc3, js3 := startBus(t)
+	restoreStream(t, nc3, arcStream, bumped, meta)
+	if st := streamState(t, js3, arcStream); st.LastSeq != 50 || st.FirstSeq != 51 || st.Msgs != 0 {
+		t.Fatalf("restored purged state %+v", st)
+	}
+	if ack, err = js3.Publish(testCtx(t), "arc.after", nil); err != nil || ack.Sequence != 51 {
+		t.Fatalf("a publish after the restore of the purged stream: %+v, %v", ack, err)
+	}
 }
 
 func TestBumpLastSeqAtOrBelowLeavesBytes(t *testing.T) {
