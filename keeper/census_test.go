@@ -109,8 +109,11 @@ func TestRestoreDoesNotListEveryStream(t *testing.T) {
 	if _, err := e.k.RestoreKept(e.ctx, req(1, "fp")); err != nil {
 		t.Fatalf("restore-kept into absent data: %v", err)
 	}
-	if n := lists(); n != 0 {
-		t.Errorf("the restores sent %d pages of the full stream list, want none", n)
+	// Each restore lists the streams once, and only once, to find those
+	// that mirror or source the restored ones (Bus.Downstreams): the server
+	// keeps no index of them. 300 streams are two pages.
+	if n := lists(); n > 3*2 {
+		t.Errorf("the restores sent %d pages of the full stream list, want at most one listing (2 pages) each, the downstream streams'", n)
 	}
 }
 
