@@ -130,6 +130,10 @@ func (a *Adapter) Publish(ctx context.Context, subject string, header, data []by
 	if errors.As(err, &api) {
 		return 0, fmt.Errorf("jsbus: the server refused the message for %s: %s (%d): %w", subject, api.Description, api.ErrorCode, keeper.ErrConflict)
 	}
+	if errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return 0, fmt.Errorf("jsbus: no stream took the message for %s (none takes the subject, or its leader did not answer), so it was not stored: %w (%w)",
+			subject, keeper.ErrNotFound, err)
+	}
 	if err != nil {
 		return 0, busErr(fmt.Errorf("jsbus: publish a message on %s, which may or may not be stored: %w", subject, err))
 	}
