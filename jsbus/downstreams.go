@@ -38,11 +38,11 @@ type sourcesListResponse struct {
 // in its domain) whose mirror or one of whose sources names one of
 // streams, from the server's stream list, page by page, sorted by stream
 // and upstream. A mirror or source counts when it is in this JetStream: no
-// external API prefix, or $JS.API (the sourcing server's own), or
+// external API prefix (the server refuses $JS.API as one), or
 // $JS.<domain>.API of the adapter's domain. Another domain's or account's
 // stream of the same name is not the one restored and is left out, and so
-// are streams of other domains that source these (they are not in this
-// list). A stream whose server did not answer the list (offline, or no
+// are streams of other domains or accounts that mirror or source these
+// (they are not in this list). A stream whose server did not answer the list (offline, or no
 // leader) cannot be read and is named in a warning.
 func (a *Adapter) Downstreams(ctx context.Context, streams []string) ([]keeper.Downstream, error) {
 	want := map[string]bool{}
@@ -99,5 +99,5 @@ func (a *Adapter) ownUpstream(up upstreamRef) bool {
 		return true
 	}
 	api := strings.TrimSuffix(up.External.API, ".")
-	return api == "" || api == "$JS.API" || (a.cfg.domain != "" && api == "$JS."+a.cfg.domain+".API")
+	return api == "" || (a.cfg.domain != "" && api == "$JS."+a.cfg.domain+".API")
 }
