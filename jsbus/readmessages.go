@@ -130,6 +130,7 @@ func (a *Adapter) readOrdered(ctx context.Context, r orderedRead, fn func(keeper
 	}
 	defer it.Stop()
 	w := headerWindow{a: a, ctx: ctx, stream: r.stream, fn: fn}
+	defer w.close()
 	var cursor uint64 // the last stream sequence delivered
 	if ci := c.CachedInfo(); ci != nil && ci.NumPending == 0 {
 		if left, err := a.leftUpTo(ctx, r, cursor); err != nil || !left {
