@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
@@ -216,14 +215,4 @@ func TestMessagesStopsAtItsEndWhileAWriterAppends(t *testing.T) {
 	if n := written.Load(); n < int64(len(got)-1999) {
 		t.Fatalf("the read gave %d messages, more than were written", len(got))
 	}
-}
-
-// TestMessagesAsksHeadersAgain: with answers that cannot come within the
-// attempt timeout, the header gets are asked again with retries and the
-// messages are still read exactly.
-func TestMessagesAsksHeadersAgain(t *testing.T) {
-	b := newBus(t, jsbus.WithAttemptTimeout(time.Millisecond))
-	s := ordersStream(t, b.js, "ORDERS")
-	want := publishMix(t, b.js, 40)
-	checkSame(t, s, readAll(t, b, "ORDERS", 0, 0), want)
 }
