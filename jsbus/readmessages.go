@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
@@ -29,6 +30,12 @@ const (
 	// readIdleTries bounds those waits in a row: a consumer that delivers
 	// nothing for some 2 minutes while messages are left fails the read.
 	readIdleTries = 60
+	// readInactive is how long the server keeps a read's consumer that
+	// pulls nothing (its keeper died): the read deletes it when it ends.
+	readInactive = time.Minute
+	// readerPrefix begins the names of the reads' consumers, so that
+	// StreamConsumers can leave them out.
+	readerPrefix = "nats_keeper_read_"
 )
 
 // Messages calls fn with every live message of stream in from..to (to 0:
@@ -114,21 +121,42 @@ type orderedRead struct {
 // first message past it, or when the consumer says none is pending and
 // the stream confirms none is left up to the end.
 func (a *Adapter) readOrdered(ctx context.Context, r orderedRead, fn func(keeper.Message) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	r.cfg.MaxResetAttempts = 10
+	r.cfg.MaxResetAttempts, r.cfg.InactiveThreshold, r.cfg.NamePrefix = 10, readInactive, readerPrefix+nuid.Next()
 	c, err := a.js.OrderedConsumer(ctx, r.stream, r.cfg)
+	if err == nil {
+		var it jetstream.MessagesContext
+		if it, err = c.Messages(jetstream.PullMaxMessagesWithBytesLimit(msgsBatch, max(msgsBytes, 2*int(a.nc.MaxPayload())))); err == nil {
+			defer a.endRead(ctx, r.stream, c, it)
+			return a.readFrom(ctx, r, c, it, fn)
+		}
+	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return noStream(r.stream, err)
 	}
-	if err != nil {
-		return busErr(err)
+	return busErr(err)
+}
+
+// endRead stops the read's consumer and deletes it on the server, rather
+// than leave it listed among the stream's consumers until its inactive
+// threshold; a delete that fails is left to the threshold.
+func (a *Adapter) endRead(ctx context.Context, stream string, c jetstream.Consumer, it jetstream.MessagesContext) {
+	it.Stop()
+	ci := c.CachedInfo()
+	if ci == nil {
+		return
 	}
-	it, err := c.Messages(jetstream.PullMaxMessagesWithBytesLimit(msgsBatch, max(msgsBytes, 2*int(a.nc.MaxPayload()))))
-	if err != nil {
-		return busErr(err)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.attempt)
+	defer cancel()
+	if err := a.js.DeleteConsumer(ctx, stream, ci.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		a.log.Debug("the consumer of a read was not deleted; the server removes it when it has been idle a while",
+			"stream", stream, "consumer", ci.Name, "err", err)
 	}
-	defer it.Stop()
+}
+
+// readFrom is readOrdered's loop over the consumer's messages.
+func (a *Adapter) readFrom(ctx context.Context, r orderedRead, c jetstream.Consumer, it jetstream.MessagesContext, fn func(keeper.Message) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	w := headerWindow{a: a, ctx: ctx, stream: r.stream, fn: fn}
 	defer w.close()
 	var cursor uint64 // the last stream sequence delivered
