@@ -334,3 +334,172 @@ func waitMsgs(t *testing.T, b *testbed.Bed, n uint64) {
 		}
 	}
 }
+
+// storedMsg is one stored message as a mirror must hold it.
+type storedMsg struct {
+	Subject, Data, Header string
+}
+
+// messagesOf reads every message of a small stream by sequence.
+func messagesOf(t *testing.T, b *testbed.Bed, stream string) map[uint64]storedMsg {
+	t.Helper()
+	s, err := b.JS.Stream(b.Ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(b.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[uint64]storedMsg{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
+		m, err := s.GetMsg(b.Ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := ""
+		for k, v := range m.Header {
+			if !strings.HasPrefix(k, "Nats-Stream-Source") {
+				h += k + "=" + strings.Join(v, ",") + ";"
+			}
+		}
+		out[seq] = storedMsg{Subject: m.Subject, Data: string(m.Data), Header: h}
+	}
+	return out
+}
+
+// waitLast waits until stream's last sequence is at least last (a mirror or
+// a source catching up; a mirror notices its upstream was made again only
+// when its health check runs, about 10 s).
+func waitLast(t *testing.T, b *testbed.Bed, stream string, last uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); lastSeq(t, b, stream) < last; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not reach sequence %d: at %d", stream, last, lastSeq(t, b, stream))
+		}
+	}
+}
+
+// TestDownstreamRepairsAfterAFullRestore checks, on nats-server as built
+// here, what the reply of a full restore with downstream "leave" tells to
+// do: the mirror copies on from past the kept last sequence and, once the
+// removed live messages are deleted from it, agrees with the upstream
+// message by message; a source whose opt_start_seq was set as it says
+// before the restore takes the new messages only, no duplicate.
+func TestDownstreamRepairsAfterAFullRestore(t *testing.T) {
+	b := aroundBed(t, jetstream.StreamConfig{}, 6)
+	ctx, js := b.Ctx, b.JS
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "MIR", Mirror: &jetstream.StreamSource{Name: aroundStream}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SRC", Sources: []*jetstream.StreamSource{{Name: aroundStream}}}); err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, b, "l", 3)
+	live := lastSeq(t, b, aroundStream)
+	waitLast(t, b, "MIR", live)
+	waitLast(t, b, "SRC", live)
+	// What the dry run says to do before the restore: the source's
+	// opt_start_seq past the last sequence the restore keeps.
+	if _, err := js.UpdateStream(ctx, jetstream.StreamConfig{Name: "SRC", Sources: []*jetstream.StreamSource{{Name: aroundStream, OptStartSeq: live + 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	r := aroundReq("fp")
+	r.Method, r.Downstream = kept.MethodFull, kept.DownstreamLeave
+	if _, err := b.Keeper.RestoreKept(ctx, r); err != nil {
+		t.Fatalf("full restore with leave: %v", err)
+	}
+	publishN(t, b, "n", 3)
+	waitLast(t, b, "MIR", live+3)
+	waitLast(t, b, "SRC", live+3)
+
+	up, mir := messagesOf(t, b, aroundStream), messagesOf(t, b, "MIR")
+	ms, err := js.Stream(ctx, "MIR")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(7); seq <= live; seq++ { // the removed live messages, as the reply names them
+		if _, ok := up[seq]; ok {
+			t.Fatalf("the upstream holds %d, which the restore removed", seq)
+		}
+		if err := ms.DeleteMsg(ctx, seq); err != nil {
+			t.Fatalf("deleting %d from the mirror: %v", seq, err)
+		}
+		delete(mir, seq)
+	}
+	if fmt.Sprint(up) != fmt.Sprint(mir) {
+		t.Errorf("after the repair the mirror holds %v, the upstream %v", mir, up)
+	}
+	src := messagesOf(t, b, "SRC")
+	if len(src) != int(live)+3 {
+		t.Errorf("the source holds %d messages, want the %d it had and the 3 new ones, no duplicate: %v", len(src), live, src)
+	}
+	for i := range uint64(3) {
+		if src[live+1+i] != up[live+1+i] {
+			t.Errorf("source #%d = %v, upstream #%d = %v", live+1+i, src[live+1+i], live+1+i, up[live+1+i])
+		}
+	}
+}
+
+// TestDeltaRollbackKeepsMirrorAndSourceAgreeing: after an auto rollback
+// (delta: the point is a prefix) and 3 new messages, the mirror and the
+// source of the stream hold every message of the upstream, the mirror at
+// the same sequences; what they keep of the removed tail is what the
+// reply says.
+func TestDeltaRollbackKeepsMirrorAndSourceAgreeing(t *testing.T) {
+	b := aroundBed(t, jetstream.StreamConfig{}, 6)
+	ctx, js := b.Ctx, b.JS
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "MIR", Mirror: &jetstream.StreamSource{Name: aroundStream}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SRC", Sources: []*jetstream.StreamSource{{Name: aroundStream}}}); err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, b, "l", 3)
+	live := lastSeq(t, b, aroundStream)
+	rep, err := b.Keeper.RestoreKept(ctx, aroundReq("fp"))
+	if err != nil {
+		t.Fatalf("auto rollback: %v", err)
+	}
+	c := changeOf(t, rep, aroundStream)
+	if c.Method != kept.MethodDelta || len(c.Downstream) != 2 {
+		t.Fatalf("auto gave %s (%s), downstream %+v; want delta naming the mirror and the source", c.Method, c.Why, c.Downstream)
+	}
+	for _, d := range c.Downstream {
+		if !strings.Contains(d.Effect, fmt.Sprintf("%d-%d", 7, live)) {
+			t.Errorf("%s's effect does not name the removed sequences 7-%d: %s", d.Stream, live, d.Effect)
+		}
+	}
+	publishN(t, b, "n", 3)
+	waitLast(t, b, "MIR", live+3)
+	waitLast(t, b, "SRC", live+3)
+	up, mir, src := messagesOf(t, b, aroundStream), messagesOf(t, b, "MIR"), messagesOf(t, b, "SRC")
+	if len(up) != 9 {
+		t.Fatalf("the upstream holds %d messages, want the point's 6 and 3 new", len(up))
+	}
+	for seq, m := range up {
+		if mir[seq] != m {
+			t.Errorf("mirror #%d = %v, upstream %v", seq, mir[seq], m)
+		}
+	}
+	// The source holds the upstream's messages in order, at its own
+	// sequences, with the removed tail where it received it.
+	var order []storedMsg
+	for seq := uint64(1); seq <= lastSeq(t, b, "SRC"); seq++ {
+		if m, ok := src[seq]; ok && !strings.HasPrefix(m.Data, "l") {
+			order = append(order, m)
+		}
+	}
+	var want []storedMsg
+	for seq := uint64(1); seq <= lastSeq(t, b, aroundStream); seq++ {
+		if m, ok := up[seq]; ok {
+			want = append(want, m)
+		}
+	}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Errorf("the source holds %v besides the removed tail, the upstream %v", order, want)
+	}
+}
