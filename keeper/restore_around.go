@@ -43,7 +43,7 @@ func (k *Keeper) planAround(ctx context.Context, r Request, pl *restorePlan) err
 	if err := k.planDownstream(ctx, r, pl, live); err != nil {
 		return err
 	}
-	if err := k.planLiveConsumers(ctx, pl, live); err != nil {
+	if err := k.planLiveConsumers(ctx, r, pl, live); err != nil {
 		return err
 	}
 	return k.planExpired(ctx, pl)
@@ -95,15 +95,21 @@ func (pl *restorePlan) planBump(c *kept.StreamChange, live map[string]StreamInfo
 // for each. A full restore of a stream that has any is refused, before
 // anything changes, unless the request says downstream "leave".
 func (k *Keeper) planDownstream(ctx context.Context, r Request, pl *restorePlan, live map[string]StreamInfo) error {
-	ds, err := k.bus.Downstreams(ctx, pl.Restore)
+	// Every stream of the point, whatever its method: a delta stream stays
+	// on the bus, out of the plan's Restore.
+	streams := make([]string, len(pl.changes))
+	for i, c := range pl.changes {
+		streams[i] = c.Stream
+	}
+	ds, err := k.bus.Downstreams(ctx, streams)
 	if err != nil {
-		return Errorf(ErrFailed, "looking for the streams that mirror or source %s: %v", strings.Join(pl.Restore, ", "), err)
+		return Errorf(ErrFailed, "looking for the streams that mirror or source %s: %v", strings.Join(streams, ", "), err)
 	}
 	var refused []string
 	for i := range pl.changes {
 		c := &pl.changes[i]
 		for _, d := range ds {
-			if d.Upstream != c.Stream || contains(pl.Restore, d.Stream) {
+			if d.Upstream != c.Stream || contains(streams, d.Stream) {
 				continue
 			}
 			l, isLive := live[c.Stream]
@@ -192,7 +198,7 @@ func downstreamEffect(d Downstream, c *kept.StreamChange, pointLast, liveLast ui
 // planLiveConsumers names, on each restored stream that is live now, the
 // consumers that are not the module's durables, and what the stream's
 // method means for each.
-func (k *Keeper) planLiveConsumers(ctx context.Context, pl *restorePlan, live map[string]StreamInfo) error {
+func (k *Keeper) planLiveConsumers(ctx context.Context, r Request, pl *restorePlan, live map[string]StreamInfo) error {
 	for i := range pl.changes {
 		c := &pl.changes[i]
 		if _, ok := live[c.Stream]; !ok {
@@ -203,7 +209,7 @@ func (k *Keeper) planLiveConsumers(ctx context.Context, pl *restorePlan, live ma
 			return Errorf(ErrFailed, "listing the consumers of stream %s: %v", c.Stream, err)
 		}
 		for _, b := range cs {
-			if b.Durable && pl.modules(c.Stream, b.Name) {
+			if b.Durable && pl.modules(r.Module, c.Stream, b.Name) {
 				continue
 			}
 			kind := "ephemeral"
@@ -223,13 +229,17 @@ func (k *Keeper) planLiveConsumers(ctx context.Context, pl *restorePlan, live ma
 	return nil
 }
 
-// modules reports whether the durable consumer on stream is the module's:
-// one the restore sets back, or one the ownership rules give the module.
-func (pl *restorePlan) modules(stream, consumer string) bool {
-	if pl.ownLive[stream+"\x00"+consumer] {
+// modules reports whether the durable consumer on stream is taken for
+// module's: the point records its position (it was the module's then), or
+// its name fits the module's naming rule. (planAround runs before the
+// positions are planned, so the census's ownership rules, metadata
+// included, are not at hand: a durable that only its metadata gives the
+// module is named among the live consumers, which says more, not less.)
+func (pl *restorePlan) modules(module, stream, consumer string) bool {
+	if fitsModule(module, consumer) {
 		return true
 	}
-	return slices.ContainsFunc(pl.Moves, func(m Move) bool { return m.Stream == stream && m.Consumer == consumer })
+	return slices.ContainsFunc(pl.point.Positions, func(p Position) bool { return p.Stream == stream && p.Consumer == consumer })
 }
 
 func liveConsumerNames(lcs []kept.LiveConsumer) string {

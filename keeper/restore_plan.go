@@ -34,12 +34,9 @@ type restorePlan struct {
 	// planAround adds what the restore means for the streams and
 	// consumers around it). The reply's and the dry run's Streams.
 	changes []kept.StreamChange
-	// ownLive holds, as stream+"\x00"+consumer, the live durable consumers
-	// that are the module's (planPositions, by the ownership rules);
 	// around is what the restore means around the kept data, in sentences
 	// for the dry run's and the reply's said (planAround).
-	ownLive map[string]bool
-	around  []string
+	around []string
 }
 
 // planRestore works out exactly what a restore-kept would do, touching

@@ -25,12 +25,8 @@ func (k *Keeper) planPositions(ctx context.Context, r Request, pl *restorePlan, 
 		return err
 	}
 	liveOf := map[string]Position{}
-	pl.ownLive = map[string]bool{}
 	for _, c := range live {
 		liveOf[c.Stream+"\x00"+c.Consumer] = c
-		if o.owns(r.Module, r.Local, c) {
-			pl.ownLive[c.Stream+"\x00"+c.Consumer] = true
-		}
 	}
 	for _, pos := range pl.point.Positions {
 		mv := Move{Stream: pos.Stream, Consumer: pos.Consumer, To: pos.AckFloor}
