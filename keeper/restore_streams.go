@@ -222,25 +222,18 @@ func (sr *streamsRestore) begin(ctx context.Context, s string) bool {
 		sr.mu.Unlock()
 		return false
 	}
-	in, inMeta, err := bumped(data, meta, sr.bump[s])
-	if err != nil {
-		data.Close()
-		meta.Close()
+	if data, meta, err = bumped(data, meta, sr.bump[s]); err != nil {
 		sr.fail(fmt.Errorf("stream %s was not restored: its last sequence could not be bumped to %d: %w", s, sr.bump[s], err))
 		sr.mu.Unlock()
 		return false
-	}
-	var closeData io.Closer = data
-	if c, ok := in.(io.Closer); ok && in != io.Reader(data) {
-		closeData = closers{c, data} // the bump's reader first: it may be a pipe
 	}
 	sr.begun = append(sr.begun, s)
 	sr.p.Stream = s
 	sr.report(sr.p)
 	sr.mu.Unlock()
-	sent, sentMeta, err := overridden(sr.ov, &countingReader{r: in, tick: sr.tick}, inMeta)
+	sent, sentMeta, err := overridden(sr.ov, &countingReader{r: data, tick: sr.tick}, meta)
 	if err != nil {
-		closeData.Close()
+		data.Close()
 		meta.Close()
 		sr.mu.Lock()
 		sr.fail(fmt.Errorf("stream %s was not restored: its overrides (%s): %w", s, sr.ov, err))
@@ -250,7 +243,7 @@ func (sr *streamsRestore) begin(ctx context.Context, s string) bool {
 	sr.wg.Go(func() {
 		defer func() { <-sr.slots }()
 		defer sr.recovered(s)
-		sr.restoreOne(ctx, s, sent, sentMeta, closeData, meta)
+		sr.restoreOne(ctx, s, sent, sentMeta, data, meta)
 	})
 	return true
 }
@@ -258,36 +251,52 @@ func (sr *streamsRestore) begin(ctx context.Context, s string) bool {
 // bumped is a stream's data and meta as sent with its last sequence bumped
 // to last (as they are when last is 0): the archive's head rewritten as it
 // streams (busarchive.BumpLastSeq), and backup.json's state, which the bus
-// checks the restored stream against.
-func bumped(data io.ReadCloser, meta io.Reader, last uint64) (io.Reader, io.Reader, error) {
+// checks the restored stream against. Closing them closes data and meta;
+// on error both are closed.
+func bumped(data, meta io.ReadCloser, last uint64) (io.ReadCloser, io.ReadCloser, error) {
 	if last == 0 {
 		return data, meta, nil
 	}
 	mj, err := io.ReadAll(io.LimitReader(meta, maxMetaRead+1))
+	meta.Close()
+	if err == nil && len(mj) > maxMetaRead {
+		err = fmt.Errorf("backup.json is over %d bytes", maxMetaRead)
+	}
+	if err == nil {
+		mj, err = bumpedMeta(mj, last)
+	}
 	if err != nil {
+		data.Close()
 		return nil, nil, err
 	}
-	if len(mj) > maxMetaRead {
-		return nil, nil, fmt.Errorf("backup.json is over %d bytes", maxMetaRead)
+	b := busarchive.BumpLastSeq(data, last)
+	closer := closers{data}
+	if c, ok := b.(io.Closer); ok {
+		closer = closers{c, data} // the bump's reader first: it may be a pipe
 	}
-	var doc map[string]json.RawMessage
-	var state map[string]json.RawMessage
+	return struct {
+		io.Reader
+		io.Closer
+	}{b, closer}, io.NopCloser(bytes.NewReader(mj)), nil
+}
+
+// bumpedMeta is backup.json with its state's last_seq raised to last.
+func bumpedMeta(mj []byte, last uint64) ([]byte, error) {
+	var doc, state map[string]json.RawMessage
 	if err := json.Unmarshal(mj, &doc); err != nil {
-		return nil, nil, fmt.Errorf("backup.json does not decode: %w", err)
+		return nil, fmt.Errorf("backup.json does not decode: %w", err)
 	}
 	if err := json.Unmarshal(doc["state"], &state); err != nil || state == nil {
-		return nil, nil, fmt.Errorf("backup.json's state does not decode: %v", err)
+		return nil, fmt.Errorf("backup.json's state does not decode: %v", err)
 	}
 	var was uint64
 	_ = json.Unmarshal(state["last_seq"], &was)
-	if was < last {
-		state["last_seq"] = json.RawMessage(strconv.FormatUint(last, 10))
-		doc["state"], _ = json.Marshal(state)
-		if mj, err = json.Marshal(doc); err != nil {
-			return nil, nil, err
-		}
+	if was >= last {
+		return mj, nil
 	}
-	return busarchive.BumpLastSeq(data, last), bytes.NewReader(mj), nil
+	state["last_seq"] = json.RawMessage(strconv.FormatUint(last, 10))
+	doc["state"], _ = json.Marshal(state)
+	return json.Marshal(doc)
 }
 
 // closers closes each of its closers, in order.
