@@ -68,7 +68,7 @@ func lastSeq(t *testing.T, b *testbed.Bed, stream string) uint64 {
 	return info.State.LastSeq
 }
 
-func changeOf(t *testing.T, rep *keeper.Reply, stream string) kept.StreamChange {
+func aroundChange(t *testing.T, rep *keeper.Reply, stream string) kept.StreamChange {
 	t.Helper()
 	for _, c := range rep.Streams {
 		if c.Stream == stream {
@@ -103,7 +103,7 @@ func TestFullRestoreWithDownstreamIsRefusedUnlessLeave(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dry run: %v", err)
 	}
-	c := changeOf(t, rep, aroundStream)
+	c := aroundChange(t, rep, aroundStream)
 	kinds := map[string]string{}
 	for _, d := range c.Downstream {
 		kinds[d.Stream] = d.Kind
@@ -136,7 +136,7 @@ func TestFullRestoreWithDownstreamIsRefusedUnlessLeave(t *testing.T) {
 		t.Fatalf("full restore with leave: %v", err)
 	}
 	t.Log(rep.Said)
-	c = changeOf(t, rep, aroundStream)
+	c = aroundChange(t, rep, aroundStream)
 	for _, d := range c.Downstream {
 		if d.Stream == "SRC" && !strings.Contains(d.Effect, fmt.Sprintf("opt_start_seq to %d", before+1)) {
 			t.Errorf("the source's effect does not say how to avoid its duplicates: %s", d.Effect)
@@ -201,7 +201,7 @@ func TestFullRollbackKeepsAWatcherGoing(t *testing.T) {
 		t.Fatalf("full rollback: %v", err)
 	}
 	t.Log(rep.Said)
-	c := changeOf(t, rep, "KV_"+aroundStream)
+	c := aroundChange(t, rep, "KV_"+aroundStream)
 	if c.BumpedTo != before || len(c.LiveConsumers) != 1 || c.LiveConsumers[0].Kind != "ordered" {
 		t.Errorf("bumped-to %d (want %d), live consumers %+v (want the watcher, ordered)", c.BumpedTo, before, c.LiveConsumers)
 	}
@@ -261,7 +261,7 @@ func TestTTLRestoreCountsExpired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := changeOf(t, rep, aroundStream); c.Expired != 3 || !strings.Contains(rep.Said, "3 of the 6 message(s)") {
+	if c := aroundChange(t, rep, aroundStream); c.Expired != 3 || !strings.Contains(rep.Said, "3 of the 6 message(s)") {
 		t.Errorf("dry run: expired %d, said %q; want 3", c.Expired, rep.Said)
 	}
 	r.DryRun = false
@@ -288,7 +288,7 @@ func TestMaxAgeRestoreSaysWhatHappens(t *testing.T) {
 	if err != nil {
 		t.Fatalf("restore: %v", err)
 	}
-	if c := changeOf(t, rep, aroundStream); c.Expired != 4 || !strings.Contains(rep.Said, "past its max age of 1s") {
+	if c := aroundChange(t, rep, aroundStream); c.Expired != 4 || !strings.Contains(rep.Said, "past its max age of 1s") {
 		t.Errorf("reply: expired %d, said %q; want 4 past the max age", c.Expired, rep.Said)
 	}
 	f := streamFigures(t, rep, aroundStream)
@@ -464,7 +464,7 @@ func TestDeltaRollbackKeepsMirrorAndSourceAgreeing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("auto rollback: %v", err)
 	}
-	c := changeOf(t, rep, aroundStream)
+	c := aroundChange(t, rep, aroundStream)
 	if c.Method != kept.MethodDelta || len(c.Downstream) != 2 {
 		t.Fatalf("auto gave %s (%s), downstream %+v; want delta naming the mirror and the source", c.Method, c.Why, c.Downstream)
 	}
