@@ -460,6 +460,8 @@ func TestDeltaRollbackKeepsMirrorAndSourceAgreeing(t *testing.T) {
 	}
 	publishN(t, b, "l", 3)
 	live := lastSeq(t, b, aroundStream)
+	waitLast(t, b, "MIR", live) // they have the tail the rollback removes
+	waitLast(t, b, "SRC", live)
 	rep, err := b.Keeper.RestoreKept(ctx, aroundReq("fp"))
 	if err != nil {
 		t.Fatalf("auto rollback: %v", err)
