@@ -12,9 +12,13 @@ import (
 )
 
 // A diff-kept reads in this order: diff.go (DiffKept, the page and the
-// reply), diff_streams.go (each stream of the point against the live one),
-// diff_config.go, diff_seqs.go, diff_keys.go, diff_page.go, then
-// diff_consumers.go (the module's consumers then and now).
+// reply), diff_streams.go (each stream of the point against the live one:
+// diffStreams, which a restore's dry run calls too), diff_config.go (the
+// configuration), diff_seqs.go (the sequence arithmetic), diff_lists.go
+// (the lists of names and sequences), diff_keys.go (a bucket's keys, a
+// store's objects), diff_prefix.go (whether the point is a prefix),
+// diff_page.go (the page fitted to its bounds), diff_consumers.go (the
+// module's consumers then and now).
 
 // DiffKept says what the live kept data gained, lost and changed since a
 // point: per stream its state then and now, the messages appended after

@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/nats-keeper/nats-keeper/busarchive"
 	"github.com/nats-keeper/nats-keeper/kept"
 )
 
@@ -106,6 +109,44 @@ func (d *keyDiff) live(m Message) {
 		}
 		d.touched[m.Subject] = true
 	}
+}
+
+// errEnough stops the reading of an archive that gave what was wanted.
+var errEnough = errors.New("read enough")
+
+// readPointMessages reads the point's messages of stream from its archive
+// (checked against its manifest as it is read): each one no longer live
+// into removed (nil: none wanted), and each into kd (nil: none).
+func readPointMessages(ctx context.Context, a *openedArchive, stream string, ls liveSeqs, kd *keyDiff, removed *rangeList) error {
+	rc, err := a.CheckedStreamData(ctx, stream)
+	if err != nil {
+		return pointReadError(a, stream, err)
+	}
+	defer rc.Close()
+	_, err = busarchive.ReadStreamArchive(rc, nil, func(m busarchive.ArchivedMessage) error {
+		gone := !ls.has(m.Seq)
+		if gone && removed != nil && !removed.add(m.Seq, m.Seq) && kd == nil {
+			return errEnough
+		}
+		if kd != nil {
+			kd.point(m.Seq, m.Subject, m.Header, m.Data, gone)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errEnough) {
+		return pointReadError(a, stream, err)
+	}
+	return nil
+}
+
+// pointReadError is the error of reading the point's stream: the archive
+// is damaged where busarchive found problems in it, else the reading
+// failed.
+func pointReadError(a *openedArchive, stream string, err error) error {
+	if len(busarchive.Problems(err)) > 0 {
+		return &DamagedError{Path: a.Where, Problems: problemSentences(err)}
+	}
+	return fmt.Errorf("reading the point's stream %s: %w", stream, withKind(ErrFailed, err))
 }
 
 // maxLastProbes bounds the keys whose live state is asked for one by one;
