@@ -32,12 +32,12 @@ func configChanges(then, now json.RawMessage) (changed []string, fixed string, e
 		return nil, "", fmt.Errorf("the live stream configuration: %w", err)
 	}
 	for key := range t {
-		if !sameJSON(t[key], n[key]) {
+		if !sameJSON(key, t[key], n[key]) {
 			changed = append(changed, key)
 		}
 	}
 	for key := range n {
-		if _, ok := t[key]; !ok && !sameJSON(nil, n[key]) {
+		if _, ok := t[key]; !ok && !sameJSON(key, nil, n[key]) {
 			changed = append(changed, key)
 		}
 	}
@@ -73,15 +73,26 @@ func configFieldsOf(raw json.RawMessage) (map[string]json.RawMessage, error) {
 	return out, nil
 }
 
-// sameJSON reports whether two canonical values are the same, a missing
-// one (nil) being the same as a zero value.
-func sameJSON(a, b json.RawMessage) bool {
-	return bytes.Equal(zeroAsNil(a), zeroAsNil(b))
+// sameJSON reports whether two canonical values of the field key are the
+// same, a missing one (nil) being the same as a zero value or the server's
+// default for the field.
+func sameJSON(key string, a, b json.RawMessage) bool {
+	return bytes.Equal(zeroAsNil(key, a), zeroAsNil(key, b))
 }
 
-func zeroAsNil(v json.RawMessage) json.RawMessage {
+// configDefaults are the values the server gives a field left out (0 and
+// -1 both mean no limit).
+var configDefaults = map[string][]string{
+	"compression": {`"none"`}, "discard": {`"old"`}, "retention": {`"limits"`}, "storage": {`"file"`},
+	"max_msgs": {"-1"}, "max_bytes": {"-1"}, "max_consumers": {"-1"}, "max_msgs_per_subject": {"-1"}, "max_msg_size": {"-1"},
+}
+
+func zeroAsNil(key string, v json.RawMessage) json.RawMessage {
 	switch string(v) {
 	case "", "null", "false", "0", `""`, "[]", "{}":
+		return nil
+	}
+	if slices.Contains(configDefaults[key], string(v)) {
 		return nil
 	}
 	return v
@@ -90,7 +101,7 @@ func zeroAsNil(v json.RawMessage) json.RawMessage {
 // fixedChange says why an update cannot set now back to then, or "".
 func fixedChange(then, now map[string]json.RawMessage) string {
 	is := func(m map[string]json.RawMessage, key string) bool { return string(m[key]) == "true" }
-	differ := func(key string) bool { return !sameJSON(then[key], now[key]) }
+	differ := func(key string) bool { return !sameJSON(key, then[key], now[key]) }
 	switch {
 	case differ("name"):
 		return "its name differs"

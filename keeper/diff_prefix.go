@@ -24,13 +24,22 @@ func notPrefix(d streamDiff, c seqCounts, fixed string) string {
 	case fixed != "":
 		return "its configuration cannot be set back: " + fixed
 	}
-	if c.appended > 0 {
-		if f := liveFlags(live.Config); f.Sealed || f.DenyDelete {
-			return fmt.Sprintf("the live stream is sealed or denies message deletes, so the %s %s after the point cannot be removed",
-				kept.Thousands(c.appended), kept.Plural(int(min(c.appended, 2)), "message", "messages"))
-		}
-	}
 	return ""
+}
+
+// tailStays says why the live tail cannot be deleted message by message
+// (the live stream is sealed or denies deletes, as every KV bucket does),
+// or "".
+func tailStays(d streamDiff) string {
+	if d.Live == nil || d.TailCount == 0 {
+		return ""
+	}
+	f := liveFlags(d.Live.Config)
+	if !f.Sealed && !f.DenyDelete {
+		return ""
+	}
+	return fmt.Sprintf("the live stream is sealed or denies message deletes (a KV bucket does), so the %s %s after the point cannot be deleted one by one",
+		kept.Thousands(d.TailCount), kept.Plural(int(min(d.TailCount, 2)), "message", "messages"))
 }
 
 // streamFlags are the fields of a live configuration that keep its

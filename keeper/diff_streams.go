@@ -29,12 +29,15 @@ type streamDiff struct {
 	// message the point holds is still live at its sequence (the same
 	// first sequence, and the live deleted set inside the point's
 	// first..last is the point's own), the configuration differs only in
-	// fields a stream update can set back (configChanges), and the tail
-	// can be deleted (the live stream is neither sealed nor denies
-	// deletes). NotPrefix says why not, as a sentence's end ("12 messages
-	// of the point were deleted since").
+	// fields a stream update can set back (configChanges). NotPrefix says
+	// why not, as a sentence's end ("12 messages of the point were deleted
+	// since").
 	Prefix    bool
 	NotPrefix string
+	// TailStays says why the tail cannot be deleted message by message
+	// (the live stream is sealed or denies deletes, as every KV bucket
+	// does), "" when it can.
+	TailStays string
 	// The tail: the live messages after the point's last sequence, their
 	// first and last sequence and how many (0, 0, 0: none).
 	TailFirst, TailLast, TailCount uint64
@@ -103,5 +106,6 @@ func (k *Keeper) diffStream(ctx context.Context, a *openedArchive, sm *busarchiv
 	}
 	d.NotPrefix = notPrefix(d, c, fixed)
 	d.Prefix = d.NotPrefix == ""
+	d.TailStays = tailStays(d)
 	return d, nil
 }
