@@ -45,6 +45,13 @@ func (k *Keeper) diffLists(ctx context.Context, a *openedArchive, sm *busarchive
 		d.Change.RemovedSeqs, d.cut[1] = removed.strings(), removed.cut
 	}
 	if kd == nil {
+		// Nothing came or went: no key changed.
+		switch d.Change.Kind {
+		case kindKV:
+			d.Change.Keys = &kept.KeyChanges{}
+		case kindObject:
+			d.Change.Objects = &kept.KeyChanges{}
+		}
 		return nil
 	}
 	if d.Live != nil {
