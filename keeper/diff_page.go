@@ -33,7 +33,8 @@ func (pg *diffPage) from(i int, l string) (bool, kept.DiffCursor) {
 }
 
 // fitPage stops a page at its first list cut, by the limit or by bytes,
-// the names and sequences of all its lists to at most bytes in JSON: the
+// the names and sequences of all its lists to at most bytes in JSON (but
+// for its first entry, always shown): the
 // lists after it show nothing and are marked cut. It returns the cursor of
 // the next page, "" when the page shows every list to its end.
 func fitPage(ds []streamDiff, bytes int) string {
@@ -48,8 +49,10 @@ func fitPage(ds []streamDiff, bytes int) string {
 				d.setList(l, nil)
 				continue
 			}
+			// The page's first entry is shown whatever its size, so that
+			// every page moves on.
 			n := 0
-			for n < len(names) && used+entrySize(names[n]) <= bytes {
+			for n < len(names) && (used == 0 || used+entrySize(names[n]) <= bytes) {
 				used += entrySize(names[n])
 				n++
 			}
