@@ -32,12 +32,14 @@ func (k *Keeper) diffLists(ctx context.Context, a *openedArchive, sm *busarchive
 			}
 		}
 	}
-	readRemoved := removed != nil && c.gaps > 0
-	if kd != nil || readRemoved {
-		if !readRemoved {
-			removed = nil
-		}
-		if err := readPointMessages(ctx, a, sm.Name, ls, kd, removed); err != nil {
+	// The removed sequences of a point with gaps of its own are read
+	// from its messages, with the keys when they are wanted too.
+	var fromPoint *rangeList
+	if removed != nil && c.gaps > 0 {
+		fromPoint = removed
+	}
+	if kd != nil || fromPoint != nil {
+		if err := readPointMessages(ctx, a, sm.Name, ls, kd, fromPoint); err != nil {
 			return err
 		}
 	}

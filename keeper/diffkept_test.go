@@ -386,3 +386,41 @@ func TestDryRunSaysTheDiff(t *testing.T) {
 	}
 	mustContain(t, rep.Said, "Since the point, the live data has 3 message(s) appended, 0 removed")
 }
+
+// A KV bucket of history 1 without gaps at the point: a key written again
+// and one deleted since remove their earlier revisions, counted and named
+// from the live details alone, and the keys are named from the tail and
+// the removed revisions.
+func TestDiffKeptBucketOfHistoryOne(t *testing.T) {
+	e := newEnv(t)
+	ctx := e.ctx
+	if err := e.js.DeleteKeyValue(ctx, e.names.Bus); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := e.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: e.names.Bus, History: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a", "b", "c"} {
+		if _, err := kv.PutString(ctx, k, "then"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.snapshot(3, "9f2c1a7e")
+	if _, err := kv.PutString(ctx, "b", "now"); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.PutString(ctx, "d", "new"); err != nil {
+		t.Fatal(err)
+	}
+	k := changeOf(t, diffOf(e, ctx, 0, ""), e.names.KVStream)
+	if k.Appended != 3 || !slices.Equal(k.AppendedSeqs, []string{"4-6"}) || k.Removed != 2 || !slices.Equal(k.RemovedSeqs, []string{"2-3"}) {
+		t.Errorf("bucket: %+v", k)
+	}
+	if k.Keys == nil || !slices.Equal(k.Keys.Names, []string{"~b", "-c", "+d"}) || k.Keys.Added != 1 || k.Keys.Changed != 1 || k.Keys.Deleted != 1 {
+		t.Errorf("keys: %+v", k.Keys)
+	}
+}
