@@ -124,6 +124,7 @@ func (a *Adapter) readOrdered(ctx context.Context, r orderedRead, fn func(keeper
 	if err != nil {
 		return busErr(err)
 	}
+	defer a.dropOrdered(ctx, r.stream, c) // after the iterator stops
 	it, err := c.Messages(jetstream.PullMaxMessagesWithBytesLimit(msgsBatch, max(msgsBytes, 2*int(a.nc.MaxPayload()))))
 	if err != nil {
 		return busErr(err)
@@ -174,6 +175,22 @@ func (a *Adapter) readOrdered(ctx context.Context, r orderedRead, fn func(keeper
 				return cmpErr(err, w.drain())
 			}
 		}
+	}
+}
+
+// dropOrdered removes the read's ordered consumer once the read is done,
+// rather than leave it to the server's inactive threshold (5 minutes): a
+// read changes nothing on the bus (a restore's dry run reads through it),
+// and whoever lists the stream's consumers would see it meanwhile.
+func (a *Adapter) dropOrdered(ctx context.Context, stream string, c jetstream.Consumer) {
+	ci := c.CachedInfo()
+	if ci == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := a.js.DeleteConsumer(ctx, stream, ci.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		a.log.Debug("removing a read's ordered consumer failed; the server drops it when it has been idle a while", "stream", stream, "consumer", ci.Name, "err", err)
 	}
 }
 
