@@ -11,7 +11,7 @@ func (k *Keeper) dryRun(ctx context.Context, act Act, r Request, pl *restorePlan
 	said := pl.said(r)
 	act.What, act.Outcome = said, "planned"
 	k.record(ctx, act)
-	return &Reply{Said: said, Plan: &pl.RestorePlan, Positions: pl.Reposition, Moves: pl.Moves, CatchUp: catchUp(pl)}, nil
+	return &Reply{Said: said, Plan: &pl.RestorePlan, Positions: pl.Reposition, Moves: pl.Moves, CatchUp: catchUp(pl), Streams: pl.changes}, nil
 }
 
 // said is the reply of a dry run: what the restore would do.
@@ -29,6 +29,7 @@ func (pl *restorePlan) said(r Request) string {
 	}
 	fmt.Fprintf(&b, ", restore %s (%s) from %s", strings.Join(pl.Restore, ", "), HumanBytes(int64(pl.RestoreBytes)), pl.Point)
 	fmt.Fprintf(&b, ", and set back %d consumer position(s)%s.", len(pl.Moves), movesSaid(pl.Moves))
+	b.WriteString(pl.methodsSaid)
 	if len(pl.Foreign) > 0 {
 		fmt.Fprintf(&b, " It would leave alone %d recorded consumer(s) that are not %s's now:%s.", len(pl.Foreign), r.Module, movesSaid(pl.Foreign))
 	}

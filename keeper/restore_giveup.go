@@ -83,6 +83,12 @@ func (x *restoreRun) putBack(ctx context.Context) (string, bool) {
 	}
 	var missing []string
 	for _, st := range aside.Streams {
+		if st.Base != "" {
+			// A delta stream's tail: a run gives up only before its delta
+			// step (restore_delta.go), so no tail was deleted; the stream
+			// is live as it was, and the aside's tail is a copy.
+			continue
+		}
 		si, err := x.bus.Stream(ctx, st.Name)
 		switch {
 		case errors.Is(err, ErrNoStream):
