@@ -25,8 +25,8 @@ const (
 
 // The steps of a journaled restore, in order (journal.Step).
 const (
-	StepRemove   = "remove"   // remove the live streams the aside holds
-	StepRestore  = "restore"  // restore the point's streams
+	StepRemove  = "remove"  // remove the live streams the aside holds
+	StepRestore = "restore" // restore the point's streams
 	// StepDelta (restore_delta.go), only in a journal with delta streams:
 	// delete their tails, set their configuration back.
 	StepPosition = "position" // set the module's consumers back
