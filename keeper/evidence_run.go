@@ -134,6 +134,9 @@ func (x *restoreRun) checkRestored(ctx context.Context) {
 			continue
 		}
 		want := &StreamCount{Messages: sm.State.Msgs, Bytes: sm.State.Bytes, FirstSeq: sm.State.FirstSeq, LastSeq: sm.State.LastSeq}
+		if h, ok := x.composed[s]; ok {
+			want = &StreamCount{Messages: h.Msgs, Bytes: h.Bytes, FirstSeq: h.FirstSeq, LastSeq: h.LastSeq}
+		}
 		f := StreamFigures{Stream: s, Method: kept.MethodFull, Want: want, Verdict: Fail}
 		si, err := x.bus.Stream(ctx, s)
 		if err != nil {

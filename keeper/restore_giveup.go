@@ -117,7 +117,7 @@ func (x *restoreRun) putBack(ctx context.Context) (string, bool) {
 	a, err := x.records.openArchive(ctx, aside.Dir, asidePoint(aside))
 	if err == nil {
 		_, err = x.restoreArchive(ctx, a, missing, nil, // an aside goes back as it was
-			Progress{Verb: VerbRestore, Module: aside.Module, Local: aside.Local, Step: "put back"}, nil)
+			Progress{Verb: VerbRestore, Module: aside.Module, Local: aside.Local, Step: "put back"}, nil, nil)
 		a.Close()
 	}
 	if err != nil {

@@ -55,6 +55,9 @@ func (k *Keeper) planMethods(ctx context.Context, r Request, pl *restorePlan) er
 	if method == kept.MethodLogical {
 		return k.planLogical(ctx, r, pl)
 	}
+	if err := k.checkTails(ctx, pl); err != nil {
+		return err
+	}
 	for _, sm := range pl.manifest.Streams {
 		ch, ds, err := k.pickMethod(ctx, r, pl, &sm, containsStream(pl.live, sm.Name))
 		if err != nil {
@@ -93,18 +96,19 @@ func (k *Keeper) pickMethod(ctx context.Context, r Request, pl *restorePlan, sm 
 		ch.Method, ch.Why = kept.MethodFull, "full: "+why
 		return ch, nil, nil
 	}
+	if tail := pl.tailOf(sm.Name); tail != nil {
+		return full(fmt.Sprintf("%s holds only the stream's messages after sequence %s of point %s: it is put back whole, with that point's messages before them", pl.pointRel, count(tail.TailAfter), tail.Base))
+	}
 	if !isLive {
 		return full("the stream is not live")
-	}
-	if tail := pl.tailOf(sm.Name); tail != nil {
-		return full(fmt.Sprintf("%s holds only the stream's messages after sequence %s of point %s", pl.Point, count(tail.TailAfter), tail.Base))
 	}
 	d, err := k.bus.StreamDetail(ctx, sm.Name)
 	if errors.Is(err, ErrNoStream) {
 		return full("the stream is not live")
 	}
 	if err != nil {
-		return ch, nil, Errorf(ErrFailed, "reading stream %s to choose its restore method: %v", sm.Name, err)
+		// Full is exact whatever the stream holds: auto falls back to it.
+		return full(fmt.Sprintf("the stream's details could not be read (%v)", err))
 	}
 	ch.Now = &kept.SeqState{FirstSeq: d.FirstSeq, LastSeq: d.LastSeq, Messages: d.Messages, Bytes: d.Bytes}
 	pf, err := checkPrefix(ctx, pl.arch, sm, d)

@@ -68,8 +68,8 @@ func checkPrefix(ctx context.Context, a *openedArchive, sm *busarchive.StreamMan
 		}
 	case d.FirstSeq != st.FirstSeq:
 		p.removed = gone(st, d)
-		p.why = fmt.Sprintf("%s of the point were removed since (the first sequence is now %s, the point's was %s)",
-			messages(p.removed), count(d.FirstSeq), count(st.FirstSeq))
+		p.why = fmt.Sprintf("%s of the point %s removed since (the first sequence is now %s, the point's was %s)",
+			messages(p.removed), wereOf(p.removed), count(d.FirstSeq), count(st.FirstSeq))
 		return p, nil
 	default:
 		gaps := st.LastSeq - st.FirstSeq + 1 - st.Msgs
@@ -86,7 +86,7 @@ func checkPrefix(ctx context.Context, a *openedArchive, sm *busarchive.StreamMan
 		}
 		if extra := uint64(len(liveIn)) - uint64(len(own)); extra > 0 || !slices.Equal(liveIn, own) {
 			p.removed = max(extra, 1)
-			p.why = fmt.Sprintf("%s of the point were deleted since", messages(p.removed))
+			p.why = fmt.Sprintf("%s of the point %s deleted since", messages(p.removed), wereOf(p.removed))
 			return p, nil
 		}
 	}
@@ -298,6 +298,14 @@ func count(n uint64) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// wereOf is "was" for one, "were" for any other count.
+func wereOf(n uint64) string {
+	if n == 1 {
+		return "was"
+	}
+	return "were"
 }
 
 // messages is "1 message" or "1,000 messages".

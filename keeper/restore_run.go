@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-keeper/nats-keeper/busarchive"
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
@@ -65,6 +66,9 @@ type restoreRun struct {
 	point  *Point         // what is restored; nil for aside-only, or when it is gone
 	arch   *openedArchive // the point's archive, opened once for the whole restore
 	here   []string       // streams whose restore this run began, finished or not
+	// composed is the state of each stream put back whole from a delta's
+	// tail and its base point (restore_tail_putback.go), for the evidence.
+	composed map[string]busarchive.ArchiveHead
 }
 
 // runPorts is what a restore run uses outside itself: the bus, the index

@@ -33,6 +33,11 @@ func (x *restoreRun) restore(ctx context.Context) error {
 	if len(left) == 0 {
 		return nil
 	}
+	bases, err := x.openBases(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeBases(bases)
 	for try := 1; ; try++ {
 		begun, err := x.restoreArchive(ctx, x.arch, left, j.Overrides,
 			Progress{Verb: VerbRestore, Module: j.Module, Local: j.Local, Step: "restore",
@@ -43,7 +48,7 @@ func (x *restoreRun) restore(ctx context.Context) error {
 					x.log.Warn("could not record a restored stream in the restore journal", "stream", s, "err", err)
 				}
 				x.step("restored:" + s)
-			})
+			}, bases)
 		// Every stream this run began, finished or not, is removed if the
 		// run gives up: the aside is then put back whole.
 		x.here = append(x.here, begun...)
@@ -94,7 +99,11 @@ func (x *restoreRun) removeUnfinished(ctx context.Context, begun []string) bool 
 // hashed as they go, and the end of a stream's data, without which the
 // server's restore cannot complete, only once its SHA-256 matches the
 // manifest. A stream that fails so fails its restore with a *DamagedError.
-func (rp runPorts) restoreArchive(ctx context.Context, a *openedArchive, only []string, ov *Overrides, p Progress, done func(stream string)) (begun []string, err error) {
+//
+// bases, by stream, are the base points of the streams of a that hold only
+// a delta's tail: such a stream is sent whole, its base point's messages
+// and then the tail's (composeTail); nil for none.
+func (rp runPorts) restoreArchive(ctx context.Context, a *openedArchive, only []string, ov *Overrides, p Progress, done func(stream string), bases map[string]*openedArchive) (begun []string, err error) {
 	if a.Manifest().Bytes() >= releaseAfter {
 		defer debug.FreeOSMemory()
 	}
@@ -104,7 +113,7 @@ func (rp runPorts) restoreArchive(ctx context.Context, a *openedArchive, only []
 	p.BytesTotal, p.Bytes = streamDataBytes(a.Manifest(), streams), 0
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sr := &streamsRestore{rp: rp, a: a, ov: ov, done: done, report: report, cancel: cancel,
+	sr := &streamsRestore{rp: rp, a: a, bases: bases, ov: ov, done: done, report: report, cancel: cancel,
 		slots: make(chan struct{}, max(rp.parallel, 1)), p: p, finished: p.StreamsDone}
 	for _, s := range streams {
 		select {
@@ -163,6 +172,7 @@ func streamDataBytes(m *busarchive.Manifest, streams []string) int64 {
 type streamsRestore struct {
 	rp     runPorts
 	a      *openedArchive
+	bases  map[string]*openedArchive // see restoreArchive
 	ov     *Overrides
 	done   func(stream string)
 	report func(Progress)
@@ -199,19 +209,12 @@ func (sr *streamsRestore) begin(ctx context.Context, s string) bool {
 		sr.mu.Unlock()
 		return false
 	}
-	data, err := sr.a.CheckedStreamData(ctx, s)
+	data, meta, err := sr.open(ctx, s)
 	if err != nil {
 		if len(busarchive.Problems(err)) > 0 {
 			err = &DamagedError{Path: sr.a.Where, Problems: problemSentences(err)}
 		}
 		sr.fail(fmt.Errorf("stream %s was not restored: %w", s, err))
-		sr.mu.Unlock()
-		return false
-	}
-	meta, err := sr.a.StreamMeta(s)
-	if err != nil {
-		data.Close()
-		sr.fail(err)
 		sr.mu.Unlock()
 		return false
 	}
@@ -234,6 +237,22 @@ func (sr *streamsRestore) begin(ctx context.Context, s string) bool {
 		sr.restoreOne(ctx, s, sent, sentMeta, data, meta)
 	})
 	return true
+}
+
+// open is stream s's data, checked as it is read, and its backup.json:
+// the archive's, or, for a tail, the stream composed whole (composeTail).
+func (sr *streamsRestore) open(ctx context.Context, s string) (data, meta io.ReadCloser, err error) {
+	if base := sr.bases[s]; base != nil {
+		return composeTail(ctx, base, sr.a, s)
+	}
+	if data, err = sr.a.CheckedStreamData(ctx, s); err != nil {
+		return nil, nil, err
+	}
+	if meta, err = sr.a.StreamMeta(s); err != nil {
+		data.Close()
+		return nil, nil, err
+	}
+	return data, meta, nil
 }
 
 // tick counts n more bytes read, and reports every 8 MiB.
