@@ -49,11 +49,14 @@ const deleteCost = 16 << 10
 // the kept data as it now stands does not allow it). A logical request is
 // planLogical's. It reads the plan's live streams (pl.live). Streams that
 // get delta leave the plan's Restore (nothing is restored of them) for its
-// delta (pl.delta).
+// delta (pl.delta). It ends with planAround, which reads the methods.
 func (k *Keeper) planMethods(ctx context.Context, r Request, pl *restorePlan) error {
 	method := kept.MethodOf(r)
 	if method == kept.MethodLogical {
-		return k.planLogical(ctx, r, pl)
+		if err := k.planLogical(ctx, r, pl); err != nil {
+			return err
+		}
+		return k.planAround(ctx, r, pl)
 	}
 	if err := k.checkTails(ctx, pl); err != nil {
 		return err
@@ -72,18 +75,17 @@ func (k *Keeper) planMethods(ctx context.Context, r Request, pl *restorePlan) er
 		}
 	}
 	pl.methodsSaid = methodsSaid(pl.changes)
-	if len(pl.delta) == 0 {
-		return nil
-	}
-	restore := []string{}
-	for _, s := range pl.Restore {
-		if pl.deltaOf(s) == nil {
-			restore = append(restore, s)
+	if len(pl.delta) > 0 {
+		restore := []string{}
+		for _, s := range pl.Restore {
+			if pl.deltaOf(s) == nil {
+				restore = append(restore, s)
+			}
 		}
+		pl.Restore = restore
+		pl.RestoreBytes = uint64(streamBytes(pl.manifest, restore))
 	}
-	pl.Restore = restore
-	pl.RestoreBytes = uint64(streamBytes(pl.manifest, restore))
-	return nil
+	return k.planAround(ctx, r, pl)
 }
 
 // pickMethod is the method of one stream of the point (sm; isLive: it is

@@ -116,11 +116,6 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 		// removes only the tail, which the aside holds, verified).
 		pl.verifyLater = false
 	}
-	if !r.AsideOnly {
-		if err := k.planAround(ctx, r, pl); err != nil {
-			return nil, err
-		}
-	}
 	ok = true
 	return pl, nil
 }
