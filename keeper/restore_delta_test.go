@@ -147,7 +147,7 @@ func TestAutoRollsAPrefixBackByDelta(t *testing.T) {
 				tail = append(tail, m)
 			}
 		}
-		got := streamOf(t, tails, l.Name)
+		got := dumpOf(t, tails, l.Name)
 		if fmt.Sprint(got.Messages) != fmt.Sprint(tail) {
 			t.Errorf("the aside's %s holds %d messages, not the tail of %d:\n%v\nwant\n%v", l.Name, len(got.Messages), len(tail), got.Messages, tail)
 		}
@@ -177,7 +177,7 @@ func lastOf(s *sample.Snapshot, name string) uint64 {
 	return 0
 }
 
-func streamOf(t *testing.T, s *sample.Snapshot, name string) sample.StreamDump {
+func dumpOf(t *testing.T, s *sample.Snapshot, name string) sample.StreamDump {
 	t.Helper()
 	for _, d := range s.Streams {
 		if d.Name == name {
@@ -192,7 +192,11 @@ func streamOf(t *testing.T, s *sample.Snapshot, name string) sample.StreamDump {
 // stream and appends one: the point is no prefix of it any more.
 func (e *env) deleteInsidePoint() {
 	e.t.Helper()
-	if err := e.js.DeleteMsg(e.ctx, e.names.Stream, 3); err != nil {
+	s, err := e.js.Stream(e.ctx, e.names.Stream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := s.DeleteMsg(e.ctx, 3); err != nil {
 		e.t.Fatal(err)
 	}
 	if _, err := e.js.Publish(e.ctx, module+"."+local+".orders.after", []byte("after")); err != nil {
@@ -222,7 +226,7 @@ func TestAutoRestoresANonPrefixWhole(t *testing.T) {
 	want := rolledBack(point, got)
 	for i := range want.Streams { // the full one ends at the point's last sequence
 		if want.Streams[i].Name == e.names.Stream {
-			want.Streams[i] = streamOf(t, point, e.names.Stream)
+			want.Streams[i] = dumpOf(t, point, e.names.Stream)
 		}
 	}
 	if d := sample.Diff(want, got); d != "" {
