@@ -83,7 +83,7 @@ func (k *Keeper) takeTail(ctx context.Context, ds *deltaStream, data, meta io.Wr
 		return Errorf(ErrConflict, "stream %s lost messages of its tail while it was set aside (%s read of %s), so nothing was removed; try again",
 			ds.Stream, count(n), count(ds.TailCount))
 	}
-	doc, err := tailMeta(d.Config, head, first, last)
+	doc, err := tailMeta(d.Config, head, first, last, d.NumSubjects)
 	if err != nil {
 		return fmt.Errorf("writing the tail of stream %s: %w", ds.Stream, err)
 	}
@@ -94,8 +94,11 @@ func (k *Keeper) takeTail(ctx context.Context, ds *deltaStream, data, meta io.Wr
 }
 
 // tailMeta is a tail's backup.json: the live configuration, and the
-// tail's state as the server writes a stream's.
-func tailMeta(config json.RawMessage, h busarchive.ArchiveHead, first, last int64) ([]byte, error) {
+// tail's state as the server writes a stream's, but num_subjects, which is
+// the whole stream's when it was set aside (subjects, the count of a KV
+// bucket's keys or an object store's objects and chunks, which the evidence
+// of a put back checks, as for a stream set aside whole).
+func tailMeta(config json.RawMessage, h busarchive.ArchiveHead, first, last int64, subjects uint64) ([]byte, error) {
 	ts := func(ns int64) time.Time {
 		if ns == 0 {
 			return time.Time{}
@@ -112,8 +115,9 @@ func tailMeta(config json.RawMessage, h busarchive.ArchiveHead, first, last int6
 		FirstTime time.Time `json:"first_ts"`
 		LastSeq   uint64    `json:"last_seq"`
 		LastTime  time.Time `json:"last_ts"`
+		Subjects  uint64    `json:"num_subjects,omitempty"`
 		Consumers int       `json:"consumer_count"`
-	}{h.Msgs, h.Bytes, h.FirstSeq, ts(first), h.LastSeq, ts(last), 0}})
+	}{h.Msgs, h.Bytes, h.FirstSeq, ts(first), h.LastSeq, ts(last), subjects, 0}})
 }
 
 // markTails marks, in an aside's streams, those that hold a tail of a

@@ -39,8 +39,14 @@ type deltaStream struct {
 
 // deleteCost is what one message delete costs, counted in bytes moved:
 // one request and its reply, about as long as 16 KiB of a snapshot or a
-// restore takes. It weighs a tail's deletes against a full restore.
-const deleteCost = 16 << 10
+// restore takes; fullCost is what a full restore of a stream costs beyond
+// its bytes (its snapshot and restore requests, the stream removed and
+// made again, its consumers with it), about 4 MiB's worth. They weigh a
+// tail's deletes against a full restore.
+const (
+	deleteCost = 16 << 10
+	fullCost   = 4 << 20
+)
 
 // planMethods decides, per stream of the point, the restore method (the
 // request's, or auto's pick) and why, into the plan's changes; a delta or
@@ -61,18 +67,22 @@ func (k *Keeper) planMethods(ctx context.Context, r Request, pl *restorePlan) er
 	if err := k.checkTails(ctx, pl); err != nil {
 		return err
 	}
+	var cannot []string // why delta cannot roll each stream back, when asked for
 	for _, sm := range pl.manifest.Streams {
 		ch, ds, err := k.pickMethod(ctx, r, pl, &sm, containsStream(pl.live, sm.Name))
 		if err != nil {
 			return err
 		}
 		if method == kept.MethodDelta && ds == nil {
-			return Errorf(ErrConflict, "method delta cannot roll back stream %s exactly: %s", sm.Name, strings.TrimPrefix(ch.Why, "full: "))
+			cannot = append(cannot, fmt.Sprintf("stream %s: %s", sm.Name, strings.TrimPrefix(ch.Why, "full: ")))
 		}
 		pl.changes = append(pl.changes, ch)
 		if ds != nil {
 			pl.delta = append(pl.delta, *ds)
 		}
+	}
+	if len(cannot) > 0 {
+		return Errorf(ErrConflict, "method delta cannot roll back exactly %s", strings.Join(cannot, "; "))
 	}
 	pl.methodsSaid = methodsSaid(pl.changes)
 	if len(pl.delta) > 0 {
@@ -126,7 +136,7 @@ func (k *Keeper) pickMethod(ctx context.Context, r Request, pl *restorePlan, sm 
 		return full("the request sets replicas or placement, which only a full restore applies")
 	}
 	if kept.MethodOf(r) == kept.MethodAuto {
-		if cost, whole := pf.tailBytes+pf.tailCount*deleteCost, d.Bytes+st.Bytes; cost >= whole {
+		if cost, whole := pf.tailBytes+pf.tailCount*deleteCost, d.Bytes+st.Bytes+fullCost; cost >= whole {
 			return full(fmt.Sprintf("the point is a prefix, but deleting the %s after it costs more than restoring the stream whole", messages(pf.tailCount)))
 		}
 	}

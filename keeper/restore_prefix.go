@@ -185,7 +185,7 @@ func configBack(point, live json.RawMessage) ([]string, json.RawMessage, error) 
 		return nil, nil, fmt.Errorf("the stream is sealed, so its messages cannot be deleted")
 	}
 	if on(lc, "deny_delete") {
-		return nil, nil, fmt.Errorf("the stream denies message deletes (deny_delete)")
+		return nil, nil, fmt.Errorf("the stream denies message deletes (deny_delete, as every KV bucket's stream does)")
 	}
 	if lc["mirror"] != nil {
 		return nil, nil, fmt.Errorf("the stream is a mirror, whose messages are its upstream's")
@@ -247,6 +247,9 @@ func plain(c map[string]any) {
 				delete(md, k)
 			}
 		}
+	}
+	if c["compression"] == "none" {
+		delete(c, "compression") // the server's name for none given
 	}
 	for k, v := range c {
 		switch x := v.(type) {

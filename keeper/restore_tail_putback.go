@@ -121,11 +121,11 @@ func composeTail(ctx context.Context, base, tail *openedArchive, s string) (io.R
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg, err := configOf(doc)
+	cfg, subjects, err := configOf(doc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the tail of stream %s: %w", s, err)
 	}
-	whole, err := tailMeta(cfg, head, 0, 0)
+	whole, err := tailMeta(cfg, head, 0, 0, subjects)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -159,13 +159,16 @@ func writeComposed(ctx context.Context, w io.Writer, head busarchive.ArchiveHead
 	return aw.Close()
 }
 
-// configOf is the configuration a backup.json holds.
-func configOf(doc []byte) (json.RawMessage, error) {
+// configOf is the configuration a backup.json holds, and its subjects.
+func configOf(doc []byte) (json.RawMessage, uint64, error) {
 	var m struct {
 		Config json.RawMessage `json:"config"`
+		State  struct {
+			Subjects uint64 `json:"num_subjects"`
+		} `json:"state"`
 	}
 	if err := json.Unmarshal(doc, &m); err != nil || len(m.Config) == 0 {
-		return nil, fmt.Errorf("its backup.json holds no configuration (%v)", err)
+		return nil, 0, fmt.Errorf("its backup.json holds no configuration (%v)", err)
 	}
-	return m.Config, nil
+	return m.Config, m.State.Subjects, nil
 }
