@@ -21,20 +21,27 @@ import (
 // consumer on the stream on.
 func (e *env) appendAfterPoint(n int) {
 	e.t.Helper()
-	for i := range n {
-		m := nats.NewMsg(fmt.Sprintf("%s.%s.orders.after", module, local))
-		m.Header.Set("After-N", fmt.Sprint(i))
-		m.Data = fmt.Appendf(nil, "after the point %d", i)
-		if _, err := e.js.PublishMsg(e.ctx, m); err != nil {
-			e.t.Fatal(err)
-		}
-	}
+	e.appendToStream(n)
 	kv, err := e.js.KeyValue(e.ctx, e.names.Bus)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	for _, k := range []string{"after.1", "user.1"} {
 		if _, err := kv.PutString(e.ctx, k, "written after the point"); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// appendToStream writes n messages on the plain stream (with headers), and
+// moves the module's consumer on it on.
+func (e *env) appendToStream(n int) {
+	e.t.Helper()
+	for i := range n {
+		m := nats.NewMsg(fmt.Sprintf("%s.%s.orders.after", module, local))
+		m.Header.Set("After-N", fmt.Sprint(i))
+		m.Data = fmt.Appendf(nil, "after the point %d", i)
+		if _, err := e.js.PublishMsg(e.ctx, m); err != nil {
 			e.t.Fatal(err)
 		}
 	}
