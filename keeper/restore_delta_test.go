@@ -105,7 +105,7 @@ func changeOf(t *testing.T, rep *keeper.Reply, s string) kept.StreamChange {
 // module's consumers set back. The aside verifies, holds exactly the tail,
 // and puts back exactly the live data as it was.
 func TestAutoRollsAPrefixBackByDelta(t *testing.T) {
-	e := newEnv(t)
+	e := newAutoEnv(t)
 	point := e.kept()
 	e.snapshot(1, "fp")
 	e.appendAfterPoint(25)
@@ -236,7 +236,7 @@ func (e *env) deleteInsidePoint() {
 // makes auto pick full for that stream, saying why, and the stream is the
 // point's again, message by message.
 func TestAutoRestoresANonPrefixWhole(t *testing.T) {
-	e := newEnv(t)
+	e := newAutoEnv(t)
 	point := e.kept()
 	e.snapshot(1, "fp")
 	e.deleteInsidePoint()
@@ -259,7 +259,7 @@ func TestAutoRestoresANonPrefixWhole(t *testing.T) {
 // TestDeltaRefusedOnANonPrefix: method delta on a stream the point is no
 // prefix of is refused with the reason, and nothing changes.
 func TestDeltaRefusedOnANonPrefix(t *testing.T) {
-	e := newEnv(t)
+	e := newAutoEnv(t)
 	e.snapshot(1, "fp")
 	e.deleteInsidePoint()
 	before := e.kept()
@@ -282,7 +282,7 @@ func TestDeltaRefusedOnANonPrefix(t *testing.T) {
 // TestDeltaDryRunSaysTheMethods: a dry run names each stream's method and
 // why, and changes nothing.
 func TestDeltaDryRunSaysTheMethods(t *testing.T) {
-	e := newEnv(t)
+	e := newAutoEnv(t)
 	e.snapshot(1, "fp")
 	e.appendAfterPoint(3)
 	before := e.kept()

@@ -135,6 +135,9 @@ func (k *Keeper) pickMethod(ctx context.Context, r Request, pl *restorePlan, sm 
 	if pl.Overrides != nil {
 		return full("the request sets replicas or placement, which only a full restore applies")
 	}
+	if k.autoFull && kept.MethodOf(r) == kept.MethodAuto {
+		return full("auto picks full here (a test's keeper)")
+	}
 	if kept.MethodOf(r) == kept.MethodAuto {
 		if cost, whole := pf.tailBytes+pf.tailCount*deleteCost, d.Bytes+st.Bytes+fullCost; cost >= whole {
 			return full(fmt.Sprintf("the point is a prefix, but deleting the %s after it costs more than restoring the stream whole", messages(pf.tailCount)))
