@@ -123,10 +123,7 @@ func (k *Keeper) pickMethod(ctx context.Context, r Request, pl *restorePlan, sm 
 		return full(fmt.Sprintf("the stream's details could not be read (%v)", err))
 	}
 	ch.Now = &kept.SeqState{FirstSeq: d.FirstSeq, LastSeq: d.LastSeq, Messages: d.Messages, Bytes: d.Bytes}
-	pf, err := checkPrefix(ctx, pl.arch, sm, d)
-	if err != nil {
-		return full(err.Error())
-	}
+	pf := checkPrefix(sm, d)
 	ch.Removed, ch.Config = pf.removed, pf.config
 	if !pf.prefix {
 		return full(pf.why)
@@ -142,6 +139,13 @@ func (k *Keeper) pickMethod(ctx context.Context, r Request, pl *restorePlan, sm 
 		if cost, whole := pf.tailBytes+pf.tailCount*deleteCost, d.Bytes+st.Bytes+fullCost; cost >= whole {
 			return full(fmt.Sprintf("the point is a prefix, but deleting the %s after it costs more than restoring the stream whole", messages(pf.tailCount)))
 		}
+	}
+	if err := pf.confirm(ctx, pl.arch, sm); err != nil {
+		return full(err.Error())
+	}
+	if !pf.prefix {
+		ch.Appended = 0
+		return full(pf.why)
 	}
 	ch.Method = kept.MethodDelta
 	ch.Why = fmt.Sprintf("delta: the point is a prefix, %s after it", messages(pf.tailCount))

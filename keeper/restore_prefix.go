@@ -40,21 +40,44 @@ type prefixOf struct {
 	// configuration a stream update sets back (nil when none differs).
 	config []string
 	back   json.RawMessage
+	// unsure: the live deleted sequences inside the point's range, as
+	// many as the point's own gaps, still to be compared with them
+	// (confirm); nil when there is nothing to compare.
+	unsure []uint64
+}
+
+// confirm compares the live deleted sequences inside the point's range
+// with the point's own gaps, read from its archive, when checkPrefix left
+// them unsure. Its error says only that the archive could not be read.
+func (p *prefixOf) confirm(ctx context.Context, a *openedArchive, sm *busarchive.StreamManifest) error {
+	if p.unsure == nil {
+		return nil
+	}
+	own, err := pointGaps(ctx, a, sm, uint64(len(p.unsure)))
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(own, p.unsure) {
+		p.prefix, p.removed = false, 0
+		p.why = "the stream's deleted sequences inside the point's range are not the point's own (the stream was made again since)"
+	}
+	p.unsure = nil
+	return nil
 }
 
 // maxPointGaps bounds the gaps of its own a point's stream may hold for
 // the prefix test to read them; a point with more is taken as no prefix.
 const maxPointGaps = 1 << 20
 
-// checkPrefix runs the prefix test of the point's stream sm (of archive a)
-// against the live stream d. Its error says only that the point's archive
-// could not be read.
-func checkPrefix(ctx context.Context, a *openedArchive, sm *busarchive.StreamManifest, d *StreamDetail) (*prefixOf, error) {
+// checkPrefix runs the prefix test of the point's stream sm against the
+// live stream d, on their states; a point with gaps of its own is then
+// confirmed against its archive (confirm).
+func checkPrefix(sm *busarchive.StreamManifest, d *StreamDetail) *prefixOf {
 	st := sm.State
 	p := &prefixOf{}
 	if d.LastSeq < st.LastSeq {
 		p.why = fmt.Sprintf("the stream's last sequence %s is below the point's %s (it was made again or purged)", count(d.LastSeq), count(st.LastSeq))
-		return p, nil
+		return p
 	}
 	p.tailFrom, p.tailTo = st.LastSeq+1, d.LastSeq
 	liveIn := deletedIn(d.Deleted, st.FirstSeq, st.LastSeq)
@@ -64,35 +87,34 @@ func checkPrefix(ctx context.Context, a *openedArchive, sm *busarchive.StreamMan
 		if d.Messages > 0 && d.FirstSeq <= st.LastSeq {
 			p.removed = 0
 			p.why = fmt.Sprintf("the stream holds messages at or below the point's last sequence %s, which the point did not hold", count(st.LastSeq))
-			return p, nil
+			return p
 		}
 	case d.FirstSeq != st.FirstSeq:
 		p.removed = gone(st, d)
 		p.why = fmt.Sprintf("%s of the point %s removed since (the first sequence is now %s, the point's was %s)",
 			messages(p.removed), wereOf(p.removed), count(d.FirstSeq), count(st.FirstSeq))
-		return p, nil
+		return p
 	default:
 		gaps := st.LastSeq - st.FirstSeq + 1 - st.Msgs
 		if uint64(len(liveIn)) < gaps {
 			p.why = fmt.Sprintf("the stream has fewer deleted sequences inside the point's range (%s) than the point had (%s)", count(uint64(len(liveIn))), count(gaps))
-			return p, nil
+			return p
 		}
-		own := []uint64{}
-		if gaps > 0 {
-			var err error
-			if own, err = pointGaps(ctx, a, sm, gaps); err != nil {
-				return nil, err
-			}
-		}
-		if extra := uint64(len(liveIn)) - uint64(len(own)); extra > 0 || !slices.Equal(liveIn, own) {
-			p.removed = max(extra, 1)
+		if extra := uint64(len(liveIn)) - gaps; extra > 0 {
+			p.removed = extra
 			p.why = fmt.Sprintf("%s of the point %s deleted since", messages(p.removed), wereOf(p.removed))
-			return p, nil
+			return p
+		}
+		// As many deleted sequences as the point's gaps: the same ones,
+		// unless the stream was made again; the point's archive tells
+		// (confirm), read only when the stream would get delta.
+		if gaps > 0 {
+			p.unsure = liveIn
 		}
 	}
 	if d.Messages < st.Msgs {
 		p.why = fmt.Sprintf("the stream holds %s, fewer than the point's %s", messages(d.Messages), count(st.Msgs))
-		return p, nil
+		return p
 	}
 	p.tailCount = d.Messages - st.Msgs
 	if d.Bytes > st.Bytes {
@@ -101,10 +123,10 @@ func checkPrefix(ctx context.Context, a *openedArchive, sm *busarchive.StreamMan
 	var err error
 	if p.config, p.back, err = configBack(sm.Config.Raw, d.Config); err != nil {
 		p.why = err.Error()
-		return p, nil
+		return p
 	}
 	p.prefix = true
-	return p, nil
+	return p
 }
 
 // deletedIn is the part of the sorted set del inside first..last.
