@@ -98,6 +98,50 @@ func (k *Keeper) planMethods(ctx context.Context, r Request, pl *restorePlan) er
 	return k.planAround(ctx, r, pl)
 }
 
+// Putting back an aside that holds a delta's tail (restore-kept from
+// aside/<id>, StreamSum.Base set): the tail alone is not the stream, so
+// the stream is restored whole from its base point's messages followed by
+// the tail's, composed into one archive as it is sent (composeTail), each
+// message with its own sequence, time, subject, headers and data — the
+// stream exactly as it was when the delta set its tail aside. It is a full
+// restore of that stream: the live stream is set aside whole first, as
+// any. The base point must still be the one the tail follows (its last
+// sequence the tail's TailAfter) and verify whole before anything is
+// removed; a base point an aside depends on is not pruned or discarded.
+// The module's consumers on such a stream are made again from the aside's
+// record once it is restored (planPositions), as the tail carries none.
+
+// checkTails checks, before anything changes, that each tail the plan's
+// source holds can be put back exactly: its base point is there, is the
+// point the tail follows, and verifies whole.
+func (k *Keeper) checkTails(ctx context.Context, pl *restorePlan) error {
+	for _, st := range pl.point.Streams {
+		if st.Base == "" {
+			continue
+		}
+		base, err := k.loadSource(ctx, st.Base)
+		if err != nil {
+			return Errorf(ErrConflict, "%s holds only the tail of stream %s after sequence %s of point %s, and that point cannot be read (%v), so the stream cannot be put back exactly",
+				pl.Point, st.Name, count(st.TailAfter), st.Base, err)
+		}
+		a, err := k.openArchive(ctx, st.Base, base)
+		if err != nil {
+			return fmt.Errorf("point %s, which the tail of stream %s follows, is damaged: %w", st.Base, st.Name, err)
+		}
+		_, _, err = k.verifyArchive(ctx, a)
+		sm := a.Manifest().Stream(st.Name)
+		a.Close()
+		if err != nil {
+			return fmt.Errorf("point %s, which the tail of stream %s follows, is damaged: %w", st.Base, st.Name, err)
+		}
+		if sm == nil || sm.State.LastSeq != st.TailAfter || st.FirstSeq != st.TailAfter+1 {
+			return Errorf(ErrConflict, "%s holds the tail of stream %s after sequence %s of point %s, but that point no longer ends there (it was taken again since), so the stream cannot be put back exactly",
+				pl.Point, st.Name, count(st.TailAfter), st.Base)
+		}
+	}
+	return nil
+}
+
 // pickMethod is the method of one stream of the point (sm; isLive: it is
 // on the bus) and why, with, for delta, what the delta does.
 func (k *Keeper) pickMethod(ctx context.Context, r Request, pl *restorePlan, sm *busarchive.StreamManifest, isLive bool) (kept.StreamChange, *deltaStream, error) {
