@@ -68,7 +68,7 @@ func (x *restoreRun) deleteTail(ctx context.Context, ds *deltaStream) error {
 	if err != nil {
 		return fmt.Errorf("reading stream %s to delete its tail: %w", ds.Stream, err)
 	}
-	seqs := liveSeqs(max(ds.TailFrom, d.FirstSeq), min(ds.TailTo, d.LastSeq), d.Deleted, deleteBatch)
+	seqs := tailSeqs(max(ds.TailFrom, d.FirstSeq), min(ds.TailTo, d.LastSeq), d.Deleted, deleteBatch)
 	for n := 0; len(seqs) > 0; n++ {
 		if err := x.bus.DeleteMessages(ctx, ds.Stream, seqs); err != nil {
 			return fmt.Errorf("deleting the tail of stream %s (sequences %s to %s) failed: %w", ds.Stream, count(ds.TailFrom), count(ds.TailTo), err)
@@ -76,14 +76,14 @@ func (x *restoreRun) deleteTail(ctx context.Context, ds *deltaStream) error {
 		if n == 0 {
 			x.step("mid-delete:" + ds.Stream)
 		}
-		seqs = liveSeqs(seqs[len(seqs)-1]+1, min(ds.TailTo, d.LastSeq), d.Deleted, deleteBatch)
+		seqs = tailSeqs(seqs[len(seqs)-1]+1, min(ds.TailTo, d.LastSeq), d.Deleted, deleteBatch)
 	}
 	return nil
 }
 
-// liveSeqs is at most most sequences of from..to that are not in the
+// tailSeqs is at most most sequences of from..to that are not in the
 // sorted set deleted, in order.
-func liveSeqs(from, to uint64, deleted []uint64, most int) []uint64 {
+func tailSeqs(from, to uint64, deleted []uint64, most int) []uint64 {
 	var out []uint64
 	i := sort.Search(len(deleted), func(i int) bool { return deleted[i] >= from })
 	for s := from; s <= to && len(out) < most; s++ {

@@ -34,19 +34,19 @@ func TestDeltaJournalRoundTrip(t *testing.T) {
 	}
 }
 
-// liveSeqs skips the deleted sequences and stops at its bound.
-func TestLiveSeqs(t *testing.T) {
-	got := liveSeqs(5, 20, []uint64{1, 6, 7, 12, 30}, 6)
+// tailSeqs skips the deleted sequences and stops at its bound.
+func TestTailSeqs(t *testing.T) {
+	got := tailSeqs(5, 20, []uint64{1, 6, 7, 12, 30}, 6)
 	want := []uint64{5, 8, 9, 10, 11, 13}
 	if len(got) != len(want) {
-		t.Fatalf("liveSeqs: %v, want %v", got, want)
+		t.Fatalf("tailSeqs: %v, want %v", got, want)
 	}
 	for i := range want {
 		if got[i] != want[i] {
-			t.Fatalf("liveSeqs: %v, want %v", got, want)
+			t.Fatalf("tailSeqs: %v, want %v", got, want)
 		}
 	}
-	if got := liveSeqs(5, 4, nil, 10); len(got) != 0 {
+	if got := tailSeqs(5, 4, nil, 10); len(got) != 0 {
 		t.Fatalf("an empty range: %v", got)
 	}
 }

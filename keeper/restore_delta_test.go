@@ -86,7 +86,7 @@ func durables(s *sample.Snapshot) *sample.Snapshot {
 }
 
 // changeOf is the reply's stream change of s.
-func changeOf(t *testing.T, rep *keeper.Reply, s string) kept.StreamChange {
+func deltaChangeOf(t *testing.T, rep *keeper.Reply, s string) kept.StreamChange {
 	t.Helper()
 	for _, c := range rep.Streams {
 		if c.Stream == s {
@@ -124,15 +124,15 @@ func TestAutoRollsAPrefixBackByDelta(t *testing.T) {
 	if err != nil {
 		t.Fatalf("restore-kept: %v", err)
 	}
-	c := changeOf(t, rep, e.names.Stream)
+	c := deltaChangeOf(t, rep, e.names.Stream)
 	if c.Method != kept.MethodDelta || c.Appended != 25 || !strings.HasPrefix(c.Why, "delta: the point is a prefix, 25 messages after it") ||
 		!strings.Contains(c.Why, "description") {
 		t.Errorf("the plain stream's change: %+v", c)
 	}
-	if kv := changeOf(t, rep, e.names.KVStream); kv.Method != kept.MethodFull || !strings.Contains(kv.Why, "deny_delete") {
+	if kv := deltaChangeOf(t, rep, e.names.KVStream); kv.Method != kept.MethodFull || !strings.Contains(kv.Why, "deny_delete") {
 		t.Errorf("the KV stream's change (a KV bucket denies deletes): %+v", kv)
 	}
-	if o := changeOf(t, rep, e.names.ObjStrm); o.Method != kept.MethodDelta || o.Why != "delta: the point is a prefix, 0 messages after it" {
+	if o := deltaChangeOf(t, rep, e.names.ObjStrm); o.Method != kept.MethodDelta || o.Why != "delta: the point is a prefix, 0 messages after it" {
 		t.Errorf("the object store's change: %+v", o)
 	}
 	mustContain(t, rep.Said, "rolled back by delta", "delta: the point is a prefix, 25 messages after it")
@@ -190,7 +190,7 @@ func TestAutoRollsAPrefixBackByDelta(t *testing.T) {
 	if err != nil {
 		t.Fatalf("putting the delta's aside back: %v", err)
 	}
-	mustContain(t, changeOf(t, back, e.names.Stream).Why, "put back whole")
+	mustContain(t, deltaChangeOf(t, back, e.names.Stream).Why, "put back whole")
 	if d := sample.Diff(durables(live), durables(e.kept())); d != "" {
 		t.Errorf("the delta's aside was not put back exactly:\n%s", d)
 	}
@@ -244,10 +244,10 @@ func TestAutoRestoresANonPrefixWhole(t *testing.T) {
 	if err != nil {
 		t.Fatalf("restore-kept: %v", err)
 	}
-	if c := changeOf(t, rep, e.names.Stream); c.Method != kept.MethodFull || c.Why != "full: 1 message of the point was deleted since" {
+	if c := deltaChangeOf(t, rep, e.names.Stream); c.Method != kept.MethodFull || c.Why != "full: 1 message of the point was deleted since" {
 		t.Errorf("the plain stream's change: %+v", c)
 	}
-	if c := changeOf(t, rep, e.names.ObjStrm); c.Method != kept.MethodDelta {
+	if c := deltaChangeOf(t, rep, e.names.ObjStrm); c.Method != kept.MethodDelta {
 		t.Errorf("the untouched object store's change: %+v", c)
 	}
 	got := durables(e.kept())
@@ -293,7 +293,7 @@ func TestDeltaDryRunSaysTheMethods(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustContain(t, rep.Said, "Methods: ", e.names.Stream+" delta: the point is a prefix, 3 messages after it")
-	if c := changeOf(t, rep, e.names.Stream); c.Method != kept.MethodDelta {
+	if c := deltaChangeOf(t, rep, e.names.Stream); c.Method != kept.MethodDelta {
 		t.Errorf("dry run's change: %+v", c)
 	}
 	if d := diffKept(e, before); d != "" {

@@ -146,7 +146,8 @@ func (k *Keeper) checkTails(ctx context.Context, pl *restorePlan) error {
 // on the bus) and why, with, for delta, what the delta does.
 func (k *Keeper) pickMethod(ctx context.Context, r Request, pl *restorePlan, sm *busarchive.StreamManifest, isLive bool) (kept.StreamChange, *deltaStream, error) {
 	st := sm.State
-	ch := kept.StreamChange{Stream: sm.Name, Kind: streamKind(sm.Name),
+	kind, _ := streamKind(sm.Name, sm.Config.Subjects)
+	ch := kept.StreamChange{Stream: sm.Name, Kind: kind,
 		Then: &kept.SeqState{FirstSeq: st.FirstSeq, LastSeq: st.LastSeq, Messages: st.Msgs, Bytes: st.Bytes}}
 	full := func(why string) (kept.StreamChange, *deltaStream, error) {
 		ch.Method, ch.Why = kept.MethodFull, "full: "+why
@@ -238,18 +239,6 @@ func (pl *restorePlan) tailOf(s string) *StreamSum {
 		}
 	}
 	return nil
-}
-
-// streamKind is what a stream holds, by its name: "kv", "object-store"
-// or "stream".
-func streamKind(name string) string {
-	switch {
-	case strings.HasPrefix(name, "KV_"):
-		return "kv"
-	case strings.HasPrefix(name, "OBJ_"):
-		return "object-store"
-	}
-	return "stream"
 }
 
 // streamBytes is the bytes of the manifest's entries of streams.
