@@ -93,6 +93,7 @@ func (d *deltaKill) run(step string) {
 	waitKeepers(t, d.js.Conn(), 1, k)
 	mustCall(t, d.js.Conn(), "snapshot-kept", d.req(nil))
 	point := d.dump()
+	pointLast := point.Streams[0].LastSeq
 	k.p.stop(t, syscall.SIGTERM, time.Minute)
 
 	d.publish(50, 1005) // more than one batch of deletes
@@ -144,7 +145,7 @@ func (d *deltaKill) run(step string) {
 			t.Errorf("the configuration was not set back: %v", err)
 		}
 	}
-	d.tailAside(point.Streams[0].LastSeq)
+	d.tailAside(pointLast)
 	k.p.stop(t, syscall.SIGTERM, time.Minute)
 }
 
