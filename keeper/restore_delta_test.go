@@ -296,6 +296,13 @@ func TestDeltaDryRunSaysTheMethods(t *testing.T) {
 	if c := deltaChangeOf(t, rep, e.names.Stream); c.Method != kept.MethodDelta {
 		t.Errorf("dry run's change: %+v", c)
 	}
+	r.Method = kept.MethodFull
+	if rep, err = e.k.RestoreKept(e.ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if c := deltaChangeOf(t, rep, e.names.Stream); c.Method != kept.MethodFull || !strings.Contains(c.Why, "the request asks for it") {
+		t.Errorf("method full on a prefix: %+v", c)
+	}
 	if d := diffKept(e, before); d != "" {
 		t.Errorf("a dry run changed the kept data:\n%s", d)
 	}

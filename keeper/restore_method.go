@@ -174,6 +174,9 @@ func (k *Keeper) pickMethod(ctx context.Context, r Request, pl *restorePlan, sm 
 		return full(pf.why)
 	}
 	ch.Appended = pf.tailCount
+	if kept.MethodOf(r) == kept.MethodFull {
+		return full("the request asks for it (the point is a prefix: delta would roll it back too)")
+	}
 	if pl.Overrides != nil {
 		return full("the request sets replicas or placement, which only a full restore applies")
 	}
