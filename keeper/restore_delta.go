@@ -106,8 +106,12 @@ func tailSeqs(from, to uint64, deleted []uint64, most int) []uint64 {
 // the keeper finishes the deletes when it starts again or the bus answers.
 func (x *restoreRun) deltaStopped(err error) error {
 	j := x.j
-	return fmt.Errorf("restore-kept of %s/%s: %w; the streams restored whole are on the bus, and the tails of the delta stream(s) are in aside %s in %s "+
+	whole := ""
+	if len(j.Restore) > 0 {
+		whole = "the streams restored whole are on the bus, and "
+	}
+	return fmt.Errorf("restore-kept of %s/%s: %w; %sthe tails of the delta stream(s) are in aside %s in %s "+
 		"(a tail is put back exactly with a restore-kept from aside/%s; republishing it would keep its data, not its sequences); "+
 		"the restore journal stays, so the keeper finishes deleting the tails when it can",
-		j.Module, j.Local, withKind(ErrFailed, err), j.Aside, x.records.abs(asideRel(j.Aside)), j.Aside)
+		j.Module, j.Local, withKind(ErrFailed, err), whole, j.Aside, x.records.abs(asideRel(j.Aside)), j.Aside)
 }

@@ -1,10 +1,14 @@
 package keeper_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/nats-keeper/nats-keeper/internal/fault"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/kept"
@@ -135,4 +139,48 @@ func readAside(t *testing.T, e *env, id string) *keeper.Aside {
 	}
 	t.Fatalf("aside %s is not listed: %+v", id, l)
 	return nil
+}
+
+// TestDeltaDeleteFailingMidTailFinishesLater: the bus refuses the tail's
+// deletes after the first batch. The rollback goes no further, says where
+// the tail is and that republishing would not keep its sequences, and
+// keeps its journal; once the bus answers, recovery finishes the deletes,
+// and the kept data is the point's (the last sequence the live one).
+func TestDeltaDeleteFailingMidTailFinishesLater(t *testing.T) {
+	var fb fault.Bus
+	e := newEnv(t, fb.WrapAll)
+	if err := e.js.DeleteKeyValue(e.ctx, e.names.Bus); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.js.DeleteObjectStore(e.ctx, e.names.Bus); err != nil {
+		t.Fatal(err)
+	}
+	point := e.kept()
+	e.snapshot(1, "fp")
+	e.appendToStream(deleteBatch + 5)
+	live := e.kept()
+	calls := 0
+	fb.OnDeleteMessages(func(ctx context.Context, stream string, seqs []uint64, next fault.DeleteMsgsFunc) error {
+		if calls++; calls > 1 {
+			return fmt.Errorf("%w: %w", keeper.ErrNoBus, errors.New("injected fault"))
+		}
+		return next(ctx, stream, seqs)
+	})
+	r := req(1, "fp")
+	r.Method = kept.MethodDelta
+	_, err := e.k.RestoreKept(e.ctx, r)
+	if err == nil {
+		t.Fatal("a delta whose deletes fail did not fail")
+	}
+	mustContain(t, err.Error(), "the restore journal stays", "republishing it would keep its data, not its sequences", "restore-kept from aside/")
+	if got := e.kept().Streams[2]; got.Msgs != live.Streams[2].Msgs-deleteBatch {
+		t.Errorf("after the failure the stream holds %d messages, want %d (the first batch deleted)", got.Msgs, live.Streams[2].Msgs-deleteBatch)
+	}
+	fb.OnDeleteMessages(nil)
+	_, said := recoverOnce(t, e)
+	mustContain(t, said, "was completed")
+	if d := sample.Diff(rolledBack(point, live, e.names.Stream), durables(e.kept())); d != "" {
+		t.Errorf("after recovery the kept data is not the point:\n%s", d)
+	}
+	noJournal(t, e)
 }
