@@ -34,6 +34,9 @@ type restorePlan struct {
 	// planAround adds what the restore means for the streams and
 	// consumers around it). The reply's and the dry run's Streams.
 	changes []kept.StreamChange
+	// logical is what a logical restore writes (planLogical); nil for
+	// every other method.
+	logical *logicalPlan
 }
 
 // planRestore works out exactly what a restore-kept would do, touching
