@@ -46,8 +46,14 @@ func kvBed(t *testing.T, n int, opts ...func(*keeper.Config)) (*testbed.Bed, jet
 
 func kvKey(i int) string { return fmt.Sprintf("key.%04d", i) }
 
+func pointReq(local string) keeper.Request {
+	return keeper.Request{Module: logicalModule, Local: local, Form: 1, Fingerprint: "fp", Caller: "test", Why: "testing"}
+}
+
 func logicalReq(local string) keeper.Request {
-	return keeper.Request{Module: logicalModule, Local: local, Form: 1, Fingerprint: "fp", Caller: "test", Why: "testing", Method: "logical"}
+	r := pointReq(local)
+	r.Method = "logical"
+	return r
 }
 
 // kvValues is every key's value in kv ("" with ok false: no value), and its
@@ -125,7 +131,7 @@ func TestLogicalRestoreKV(t *testing.T) {
 	const n = 1000
 	b, kv := kvBed(t, n)
 	ctx := b.Ctx
-	if _, err := b.Keeper.SnapshotKept(ctx, logicalReq(kvLocal)); err != nil {
+	if _, err := b.Keeper.SnapshotKept(ctx, pointReq(kvLocal)); err != nil {
 		t.Fatal(err)
 	}
 	keys := changeKV(t, ctx, kv, n)
