@@ -2,6 +2,7 @@ package keeper
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -48,7 +49,7 @@ type logicalStream struct {
 	// liveLast is the live stream's last sequence when it was planned: the
 	// aside holds what the stream held up to it.
 	liveLast   uint64
-	liveConfig []byte // its configuration as the server holds it
+	liveConfig json.RawMessage // its configuration as the server holds it
 	// keys are the keys that differ, sorted by subject; total how many keys
 	// were in scope (the point's, and those the live added).
 	keys  []logicalKey
