@@ -137,7 +137,10 @@ func TestLogicalRestoreKV(t *testing.T) {
 	keys := changeKV(t, ctx, kv, n)
 	point := map[string]kvValue{}
 	for i := range n + 10 {
-		point[kvKey(i)] = kvValue{value: fmt.Sprintf("value %d at the point", i), ok: i < n}
+		point[kvKey(i)] = kvValue{}
+		if i < n {
+			point[kvKey(i)] = kvValue{value: fmt.Sprintf("value %d at the point", i), ok: true}
+		}
 	}
 	live := kvValues(t, ctx, kv, keys)
 	si, err := b.JS.Stream(ctx, "KV_"+logicalModule+"_"+kvLocal)
@@ -162,7 +165,7 @@ func TestLogicalRestoreKV(t *testing.T) {
 	}
 	rolled := map[string]bool{}
 	for _, key := range keys {
-		if live[key] != point[key] && (live[key].ok || point[key].ok) {
+		if l, p := live[key], point[key]; l.ok != p.ok || l.value != p.value {
 			rolled[key] = true
 		}
 		if g, l := got[key], live[key]; g.ok && l.ok && g.rev < l.rev {
