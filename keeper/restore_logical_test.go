@@ -251,3 +251,156 @@ func TestLogicalRestoreRefusesAPlainStream(t *testing.T) {
 		t.Errorf("the refused restore set something aside: %v", ents)
 	}
 }
+
+// TestLogicalRestoreRecoversAfterCrash stops a logical restore as a killed
+// keeper would, at its journal and in the middle of its writes; a keeper
+// started again finishes it: every key the point's, no journal left.
+func TestLogicalRestoreRecoversAfterCrash(t *testing.T) {
+	for _, step := range []string{"journal-written", "logical-key:$KV." + logicalModule + "_" + kvLocal + "." + kvKey(21)} {
+		t.Run(step, func(t *testing.T) {
+			const n = 200
+			hookOn := false
+			b, kv := kvBed(t, n, func(c *keeper.Config) {
+				c.StepHook = func(s string) {
+					if hookOn && s == step {
+						panic(crash{s})
+					}
+				}
+			})
+			ctx := b.Ctx
+			if _, err := b.Keeper.SnapshotKept(ctx, pointReq(kvLocal)); err != nil {
+				t.Fatal(err)
+			}
+			point := kvValues(t, ctx, kv, changeKVKeys(n))
+			keys := changeKV(t, ctx, kv, n)
+			func() {
+				hookOn = true
+				defer func() {
+					hookOn = false
+					if _, ok := recover().(crash); !ok {
+						t.Fatalf("the restore did not stop at %s", step)
+					}
+				}()
+				b.Keeper.RestoreKept(ctx, logicalReq(kvLocal))
+			}()
+			if _, err := b.Bus.Get(ctx, "journal."+logicalModule+"."+kvLocal); err != nil {
+				t.Fatalf("no journal left by the stopped restore: %v", err)
+			}
+			k2, err := b.KeeperOn(b.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, err := k2.Recover(ctx)
+			if said := rec.Said(); err != nil || len(said) != 1 || !strings.Contains(said[0], "was completed") {
+				t.Fatalf("recover: %v %q", err, said)
+			}
+			if d := sameValues(kvValues(t, ctx, kv, keys), point); d != "" {
+				t.Errorf("after recovery the keys are not the point's:\n%s", d)
+			}
+			if _, err := b.Bus.Get(ctx, "journal."+logicalModule+"."+kvLocal); !errors.Is(err, keeper.ErrNotFound) {
+				t.Errorf("journal left after recovery: %v", err)
+			}
+			if again, err := k2.Recover(ctx); err != nil || len(again) != 0 {
+				t.Errorf("second recover: %v %+v", err, again)
+			}
+		})
+	}
+}
+
+// changeKVKeys is every key changeKV leaves the bucket knowing.
+func changeKVKeys(n int) []string {
+	keys := make([]string, 0, n+10)
+	for i := range n + 10 {
+		keys = append(keys, kvKey(i))
+	}
+	return keys
+}
+
+// TestLogicalRestoreObjectStore rolls back an object store whose object a
+// was replaced, d added and b deleted after the point: each object's bytes
+// are then the point's, d is gone, c untouched; putting the aside back
+// returns the live objects.
+func TestLogicalRestoreObjectStore(t *testing.T) {
+	bytesOf := func(name string, n int) []byte {
+		out := make([]byte, n)
+		for i := range out {
+			out[i] = byte(len(name)*31 + i*7 + n)
+		}
+		return out
+	}
+	small := &jetstream.ObjectMetaOptions{ChunkSize: 1000}
+	b := testbed.New(t, testbed.WithData(func(ctx context.Context, js jetstream.JetStream) error {
+		obs, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: logicalModule + "_" + objLocal})
+		if err != nil {
+			return err
+		}
+		for _, name := range []string{"a", "b", "c"} {
+			if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name, Opts: small}, bytesReader(bytesOf(name, 2500))); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	ctx := b.Ctx
+	obs, err := b.JS.ObjectStore(ctx, logicalModule+"_"+objLocal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Keeper.SnapshotKept(ctx, pointReq(objLocal)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: "a", Opts: small}, bytesReader(bytesOf("a2", 3500))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.PutBytes(ctx, "d", bytesOf("d", 1200)); err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.Delete(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	objects := func() map[string]string {
+		out := map[string]string{}
+		for _, name := range []string{"a", "b", "c", "d"} {
+			data, err := obs.GetBytes(ctx, name)
+			switch {
+			case errors.Is(err, jetstream.ErrObjectNotFound):
+				out[name] = "(none)"
+			case err != nil:
+				t.Fatalf("get %s: %v", name, err)
+			default:
+				out[name] = fmt.Sprintf("%x", data)
+			}
+		}
+		return out
+	}
+	live := objects()
+	rep, err := b.Keeper.RestoreKept(ctx, logicalReq(objLocal))
+	if err != nil {
+		t.Fatalf("logical restore: %v", err)
+	}
+	want := map[string]string{"a": fmt.Sprintf("%x", bytesOf("a", 2500)), "b": fmt.Sprintf("%x", bytesOf("b", 2500)),
+		"c": fmt.Sprintf("%x", bytesOf("c", 2500)), "d": "(none)"}
+	if got := objects(); fmt.Sprint(got) != fmt.Sprint(want) {
+		for name := range want {
+			if got[name] != want[name] {
+				t.Errorf("object %s after the logical restore: %.40s…, want %.40s…", name, got[name], want[name])
+			}
+		}
+	}
+	if len(rep.Streams) != 1 || rep.Streams[0].Objects == nil || rep.Streams[0].Objects.Added != 1 || rep.Streams[0].Objects.Deleted != 1 || rep.Streams[0].Objects.Changed != 1 {
+		t.Errorf("reply streams: %+v, want one object store with 1 added, 1 deleted, 1 changed", rep.Streams)
+	}
+	if rep.Evidence == nil || rep.Evidence.Verdict != keeper.Pass {
+		t.Fatalf("evidence: %+v", rep.Evidence)
+	}
+	back := logicalReq(objLocal)
+	back.From = "aside/" + rep.Aside.ID
+	if _, err := b.Keeper.RestoreKept(ctx, back); err != nil {
+		t.Fatalf("putting the logical aside back: %v", err)
+	}
+	if got := objects(); fmt.Sprint(got) != fmt.Sprint(live) {
+		t.Errorf("after putting the aside back the objects are not the live ones")
+	}
+}
+
+func bytesReader(b []byte) *strings.Reader { return strings.NewReader(string(b)) }
