@@ -16,13 +16,14 @@ import (
 //   - a KV key: the source's headers and data on the key's subject; a
 //     delete marker (KV-Operation: DEL, as nats.go's Delete writes it, with
 //     no rollup) where the source had none, or a delete or purge marker;
-//   - an object: its chunks on their chunk subject, then its meta on the
-//     object's meta subject. Chunks still whole on the bus under the meta's
-//     nuid are not written again; chunks are written under the meta's own
-//     nuid when none lies there, else (a partial or other set lies there)
-//     under a new nuid the meta then names, so an object's chunk subject
-//     never holds two sets. An object absent in the source gets a delete
-//     meta as nats.go's Delete writes it: its live meta, deleted, with size,
+//   - an object: its chunks, then its meta on the object's meta subject.
+//     Chunks still on the bus under the meta's nuid are not written again
+//     (nats.go writes an object's chunks whole or purges them, and purges
+//     them whole); else they are written under a new nuid that the meta
+//     then names, so a run stopped half-way through an object's chunks
+//     leaves them under a nuid no meta names, never beside the object's. An
+//     object absent in the source gets a delete meta as nats.go's Delete
+//     writes it: its live meta, deleted, with size,
 //     chunks and digest cleared (its chunks are not purged).
 //
 // Headers that would make the server remove or refuse (Nats-Rollup, a
@@ -59,21 +60,17 @@ func (x *logicalRun) writeObject(ctx context.Context, ls *logicalStream, want *b
 		return fmt.Errorf("counting the chunks of object %s: %w", m.Name, err)
 	}
 	meta := want.Data
-	if n != m.Chunks {
+	if n == 0 && m.Chunks > 0 {
 		src := ls.chunks[cs]
 		if uint64(len(src)) != m.Chunks {
-			return fmt.Errorf("object %s has %d chunk(s) in what it is restored from, not the %d its meta names, and the bus holds %d", m.Name, len(src), m.Chunks, n)
+			return fmt.Errorf("object %s has %d chunk(s) in what it is restored from, not the %d its meta names", m.Name, len(src), m.Chunks)
 		}
-		to := cs
-		if n > 0 {
-			nuid := newNUID()
-			to = ls.chunkSubject(nuid)
-			if meta, err = withNUID(want.Data, nuid); err != nil {
-				return err
-			}
+		nuid := newNUID()
+		if meta, err = withNUID(want.Data, nuid); err != nil {
+			return err
 		}
 		for _, c := range src {
-			if _, err := x.bus.Publish(ctx, to, writableHeader(c.Header), c.Data); err != nil {
+			if _, err := x.bus.Publish(ctx, ls.chunkSubject(nuid), writableHeader(c.Header), c.Data); err != nil {
 				return fmt.Errorf("writing chunk %d of object %s: %w", c.Seq, m.Name, err)
 			}
 		}
