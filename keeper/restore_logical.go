@@ -3,7 +3,6 @@ package keeper
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sort"
 	"strings"
 
@@ -18,13 +17,16 @@ import (
 //     nothing; refused for anything but KV buckets and object stores;
 //   - restore_logical_diff.go: the keys that differ, found at the cost of
 //     what changed (the live tail after the point, the point's keys no
-//     longer live), and the values compared;
-//   - restore_logical_run.go: restoreLogical, the order of its steps: set
-//     the live values aside, write the journal, write the point's values,
-//     set the positions on other streams, the evidence and the reply;
+//     longer live), the values compared, and each stream's change;
+//   - restore_logical_run.go: restoreLogical, the order of its steps (or
+//     its dry run);
 //   - restore_logical_aside.go: the live values it overwrites, set aside;
+//   - restore_logical_begin.go: its journal written first;
+//   - restore_logical_exec.go: the run: the keys written, then the
+//     positions on other streams;
 //   - restore_logical_write.go: a key's value written as a new revision;
 //   - restore_logical_check.go: the evidence, every key read back;
+//   - restore_logical_reply.go: the reply;
 //   - restore_logical_recover.go: a run a stopped keeper left, finished.
 //
 // For each key (object) whose live value differs from the point's, the
@@ -225,60 +227,7 @@ func (pl *restorePlan) setChange(ch kept.StreamChange) {
 	pl.changes = append(pl.changes, ch)
 }
 
-// change is the stream's entry in the plan's changes: logical, and why.
-func (ls *logicalStream) change(sm *busarchive.StreamManifest) kept.StreamChange {
-	st := sm.State
-	ch := kept.StreamChange{Stream: ls.name, Kind: "kv", Method: kept.MethodLogical,
-		Then: &kept.SeqState{FirstSeq: st.FirstSeq, LastSeq: st.LastSeq, Messages: st.Msgs, Bytes: st.Bytes}}
-	kc := &kept.KeyChanges{}
-	for _, key := range ls.keys {
-		mark := "~"
-		switch {
-		case key.want == nil:
-			kc.Added++
-			mark = "+"
-		case key.live == nil || ls.deleted(key.live):
-			kc.Deleted++
-			mark = "-"
-		default:
-			kc.Changed++
-		}
-		if len(kc.Names) < maxLogicalNames {
-			kc.Names = append(kc.Names, mark+ls.keyName(key.subject))
-		} else {
-			kc.Cut = true
-		}
-	}
-	what := "keys"
-	if ls.object {
-		ch.Kind, ch.Objects, what = "object-store", kc, "objects"
-	} else {
-		ch.Keys = kc
-	}
-	ch.Why = fmt.Sprintf("logical: %s of %s %s differ, written as new revisions (revisions and times are new, not the point's); nothing is removed",
-		grouped(len(ls.keys)), grouped(ls.total), what)
-	return ch
-}
-
-// keyName is a key's name in sentences: the KV key, or the object's meta
-// subject token.
-func (ls *logicalStream) keyName(subject string) string {
-	if ls.object {
-		return strings.TrimPrefix(subject, "$O."+ls.bucket+".M.")
-	}
-	return strings.TrimPrefix(subject, "$KV."+ls.bucket+".")
-}
-
 // sortKeys orders the keys by subject.
 func sortKeys(keys []logicalKey) {
 	sort.Slice(keys, func(i, j int) bool { return keys[i].subject < keys[j].subject })
-}
-
-// grouped is n with its thousands grouped: 10,000.
-func grouped(n int) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // How a logical restore finds the keys that differ at the cost of what
@@ -301,6 +302,59 @@ func (ls *logicalStream) readValues(ctx context.Context, arch *openedArchive, sr
 		return fmt.Errorf("reading stream %s of the point again: %w", ls.name, err)
 	}
 	return nil
+}
+
+// change is the stream's entry in the plan's changes: logical, and why.
+func (ls *logicalStream) change(sm *busarchive.StreamManifest) kept.StreamChange {
+	st := sm.State
+	ch := kept.StreamChange{Stream: ls.name, Kind: "kv", Method: kept.MethodLogical,
+		Then: &kept.SeqState{FirstSeq: st.FirstSeq, LastSeq: st.LastSeq, Messages: st.Msgs, Bytes: st.Bytes}}
+	kc := &kept.KeyChanges{}
+	for _, key := range ls.keys {
+		mark := "~"
+		switch {
+		case key.want == nil:
+			kc.Added++
+			mark = "+"
+		case key.live == nil || ls.deleted(key.live):
+			kc.Deleted++
+			mark = "-"
+		default:
+			kc.Changed++
+		}
+		if len(kc.Names) < maxLogicalNames {
+			kc.Names = append(kc.Names, mark+ls.keyName(key.subject))
+		} else {
+			kc.Cut = true
+		}
+	}
+	what := "keys"
+	if ls.object {
+		ch.Kind, ch.Objects, what = "object-store", kc, "objects"
+	} else {
+		ch.Keys = kc
+	}
+	ch.Why = fmt.Sprintf("logical: %s of %s %s differ, written as new revisions (revisions and times are new, not the point's); nothing is removed",
+		grouped(len(ls.keys)), grouped(ls.total), what)
+	return ch
+}
+
+// keyName is a key's name in sentences: the KV key, or the object's meta
+// subject token.
+func (ls *logicalStream) keyName(subject string) string {
+	if ls.object {
+		return strings.TrimPrefix(subject, "$O."+ls.bucket+".M.")
+	}
+	return strings.TrimPrefix(subject, "$KV."+ls.bucket+".")
+}
+
+// grouped is n with its thousands grouped: 10,000.
+func grouped(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // insertBySeq puts m into ms, kept in rising sequence order.
