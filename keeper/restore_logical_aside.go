@@ -58,6 +58,7 @@ func (k *Keeper) setAsideLogical(ctx context.Context, r Request, pl *restorePlan
 	for i := range a.Streams {
 		a.Streams[i].Logical, a.Streams[i].Absent = true, lp.stream(a.Streams[i].Name).absent()
 	}
+	a.Format = RecordFormatTails // a keeper before it would take these values for whole streams
 	rep, err := k.checkAside(ctx, a, m)
 	if err != nil {
 		return nil, nil, err
