@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // How a restore gathers its evidence, without a read of its own where the
@@ -121,7 +122,7 @@ func (x *restoreRun) checkRestored(ctx context.Context) {
 	defer cancel()
 	began := x.now()
 	m := x.arch.Manifest()
-	if ev.Find(CheckPointVerified) == nil && x.point != nil {
+	if ev.Find(CheckPointVerified) == nil && x.point != nil && len(x.j.Restore) > 0 {
 		// A restore into absent data checked the point as it read it.
 		ev.SetCheck(pointCheck(x.point, m, nil, false))
 	}
@@ -133,7 +134,7 @@ func (x *restoreRun) checkRestored(ctx context.Context) {
 			continue
 		}
 		want := x.wantOf(s, sm)
-		f := StreamFigures{Stream: s, Want: want, Verdict: Fail}
+		f := StreamFigures{Stream: s, Method: kept.MethodFull, Want: want, Verdict: Fail}
 		si, err := x.bus.Stream(ctx, s)
 		if err != nil {
 			f.Note = "not checked: it could not be read after the restore: " + err.Error()
@@ -164,11 +165,15 @@ func (x *restoreRun) checkRestored(ctx context.Context) {
 	ev.Timed("check streams", began, x.now())
 }
 
-// wantOf is what the restored stream must hold: the point's state, with
+// wantOf is what the restored stream must hold: the point's state (a
+// composed stream's, for a delta's tail put back), with
 // its last sequence bumped where the restore kept the live one (with no
 // message, the first sequence is then one past it, as the server has it).
 func (x *restoreRun) wantOf(s string, sm *busarchive.StreamManifest) *StreamCount {
 	want := &StreamCount{Messages: sm.State.Msgs, Bytes: sm.State.Bytes, FirstSeq: sm.State.FirstSeq, LastSeq: sm.State.LastSeq}
+	if h, ok := x.composed[s]; ok { // a delta's tail put back whole (composeTail)
+		want = &StreamCount{Messages: h.Msgs, Bytes: h.Bytes, FirstSeq: h.FirstSeq, LastSeq: h.LastSeq}
+	}
 	if b := x.j.Bump[s]; b > want.LastSeq {
 		want.LastSeq = b
 		if want.Messages == 0 {

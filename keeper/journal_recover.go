@@ -28,9 +28,12 @@ func (k *Keeper) Recover(ctx context.Context) (Recovery, error) {
 	for _, j := range js {
 		var s string
 		var err error
-		if j.Aside != "" {
+		switch {
+		case j.kind() == KindLogical:
+			s, err = k.recoverLogical(ctx, j) // restore_logical_recover.go
+		case j.Aside != "":
 			s, err = k.recoverOne(ctx, j)
-		} else {
+		default:
 			s, err = k.recoverIntoAbsent(ctx, j)
 		}
 		switch {
@@ -269,6 +272,9 @@ func (k *Keeper) foundOnBus(ctx context.Context, j *journal, a *Aside, p *Point)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("looking up stream %s: %w", s, err)
+		}
+		if ds := deltaIn(j.Delta, s); ds != nil && si.LastSeq == ds.TailTo {
+			continue // a delta stream: the point holds up to its tail, the aside the tail, and nothing came since
 		}
 		if held, ok := newestHolding([]*Aside{a}, s); ok && sameState(held, si) {
 			continue // still the live stream the aside holds

@@ -24,10 +24,17 @@ func (k *Keeper) restoredReply(r Request, pl *restorePlan, aside *Aside, set []P
 		return &Reply{Said: said, Aside: aside, Dir: asideDir}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Restored %s/%s from %s: %d stream(s) restored, %d consumer position(s) set back%s",
-		r.Module, r.Local, pl.source(), len(pl.Restore), len(pl.Moves), movesSaid(pl.Moves))
-	fmt.Fprintf(&b, "; the live data as it was is set aside as %s in %s.", aside.ID, asideDir)
-	b.WriteString(pl.unplacedSaid() + pl.overridesSaid() + pl.aroundSaid())
+	fmt.Fprintf(&b, "Restored %s/%s from %s: %d stream(s) restored", r.Module, r.Local, pl.source(), len(pl.Restore))
+	if len(pl.delta) > 0 {
+		fmt.Fprintf(&b, " whole, %d rolled back by delta", len(pl.delta))
+	}
+	fmt.Fprintf(&b, ", %d consumer position(s) set back%s", len(pl.Moves), movesSaid(pl.Moves))
+	fmt.Fprintf(&b, "; the live data as it was is set aside as %s in %s", aside.ID, asideDir)
+	if len(pl.delta) > 0 {
+		b.WriteString(" (of each stream rolled back by delta, only its tail)")
+	}
+	b.WriteString(".")
+	b.WriteString(pl.methodsSaid + pl.unplacedSaid() + pl.overridesSaid() + pl.aroundSaid())
 	if c := catchUp(pl); c != "" {
 		fmt.Fprintf(&b, " The data is at form %d: run %s next.", pl.point.Form, c)
 	}

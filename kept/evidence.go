@@ -22,6 +22,7 @@ const (
 	CheckConsumers     = "consumers-set"    // each consumer is at its recorded position, its configuration unchanged
 	CheckKVKeys        = "kv-keys"          // each KV bucket has as many keys as in the point
 	CheckObjects       = "objects"          // each object store has as many objects as in the point
+	CheckLogical       = "logical-values"   // each key a logical restore wrote holds the point's value
 )
 
 // Files of an evidence report in the store, beside the aside it made, or,
@@ -106,6 +107,7 @@ type SubjectFigures struct {
 // StreamFigures is one stream of a check: what was wanted and what was got.
 type StreamFigures struct {
 	Stream  string          `json:"stream"`
+	Method  string          `json:"method,omitempty"` // streams-restored: the restore method it got (full, delta)
 	Verdict string          `json:"verdict"`
 	Want    *StreamCount    `json:"want,omitempty"`
 	Got     *StreamCount    `json:"got,omitempty"`   // nil when it could not be read (Note says why)

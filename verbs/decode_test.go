@@ -35,6 +35,8 @@ func TestDecodeRequestGood(t *testing.T) {
 			kept.Request{Module: "billing", Local: "ledger", Streams: []string{"LEDGER", "KV_billing_ledger"},
 				Consumers: []kept.PlanConsumer{{Stream: "ORDERS", Consumer: "feed"}}}},
 		{kept.VerbShowPlan, `{"module":"billing","local":"ledger"}`, kept.Request{Module: "billing", Local: "ledger"}},
+		{kept.VerbRestore, `{"module":"billing","local":"ledger","form":1,"fingerprint":"x","why":"w","method":"delta","downstream":"leave"}`,
+			kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "x", Why: "w", Method: "delta", Downstream: "leave"}},
 	}
 	for _, c := range cases {
 		got, err := DecodeRequest(c.verb, []byte(c.body))
@@ -79,6 +81,9 @@ func TestDecodeRequestRefused(t *testing.T) {
 		{"missing fingerprint", kept.VerbSnapshot, `{"module":"a","local":"b"}`},
 		{"snapshot dry-run", kept.VerbSnapshot, `{"module":"a","local":"b","fingerprint":"f","dry-run":true}`},
 		{"restore without why", kept.VerbRestore, `{"module":"a","local":"b","fingerprint":"f"}`},
+		{"unknown method", kept.VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","method":"sideways"}`},
+		{"method on snapshot", kept.VerbSnapshot, `{"module":"a","local":"b","fingerprint":"f","method":"full"}`},
+		{"downstream not leave", kept.VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","downstream":"keep"}`},
 		{"discard without why", kept.VerbDiscard, `{"from":"a.b.20260101T000000"}`},
 		{"replicas on snapshot", kept.VerbSnapshot, `{"module":"a","local":"b","fingerprint":"f","replicas":1}`},
 		{"replicas 6", kept.VerbRestore, `{"module":"a","local":"b","fingerprint":"f","why":"w","replicas":6}`},
