@@ -18,7 +18,7 @@ var requestKeys = map[string]bool{
 	"from": true, "aside-only": true, "caller": true, "why": true, "dry-run": true,
 	"keep-for": true, "policy": true, "streams": true, "consumers": true,
 	"replicas": true, "placement-cluster": true, "placement-tags": true,
-	"limit": true, "after": true,
+	"limit": true, "after": true, "method": true, "downstream": true,
 }
 
 // DecodeRequest strictly decodes one request body for verb and checks it with

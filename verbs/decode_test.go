@@ -35,6 +35,8 @@ func TestDecodeRequestGood(t *testing.T) {
 			kept.Request{Module: "billing", Local: "ledger", Streams: []string{"LEDGER", "KV_billing_ledger"},
 				Consumers: []kept.PlanConsumer{{Stream: "ORDERS", Consumer: "feed"}}}},
 		{kept.VerbShowPlan, `{"module":"billing","local":"ledger"}`, kept.Request{Module: "billing", Local: "ledger"}},
+		{kept.VerbRestore, `{"module":"billing","local":"ledger","form":1,"fingerprint":"x","why":"w","method":"delta","downstream":"leave"}`,
+			kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "x", Why: "w", Method: "delta", Downstream: "leave"}},
 	}
 	for _, c := range cases {
 		got, err := DecodeRequest(c.verb, []byte(c.body))
