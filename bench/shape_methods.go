@@ -66,22 +66,20 @@ func (r *run) methodPairs(ctx context.Context, sr *ShapeResult, m methodRun) err
 	var handFailed error
 	for i := range r.cfg.Rounds {
 		r.cfg.Log.Info("shape method pair", "shape", sr.Shape, "method", m.method, "round", i+1, "of", r.cfg.Rounds)
-		ks, why, err := r.methodRound(ctx, sr, m, m.method, m.picks, want, i)
-		if err != nil {
-			return err
-		}
-		if i == 0 {
-			sr.Notes = append(sr.Notes, fmt.Sprintf("the keeper's reply to `restore-kept` method %s gave every stream method %s in every round (round 1: %s)", m.method, m.picks, why))
-		}
-		sr.Rows[ri].Pairs.Keeper = append(sr.Rows[ri].Pairs.Keeper, ks)
 		if m.versus != "" {
-			vs, _, err := r.methodRound(ctx, sr, m, m.versus, m.versus, want, i)
+			ks, vs, err := r.versusRounds(ctx, sr, m, want, i)
 			if err != nil {
 				return err
 			}
-			sr.Rows[ri].Pairs.Nats = append(sr.Rows[ri].Pairs.Nats, vs)
+			p := &sr.Rows[ri].Pairs
+			p.Keeper, p.Nats = append(p.Keeper, ks), append(p.Nats, vs)
 			continue
 		}
+		ks, err := r.methodRound(ctx, sr, m, m.method, m.picks, want, i)
+		if err != nil {
+			return err
+		}
+		sr.Rows[ri].Pairs.Keeper = append(sr.Rows[ri].Pairs.Keeper, ks)
 		if handFailed != nil {
 			continue
 		}
@@ -120,39 +118,70 @@ func (r *run) takePoint(ctx context.Context, sr *ShapeResult, k kept, byHand boo
 	return nil
 }
 
+// versusRounds is round i of a rollback against the keeper's own with
+// another method: m.method first in even rounds, m.versus first in odd
+// ones, so that neither always comes first.
+func (r *run) versusRounds(ctx context.Context, sr *ShapeResult, m methodRun, want map[string]streamSum, i int) (Sample, Sample, error) {
+	first, second := m.method, m.versus
+	if i%2 == 1 {
+		first, second = second, first
+	}
+	a, err := r.methodRound(ctx, sr, m, first, m.pickOf(first), want, i)
+	if err != nil {
+		return Sample{}, Sample{}, err
+	}
+	b, err := r.methodRound(ctx, sr, m, second, m.pickOf(second), want, i)
+	if i%2 == 1 {
+		a, b = b, a
+	}
+	return a, b, err
+}
+
+// pickOf is the method the reply must give every stream when method is
+// asked.
+func (m methodRun) pickOf(method string) string {
+	if method == m.method {
+		return m.picks
+	}
+	return method
+}
+
 // methodRound is one timed rollback of the keeper with method, after
 // m.change: its reply must give every stream the method picks; the data is
-// checked and the aside discarded (neither timed). It returns the sample
-// and why the keeper said it picked the method of the first stream.
-func (r *run) methodRound(ctx context.Context, sr *ShapeResult, m methodRun, method, picks string, want map[string]streamSum, i int) (Sample, string, error) {
+// checked and the aside discarded (neither timed). In the first round the
+// notes get why the keeper said it picked the method of the first stream.
+func (r *run) methodRound(ctx context.Context, sr *ShapeResult, m methodRun, method, picks string, want map[string]streamSum, i int) (Sample, error) {
 	if err := m.change(ctx); err != nil {
-		return Sample{}, "", fmt.Errorf("the migration before round %d: %w", i+1, err)
+		return Sample{}, fmt.Errorf("the migration before round %d: %w", i+1, err)
 	}
 	if err := r.waitAllFiles(ctx, m.k.streams); err != nil {
-		return Sample{}, "", err
+		return Sample{}, err
 	}
 	ks, rep, err := r.keeperVerb(ctx, sr.Shape+"-keeper-"+method, m.k, func(ctx context.Context, q keeper.Request) (*keeper.Reply, error) {
 		q.Method = method
 		return r.file().client.RestoreKept(ctx, q)
 	})
 	if err != nil {
-		return Sample{}, "", fmt.Errorf("restore-kept method %s of %s/%s, round %d: %w", method, m.k.module, m.k.local, i+1, err)
+		return Sample{}, fmt.Errorf("restore-kept method %s of %s/%s, round %d: %w", method, m.k.module, m.k.local, i+1, err)
 	}
 	why, err := pickedEach(rep, m.k.streams, picks)
 	if err != nil {
-		return Sample{}, "", fmt.Errorf("restore-kept method %s, round %d: %w", method, i+1, err)
+		return Sample{}, fmt.Errorf("restore-kept method %s, round %d: %w", method, i+1, err)
 	}
 	if err := m.check(ctx, "restore-kept method "+method, want, i == 0); err != nil {
-		return Sample{}, "", fmt.Errorf("round %d: %w", i+1, err)
+		return Sample{}, fmt.Errorf("round %d: %w", i+1, err)
 	}
 	if rep.Aside != nil {
 		discard := keeperRequest("", "", 0, "")
 		discard.Why = "benchmark: the aside is not needed"
 		if _, err := r.file().client.DiscardAside(ctx, rep.Aside.ID, discard); err != nil {
-			return Sample{}, "", fmt.Errorf("discard-aside %s: %w", rep.Aside.ID, err)
+			return Sample{}, fmt.Errorf("discard-aside %s: %w", rep.Aside.ID, err)
 		}
 	}
-	return ks, why, nil
+	if i == 0 {
+		sr.Notes = append(sr.Notes, fmt.Sprintf("the keeper's reply to `restore-kept` method %s gave every stream method %s in every round (round 1: %s)", method, picks, why))
+	}
+	return ks, nil
 }
 
 // byHandRound is one rollback by hand after m.change, checked (not timed).

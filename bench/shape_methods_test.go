@@ -33,7 +33,8 @@ func TestMethodShapes(t *testing.T) {
 	}
 	for i, s := range res.Shapes {
 		if s.Shape != shapes[i] || s.Failed != "" || len(s.Rows) != 1 {
-			t.Fatalf("shape %d: %s, %d rows, failed: %q; want %s, 1 row, not failed", i, s.Shape, len(s.Rows), s.Failed, shapes[i])
+			t.Errorf("shape %d: %s, %d rows, failed: %q; want %s, 1 row, not failed", i, s.Shape, len(s.Rows), s.Failed, shapes[i])
+			continue
 		}
 		row := s.Rows[0]
 		others := 2
