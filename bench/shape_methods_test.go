@@ -206,7 +206,7 @@ func TestMethodsMarkdown(t *testing.T) {
 	}}
 	md := res.Markdown()
 	for _, want := range []string{
-		"| diff | `diff-kept` after 1.0 MiB appended | 400.0 ms (300.0–2000.0) | 1.00 s (0.00–1.00) | — | — | ≤ 1s, reported against the target | **yes** |",
+		"| diff | `diff-kept` after 1.0 MiB appended | 400.0 ms (300.0–2000.0) | 1 s (0–1), to the second | — | — | ≤ 1s, reported against the target | **yes** |",
 		"| nonprefix | auto | 10.50 s (10.00–11.00) | — | full: 10.00 s (10.00–10.00) | 1.05× (1.00–1.10) | ≤ 1.05× | **yes** |",
 		"- auto against full",
 		"| nonprefix: keeper full | 10.000 s |",

@@ -198,10 +198,7 @@ func (res *Result) methodsMarkdown(b *strings.Builder) {
 		for _, row := range s.Rows {
 			switch {
 			case row.TargetWall > 0:
-				took := "—"
-				if len(row.Took) > 0 {
-					took = secs(summarize(pickDurations(row.Took)))
-				}
+				took := tookText(row.Took)
 				target, met := fmt.Sprintf("≤ %s, reported against the target", row.TargetWall), "—"
 				if len(row.Pairs.Keeper) > 0 {
 					met = yes(summarize(pick(row.Pairs.Keeper, wall)).med <= row.TargetWall.Seconds())
@@ -225,6 +222,21 @@ func (res *Result) methodsMarkdown(b *strings.Builder) {
 	b.WriteString("| shape | operation | keeper | took | against | keeper ÷ it | target | met |\n|---|---|---|---|---|---|---|---|\n")
 	b.WriteString(strings.Join(lines, "\n"))
 	b.WriteString("\n\n")
+}
+
+// tookText is the median and spread of what the replies said a verb
+// took; said so when the reply gives it to the second only.
+func tookText(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "—"
+	}
+	st := summarize(pickDurations(ds))
+	for _, d := range ds {
+		if d%time.Second != 0 {
+			return secs(st)
+		}
+	}
+	return fmt.Sprintf("%.0f s (%.0f–%.0f), to the second", st.med, st.lo, st.hi)
 }
 
 // pickDurations is ds in seconds.
