@@ -24,6 +24,13 @@
 // (which it asks a store to hold back), the reader only ranged reads, a
 // handful for Open and one per entry after.
 //
+// One stream's snapshot can also be taken message by message:
+// ReadStreamArchive reads a stream.arc.s2 (its head, consumers and
+// messages), StreamArchiveWriter writes one the server restores as its own,
+// and BumpLastSeq raises the last sequence its head declares, so a restore
+// never lowers a stream's last sequence, rewriting only the head's s2
+// chunks (streamarc.go, streamarc_write.go, bump.go).
+//
 // The package builds on no NATS client: the server's snapshot is decoded
 // with the server module's archive package (its entry format) and s2 alone.
 //

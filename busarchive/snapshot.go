@@ -38,10 +38,11 @@ type snapDecoder struct {
 	phase         snapPhase
 	state         snapState
 	consumersLeft int
-	lastSeq       uint64 // the sequence a message must be above
-	seq           uint64 // the message just decoded
-	after         string // what was decoded last, for errors
-	buf           []byte // reused for state.json and the consumer entries
+	lastSeq       uint64          // the sequence a message must be above
+	seq           uint64          // the message just decoded
+	hdr           *archive.Header // the entry just decoded
+	after         string          // what was decoded last, for errors
+	buf           []byte          // reused for state.json and the consumer entries
 	err           error
 	// consumer, when set, is given each consumer entry to decode and check
 	// (its bytes valid for the call only), in place of the decoder's own
@@ -157,6 +158,7 @@ func (d *snapDecoder) next() (snapItem, error) {
 
 func (d *snapDecoder) step() (snapItem, error) {
 	hdr, err := d.r.Next()
+	d.hdr = hdr
 	if err != nil {
 		if d.phase == phaseState {
 			return 0, fmt.Errorf("not a NATS Server 2.15 stream snapshot: %w", err)
