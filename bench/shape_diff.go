@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
@@ -59,7 +61,7 @@ func (r *run) shapeDiff(ctx context.Context, sr *ShapeResult) error {
 			return fmt.Errorf("diff-kept, round %d: %w", i+1, err)
 		}
 		sr.Rows[ri].Pairs.Keeper = append(sr.Rows[ri].Pairs.Keeper, ks)
-		sr.Rows[ri].Took = append(sr.Rows[ri].Took, time.Duration(rep.Took))
+		sr.Rows[ri].Took = append(sr.Rows[ri].Took, replyTook(rep))
 	}
 	sr.Notes = append(sr.Notes, fmt.Sprintf("every reply of `diff-kept` counted %d messages appended to `%s` and none removed", r.tailMsgs(), stream))
 	return nil
@@ -78,4 +80,19 @@ func diffCounts(rep *keeper.Reply, stream string, appended uint64) error {
 		return nil
 	}
 	return fmt.Errorf("the reply names no stream %s (it said: %s)", stream, oneLine(rep.Said))
+}
+
+// saidTook finds the time a diff-kept's said gives to the millisecond
+// ("Compared in 0.412 s").
+var saidTook = regexp.MustCompile(`Compared in ([0-9]+(?:\.[0-9]+)?) s`)
+
+// replyTook is how long rep says the verb took: to the millisecond as its
+// said gives it, else its took (to the second).
+func replyTook(rep *keeper.Reply) time.Duration {
+	if m := saidTook.FindStringSubmatch(rep.Said); m != nil {
+		if f, err := strconv.ParseFloat(m[1], 64); err == nil {
+			return time.Duration(f * float64(time.Second)).Round(time.Millisecond)
+		}
+	}
+	return time.Duration(rep.Took)
 }
