@@ -1,0 +1,165 @@
+package jsbus_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/internal/natstest"
+	"github.com/nats-keeper/nats-keeper/internal/testbed"
+	"github.com/nats-keeper/nats-keeper/jsbus"
+	"github.com/nats-keeper/nats-keeper/keeper"
+)
+
+func TestDownstreamsFindsMirrorsAndSources(t *testing.T) {
+	b := newBus(t)
+	ctx := testCtx(t)
+	for _, cfg := range []jetstream.StreamConfig{
+		{Name: "ORDERS", Subjects: []string{"orders.>"}},
+		{Name: "PAYMENTS", Subjects: []string{"payments.>"}},
+		{Name: "ORDERS_COPY", Mirror: &jetstream.StreamSource{Name: "ORDERS"}},
+		{Name: "ALL", Sources: []*jetstream.StreamSource{{Name: "ORDERS"}, {Name: "PAYMENTS"}}},
+		{Name: "SOME", Sources: []*jetstream.StreamSource{{Name: "ORDERS", FilterSubject: "orders.eu.>"}, {Name: "ORDERS", FilterSubject: "orders.us.>"}}},
+		// ORDERS of another domain: not the one here.
+		{Name: "FAR", Sources: []*jetstream.StreamSource{{Name: "ORDERS", External: &jetstream.ExternalStream{APIPrefix: "$JS.hub.API"}}}},
+	} {
+		if _, err := b.js.CreateStream(ctx, cfg); err != nil {
+			t.Fatalf("create %s: %v", cfg.Name, err)
+		}
+	}
+	got, err := b.a.Downstreams(ctx, []string{"ORDERS"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []keeper.Downstream{
+		{Stream: "ALL", Kind: "source", Upstream: "ORDERS"},
+		{Stream: "ORDERS_COPY", Kind: "mirror", Upstream: "ORDERS"},
+		{Stream: "SOME", Kind: "source", Upstream: "ORDERS"},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("downstreams of ORDERS:\n%+v\nwant\n%+v", got, want)
+	}
+	got, err = b.a.Downstreams(ctx, []string{"PAYMENTS", "ALL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []keeper.Downstream{{Stream: "ALL", Kind: "source", Upstream: "PAYMENTS"}}; !slices.Equal(got, want) {
+		t.Fatalf("downstreams of PAYMENTS and ALL: %+v", got)
+	}
+	if got, err := b.a.Downstreams(ctx, nil); err != nil || len(got) != 0 {
+		t.Fatalf("downstreams of none: %+v, %v", got, err)
+	}
+}
+
+func TestStreamConsumersTellsOrderedFromDurable(t *testing.T) {
+	b := newBus(t)
+	ctx := testCtx(t)
+	kv, err := b.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "settings"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a", "b", "c"} {
+		if _, err := kv.Put(ctx, k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for e := range w.Updates() { // the watcher has caught up
+		if e == nil {
+			break
+		}
+	}
+	d, err := b.js.CreateConsumer(ctx, "KV_settings", jetstream.ConsumerConfig{Durable: "app", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := d.Fetch(2, jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for m := range batch.Messages() {
+		if n++; n == 1 {
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	oc, err := b.js.OrderedConsumer(ctx, "KV_settings", jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := oc.Next(jetstream.FetchMaxWait(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	eph, err := b.js.CreateConsumer(ctx, "KV_settings", jetstream.ConsumerConfig{AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.a.StreamConsumers(ctx, "KV_settings")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 {
+		t.Fatalf("consumers %+v, want 4", got)
+	}
+	byName := map[string]keeper.ConsumerBrief{}
+	var ordered int
+	for _, c := range got {
+		byName[c.Name] = c
+		if c.Ordered {
+			ordered++
+			if c.Durable {
+				t.Fatalf("%s is both durable and ordered", c.Name)
+			}
+		}
+	}
+	if c := byName["app"]; !c.Durable || c.Ordered || c.Delivered != 2 || c.AckFloor != 1 {
+		t.Fatalf("the durable is %+v, want durable, not ordered, delivered 2, ack floor 1", c)
+	}
+	if c := byName[eph.CachedInfo().Name]; c.Durable || c.Ordered {
+		t.Fatalf("the ephemeral that acks is %+v", c)
+	}
+	if ordered != 2 { // the watcher and the ordered consumer
+		t.Fatalf("%d consumers look ordered, want the KV watcher and the ordered consumer: %+v", ordered, got)
+	}
+	if oci := oc.CachedInfo(); !byName[oci.Name].Ordered {
+		t.Fatalf("the ordered consumer %s is not listed as one: %+v", oci.Name, got)
+	}
+	if _, err := b.a.StreamConsumers(ctx, "GONE"); !errors.Is(err, keeper.ErrNoStream) {
+		t.Fatalf("the consumers of a missing stream gave %v", err)
+	}
+}
+
+// TestDownstreamsInADomain: a source through the API prefix of the
+// adapter's own domain is this JetStream's stream; another domain's is not.
+func TestDownstreamsInADomain(t *testing.T) {
+	opts := natstest.Options(t.TempDir())
+	opts.JetStreamDomain = "hub"
+	tb := testbed.New(t, testbed.WithoutKeeper(), testbed.WithServer(opts),
+		testbed.WithBusOptions(jsbus.WithLogger(quiet()), jsbus.WithDomain("hub")))
+	ctx := testCtx(t)
+	for _, cfg := range []jetstream.StreamConfig{
+		{Name: "ORDERS", Subjects: []string{"orders.>"}},
+		{Name: "NEAR", Sources: []*jetstream.StreamSource{{Name: "ORDERS", External: &jetstream.ExternalStream{APIPrefix: "$JS.hub.API"}}}},
+		{Name: "FAR", Mirror: &jetstream.StreamSource{Name: "ORDERS", External: &jetstream.ExternalStream{APIPrefix: "$JS.leaf.API"}}},
+	} {
+		if _, err := tb.JS.CreateStream(ctx, cfg); err != nil {
+			t.Fatalf("create %s: %v", cfg.Name, err)
+		}
+	}
+	got, err := tb.Bus.Downstreams(ctx, []string{"ORDERS"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []keeper.Downstream{{Stream: "NEAR", Kind: "source", Upstream: "ORDERS"}}; !slices.Equal(got, want) {
+		t.Fatalf("downstreams of ORDERS in domain hub: %+v", got)
+	}
+}
