@@ -2,6 +2,7 @@ package jsbus_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -132,6 +133,22 @@ func TestStreamConsumersTellsOrderedFromDurable(t *testing.T) {
 	}
 	if oci := oc.CachedInfo(); !byName[oci.Name].Ordered {
 		t.Fatalf("the ordered consumer %s is not listed as one: %+v", oci.Name, got)
+	}
+	// A keeper's own read is not listed while it reads.
+	err = b.a.Messages(ctx, "KV_settings", 1, 1, func(keeper.Message) error {
+		during, err := b.a.StreamConsumers(ctx, "KV_settings")
+		if err == nil && !slices.Equal(during, got) {
+			err = fmt.Errorf("during a read the consumers are %+v", during)
+		}
+		if d, derr := b.a.StreamDetail(ctx, "KV_settings"); err == nil && derr != nil {
+			err = derr
+		} else if err == nil && d.Consumers != 5 {
+			err = fmt.Errorf("during a read the stream counts %d consumers, want the 4 and the read's", d.Consumers)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if _, err := b.a.StreamConsumers(ctx, "GONE"); !errors.Is(err, keeper.ErrNoStream) {
 		t.Fatalf("the consumers of a missing stream gave %v", err)

@@ -8,7 +8,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -238,5 +241,63 @@ func TestPublishReturnsTheStoredSequence(t *testing.T) {
 	}
 	if _, err = b.a.Publish(ctx, "nobody.takes.it", nil, []byte("x")); !errors.Is(err, keeper.ErrNotFound) {
 		t.Fatalf("a subject no stream takes gave %v", err)
+	}
+}
+
+// TestLastBySubjectWhileAWriterRewrites: every key is given while a writer
+// keeps rewriting keys, none older than it was when the read began, and
+// the read ends.
+func TestLastBySubjectWhileAWriterRewrites(t *testing.T) {
+	b := newBus(t)
+	ctx := testCtx(t)
+	kv, err := b.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "busy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]uint64{}
+	for i := range 200 {
+		key := fmt.Sprintf("k%d", i)
+		if before[key], err = kv.Put(ctx, key, []byte("first")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var written atomic.Int64
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := kv.Put(ctx, fmt.Sprintf("k%d", i%250), []byte("again")); err != nil {
+				t.Errorf("the writer: %v", err)
+				return
+			}
+			written.Add(1)
+		}
+	})
+	defer wg.Wait()
+	defer close(stop)
+	for written.Load() < 50 {
+		time.Sleep(time.Millisecond)
+	}
+	last := map[string]uint64{}
+	err = b.a.LastBySubject(ctx, "KV_busy", "$KV.busy.>", func(m keeper.Message) error {
+		key := strings.TrimPrefix(m.Subject, "$KV.busy.")
+		if m.Seq <= last[key] {
+			return fmt.Errorf("key %s given at #%d after #%d", key, m.Seq, last[key])
+		}
+		last[key] = m.Seq
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, rev := range before {
+		if last[key] < rev {
+			t.Fatalf("key %s was given at #%d, it was at #%d before the read", key, last[key], rev)
+		}
 	}
 }

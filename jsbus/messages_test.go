@@ -161,6 +161,10 @@ func TestMessagesReadsEachMessageAsStored(t *testing.T) {
 	if err := b.a.Messages(ctx, "NOPE", 0, 0, func(keeper.Message) error { return nil }); !errors.Is(err, keeper.ErrNoStream) {
 		t.Fatalf("a missing stream gave %v", err)
 	}
+	// The reads left no consumer behind.
+	if info, err := s.Info(ctx); err != nil || info.State.Consumers != 0 {
+		t.Fatalf("after the reads the stream has %d consumers (%v)", info.State.Consumers, err)
+	}
 }
 
 // TestMessagesStopsAtItsEndWhileAWriterAppends: the range's end holds

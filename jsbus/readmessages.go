@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
@@ -29,6 +30,12 @@ const (
 	// readIdleTries bounds those waits in a row: a consumer that delivers
 	// nothing for some 2 minutes while messages are left fails the read.
 	readIdleTries = 60
+	// readInactive is how long the server keeps a read's consumer that
+	// pulls nothing (its keeper died): the read deletes it when it ends.
+	readInactive = time.Minute
+	// readerPrefix begins the names of the reads' consumers, so that
+	// StreamConsumers can leave them out.
+	readerPrefix = "nats_keeper_read_"
 )
 
 // Messages calls fn with every live message of stream in from..to (to 0:
@@ -60,8 +67,15 @@ func (a *Adapter) Messages(ctx context.Context, stream string, from, to uint64, 
 }
 
 // LastBySubject calls fn with the last message of each subject of stream
-// matching filter, as the stream held them when the call began (a subject
-// written since is given as it was then), in stream order.
+// matching filter, in stream order: the lasts the stream held when the
+// read's consumer was made, then the messages on filter written until the
+// consumer had passed them. A subject written meanwhile is given again,
+// its later message after its earlier one: a stream that keeps one message
+// per subject (a KV bucket of history 1) removes the earlier one, which
+// the consumer then skips, and its later one was written before that, so
+// the read goes on, once it has passed the stream's last sequence as it
+// was right after its consumer was made (all the lasts it was given are at
+// or before it), to the stream's last sequence then.
 func (a *Adapter) LastBySubject(ctx context.Context, stream, filter string, fn func(keeper.Message) error) error {
 	if !validName(stream) {
 		return fmt.Errorf("jsbus: %q is not a stream name: %w", stream, keeper.ErrNoStream)
@@ -69,14 +83,7 @@ func (a *Adapter) LastBySubject(ctx context.Context, stream, filter string, fn f
 	if !validFilter(filter) {
 		return fmt.Errorf("jsbus: %q is not a subject filter, so stream %s was not read: %w", filter, stream, keeper.ErrBadRequest)
 	}
-	info, err := a.streamInfo(ctx, stream, false)
-	if err != nil {
-		return err
-	}
-	if info.State.Msgs == 0 {
-		return nil
-	}
-	r := orderedRead{stream: stream, filter: filter, end: info.State.LastSeq, cfg: jetstream.OrderedConsumerConfig{
+	r := orderedRead{stream: stream, filter: filter, endAtStart: true, extend: true, cfg: jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy, FilterSubjects: []string{filter}}}
 	if err := a.readOrdered(ctx, r, fn); err != nil {
 		return fmt.Errorf("jsbus: read the last messages of %s on stream %s: %w", filter, stream, err)
@@ -100,13 +107,17 @@ func validFilter(f string) bool {
 }
 
 // orderedRead is one read of a stream through an ordered consumer: its
-// configuration, the filter it reads (">": all), and the last stream
-// sequence it reads up to.
+// configuration, the filter it reads (">": all), the last stream sequence
+// it reads up to (endAtStart: the stream's last once the consumer is
+// made), and whether that end moves once, when reached, to the stream's
+// last sequence then (extend).
 type orderedRead struct {
-	stream string
-	filter string
-	end    uint64
-	cfg    jetstream.OrderedConsumerConfig
+	stream     string
+	filter     string
+	end        uint64
+	endAtStart bool
+	extend     bool
+	cfg        jetstream.OrderedConsumerConfig
 }
 
 // readOrdered calls fn with each message the read's consumer delivers up to
@@ -114,25 +125,54 @@ type orderedRead struct {
 // first message past it, or when the consumer says none is pending and
 // the stream confirms none is left up to the end.
 func (a *Adapter) readOrdered(ctx context.Context, r orderedRead, fn func(keeper.Message) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	r.cfg.MaxResetAttempts = 10
+	r.cfg.MaxResetAttempts, r.cfg.InactiveThreshold, r.cfg.NamePrefix = 10, readInactive, readerPrefix+nuid.Next()
 	c, err := a.js.OrderedConsumer(ctx, r.stream, r.cfg)
+	if err == nil {
+		var it jetstream.MessagesContext
+		if it, err = c.Messages(jetstream.PullMaxMessagesWithBytesLimit(msgsBatch, max(msgsBytes, 2*int(a.nc.MaxPayload())))); err == nil {
+			defer a.endRead(ctx, r.stream, c, it)
+			return a.readFrom(ctx, r, c, it, fn)
+		}
+	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return noStream(r.stream, err)
 	}
-	if err != nil {
-		return busErr(err)
+	return busErr(err)
+}
+
+// endRead stops the read's consumer and deletes it on the server, rather
+// than leave it listed among the stream's consumers until its inactive
+// threshold; a delete that fails is left to the threshold.
+func (a *Adapter) endRead(ctx context.Context, stream string, c jetstream.Consumer, it jetstream.MessagesContext) {
+	it.Stop()
+	ci := c.CachedInfo()
+	if ci == nil {
+		return
 	}
-	it, err := c.Messages(jetstream.PullMaxMessagesWithBytesLimit(msgsBatch, max(msgsBytes, 2*int(a.nc.MaxPayload()))))
-	if err != nil {
-		return busErr(err)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.attempt)
+	defer cancel()
+	if err := a.js.DeleteConsumer(ctx, stream, ci.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		a.log.Debug("the consumer of a read was not deleted; the server removes it when it has been idle a while",
+			"stream", stream, "consumer", ci.Name, "err", err)
 	}
-	defer it.Stop()
+}
+
+// readFrom is readOrdered's loop over the consumer's messages.
+func (a *Adapter) readFrom(ctx context.Context, r orderedRead, c jetstream.Consumer, it jetstream.MessagesContext, fn func(keeper.Message) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	w := headerWindow{a: a, ctx: ctx, stream: r.stream, fn: fn}
+	defer w.close()
+	if r.endAtStart {
+		info, err := a.streamInfo(ctx, r.stream, false)
+		if err != nil {
+			return err
+		}
+		r.end = info.State.LastSeq
+	}
 	var cursor uint64 // the last stream sequence delivered
 	if ci := c.CachedInfo(); ci != nil && ci.NumPending == 0 {
-		if left, err := a.leftUpTo(ctx, r, cursor); err != nil || !left {
+		if fin, err := a.finished(ctx, &r, cursor); err != nil || fin {
 			return err
 		}
 	}
@@ -145,8 +185,7 @@ func (a *Adapter) readOrdered(ctx context.Context, r orderedRead, fn func(keeper
 				return fmt.Errorf("the consumer delivered nothing after sequence %d for %d waits of %s while messages up to %d are left",
 					cursor, readIdleTries, readIdle, r.end)
 			}
-			left, err := a.leftUpTo(ctx, r, cursor)
-			if err != nil || !left {
+			if fin, err := a.finished(ctx, &r, cursor); err != nil || fin {
 				return cmpErr(err, w.drain())
 			}
 			continue
@@ -159,22 +198,52 @@ func (a *Adapter) readOrdered(ctx context.Context, r orderedRead, fn func(keeper
 		if err != nil {
 			return err
 		}
-		if md.Sequence.Stream > r.end {
-			return w.drain()
+		if md.Sequence.Stream > r.end { // the consumer has passed the end
+			if moved, err := a.extendEnd(ctx, &r); err != nil || !moved || md.Sequence.Stream > r.end {
+				return cmpErr(err, w.drain())
+			}
 		}
 		cursor = md.Sequence.Stream
 		if err := w.push(m, md); err != nil {
 			return err
 		}
-		if cursor == r.end {
-			return w.drain()
-		}
-		if md.NumPending == 0 {
-			if left, err := a.leftUpTo(ctx, r, cursor); err != nil || !left {
+		if cursor == r.end || md.NumPending == 0 {
+			if fin, err := a.finished(ctx, &r, cursor); err != nil || fin {
 				return cmpErr(err, w.drain())
 			}
 		}
 	}
+}
+
+// finished reports whether the read has nothing left after cursor: no
+// message on its filter up to its end, nor, for a read that extends its
+// end once, up to the end moved.
+func (a *Adapter) finished(ctx context.Context, r *orderedRead, cursor uint64) (bool, error) {
+	for {
+		if cursor < r.end {
+			if left, err := a.leftUpTo(ctx, *r, cursor); err != nil || left {
+				return false, err
+			}
+		}
+		if moved, err := a.extendEnd(ctx, r); err != nil || !moved {
+			return err == nil, err
+		}
+	}
+}
+
+// extendEnd moves the end of a read that extends it once to the stream's
+// last sequence now, and reports whether it moved.
+func (a *Adapter) extendEnd(ctx context.Context, r *orderedRead) (bool, error) {
+	if !r.extend {
+		return false, nil
+	}
+	r.extend = false
+	info, err := a.streamInfo(ctx, r.stream, false)
+	if err != nil || info.State.LastSeq <= r.end {
+		return false, err
+	}
+	r.end = info.State.LastSeq
+	return true, nil
 }
 
 // cmpErr is the first error that is not nil.

@@ -14,6 +14,8 @@ import (
 // by name, with the stream sequences it last delivered and has acknowledged
 // up to, or returns an error wrapping keeper.ErrNoStream. A consumer that
 // did not answer the list (no leader, or offline) is listed by name alone.
+// The consumers of a keeper's own reads (Messages, LastBySubject) are left
+// out.
 func (a *Adapter) StreamConsumers(ctx context.Context, stream string) ([]keeper.ConsumerBrief, error) {
 	if !validName(stream) {
 		return nil, fmt.Errorf("jsbus: %q is not a stream name: %w", stream, keeper.ErrNoStream)
@@ -27,6 +29,9 @@ func (a *Adapter) StreamConsumers(ctx context.Context, stream string) ([]keeper.
 	}
 	out := make([]keeper.ConsumerBrief, 0, len(cs)+len(missing))
 	for _, c := range cs {
+		if strings.HasPrefix(c.Name, readerPrefix) && !durable(c.Config) { // a keeper's own read
+			continue
+		}
 		out = append(out, keeper.ConsumerBrief{Name: c.Name, Durable: durable(c.Config), Ordered: looksOrdered(c.Config),
 			Delivered: c.Delivered.Stream, AckFloor: c.AckFloor.Stream})
 	}

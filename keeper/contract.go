@@ -91,6 +91,7 @@ const (
 	ReasonRestore       = kept.ReasonRestore
 	ReplySample         = kept.ReplySample
 	ScheduledPrefix     = kept.ScheduledPrefix
+	VerbDiff            = kept.VerbDiff
 	VerbDiscard         = kept.VerbDiscard
 	VerbDiscardPoint    = kept.VerbDiscardPoint
 	VerbImport          = kept.VerbImport

@@ -21,6 +21,7 @@ var handlers = map[string]func(*Keeper, context.Context, Request) (*Reply, error
 	kept.VerbRemovePlan:   (*Keeper).RemovePlan,
 	kept.VerbShowEvidence: (*Keeper).ShowEvidence,
 	kept.VerbDiscardPoint: (*Keeper).DiscardPoint,
+	kept.VerbDiff:         (*Keeper).DiffKept,
 }
 
 // Handle runs the verb named verb on r: the one entry the service calls

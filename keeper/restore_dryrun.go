@@ -4,14 +4,44 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
-// dryRun replies with the plan and records it; nothing was changed.
+// dryRun replies with the plan and records it; nothing was changed. Its
+// Streams say, per stream of the point, what the live data changed since
+// it (and, once the methods are planned, the method each gets and why).
 func (k *Keeper) dryRun(ctx context.Context, act Act, r Request, pl *restorePlan) (*Reply, error) {
 	said := pl.said(r)
+	streams, diffSaid := k.dryRunChanges(ctx, pl)
+	said += diffSaid
 	act.What, act.Outcome = said, "planned"
 	k.record(ctx, act)
-	return &Reply{Said: said, Plan: &pl.RestorePlan, Positions: pl.Reposition, Moves: pl.Moves, CatchUp: catchUp(pl)}, nil
+	return &Reply{Said: said, Plan: &pl.RestorePlan, Positions: pl.Reposition, Moves: pl.Moves, CatchUp: catchUp(pl), Streams: streams}, nil
+}
+
+// dryRunLimit bounds each list of names and sequences a dry run's streams
+// show; diff-kept gives them all.
+const dryRunLimit = kept.ReplySample
+
+// dryRunChanges is the dry run's streams: the plan's changes when the
+// methods were planned, else, when the point and live data exist, the
+// diff of each stream of the point against the live one; and a sentence
+// of their totals. A diff that fails is said, and fails nothing.
+func (k *Keeper) dryRunChanges(ctx context.Context, pl *restorePlan) ([]kept.StreamChange, string) {
+	changes := pl.changes
+	if len(changes) == 0 && pl.point != nil && pl.arch != nil && len(pl.live) > 0 {
+		ds, err := k.diffStreams(ctx, pl.point, pl.arch, dryRunLimit)
+		if err != nil {
+			k.log.Warn("restore dry run: the diff against the live data failed", "point", sourceName(pl.point), "err", err)
+			return nil, fmt.Sprintf(" What the live data changed since the point could not be read: %v.", err)
+		}
+		changes = changesOf(ds)
+	}
+	if len(changes) == 0 {
+		return nil, ""
+	}
+	return changes, fmt.Sprintf(" Since the point, the live data has %s.", kept.TotalsOf(changes))
 }
 
 // said is the reply of a dry run: what the restore would do.

@@ -148,7 +148,7 @@ func CheckFields(verb string, r Request) error {
 			return Errorf(ErrBadRequest, "%s takes no %s; only %s", verb, o.what, takers(o.field))
 		}
 		if o.check != nil {
-			if err := o.check(r); err != nil {
+			if err := o.check(verb, r); err != nil {
 				return err
 			}
 		}
@@ -166,21 +166,36 @@ var optional = [...]struct {
 	field Takes
 	what  string
 	set   func(Request) bool
-	check func(Request) error
+	check func(verb string, r Request) error // verb: the verb the request is of
 }{
 	{TakesAsideOnly, "aside-only", func(r Request) bool { return r.AsideOnly }, nil},
 	{TakesDryRun, "dry-run", func(r Request) bool { return r.DryRun }, nil},
-	{TakesKeepFor, "keep-for", func(r Request) bool { return r.KeepFor != 0 }, func(r Request) error {
+	{TakesKeepFor, "keep-for", func(r Request) bool { return r.KeepFor != 0 }, func(_ string, r Request) error {
 		if r.KeepFor < 0 {
 			return Errorf(ErrBadRequest, "keep-for %s is negative", r.KeepFor)
 		}
 		return nil
 	}},
-	{TakesOverrides, "replicas, placement-cluster or placement-tags", func(r Request) bool { return OverridesOf(r) != nil }, checkOverrides},
-	{TakesPage, "limit or after", func(r Request) bool { return r.Limit != 0 || r.After != "" }, checkListPage},
+	{TakesOverrides, "replicas, placement-cluster or placement-tags", func(r Request) bool { return OverridesOf(r) != nil }, anyVerb(checkOverrides)},
+	{TakesPage, "limit or after", func(r Request) bool { return r.Limit != 0 || r.After != "" }, checkPage},
 	{TakesPolicy, "policy", func(r Request) bool { return r.Policy != nil }, nil},
 	{TakesPlan, "streams or consumers", func(r Request) bool { return r.Streams != nil || r.Consumers != nil }, nil},
-	{TakesMethod, "method or downstream", func(r Request) bool { return r.Method != "" || r.Downstream != "" }, checkMethod},
+	{TakesMethod, "method or downstream", func(r Request) bool { return r.Method != "" || r.Downstream != "" }, anyVerb(checkMethod)},
+}
+
+// anyVerb is check as the rule of an optional field, the same for every
+// verb that takes it.
+func anyVerb(check func(Request) error) func(string, Request) error {
+	return func(_ string, r Request) error { return check(r) }
+}
+
+// checkPage checks limit and after, each verb that pages by its own rule:
+// diff-kept's (checkDiffPage), else list-kept's (checkListPage).
+func checkPage(verb string, r Request) error {
+	if verb == VerbDiff {
+		return checkDiffPage(r)
+	}
+	return checkListPage(r)
 }
 
 // takers says which verbs take field: "restore-kept does", "restore-kept

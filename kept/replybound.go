@@ -72,14 +72,22 @@ func BoundReply(verb string, rep *Reply, max int) *Reply {
 		keep     int
 		listings bool
 	}{{ReplySample, false}, {ReplySample, true}, {0, true}} {
-		cut := cutReply(rep, pass.keep, pass.listings)
+		cut := cutReply(verb, rep, pass.keep, pass.listings)
 		cut.Cut.Bytes, cut.Cut.Max = size, max
 		cut.Said = rep.Said + " " + cutSentence(cut.Cut)
 		if b, err := json.Marshal(cut); err == nil && len(b) <= max {
 			return cut
 		}
 	}
-	return ShortReply(verb, rep, size, max, fmt.Errorf("its lists alone are over the bound"))
+	short := ShortReply(verb, rep, size, max, fmt.Errorf("its lists alone are over the bound"))
+	if verb == VerbDiff {
+		// None of the page's names is shown: the next page begins
+		// where this one did.
+		if _, resume, _, _ := cutStreams(rep.Streams, 0, func(string, int) int { return 0 }); resume != nil {
+			short.Next = resume.String()
+		}
+	}
+	return short
 }
 
 // ReplySize is len(json.Marshal(rep)), with the positions of rep, of its
@@ -134,10 +142,11 @@ func ShortReply(verb string, rep *Reply, size, max int, why error) *Reply {
 	return short
 }
 
-// cutReply copies rep with every long list of positions, moves and
-// figures cut to its first keep entries, with listings (points, asides,
-// pruned, totals, waiting) too, and Cut listing what was cut.
-func cutReply(rep *Reply, keep int, listings bool) *Reply {
+// cutReply copies rep, the reply of verb, with every long list of
+// positions, moves, consumers and figures cut to its first keep entries,
+// with listings (points, asides, pruned, totals, waiting, the streams'
+// names and sequences) too, and Cut listing what was cut.
+func cutReply(verb string, rep *Reply, keep int, listings bool) *Reply {
 	c := *rep
 	cut := &ReplyCut{Where: where(rep)}
 	list := func(name string, n int) int {
@@ -149,7 +158,14 @@ func cutReply(rep *Reply, keep int, listings bool) *Reply {
 	}
 	c.Positions = c.Positions[:list("positions", len(c.Positions))]
 	c.Moves = c.Moves[:list("moves", len(c.Moves))]
+	c.Consumers = c.Consumers[:list("consumers", len(c.Consumers))]
+	var resume *DiffCursor
 	if listings {
+		var inAll, shown int
+		c.Streams, resume, inAll, shown = cutStreams(c.Streams, keep, list)
+		if shown < inAll {
+			cut.Lists = append(cut.Lists, CutList{Name: "streams.names", Total: inAll, Shown: shown})
+		}
 		c.Points = c.Points[:list("points", len(c.Points))]
 		c.Asides = c.Asides[:list("asides", len(c.Asides))]
 		c.Pruned = c.Pruned[:list("pruned", len(c.Pruned))]
@@ -209,6 +225,9 @@ func cutReply(rep *Reply, keep int, listings bool) *Reply {
 	}
 	c.Cut = cut
 	c.Next = listResume(rep, &c)
+	if verb == VerbDiff && resume != nil {
+		c.Next = resume.String()
+	}
 	return &c
 }
 
@@ -254,6 +273,9 @@ func where(rep *Reply) string {
 	}
 	if len(rep.Pruned) > 0 {
 		at = append(at, "the acts stream records what prune-kept removed")
+	}
+	if len(rep.Streams) > 0 {
+		at = append(at, "the counts are whole, and diff-kept gives every name and sequence in pages (ask again with after set to next, or a smaller limit)")
 	}
 	if len(at) == 0 {
 		return "the keeper's log and acts record the verb"

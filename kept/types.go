@@ -40,7 +40,9 @@ type Request struct {
 	// Limit and After, for list-kept, ask for one page: at most Limit
 	// points and asides (0: DefaultListLimit; at most MaxListLimit), those
 	// after the cursor After (the Next of the page before; "": from the
-	// first).
+	// first). For diff-kept, Limit bounds each list of names and
+	// sequences (0: DefaultDiffLimit; at most MaxDiffLimit) and After is
+	// a DiffCursor's text (see diff.go).
 	Limit int    `json:"limit,omitempty"`
 	After string `json:"after,omitempty"`
 	// Method, for restore-kept, is the restore method: auto (the
@@ -141,7 +143,8 @@ type Reply struct {
 	// Consumers is diff-kept's: each of the module's consumers, its
 	// position at the point and now.
 	Consumers []ConsumerChange `json:"consumers,omitempty"`
-	// Took is how long the verb took (diff-kept).
+	// Took is how long the verb took (diff-kept), to the nearest second
+	// (its Said gives it to the millisecond).
 	Took Duration `json:"took,omitempty"`
 }
 

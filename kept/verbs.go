@@ -74,7 +74,7 @@ func (v Verb) Heavy(dryRun bool) bool {
 }
 
 // verbs is the table of verbs, in the order the contract gives them, then
-// prune-kept, the plan verbs, show-evidence and discard-point. Each entry's
+// prune-kept, the plan verbs, show-evidence, discard-point and diff-kept. Each entry's
 // request check is beside it.
 var verbs = [...]Verb{
 	{Name: VerbSnapshot, Doc: "take a restore point", Weight: Heavy, Writes: true, Takes: TakesKeepFor,
@@ -125,6 +125,7 @@ var verbs = [...]Verb{
 			}
 			return needPoint(r)
 		}},
+	{Name: VerbDiff, Doc: "what the live data changed since a point", Takes: TakesPage, check: checkDiff},
 }
 
 // importVerb is import-kept: no verb on the wire, checked as snapshot-kept.
@@ -133,7 +134,7 @@ var importVerb = Verb{Name: VerbImport,
 
 // Verbs is the table of the verbs a service answers, one endpoint each, in
 // the order the contract gives them, then prune-kept, the plan verbs,
-// show-evidence and discard-point. Each call returns a new slice.
+// show-evidence, discard-point and diff-kept. Each call returns a new slice.
 func Verbs() []Verb { return append([]Verb(nil), verbs[:]...) }
 
 // VerbNames is the names of Verbs, in their order. Each call returns a new

@@ -208,6 +208,15 @@ func (c *Client) VerifyKept(ctx context.Context, r kept.Request) (*kept.Reply, e
 	return c.Do(ctx, kept.VerbVerify, r)
 }
 
+// DiffKept says what the live kept data r.Module/r.Local gained, lost and
+// changed since the point r names (r.Form and r.Fingerprint, or r.From):
+// per stream, per key or object, per consumer. The counts are whole; the
+// names and sequences come in pages of at most r.Limit entries a list:
+// ask again with r.After set to the reply's Next until it is empty.
+func (c *Client) DiffKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
+	return c.Do(ctx, kept.VerbDiff, r)
+}
+
 // Do sends r to <prefix>.<verb> and decodes the reply.
 func (c *Client) Do(ctx context.Context, verb string, r kept.Request) (*kept.Reply, error) {
 	body, err := json.Marshal(r)

@@ -33,6 +33,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"module":"a","local":"b","why":"w","aside_only":true}`, `{"module":"a","local":"b","keep_for":"1h"}`,
 		`{"module":"a","local":"b","why":"w","placement_tags":["t"],"placement-cluster":"c"}`,
 		`{"module":"a","local":"b","policy":{"keep_last":1}}`, `{"module":"a","local":"b","policy":{"keep-last":1,"time_zone":"UTC"}}`,
+		`{"module":"a","local":"b","fingerprint":"f","limit":5,"after":"KV_a_b/keys/dXNlci4x"}`, `{"module":"a","local":"b","from":"aside/a.b.20260101T000000","after":"S/appended/"}`,
 	} {
 		for _, v := range Verbs() {
 			f.Add(v, []byte(s))

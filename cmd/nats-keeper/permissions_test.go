@@ -132,6 +132,9 @@ func TestReadmePermissions(t *testing.T) {
 	if ev, err := vc.ShowEvidence(ctx, kept.Request{From: asideID}); err != nil || ev.Evidence == nil || ev.Evidence.Verdict != kept.Pass {
 		t.Fatalf("show-evidence as the viewer: %+v, %v", ev, err)
 	}
+	if d, err := vc.DiffKept(ctx, kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "f"}); err != nil || len(d.Streams) != 3 {
+		t.Fatalf("diff-kept as the viewer: %+v, %v", d, err)
+	}
 	// The server refuses the changing verbs: the viewer's publish is a
 	// permissions violation reported to its error handler, and the keeper
 	// never counts the request.
