@@ -13,13 +13,8 @@ import (
 // The diff shape (issue 40): diff-kept of a stream of cfg.Size bytes whose
 // point was taken before a migration appended tailBytes. It has no CLI side:
 // its time is reported against the target.
-const (
-	// verbDiff is diff-kept's name on the wire (kept.VerbDiff once it
-	// lands on main).
-	verbDiff = "diff-kept"
-	// diffTarget is the most diff-kept may take, from request to reply.
-	diffTarget = time.Second
-)
+// diffTarget is the most diff-kept may take, from request to reply.
+const diffTarget = time.Second
 
 // shapeDiff: one stream of cfg.Size random bytes with a durable consumer,
 // its point (not timed), tailBytes appended (not timed), then diff-kept in
@@ -52,7 +47,7 @@ func (r *run) shapeDiff(ctx context.Context, sr *ShapeResult) error {
 		ks, rep, err := r.keeperOp(ctx, r.file(), sr.Shape+"-keeper-diff", func(ctx context.Context) (*keeper.Reply, error) {
 			vctx, cancel := context.WithTimeout(ctx, k.verbWait())
 			defer cancel()
-			return r.file().client.Do(vctx, verbDiff, q)
+			return r.file().client.DiffKept(vctx, q)
 		})
 		if err != nil {
 			return fmt.Errorf("diff-kept of %s/%s, round %d: %w", k.module, k.local, i+1, err)
