@@ -44,7 +44,9 @@ func (e *bigEnv) req(extra map[string]any) map[string]any {
 }
 
 func (e *bigEnv) restoreBody(why string) []byte {
-	b, _ := json.Marshal(e.req(map[string]any{"form": 1, "fingerprint": "before", "why": why}))
+	// The full method, whose every step these tests stop at (auto would roll
+	// the plain stream, appended to, back by delta: deltakill_test.go).
+	b, _ := json.Marshal(e.req(map[string]any{"form": 1, "fingerprint": "before", "why": why, "method": "full"}))
 	return b
 }
 
@@ -84,7 +86,7 @@ func TestBigData(t *testing.T) {
 	verifyArchive(t, filepath.Join(e.dir, "points", e.module, e.local, "f1-before"))
 
 	// The order of removal and restore, from a dry run.
-	dry := mustCall(t, e.nc, "restore-kept", e.req(map[string]any{"form": 1, "fingerprint": "before", "why": "plan", "dry-run": true}))
+	dry := mustCall(t, e.nc, "restore-kept", e.req(map[string]any{"form": 1, "fingerprint": "before", "why": "plan", "dry-run": true, "method": "full"}))
 	plan, _ := dry.Body["plan"].(map[string]any)
 	e.order.remove = append(e.order.remove, asStrings(plan["remove"])...)
 	e.order.restore = append(e.order.restore, asStrings(plan["restore"])...)
@@ -538,7 +540,7 @@ func (e *bigEnv) expectWhole(t *testing.T, k *keeperProc, live state, before []s
 }
 
 func (e *bigEnv) restoreDry() []byte {
-	b, _ := json.Marshal(e.req(map[string]any{"form": 1, "fingerprint": "before", "why": "plan", "dry-run": true}))
+	b, _ := json.Marshal(e.req(map[string]any{"form": 1, "fingerprint": "before", "why": "plan", "dry-run": true, "method": "full"}))
 	return b
 }
 
@@ -558,7 +560,7 @@ func (e *bigEnv) ensureWhole(t *testing.T) {
 	t.Logf("an earlier failure left the kept data broken; restoring the point first")
 	k := startKeeper(t, e.srv.url(), e.dir, e.home)
 	waitKeepers(t, e.nc, 1, k)
-	mustCall(t, e.nc, "restore-kept", e.req(map[string]any{"form": 1, "fingerprint": "before", "why": "repair after a failed subtest"}))
+	mustCall(t, e.nc, "restore-kept", e.req(map[string]any{"form": 1, "fingerprint": "before", "why": "repair after a failed subtest", "method": "full"}))
 	k.p.stop(t, syscall.SIGTERM, 2*time.Minute)
 }
 

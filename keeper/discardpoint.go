@@ -33,6 +33,14 @@ func (k *Keeper) DiscardPoint(ctx context.Context, r Request) (*Reply, error) {
 	if err := k.pointNeeded(ctx, name, rel); err != nil {
 		return nil, err
 	}
+	bases, err := k.tailBases(ctx, r.Module, r.Local)
+	if err != nil {
+		return nil, Errorf(ErrConflict, "discard-point refused: %v, so whether an aside needs restore point %s cannot be told, and nothing was removed", err, name)
+	}
+	if id, ok := bases[rel]; ok {
+		return nil, Errorf(ErrConflict, "discard-point refused: aside %s holds the messages of a stream after restore point %s (a delta restore set only its tail aside), "+
+			"and putting it back needs that point; discard that aside first if it is not wanted, so nothing was removed", id, name)
+	}
 	p, err := k.pointToDiscard(ctx, r, name, rel)
 	if err != nil {
 		return nil, err

@@ -34,13 +34,28 @@ type env struct {
 	dir   string
 	names sample.Names
 	bed   *testbed.Bed
+	// autoFull: the keepers of this env pick full for auto (newEnv).
+	autoFull bool
 }
 
 type envOption func(*keeper.Config)
 
 // newEnv is the test bed with the sample kept data made on its bus before
 // the keeper opens; opts change the keeper's config.
+//
+// Its keeper's auto method picks full for every stream (AutoPicksFull):
+// the tests written before the restore methods test the full method's
+// exact results. newAutoEnv's picks as a keeper does.
 func newEnv(t *testing.T, opts ...envOption) *env {
+	t.Helper()
+	e := newAutoEnv(t, opts...)
+	keeper.AutoPicksFull(e.k)
+	e.autoFull = true
+	return e
+}
+
+// newAutoEnv is newEnv whose keeper's auto method picks as a keeper does.
+func newAutoEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
 	version := func(c *keeper.Config) { c.Version = "test" }
 	b := testbed.New(t, testbed.WithConfig(version), testbed.WithConfig(configs(opts)...), testbed.WithData(func(ctx context.Context, js jetstream.JetStream) error {
@@ -62,12 +77,20 @@ func configs(opts []envOption) []func(*keeper.Config) {
 // as a keeper started again (or a second one) would. opts change its
 // config as newEnv's do (a test on the keeper's clock passes the same one).
 func (e *env) keeperOn(dir string, opts ...envOption) (*keeper.Keeper, error) {
-	return e.bed.KeeperOn(dir, testbed.WithConfig(configs(opts)...))
+	k, err := e.bed.KeeperOn(dir, testbed.WithConfig(configs(opts)...))
+	if err == nil && e.autoFull {
+		keeper.AutoPicksFull(k)
+	}
+	return k, err
 }
 
 // keeperOnStore is keeperOn with the store st.
 func (e *env) keeperOnStore(st store.Store, opts ...envOption) (*keeper.Keeper, error) {
-	return e.bed.KeeperWith(st, testbed.WithConfig(configs(opts)...))
+	k, err := e.bed.KeeperWith(st, testbed.WithConfig(configs(opts)...))
+	if err == nil && e.autoFull {
+		keeper.AutoPicksFull(k)
+	}
+	return k, err
 }
 
 // fileStore is the file store in dir, closed when the test ends.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/kept"
 )
 
 // How a restore gathers its evidence, without a read of its own where the
@@ -121,7 +122,7 @@ func (x *restoreRun) checkRestored(ctx context.Context) {
 	defer cancel()
 	began := x.now()
 	m := x.arch.Manifest()
-	if ev.Find(CheckPointVerified) == nil && x.point != nil {
+	if ev.Find(CheckPointVerified) == nil && x.point != nil && len(x.j.Restore) > 0 {
 		// A restore into absent data checked the point as it read it.
 		ev.SetCheck(pointCheck(x.point, m, nil, false))
 	}
@@ -133,7 +134,10 @@ func (x *restoreRun) checkRestored(ctx context.Context) {
 			continue
 		}
 		want := &StreamCount{Messages: sm.State.Msgs, Bytes: sm.State.Bytes, FirstSeq: sm.State.FirstSeq, LastSeq: sm.State.LastSeq}
-		f := StreamFigures{Stream: s, Want: want, Verdict: Fail}
+		if h, ok := x.composed[s]; ok {
+			want = &StreamCount{Messages: h.Msgs, Bytes: h.Bytes, FirstSeq: h.FirstSeq, LastSeq: h.LastSeq}
+		}
+		f := StreamFigures{Stream: s, Method: kept.MethodFull, Want: want, Verdict: Fail}
 		si, err := x.bus.Stream(ctx, s)
 		if err != nil {
 			f.Note = "not checked: it could not be read after the restore: " + err.Error()

@@ -8,6 +8,11 @@ import (
 	"github.com/nats-keeper/nats-keeper/keeper/spool"
 )
 
+// AutoPicksFull makes k's auto method pick full for every stream, as a
+// restore did before the methods: the tests written before them test the
+// full method's exact results; restore_delta_test.go tests auto's picks.
+func AutoPicksFull(k *Keeper) { k.autoFull = true }
+
 // SetSpoolMemory gives k's snapshot spools a budget of bytes in chunks of
 // chunk bytes, so that tests with small data reach the spool's file; a
 // spool at the head then spills at once instead of waiting for its reader

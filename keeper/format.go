@@ -23,6 +23,16 @@ const (
 	// RecordFormat is the format of the point, aside and plan records this
 	// keeper writes, and the highest it reads.
 	RecordFormat = 1
+
+	// JournalFormatDelta is the format of a journal whose restore rolls
+	// streams back by the delta method, and RecordFormatTails of an
+	// aside's record that holds a tail of one (StreamSum.Base): a keeper
+	// before them would misread either (carry a delta's journal on as a
+	// full restore's, put a tail back as a whole stream), so they are
+	// written only then, and every other journal and record keeps format
+	// 1. This keeper reads up to them.
+	JournalFormatDelta = 2
+	RecordFormatTails  = 2
 )
 
 // FormatError is a journal or record written by a newer keeper in a format

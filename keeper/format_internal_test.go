@@ -23,24 +23,24 @@ func TestFormatWrittenAndRefused(t *testing.T) {
 		}
 	}
 
-	newer := []byte(`{"module":"billing","local":"ledger","format":2,"written-by":"1.4.0","step":"restore","reposition":[]}`)
+	newer := []byte(`{"module":"billing","local":"ledger","format":3,"written-by":"1.4.0","step":"restore","reposition":[]}`)
 	err := decodeJournal(newer, &j)
 	var fe *FormatError
-	if !errors.As(err, &fe) || fe.Format != 2 || fe.Reads != JournalFormat || KindOf(err) != ErrConflict {
-		t.Fatalf("a journal of format 2: %v (kind %v)", err, KindOf(err))
+	if !errors.As(err, &fe) || fe.Format != 3 || fe.Reads != JournalFormatDelta || KindOf(err) != ErrConflict {
+		t.Fatalf("a journal of format 3: %v (kind %v)", err, KindOf(err))
 	}
-	want := "a restore journal in the index was written by a newer keeper (format 2, this keeper reads up to 1); run nats-keeper 1.4.0 or newer"
+	want := "a restore journal in the index was written by a newer keeper (format 3, this keeper reads up to 2); run nats-keeper 1.4.0 or newer"
 	if err.Error() != want {
 		t.Fatalf("said %q, want %q", err, want)
 	}
 	var p Point
 	err = decodeRecord("index record point.billing.ledger.3.f1", []byte(`{"module":"billing","format":7}`), &p)
-	want = "index record point.billing.ledger.3.f1 was written by a newer keeper (format 7, this keeper reads up to 1); run a newer nats-keeper (one that reads format 7)"
+	want = "index record point.billing.ledger.3.f1 was written by a newer keeper (format 7, this keeper reads up to 2); run a newer nats-keeper (one that reads format 7)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("a record of format 7 without its writer: %v, want %q", err, want)
 	}
 	// The writer's version is outside input: repeated only when it reads as one.
-	err = decodeRecord("a record", []byte(`{"format":2,"written-by":"1.0; rm -rf /"}`), &p)
+	err = decodeRecord("a record", []byte(`{"format":3,"written-by":"1.0; rm -rf /"}`), &p)
 	if err == nil || strings.Contains(err.Error(), "rm -rf") {
 		t.Fatalf("a record naming a writer that is no version: %v", err)
 	}
@@ -62,12 +62,12 @@ func FuzzCheckFormat(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		err := checkFormat("a record", data, RecordFormat)
+		err := checkFormat("a record", data, RecordFormatTails)
 		if err == nil {
 			return
 		}
 		var fe *FormatError
-		if !errors.As(err, &fe) || fe.Format <= RecordFormat || KindOf(err) != ErrConflict {
+		if !errors.As(err, &fe) || fe.Format <= RecordFormatTails || KindOf(err) != ErrConflict {
 			t.Fatalf("refused with %v", err)
 		}
 		if fe.WrittenBy != "" && (len(fe.WrittenBy) > maxVersionText || !plainVersion(fe.WrittenBy)) {

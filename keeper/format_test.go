@@ -18,13 +18,13 @@ import (
 func TestNewerFormatHoldsBackOnlyItsOwn(t *testing.T) {
 	e := newEnv(t)
 	e.snapshot(1, "f1")
-	newer := `{"module":"` + module + `","local":"` + local + `","aside":"x","point":"points/x","format":2,"written-by":"2.0.0","step":"restore","reposition":[]}`
+	newer := `{"module":"` + module + `","local":"` + local + `","aside":"x","point":"points/x","format":3,"written-by":"2.0.0","step":"restore","reposition":[]}`
 	if err := e.bus.Put(e.ctx, "journal."+module+"."+local, []byte(newer)); err != nil {
 		t.Fatal(err)
 	}
 	r := req(1, "f1")
 	_, err := e.k.RestoreKept(e.ctx, r)
-	want := "restore journal journal." + module + "." + local + " was written by a newer keeper (format 2, this keeper reads up to 1); run nats-keeper 2.0.0 or newer"
+	want := "restore journal journal." + module + "." + local + " was written by a newer keeper (format 3, this keeper reads up to 2); run nats-keeper 2.0.0 or newer"
 	if !errors.Is(err, keeper.ErrConflict) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("restore under a newer journal: %v\nwant it to say %q", err, want)
 	}
@@ -36,11 +36,11 @@ func TestNewerFormatHoldsBackOnlyItsOwn(t *testing.T) {
 	if rep, err := e.k.ListKept(e.ctx, keeper.Request{}); err != nil || len(rep.Points) != 1 {
 		t.Fatalf("list-kept beside a newer journal: %+v, %v", rep, err)
 	}
-	if err := e.bus.Put(e.ctx, "plan.other.data", []byte(`{"module":"other","local":"data","streams":["X"],"format":3}`)); err != nil {
+	if err := e.bus.Put(e.ctx, "plan.other.data", []byte(`{"module":"other","local":"data","streams":["X"],"format":4}`)); err != nil {
 		t.Fatal(err)
 	}
 	_, err = e.k.ShowPlan(e.ctx, keeper.Request{Module: "other", Local: "data"})
-	if !errors.Is(err, keeper.ErrConflict) || !strings.Contains(err.Error(), "(format 3, this keeper reads up to 1); run a newer nats-keeper") {
+	if !errors.Is(err, keeper.ErrConflict) || !strings.Contains(err.Error(), "(format 4, this keeper reads up to 2); run a newer nats-keeper") {
 		t.Fatalf("show-plan of a newer plan: %v", err)
 	}
 }
@@ -60,7 +60,7 @@ func TestRebuildLeavesANewerFormatAlone(t *testing.T) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatal(err)
 	}
-	m["format"], m["written-by"] = 2, "2.0.0"
+	m["format"], m["written-by"] = 3, "2.0.0"
 	if raw, err = json.Marshal(m); err != nil {
 		t.Fatal(err)
 	}

@@ -46,8 +46,12 @@ type journal struct {
 	// Format is the journal's format (JournalFormat when written; 0 in
 	// journals of keepers before formats, read as 1), and WrittenBy the
 	// version of the keeper that last wrote it (format.go).
-	Format    int    `json:"format,omitempty"`
-	WrittenBy string `json:"written-by,omitempty"`
+	Format int `json:"format,omitempty"`
+	// Delta is, per stream the restore rolls back by the delta method,
+	// what it does and how far it got (restore_delta.go); such a journal
+	// is of JournalFormatDelta.
+	Delta     []deltaStream `json:"delta,omitempty"`
+	WrittenBy string        `json:"written-by,omitempty"`
 
 	// body names the parts of the index that hold Reposition and Expect;
 	// nil when the head holds them (none to hold, or an older journal).

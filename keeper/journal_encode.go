@@ -17,6 +17,9 @@ func encodeHead(j *journal) []byte {
 		Reposition any               `json:"reposition"`
 		Expect     []ConsumerFigures `json:"expect,omitempty"`
 	}{journalShape: (*journalShape)(j), Format: JournalFormat}
+	if len(j.Delta) > 0 {
+		h.Format = JournalFormatDelta // a keeper before it would misread it
+	}
 	switch {
 	case j.body != nil:
 		h.Reposition = j.body

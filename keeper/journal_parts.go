@@ -100,7 +100,7 @@ type journalShape journal
 // before anything else of it is read.
 func decodeJournal(data []byte, j *journal) error {
 	*j = journal{}
-	if err := checkFormat("a restore journal in the index", data, JournalFormat); err != nil {
+	if err := checkFormat("a restore journal in the index", data, JournalFormatDelta); err != nil {
 		return err
 	}
 	var h struct {

@@ -268,6 +268,9 @@ func (k *Keeper) foundOnBus(ctx context.Context, j *journal, a *Aside, p *Point)
 		if err != nil {
 			return nil, fmt.Errorf("looking up stream %s: %w", s, err)
 		}
+		if ds := deltaIn(j.Delta, s); ds != nil && si.LastSeq == ds.TailTo {
+			continue // a delta stream: the point holds up to its tail, the aside the tail, and nothing came since
+		}
 		if held, ok := newestHolding([]*Aside{a}, s); ok && sameState(held, si) {
 			continue // still the live stream the aside holds
 		}

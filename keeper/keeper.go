@@ -108,6 +108,7 @@ const DefaultAsideWarnAfter = 14 * 24 * time.Hour
 // kept data run at once; two verbs that touch the same kept data never
 // interleave, the second fails with ErrBusy naming the holder.
 type Keeper struct {
+	autoFull bool // tests: auto picks full for every stream (AutoPicksFull)
 	store    store.Store
 	bus      Bus
 	index    Index

@@ -199,6 +199,13 @@ func (k *Keeper) pruneOne(ctx context.Context, r Request, module, local string, 
 	} else if j != nil && j.Point != "" {
 		protected[j.Point] = "journal: an unfinished restore restores it"
 	}
+	bases, err := k.tailBases(ctx, module, local)
+	if err != nil {
+		return nil, 0, fmt.Errorf("prune-kept of %s/%s: %w, so nothing was removed", module, local, err)
+	}
+	for base, id := range bases {
+		protected[base] = "aside " + id + " holds a tail that follows it: putting that aside back needs it"
+	}
 	ds := Decide(points, p, k.now(), protected)
 	if r.DryRun {
 		return ds, 0, nil

@@ -27,7 +27,7 @@ import (
 // the sentence) into v, refusing one of a format above RecordFormat with a
 // *FormatError.
 func decodeRecord(what string, data []byte, v any) error {
-	if err := checkFormat(what, data, RecordFormat); err != nil {
+	if err := checkFormat(what, data, RecordFormatTails); err != nil {
 		return err
 	}
 	return json.Unmarshal(data, v)
@@ -49,6 +49,9 @@ func asideRecord(a *Aside) []byte {
 	r := *a
 	r.PositionCount, r.Positions = positionCount(a.PositionCount, a.Positions), nil
 	r.Format = RecordFormat
+	if hasTails(a) {
+		r.Format = RecordFormatTails
+	}
 	data, _ := json.Marshal(&r)
 	return data
 }

@@ -12,19 +12,25 @@ import (
 //   - restore.go: RestoreKept, and restoreLocked, the order of steps: plan,
 //     set aside, write the journal, run, then the reply;
 //   - restore_plan.go, restore_plan_positions.go: what the restore would do,
-//     touching nothing (consumer_config.go: what each consumer set back must
-//     be); restore_dryrun.go: a dry run's reply;
-//   - restore_aside.go: the live data set aside; aside_check.go: verified
-//     before it is committed;
+//     touching nothing (restore_method.go: each stream's method and why,
+//     restore_prefix.go: whether the point is a prefix of the live stream;
+//     consumer_config.go: what each consumer set back must be);
+//     restore_dryrun.go: a dry run's reply;
+//   - restore_aside.go: the live data set aside (restore_delta_aside.go:
+//     of a delta stream, only its tail); aside_check.go: verified before it
+//     is committed;
 //   - restore_begin.go: the run begun, its journal written first
 //     (journal_encode.go: the journal's head as the index holds it);
 //   - restore_run.go: the run (restoreRun), which owns the journal and the
 //     evidence from there; execute takes its
 //     steps, each in its file: restore_remove.go (the live streams
 //     removed), restore_giveup.go (or give up and put the aside back),
-//     restore_streams.go (the point's streams sent to the bus),
+//     restore_streams.go (the point's streams sent to the bus; an aside's
+//     tail sent whole with its base point's messages), restore_delta.go
+//     (the delta streams' tails deleted, their configuration set back),
 //     restore_positions.go (the consumers set back);
-//   - evidence_run.go, evidence_consumers.go: what the run checks as it goes;
+//   - evidence_run.go, evidence_delta.go, evidence_consumers.go: what the
+//     run checks as it goes;
 //     evidence_write.go: the evidence concluded and written;
 //   - restore_reply.go: the reply of a restore that ran to its end;
 //   - journal.go, journal_parts.go: the journal the run saves after every

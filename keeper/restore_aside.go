@@ -74,7 +74,7 @@ func (k *Keeper) setAside(ctx context.Context, r Request, pl *restorePlan, point
 	if r.AsideOnly {
 		reason = ReasonAsideOnly
 	}
-	return k.setAsideStreams(ctx, r, pl.SetAside, reason, pl.pointRel, pointOK)
+	return k.setAsideWith(ctx, r, pl.SetAside, pl.delta, reason, pl.pointRel, pointOK)
 }
 
 // setAsideStreams snapshots the live streams into a new aside, verifies it,
@@ -85,7 +85,15 @@ func (k *Keeper) setAside(ctx context.Context, r Request, pl *restorePlan, point
 // meanwhile: if that fails, so does this. On error, nothing was removed and
 // no partial aside is left. It returns the aside and the report of its
 // verification.
-func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []string, reason, pointRel string, pointOK func() error) (_ *Aside, _ *busarchive.Report, err error) {
+func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []string, reason, pointRel string, pointOK func() error) (*Aside, *busarchive.Report, error) {
+	return k.setAsideWith(ctx, r, streams, nil, reason, pointRel, pointOK)
+}
+
+// setAsideWith is setAsideStreams where, of each stream of tails (a delta
+// restore's, from the point at pointRel), only its tail is set aside
+// (takeTail), marked so in the aside's record (markTails); its consumers'
+// positions are read live, as those of a stream the aside does not carry.
+func (k *Keeper) setAsideWith(ctx context.Context, r Request, streams []string, tails []deltaStream, reason, pointRel string, pointOK func() error) (_ *Aside, _ *busarchive.Report, err error) {
 	if err := k.canReadOwn(); err != nil {
 		return nil, nil, err
 	}
@@ -100,20 +108,28 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 			err = k.dropUnplaced(ctx, rel, err)
 		}
 	}()
-	var live []StreamInfo
+	var live, whole []StreamInfo // whole: those set aside whole
 	for _, s := range streams {
-		if si, err := k.bus.Stream(ctx, s); err == nil {
-			live = append(live, *si)
+		si, err := k.bus.Stream(ctx, s)
+		if err != nil {
+			continue
 		}
+		if ds := deltaIn(tails, s); ds != nil {
+			si.Bytes = tailBytes(*si, ds) // what the aside takes of it
+		} else {
+			whole = append(whole, *si)
+		}
+		live = append(live, *si)
 	}
-	pb, err := k.readPositionsBefore(ctx, r.Module, r.Local, live)
+	take := k.takeTails(tails, k.bus.Snapshot) // a tail's entry, or the server's snapshot
+	pb, err := k.readPositionsBefore(ctx, r.Module, r.Local, whole)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := k.checkRoom(ctx, storedBytes(live), k.spoolBound(live)); err != nil {
 		return nil, nil, err
 	}
-	m, w, err := k.snapshotArchive(ctx, rel, streams, pb,
+	m, w, err := k.snapshotArchiveWith(ctx, rel, streams, pb.take(take),
 		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "aside", BytesTotal: storedBytes(live)})
 	if err != nil {
 		return nil, nil, err
@@ -133,6 +149,10 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 	a := &Aside{ID: id, Module: r.Module, Local: r.Local, Taken: k.now().UTC(), Caller: r.Caller, Why: r.Why,
 		Reason: reason, Point: pointRel, Dir: rel, Streams: streamSums(m), Positions: positions, PositionCount: len(positions),
 		ArchiveSize: info.Size, ArchiveSum: info.Sum, Sealing: k.sealingOf(w)}
+	if len(tails) > 0 {
+		markTails(a.Streams, tails, pointRel)
+		a.Format = RecordFormatTails // a keeper before it would take a tail for a whole stream
+	}
 	rep, err := k.checkAside(ctx, a, m)
 	if err != nil {
 		return nil, nil, err
@@ -150,6 +170,7 @@ func (k *Keeper) setAsideStreams(ctx context.Context, r Request, streams []strin
 	if err := k.recordAside(ctx, a); err != nil {
 		return nil, nil, err
 	}
+	k.hook("aside-committed") // for tests: the aside counts, no journal yet
 	return a, rep, nil
 }
 

@@ -21,7 +21,7 @@ func (k *Keeper) beginRun(ctx context.Context, r Request, pl *restorePlan, aside
 	j := &journal{Module: r.Module, Local: r.Local, Kind: kind, Point: pl.pointRel,
 		Remove: pl.Remove, Removed: []string{}, Restore: pl.Restore, Restored: []string{},
 		Reposition: pl.Reposition, Step: StepRemove, Caller: r.Caller, Why: r.Why, Started: k.now().UTC(),
-		Overrides: pl.Overrides, Expect: pl.expect}
+		Overrides: pl.Overrides, Expect: pl.expect, Delta: pl.delta}
 	asides := []*Aside{}
 	if aside != nil {
 		j.Aside, asides = aside.ID, append(asides, aside)

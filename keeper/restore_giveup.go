@@ -83,6 +83,12 @@ func (x *restoreRun) putBack(ctx context.Context) (string, bool) {
 	}
 	var missing []string
 	for _, st := range aside.Streams {
+		if st.Base != "" {
+			// A delta stream's tail: a run gives up only before its delta
+			// step (restore_delta.go), so no tail was deleted; the stream
+			// is live as it was, and the aside's tail is a copy.
+			continue
+		}
 		si, err := x.bus.Stream(ctx, st.Name)
 		switch {
 		case errors.Is(err, ErrNoStream):
@@ -111,7 +117,7 @@ func (x *restoreRun) putBack(ctx context.Context) (string, bool) {
 	a, err := x.records.openArchive(ctx, aside.Dir, asidePoint(aside))
 	if err == nil {
 		_, err = x.restoreArchive(ctx, a, missing, nil, // an aside goes back as it was
-			Progress{Verb: VerbRestore, Module: aside.Module, Local: aside.Local, Step: "put back"}, nil)
+			Progress{Verb: VerbRestore, Module: aside.Module, Local: aside.Local, Step: "put back"}, nil, nil)
 		a.Close()
 	}
 	if err != nil {

@@ -34,6 +34,13 @@ type restorePlan struct {
 	// planAround adds what the restore means for the streams and
 	// consumers around it). The reply's and the dry run's Streams.
 	changes []kept.StreamChange
+	// delta is, per stream the delta method rolls back, what it does
+	// (planMethods): its tail is set aside, not the whole stream, and it
+	// is not removed.
+	delta []deltaStream
+	// methodsSaid says each stream's method and why, for the dry run's
+	// and the reply's sentence ("" when no stream of the point is live).
+	methodsSaid string
 }
 
 // planRestore works out exactly what a restore-kept would do, touching
@@ -51,6 +58,9 @@ type restorePlan struct {
 // restore removes what it began. That saves a whole read of the point, and
 // the bytes sent are the very bytes verified.
 func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, error) {
+	if m := kept.MethodOf(r); r.AsideOnly && m != kept.MethodAuto && m != kept.MethodFull {
+		return nil, Errorf(ErrBadRequest, "method %s restores, and aside-only restores nothing", m)
+	}
 	pl := &restorePlan{RestorePlan: RestorePlan{AsideOnly: r.AsideOnly, Overrides: OverridesOf(r),
 		SetAside: []string{}, Remove: []string{}, Restore: []string{}, Reposition: []Position{}, Moves: []Move{}}}
 	live, looked, err := k.liveStreams(ctx, r.Module, r.Local)
@@ -94,11 +104,28 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 	}
 	for _, s := range live {
 		pl.SetAside = append(pl.SetAside, s.Name)
+		if ds := pl.deltaOf(s.Name); ds != nil {
+			pl.AsideBytes += tailBytes(s, ds) // only its tail; it stays
+			continue
+		}
 		pl.Remove = append(pl.Remove, s.Name)
 		pl.AsideBytes += s.Bytes
 	}
+	if len(pl.delta) > 0 && len(pl.Restore) == 0 && !r.DryRun {
+		// Nothing is restored from the point: it is not read (the delta
+		// removes only the tail, which the aside holds, verified).
+		pl.verifyLater = false
+	}
 	ok = true
 	return pl, nil
+}
+
+// tailBytes is about how many bytes the tail of the live stream s holds.
+func tailBytes(s StreamInfo, ds *deltaStream) uint64 {
+	if s.Bytes > ds.PointBytes {
+		return s.Bytes - ds.PointBytes
+	}
+	return 0
 }
 
 // canReadOwn refuses, with ErrLocked, a keeper that encrypts what it writes
@@ -156,7 +183,19 @@ func (k *Keeper) planPoint(ctx context.Context, r Request, pl *restorePlan, live
 			live = append(live, *si)
 		}
 	}
-	if err := k.planPositions(ctx, r, pl, live); err != nil {
+	// The method of each stream (planMethods): a delta stream is not
+	// removed, so its consumers are set back on it as it stays.
+	pl.live = live
+	if err := k.planMethods(ctx, r, pl); err != nil {
+		return nil, err
+	}
+	removed := []StreamInfo{}
+	for _, s := range live {
+		if pl.deltaOf(s.Name) == nil {
+			removed = append(removed, s)
+		}
+	}
+	if err := k.planPositions(ctx, r, pl, removed); err != nil {
 		return nil, err
 	}
 	return live, nil

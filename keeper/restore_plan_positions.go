@@ -35,6 +35,15 @@ func (k *Keeper) planPositions(ctx context.Context, r Request, pl *restorePlan, 
 			floor := cur.AckFloor
 			mv.From = &floor
 		}
+		if pl.tailOf(pos.Stream) != nil {
+			// Put back whole from a delta's tail, which carries no
+			// consumer: made again from the aside's record once it is.
+			mv.By = MoveCreate
+			pl.Moves = append(pl.Moves, mv)
+			pl.Reposition = append(pl.Reposition, pos)
+			pl.expect = append(pl.expect, expectConsumer(mv, pos, nil, pl.Overrides))
+			continue
+		}
 		if contains(pl.Restore, pos.Stream) {
 			mv.By = MoveWithStream
 			pl.Moves = append(pl.Moves, mv)

@@ -24,6 +24,7 @@ func (x *restoreRun) setPositions(ctx context.Context, a *Aside) ([]Position, er
 				module, local, sourceName(p), pos.Consumer, pos.Stream, pos.AckFloor, err, len(set), len(ps), keptAt)
 		}
 		set = append(set, pos)
+		x.step("position-set:" + pos.Stream + "/" + pos.Consumer)
 	}
 	return set, nil
 }

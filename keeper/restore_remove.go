@@ -113,11 +113,12 @@ func sameState(s StreamSum, si *StreamInfo) bool {
 	return s.LastSeq == si.LastSeq && si.Messages <= s.Messages && si.FirstSeq >= s.FirstSeq
 }
 
-// newestHolding is the record of stream in the newest aside that holds it.
+// newestHolding is the record of stream in the newest aside that holds it
+// whole (a delta's tail holds only part of it: StreamSum.Base).
 func newestHolding(asides []*Aside, stream string) (StreamSum, bool) {
 	for i := len(asides) - 1; i >= 0; i-- {
 		for _, s := range asides[i].Streams {
-			if s.Name == stream {
+			if s.Name == stream && s.Base == "" {
 				return s, true
 			}
 		}

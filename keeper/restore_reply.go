@@ -15,7 +15,7 @@ func (k *Keeper) restoredReply(r Request, pl *restorePlan, aside *Aside, set []P
 		if c := catchUp(pl); c != "" {
 			said += fmt.Sprintf(" The data is at form %d: run %s next.", pl.point.Form, c)
 		}
-		return &Reply{Said: said, Point: pl.point, CatchUp: catchUp(pl), Positions: set, Moves: pl.Moves}
+		return &Reply{Said: said, Point: pl.point, CatchUp: catchUp(pl), Positions: set, Moves: pl.Moves, Streams: pl.changes}
 	}
 	asideDir := k.abs(aside.Dir)
 	if r.AsideOnly {
@@ -24,15 +24,22 @@ func (k *Keeper) restoredReply(r Request, pl *restorePlan, aside *Aside, set []P
 		return &Reply{Said: said, Aside: aside, Dir: asideDir}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Restored %s/%s from %s: %d stream(s) restored, %d consumer position(s) set back%s",
-		r.Module, r.Local, pl.source(), len(pl.Restore), len(pl.Moves), movesSaid(pl.Moves))
-	fmt.Fprintf(&b, "; the live data as it was is set aside as %s in %s.", aside.ID, asideDir)
-	b.WriteString(pl.unplacedSaid() + pl.overridesSaid())
+	fmt.Fprintf(&b, "Restored %s/%s from %s: %d stream(s) restored", r.Module, r.Local, pl.source(), len(pl.Restore))
+	if len(pl.delta) > 0 {
+		fmt.Fprintf(&b, " whole, %d rolled back by delta", len(pl.delta))
+	}
+	fmt.Fprintf(&b, ", %d consumer position(s) set back%s", len(pl.Moves), movesSaid(pl.Moves))
+	fmt.Fprintf(&b, "; the live data as it was is set aside as %s in %s", aside.ID, asideDir)
+	if len(pl.delta) > 0 {
+		b.WriteString(" (of each stream rolled back by delta, only its tail)")
+	}
+	b.WriteString(".")
+	b.WriteString(pl.methodsSaid + pl.unplacedSaid() + pl.overridesSaid())
 	if c := catchUp(pl); c != "" {
 		fmt.Fprintf(&b, " The data is at form %d: run %s next.", pl.point.Form, c)
 	}
 	return &Reply{Said: b.String(), Point: pl.point, Aside: aside, Dir: asideDir,
-		CatchUp: catchUp(pl), Positions: set, Moves: pl.Moves}
+		CatchUp: catchUp(pl), Positions: set, Moves: pl.Moves, Streams: pl.changes}
 }
 
 // evidenceFailed is the failure of a restore that was done but whose

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-keeper/nats-keeper/busarchive"
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
@@ -25,8 +26,10 @@ const (
 
 // The steps of a journaled restore, in order (journal.Step).
 const (
-	StepRemove   = "remove"   // remove the live streams the aside holds
-	StepRestore  = "restore"  // restore the point's streams
+	StepRemove  = "remove"  // remove the live streams the aside holds
+	StepRestore = "restore" // restore the point's streams
+	// StepDelta (restore_delta.go), only in a journal with delta streams:
+	// delete their tails, set their configuration back.
 	StepPosition = "position" // set the module's consumers back
 )
 
@@ -63,6 +66,9 @@ type restoreRun struct {
 	point  *Point         // what is restored; nil for aside-only, or when it is gone
 	arch   *openedArchive // the point's archive, opened once for the whole restore
 	here   []string       // streams whose restore this run began, finished or not
+	// composed is the state of each stream put back whole from a delta's
+	// tail and its base point (restore_tail_putback.go), for the evidence.
+	composed map[string]busarchive.ArchiveHead
 }
 
 // runPorts is what a restore run uses outside itself: the bus, the index
@@ -135,8 +141,23 @@ func (x *restoreRun) execute(ctx context.Context) ([]Position, error) {
 			return nil, x.giveUp(ctx, err)
 		}
 		x.checkRestored(ctx)
-		if err := x.advance(ctx, StepPosition); err != nil {
+		next := StepPosition
+		if len(j.Delta) > 0 {
+			next = StepDelta
+		}
+		if err := x.advance(ctx, next); err != nil {
 			return nil, x.giveUp(ctx, err)
+		}
+	}
+	if j.Step == StepDelta {
+		// From here the run only goes forward (restore_delta.go): a
+		// failure leaves the journal for the keeper to finish.
+		if err := x.timed("delta", func() error { return x.delta(ctx) }); err != nil {
+			return nil, x.deltaStopped(err)
+		}
+		x.checkDelta(ctx)
+		if err := x.advance(ctx, StepPosition); err != nil {
+			return nil, x.deltaStopped(err)
 		}
 	}
 	var own *Aside
@@ -167,8 +188,9 @@ func (x *restoreRun) timed(step string, fn func() error) error {
 	return err
 }
 
-// done reports whether the run restored every stream (it reached the
-// positions step): the bus then holds the point's data, whatever follows.
+// done reports whether the run restored every stream and rolled back every
+// delta stream (it reached the positions step): the bus then holds the
+// point's data, whatever follows.
 func (x *restoreRun) done() bool {
 	return x.j.Step == StepPosition && x.j.kind() != KindAsideOnly
 }

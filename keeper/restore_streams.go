@@ -1,7 +1,9 @@
 package keeper
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +35,11 @@ func (x *restoreRun) restore(ctx context.Context) error {
 	if len(left) == 0 {
 		return nil
 	}
+	bases, err := x.openBases(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeBases(bases)
 	for try := 1; ; try++ {
 		begun, err := x.restoreArchive(ctx, x.arch, left, j.Overrides,
 			Progress{Verb: VerbRestore, Module: j.Module, Local: j.Local, Step: "restore",
@@ -43,7 +50,7 @@ func (x *restoreRun) restore(ctx context.Context) error {
 					x.log.Warn("could not record a restored stream in the restore journal", "stream", s, "err", err)
 				}
 				x.step("restored:" + s)
-			})
+			}, bases)
 		// Every stream this run began, finished or not, is removed if the
 		// run gives up: the aside is then put back whole.
 		x.here = append(x.here, begun...)
@@ -94,7 +101,11 @@ func (x *restoreRun) removeUnfinished(ctx context.Context, begun []string) bool 
 // hashed as they go, and the end of a stream's data, without which the
 // server's restore cannot complete, only once its SHA-256 matches the
 // manifest. A stream that fails so fails its restore with a *DamagedError.
-func (rp runPorts) restoreArchive(ctx context.Context, a *openedArchive, only []string, ov *Overrides, p Progress, done func(stream string)) (begun []string, err error) {
+//
+// bases, by stream, are the base points of the streams of a that hold only
+// a delta's tail: such a stream is sent whole, its base point's messages
+// and then the tail's (composeTail); nil for none.
+func (rp runPorts) restoreArchive(ctx context.Context, a *openedArchive, only []string, ov *Overrides, p Progress, done func(stream string), bases map[string]*openedArchive) (begun []string, err error) {
 	if a.Manifest().Bytes() >= releaseAfter {
 		defer debug.FreeOSMemory()
 	}
@@ -104,7 +115,7 @@ func (rp runPorts) restoreArchive(ctx context.Context, a *openedArchive, only []
 	p.BytesTotal, p.Bytes = streamDataBytes(a.Manifest(), streams), 0
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sr := &streamsRestore{rp: rp, a: a, ov: ov, done: done, report: report, cancel: cancel,
+	sr := &streamsRestore{rp: rp, a: a, bases: bases, ov: ov, done: done, report: report, cancel: cancel,
 		slots: make(chan struct{}, max(rp.parallel, 1)), p: p, finished: p.StreamsDone}
 	for _, s := range streams {
 		select {
@@ -163,6 +174,7 @@ func streamDataBytes(m *busarchive.Manifest, streams []string) int64 {
 type streamsRestore struct {
 	rp     runPorts
 	a      *openedArchive
+	bases  map[string]*openedArchive // see restoreArchive
 	ov     *Overrides
 	done   func(stream string)
 	report func(Progress)
@@ -199,19 +211,12 @@ func (sr *streamsRestore) begin(ctx context.Context, s string) bool {
 		sr.mu.Unlock()
 		return false
 	}
-	data, err := sr.a.CheckedStreamData(ctx, s)
+	data, meta, err := sr.open(ctx, s)
 	if err != nil {
 		if len(busarchive.Problems(err)) > 0 {
 			err = &DamagedError{Path: sr.a.Where, Problems: problemSentences(err)}
 		}
 		sr.fail(fmt.Errorf("stream %s was not restored: %w", s, err))
-		sr.mu.Unlock()
-		return false
-	}
-	meta, err := sr.a.StreamMeta(s)
-	if err != nil {
-		data.Close()
-		sr.fail(err)
 		sr.mu.Unlock()
 		return false
 	}
@@ -234,6 +239,22 @@ func (sr *streamsRestore) begin(ctx context.Context, s string) bool {
 		sr.restoreOne(ctx, s, sent, sentMeta, data, meta)
 	})
 	return true
+}
+
+// open is stream s's data, checked as it is read, and its backup.json:
+// the archive's, or, for a tail, the stream composed whole (composeTail).
+func (sr *streamsRestore) open(ctx context.Context, s string) (data, meta io.ReadCloser, err error) {
+	if base := sr.bases[s]; base != nil {
+		return composeTail(ctx, base, sr.a, s)
+	}
+	if data, err = sr.a.CheckedStreamData(ctx, s); err != nil {
+		return nil, nil, err
+	}
+	if meta, err = sr.a.StreamMeta(s); err != nil {
+		data.Close()
+		return nil, nil, err
+	}
+	return data, meta, nil
 }
 
 // tick counts n more bytes read, and reports every 8 MiB.
@@ -308,4 +329,126 @@ func (c *countingReader) Read(p []byte) (int, error) {
 		c.tick(int64(n))
 	}
 	return n, err
+}
+
+// The streams of an aside that hold a delta's tail are sent whole: see
+// checkTails (restore_method.go).
+
+// openBases opens, for each stream of the run's source that holds a tail,
+// the archive of its base point; close them with closeBases.
+func (x *restoreRun) openBases(ctx context.Context) (map[string]*openedArchive, error) {
+	bases := map[string]*openedArchive{}
+	if x.point == nil {
+		return bases, nil
+	}
+	for _, st := range x.point.Streams {
+		if st.Base == "" || !contains(x.j.Restore, st.Name) {
+			continue
+		}
+		rec, err := x.records.readHead(ctx, st.Base)
+		if err == nil {
+			var a *openedArchive
+			if a, err = x.records.openArchive(ctx, st.Base, rec); err == nil {
+				bases[st.Name] = a
+				if bm, tm := a.Manifest().Stream(st.Name), x.arch.Manifest().Stream(st.Name); bm != nil && tm != nil {
+					if x.composed == nil {
+						x.composed = map[string]busarchive.ArchiveHead{}
+					}
+					x.composed[st.Name] = composedState(bm, tm)
+				}
+				continue
+			}
+		}
+		closeBases(bases)
+		return nil, fmt.Errorf("point %s, which the tail of stream %s follows, cannot be read: %w", st.Base, st.Name, err)
+	}
+	return bases, nil
+}
+
+func closeBases(bases map[string]*openedArchive) {
+	for _, a := range bases {
+		a.Close()
+	}
+}
+
+// composedState is the state of stream s put back whole from its base
+// point's manifest and its tail's.
+func composedState(base, tail *busarchive.StreamManifest) busarchive.ArchiveHead {
+	b, t := base.State, tail.State
+	h := busarchive.ArchiveHead{FirstSeq: b.FirstSeq, LastSeq: t.LastSeq, Msgs: b.Msgs + t.Msgs, Bytes: b.Bytes + t.Bytes}
+	if b.Msgs == 0 {
+		h.FirstSeq = t.FirstSeq
+	}
+	return h
+}
+
+// composeTail is stream s's archive and backup.json put back whole: the
+// base point's messages, then the tail's, each archive checked against its
+// manifest as it is read (a damaged one fails the read). The
+// configuration is the tail's (the live one when it was set aside).
+func composeTail(ctx context.Context, base, tail *openedArchive, s string) (io.ReadCloser, io.ReadCloser, error) {
+	bm, tm := base.Manifest().Stream(s), tail.Manifest().Stream(s)
+	if bm == nil || tm == nil {
+		return nil, nil, fmt.Errorf("stream %s is not in both its base point and its tail", s)
+	}
+	head := composedState(bm, tm)
+	meta, err := tail.StreamMeta(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	doc, err := io.ReadAll(io.LimitReader(meta, busarchive.MaxMetaSize))
+	meta.Close()
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, subjects, err := configOf(doc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the tail of stream %s: %w", s, err)
+	}
+	whole, err := tailMeta(cfg, head, 0, 0, subjects)
+	if err != nil {
+		return nil, nil, err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		pw.CloseWithError(writeComposed(ctx, pw, head, base, tail, s))
+	}()
+	return pr, io.NopCloser(bytes.NewReader(whole)), nil
+}
+
+// writeComposed writes the composed archive of stream s into w.
+func writeComposed(ctx context.Context, w io.Writer, head busarchive.ArchiveHead, base, tail *openedArchive, s string) error {
+	aw, err := busarchive.NewStreamArchiveWriter(w, head)
+	if err != nil {
+		return err
+	}
+	for _, a := range []*openedArchive{base, tail} {
+		r, err := a.CheckedStreamData(ctx, s)
+		if err != nil {
+			return err
+		}
+		_, err = busarchive.ReadStreamArchive(r, nil, aw.Message)
+		if err == nil {
+			_, err = io.Copy(io.Discard, r) // to its end, so its checksum is checked
+		}
+		r.Close()
+		if err != nil {
+			return fmt.Errorf("reading stream %s from %s: %w", s, a.Where, err)
+		}
+	}
+	return aw.Close()
+}
+
+// configOf is the configuration a backup.json holds, and its subjects.
+func configOf(doc []byte) (json.RawMessage, uint64, error) {
+	var m struct {
+		Config json.RawMessage `json:"config"`
+		State  struct {
+			Subjects uint64 `json:"num_subjects"`
+		} `json:"state"`
+	}
+	if err := json.Unmarshal(doc, &m); err != nil || len(m.Config) == 0 {
+		return nil, 0, fmt.Errorf("its backup.json holds no configuration (%v)", err)
+	}
+	return m.Config, m.State.Subjects, nil
 }

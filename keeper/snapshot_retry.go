@@ -28,8 +28,13 @@ const (
 // (a new object, the old one aborted) when it failed because the bus went
 // away, up to busTries times while ctx lasts.
 func (k *Keeper) snapshotArchive(ctx context.Context, rel string, streams []string, pb *positionsBefore, p Progress) (*busarchive.Manifest, store.Writer, error) {
+	return k.snapshotArchiveWith(ctx, rel, streams, pb.take(k.bus.Snapshot), p)
+}
+
+// snapshotArchiveWith is snapshotArchive with each stream taken by take.
+func (k *Keeper) snapshotArchiveWith(ctx context.Context, rel string, streams []string, take streamSource, p Progress) (*busarchive.Manifest, store.Writer, error) {
 	for try := 1; ; try++ {
-		m, w, err := k.writeArchive(ctx, rel, streams, pb.take(k.bus.Snapshot), k.bus.ServerVersion(), k.parallel, p)
+		m, w, err := k.writeArchive(ctx, rel, streams, take, k.bus.ServerVersion(), k.parallel, p)
 		if err == nil || try == busTries || !errors.Is(err, ErrNoBus) || ctx.Err() != nil {
 			return m, w, err
 		}

@@ -106,6 +106,7 @@ type SubjectFigures struct {
 // StreamFigures is one stream of a check: what was wanted and what was got.
 type StreamFigures struct {
 	Stream  string          `json:"stream"`
+	Method  string          `json:"method,omitempty"` // streams-restored: the restore method it got (full, delta)
 	Verdict string          `json:"verdict"`
 	Want    *StreamCount    `json:"want,omitempty"`
 	Got     *StreamCount    `json:"got,omitempty"`   // nil when it could not be read (Note says why)

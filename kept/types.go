@@ -230,6 +230,12 @@ type StreamSum struct {
 	FirstSeq  uint64 `json:"first-seq" was:"first_seq"` // its first sequence
 	LastSeq   uint64 `json:"last-seq" was:"last_seq"`   // its last sequence
 	Consumers int    `json:"consumers"`                 // consumers its snapshot carries
+	// Base and TailAfter mark an aside's stream that holds only a tail:
+	// the messages after sequence TailAfter, the last of the stream in
+	// point Base (its key prefix), which holds the rest. A delta restore
+	// sets such a tail aside; it is never a whole stream.
+	Base      string `json:"base,omitempty"`
+	TailAfter uint64 `json:"tail-after,omitempty"`
 }
 
 // Point is a restore point: point.json, and the value of

@@ -24,6 +24,11 @@ type GuardRequest struct {
 	// after ctx was cancelled (for the CLI: after a SIGINT or SIGTERM), for
 	// whoever cancelled it to decide; the point stays for restore-kept.
 	NoRestoreOnCancel bool
+	// Method and Downstream are the restore's, when the change fails
+	// (kept.Request's): how each stream is rolled back ("" is auto), and
+	// "leave" to restore whole a stream others mirror or source.
+	Method     string
+	Downstream string
 }
 
 // GuardResult is what Guard did: the point it took, how the change ended,
@@ -95,6 +100,13 @@ func (c *Client) Guard(ctx context.Context, req GuardRequest, change func(ctx co
 	if err := CheckRequest(kept.VerbSnapshot, snap); err != nil {
 		return GuardResult{Said: "guard: " + err.Error()}, err
 	}
+	// The restore's method is checked now: a wrong one would only be
+	// found once the change failed.
+	if err := CheckRequest(kept.VerbRestore, kept.Request{Module: req.Module, Local: req.Local, Form: req.Form, Fingerprint: req.Fingerprint,
+		Why: "guard", Method: req.Method, Downstream: req.Downstream}); err != nil {
+		err = fmt.Errorf("guard: %w, so no point was taken and nothing was done", err)
+		return GuardResult{Said: err.Error()}, err
+	}
 	rep, err := c.SnapshotKept(ctx, snap)
 	if err == nil && rep.Point == nil {
 		err = fmt.Errorf("%w: the keeper's snapshot-kept reply names no restore point", kept.ErrFailed)
@@ -119,7 +131,7 @@ func (c *Client) Guard(ctx context.Context, req GuardRequest, change func(ctx co
 			"the live data is as the change left it; restore the point with: %s", what, res.Failed, restoreBy)
 	default:
 		rr := kept.Request{Module: req.Module, Local: req.Local, Form: req.Form, Fingerprint: req.Fingerprint,
-			Caller: req.Caller, Why: guardWhy(failure)}
+			Caller: req.Caller, Why: guardWhy(failure), Method: req.Method, Downstream: req.Downstream}
 		rrep, rerr := c.RestoreKept(context.WithoutCancel(ctx), rr)
 		switch {
 		case rerr != nil:

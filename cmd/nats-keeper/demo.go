@@ -170,6 +170,9 @@ func (d *demo) restore(ctx context.Context, req kept.Request, before *state) (st
 		return "", err
 	}
 	d.show("%s", rep.Said)
+	for _, s := range rep.Streams {
+		d.show("%s: %s", s.Stream, s.Why)
+	}
 	if rep.Aside == nil {
 		return "", kept.Errorf(kept.ErrFailed, "the restore did not say where the live data was set aside")
 	}
@@ -179,14 +182,36 @@ func (d *demo) restore(ctx context.Context, req kept.Request, before *state) (st
 	if err != nil {
 		return "", err
 	}
-	if diff := sample.Diff(before.dump, after.dump); diff != "" {
+	if diff := sample.Diff(rolledBack(before.dump, after.dump, rep.Streams), after.dump); diff != "" {
 		return "", kept.Errorf(kept.ErrFailed, "the restored data differs from the data at the restore point:\n%s", diff)
 	}
 	if before.events == nil || after.events == nil || before.events.AckFloor != after.events.AckFloor {
 		return "", kept.Errorf(kept.ErrFailed, "the position of %s on %s was not set back", d.n.Events, sample.SharedStream)
 	}
-	d.show("every message, key, revision, object and consumer position equals the state at the restore point")
+	d.show("every message, key, revision, object and consumer position equals the state at the restore point " +
+		"(a stream rolled back by delta keeps its last sequence, so no sequence is ever used twice)")
 	return rep.Aside.ID, nil
+}
+
+// rolledBack is the state at the point as the restore must leave it: a
+// stream rolled back by delta with its last sequence the one it has after
+// (never lower than the point's).
+func rolledBack(point, after *sample.Snapshot, streams []kept.StreamChange) *sample.Snapshot {
+	out := &sample.Snapshot{}
+	for _, s := range point.Streams {
+		for _, c := range streams {
+			if c.Stream != s.Name || c.Method != kept.MethodDelta {
+				continue
+			}
+			for _, a := range after.Streams {
+				if a.Name == s.Name && a.LastSeq >= s.LastSeq {
+					s.LastSeq = a.LastSeq
+				}
+			}
+		}
+		out.Streams = append(out.Streams, s)
+	}
+	return out
 }
 
 // list shows the kept data's points and asides.

@@ -49,6 +49,8 @@ type guardOptions struct {
 	CatchUp           string
 	KeepFor           kept.Duration
 	NoRestoreOnSignal bool
+	Method            string    // the restore's method, when the command fails
+	Leave             string    // the restore's downstream
 	Command           []string  // the command and its arguments
 	Environ           []string  // the command's environment, before the point's details are added
 	Stdin             io.Reader // the command's standard input
@@ -57,7 +59,7 @@ type guardOptions struct {
 func newGuardCmd(e env) *cobra.Command {
 	o := &guardOptions{Out: output{Out: e.Out, Err: e.Err}}
 	cmd := &cobra.Command{
-		Use:   "guard MODULE LOCAL --form N --before FINGERPRINT [--catch-up TOOL] -- COMMAND [ARGS...]",
+		Use:   "guard MODULE LOCAL --form N --before FINGERPRINT [--catch-up TOOL] [--method M] [--downstream leave] -- COMMAND [ARGS...]",
 		Short: "Run a migration wrapped in a restore point, restored if it fails",
 		Long: `Take the restore point of one kept data, then run COMMAND with the point's
 details in its environment (` + envPoint + `, ` + envModule + `, ` + envLocal + `,
@@ -92,6 +94,8 @@ standard error, and guard prints its outcome as JSON.`,
 	addPointFlags(cmd, &o.Form, &o.Before, &o.CatchUp, &o.KeepFor)
 	f.BoolVar(&o.NoRestoreOnSignal, "no-restore-on-signal", false,
 		"when the command fails after guard passed it a SIGINT or SIGTERM, do not restore the point")
+	f.StringVar(&o.Method, "method", "", "how the restore rolls each stream back when the command fails: auto (the default), full, delta or logical")
+	f.StringVar(&o.Leave, "downstream", "", `"leave": when restoring, restore whole a stream that others mirror or source`)
 	return cmd
 }
 
@@ -157,7 +161,7 @@ func runGuard(ctx context.Context, o guardOptions) error {
 
 	var ended *commandEnded
 	req := verbs.GuardRequest{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, CatchUp: o.CatchUp,
-		KeepFor: o.KeepFor, Caller: o.Client.Caller, NoRestoreOnCancel: o.NoRestoreOnSignal}
+		KeepFor: o.KeepFor, Caller: o.Client.Caller, NoRestoreOnCancel: o.NoRestoreOnSignal, Method: o.Method, Downstream: o.Leave}
 	res, gerr := c.Guard(ctx, req, func(ctx context.Context) error {
 		err := runCommand(ctx, o, c.Prefix(), verbs.GuardPoint(ctx), sigs, cancel)
 		errors.As(err, &ended)

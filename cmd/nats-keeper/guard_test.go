@@ -347,6 +347,8 @@ func TestGuardRefusesBeforeTakingAPoint(t *testing.T) {
 		{[]string{"guard", "shop", "orders", "--before", "v2", "--", "true"}, `"form" not set`},
 		{[]string{"guard", "shop", "orders", "--server", b.url, "--form", "1", "--before", "v2", "--", "no-such-command-here"},
 			"cannot be run"},
+		{[]string{"guard", "shop", "orders", "--server", b.url, "--form", "1", "--before", "v2", "--method", "sideways", "--", "true"},
+			`method "sideways" is none of auto, full, delta and logical`},
 	} {
 		code, _, errText := runArgs(t, c.args...)
 		if code != exitUsage || !strings.Contains(errText, c.say) {

@@ -23,12 +23,14 @@ type restoreOptions struct {
 	Replicas  int
 	Cluster   string
 	Tags      []string
+	Method    string
+	Leave     string
 }
 
 func newRestoreCmd(e env) *cobra.Command {
 	o := &restoreOptions{Out: output{Out: e.Out, Err: e.Err, Progress: e.Terminal}}
 	cmd := &cobra.Command{
-		Use:   "restore-kept MODULE LOCAL --form N --before FINGERPRINT --why TEXT [--aside-only] [--dry-run] [--from DIR | --from aside/ID] [--replicas N] [--cluster C] [--tag T]...",
+		Use:   "restore-kept MODULE LOCAL --form N --before FINGERPRINT --why TEXT [--method auto|full|delta|logical] [--downstream leave] [--aside-only] [--dry-run] [--from DIR | --from aside/ID] [--replicas N] [--cluster C] [--tag T]...",
 		Short: "Restore a restore point, setting the live data aside first",
 		Long: `Restore a restore point of one kept data. The point's archive is verified
 before the bus is touched; the live data is set aside (kept on disk until a
@@ -36,6 +38,13 @@ person discards it) before anything is removed.
 
 --aside-only sets the live data aside and removes it, restoring nothing.
 --dry-run prints exactly what would happen and changes nothing.
+--method picks how each stream is rolled back: auto (the default) rolls a
+stream back by delta where the point is a prefix of it and that is cheaper,
+else restores it whole (full); delta refuses, before anything changes, a
+stream it cannot roll back exactly; logical writes a KV bucket's values back
+as new revisions. The reply says each stream's method and why.
+--downstream leave restores whole a stream that others mirror or source,
+which is refused without it.
 --replicas, --cluster and --tag change the restored streams' configuration,
 as nats backup restore's do: an R3 point restores into a single server with
 --replicas 1 (and is refused without it, before anything is touched).`,
@@ -57,6 +66,8 @@ as nats backup restore's do: an R3 point restores into a single server with
 	f.IntVar(&o.Replicas, "replicas", 0, "restore the point's streams with this many replicas (1-5) instead of their own")
 	f.StringVar(&o.Cluster, "cluster", "", "place the restored streams in this cluster (replaces their placement)")
 	f.StringArrayVar(&o.Tags, "tag", nil, "place the restored streams on servers with this tag (repeatable; replaces their placement)")
+	f.StringVar(&o.Method, "method", "", "how each stream is rolled back: auto (the default), full, delta or logical")
+	f.StringVar(&o.Leave, "downstream", "", `"leave": restore whole a stream that others mirror or source`)
 	_ = cmd.MarkFlagRequired("why")
 	return cmd
 }
@@ -67,6 +78,6 @@ func runRestore(ctx context.Context, o restoreOptions) error {
 	}
 	req := kept.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, Why: o.Why,
 		AsideOnly: o.AsideOnly, DryRun: o.DryRun, From: o.From,
-		Replicas: o.Replicas, PlacementCluster: o.Cluster, PlacementTags: o.Tags}
+		Replicas: o.Replicas, PlacementCluster: o.Cluster, PlacementTags: o.Tags, Method: o.Method, Downstream: o.Leave}
 	return callVerb(ctx, o.Client, o.Out, kept.VerbRestore, req, printSaid)
 }

@@ -24,6 +24,7 @@ type (
 	RestoreFunc      func(ctx context.Context, stream string, data, meta io.Reader) error
 	StreamFunc       func(ctx context.Context, name string) (*keeper.StreamInfo, error)
 	DeleteStreamFunc func(ctx context.Context, stream string) error
+	DeleteMsgsFunc   func(ctx context.Context, stream string, seqs []uint64) error
 	SetPositionFunc  func(ctx context.Context, p keeper.Position) error
 	CensusFunc       func(ctx context.Context, q keeper.CensusQuery) ([]string, []keeper.Position, error)
 	PutFunc          func(ctx context.Context, key string, value []byte) error
@@ -47,6 +48,7 @@ type Bus struct {
 	restore      func(ctx context.Context, stream string, data, meta io.Reader, next RestoreFunc) error
 	stream       func(ctx context.Context, name string, next StreamFunc) (*keeper.StreamInfo, error)
 	deleteStream func(ctx context.Context, stream string, next DeleteStreamFunc) error
+	deleteMsgs   func(ctx context.Context, stream string, seqs []uint64, next DeleteMsgsFunc) error
 	setPosition  func(ctx context.Context, p keeper.Position, next SetPositionFunc) error
 	census       func(ctx context.Context, q keeper.CensusQuery, next CensusFunc) ([]string, []keeper.Position, error)
 	put          func(ctx context.Context, key string, value []byte, next PutFunc) error
@@ -114,6 +116,11 @@ func (f *Bus) OnDeleteStream(h func(ctx context.Context, stream string, next Del
 	set(&f.mu, &f.deleteStream, h)
 }
 
+// OnDeleteMessages sets the hook of DeleteMessages; nil clears it.
+func (f *Bus) OnDeleteMessages(h func(ctx context.Context, stream string, seqs []uint64, next DeleteMsgsFunc) error) {
+	set(&f.mu, &f.deleteMsgs, h)
+}
+
 // OnSetPosition sets the hook of SetPosition; nil clears it.
 func (f *Bus) OnSetPosition(h func(ctx context.Context, p keeper.Position, next SetPositionFunc) error) {
 	set(&f.mu, &f.setPosition, h)
@@ -179,6 +186,14 @@ func (f *Bus) DeleteStream(ctx context.Context, stream string) error {
 		return h(ctx, stream, f.Bus.DeleteStream)
 	}
 	return f.Bus.DeleteStream(ctx, stream)
+}
+
+// DeleteMessages is the bus's, or its hook's.
+func (f *Bus) DeleteMessages(ctx context.Context, stream string, seqs []uint64) error {
+	if h := hook(&f.mu, &f.deleteMsgs); h != nil {
+		return h(ctx, stream, seqs, f.Bus.DeleteMessages)
+	}
+	return f.Bus.DeleteMessages(ctx, stream, seqs)
 }
 
 // SetPosition is the bus's, or its hook's.

@@ -101,7 +101,9 @@ func TestKeeperOfAnotherDomain(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.Why = "roll back the leaf"
-	rep, err := c.RestoreKept(ctx, req)
+	full := req
+	full.Method = kept.MethodFull // the point exactly, last sequences too
+	rep, err := c.RestoreKept(ctx, full)
 	if err != nil || rep.Aside == nil {
 		t.Fatalf("restore of the leaf's data from the hub: %v %+v", err, rep)
 	}

@@ -404,7 +404,9 @@ func TestVerbTimeoutCancelsAndLeavesTheDataWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	hold.Store(true)
-	_, err = b.client.RestoreKept(ctx, billing)
+	full := billing
+	full.Method = kept.MethodFull // the point exactly, last sequences too
+	_, err = b.client.RestoreKept(ctx, full)
 	hold.Store(false)
 	if err == nil || !strings.Contains(err.Error(), "--verb-timeout of 2s") || !errors.Is(err, kept.ErrFailed) {
 		t.Fatalf("restore past the verb timeout: %v", err)
