@@ -55,6 +55,7 @@ const (
 	CheckAsideVerified  = kept.CheckAsideVerified
 	CheckConsumers      = kept.CheckConsumers
 	CheckKVKeys         = kept.CheckKVKeys
+	CheckLogical        = kept.CheckLogical
 	CheckNoWritesAfter  = kept.CheckNoWritesAfter
 	CheckObjects        = kept.CheckObjects
 	CheckPointVerified  = kept.CheckPointVerified

@@ -1,7 +1,6 @@
 package keeper
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -220,20 +219,4 @@ func (d *keyDiff) changes(after string, start bool, limit int) (kc *kept.KeyChan
 		kc.Names = append(kc.Names, n.entry)
 	}
 	return kc, cut
-}
-
-// headerValue is the first value of key (matched without regard to case)
-// in a raw header block, "" when absent.
-func headerValue(header []byte, key string) string {
-	if len(header) == 0 {
-		return ""
-	}
-	lines := bytes.Split(header, []byte("\r\n"))
-	for _, l := range lines[1:] { // the first is NATS/1.0
-		k, v, ok := bytes.Cut(l, []byte(":"))
-		if ok && strings.EqualFold(string(bytes.TrimSpace(k)), key) {
-			return string(bytes.TrimSpace(v))
-		}
-	}
-	return ""
 }

@@ -17,7 +17,7 @@ func encodeHead(j *journal) []byte {
 		Reposition any               `json:"reposition"`
 		Expect     []ConsumerFigures `json:"expect,omitempty"`
 	}{journalShape: (*journalShape)(j), Format: JournalFormat}
-	if len(j.Delta) > 0 {
+	if len(j.Delta) > 0 || j.kind() == KindLogical {
 		h.Format = JournalFormatDelta // a keeper before it would misread it
 	}
 	switch {

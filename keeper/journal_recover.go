@@ -26,9 +26,12 @@ func (k *Keeper) Recover(ctx context.Context) (Recovery, error) {
 	for _, j := range js {
 		var s string
 		var err error
-		if j.Aside != "" {
+		switch {
+		case j.kind() == KindLogical:
+			s, err = k.recoverLogical(ctx, j) // restore_logical_recover.go
+		case j.Aside != "":
 			s, err = k.recoverOne(ctx, j)
-		} else {
+		default:
 			s, err = k.recoverIntoAbsent(ctx, j)
 		}
 		switch {

@@ -79,6 +79,9 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Repl
 		return fail(fmt.Errorf("restore-kept of %s/%s: %w, so nothing was set aside or removed", r.Module, r.Local, err))
 	}
 	defer pl.close()
+	if pl.logical != nil || logicalSource(pl.point) {
+		return k.restoreLogical(ctx, act, r, pl, began) // restore_logical_run.go
+	}
 	if r.DryRun {
 		return k.dryRun(ctx, act, r, pl)
 	}

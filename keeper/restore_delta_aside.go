@@ -132,10 +132,11 @@ func markTails(ss []StreamSum, tails []deltaStream, pointRel string) {
 	}
 }
 
-// hasTails reports whether an aside holds a tail of a delta restore.
+// hasTails reports whether an aside holds a tail of a delta restore, or
+// the values a logical restore overwrote: either is not a whole stream.
 func hasTails(a *Aside) bool {
 	for _, s := range a.Streams {
-		if s.Base != "" {
+		if s.Base != "" || s.Logical {
 			return true
 		}
 	}

@@ -57,13 +57,22 @@ const (
 // get delta leave the plan's Restore (nothing is restored of them) for its
 // delta (pl.delta). It ends with planAround, which reads the methods.
 func (k *Keeper) planMethods(ctx context.Context, r Request, pl *restorePlan) error {
-	method := kept.MethodOf(r)
-	if method == kept.MethodLogical {
-		if err := k.planLogical(ctx, r, pl); err != nil {
-			return err
-		}
-		return k.planAround(ctx, r, pl)
+	var err error
+	if kept.MethodOf(r) != kept.MethodLogical {
+		err = k.planExact(ctx, r, pl)
+	} else {
+		err = k.planLogical(ctx, r, pl)
 	}
+	if err != nil {
+		return err
+	}
+	return k.planAround(ctx, r, pl)
+}
+
+// planExact is planMethods of every method but logical: full, delta, and
+// auto's pick between them, per stream.
+func (k *Keeper) planExact(ctx context.Context, r Request, pl *restorePlan) error {
+	method := kept.MethodOf(r)
 	if err := k.checkTails(ctx, pl); err != nil {
 		return err
 	}
@@ -95,7 +104,7 @@ func (k *Keeper) planMethods(ctx context.Context, r Request, pl *restorePlan) er
 		pl.Restore = restore
 		pl.RestoreBytes = uint64(streamBytes(pl.manifest, restore))
 	}
-	return k.planAround(ctx, r, pl)
+	return nil
 }
 
 // Putting back an aside that holds a delta's tail (restore-kept from

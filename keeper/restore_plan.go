@@ -41,6 +41,9 @@ type restorePlan struct {
 	// methodsSaid says each stream's method and why, for the dry run's
 	// and the reply's sentence ("" when no stream of the point is live).
 	methodsSaid string
+	// logical is what a logical restore writes (planLogical); nil for
+	// every other method.
+	logical *logicalPlan
 }
 
 // planRestore works out exactly what a restore-kept would do, touching

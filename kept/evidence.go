@@ -22,6 +22,7 @@ const (
 	CheckConsumers     = "consumers-set"    // each consumer is at its recorded position, its configuration unchanged
 	CheckKVKeys        = "kv-keys"          // each KV bucket has as many keys as in the point
 	CheckObjects       = "objects"          // each object store has as many objects as in the point
+	CheckLogical       = "logical-values"   // each key a logical restore wrote holds the point's value
 )
 
 // Files of an evidence report in the store, beside the aside it made, or,

@@ -18,6 +18,7 @@ var checkTitles = map[string]string{
 	CheckConsumers:     "each consumer is at its recorded position, its configuration unchanged",
 	CheckKVKeys:        "the KV keys count as in the point",
 	CheckObjects:       "the objects count as in the point",
+	CheckLogical:       "each key written logically holds the point's value",
 }
 
 // Summary is the report as summary.md holds it: Markdown a person reads.

@@ -236,6 +236,13 @@ type StreamSum struct {
 	// sets such a tail aside; it is never a whole stream.
 	Base      string `json:"base,omitempty"`
 	TailAfter uint64 `json:"tail-after,omitempty"`
+	// Logical marks an aside's stream that a logical restore set aside: it
+	// holds only the live last messages of the keys (objects) the restore
+	// overwrote, and Absent names those it overwrote that had no live
+	// message. It puts back only logically (a new revision per key, a
+	// delete marker for each of Absent); it is never a whole stream.
+	Logical bool     `json:"logical,omitempty"`
+	Absent  []string `json:"absent,omitempty"`
 }
 
 // Point is a restore point: point.json, and the value of
