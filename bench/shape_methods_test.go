@@ -56,7 +56,7 @@ func TestMethodShapes(t *testing.T) {
 	md := res.Markdown()
 	for _, want := range []string{"| delta | `restore-kept` method auto (picks delta) after 0.5 MiB appended |", "| logical | `restore-kept` method logical after 100 of 10000 keys rewritten |",
 		"#### Restore methods and diff against the keeper's own or a target", "| nonprefix | `restore-kept` method auto (picks full)", "`restore-kept` method full after the same change",
-		"| diff | `diff-kept` after 0.5 MiB appended |", "≤ 1s, reported against the target", "gave every stream method delta in every round",
+		"| diff | `diff-kept` after 0.5 MiB appended |", "≤ 1 s, reported against the target", "gave every stream method delta in every round",
 		"gave every stream method full in every round", "counted 512 messages appended to `bench_df` and none removed", "nats stream rm -f KV_bench_lg"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)
@@ -207,16 +207,17 @@ func TestMethodsMarkdown(t *testing.T) {
 		return out
 	}
 	res := &Result{Config: Config{Rounds: 3, Shapes: []string{ShapeDiff, ShapeNonPrefix}}, Shapes: []ShapeResult{
-		{Shape: ShapeDiff, Rows: []ShapeRow{{Op: "`diff-kept` after 1.0 MiB appended", TargetWall: time.Second,
+		{Shape: ShapeDiff, Notes: []string{"every reply counted"}, Rows: []ShapeRow{{Op: "`diff-kept` after 1.0 MiB appended", TargetWall: time.Second,
 			Pairs: Pairs{Keeper: ss(300*time.Millisecond, 2*time.Second, 400*time.Millisecond)}, Took: []time.Duration{time.Second, time.Second, 0}}}},
 		{Shape: ShapeNonPrefix, Rows: []ShapeRow{{Op: "auto", Versus: "full", Target: 1.05,
 			Pairs: Pairs{Keeper: ss(11*time.Second, 10*time.Second), Nats: ss(10*time.Second, 10*time.Second)}}}},
 	}}
 	md := res.Markdown()
 	for _, want := range []string{
-		"| diff | `diff-kept` after 1.0 MiB appended | 400.0 ms (300.0–2000.0) | 1 s (0–1), to the second | — | — | ≤ 1s, reported against the target | **yes** |",
+		"| diff | `diff-kept` after 1.0 MiB appended | 400.0 ms (300.0–2000.0) | 1 s (0–1), to the second | — | — | ≤ 1 s, reported against the target | **yes** |",
 		"| nonprefix | auto | 10.50 s (10.00–11.00) | — | full: 10.00 s (10.00–10.00) | 1.05× (1.00–1.10) | ≤ 1.05× | **yes** |",
-		"- auto against full",
+		"- auto against full\n\n####",
+		"Every reply counted.\n\n**nonprefix**",
 		"| nonprefix: keeper full | 10.000 s |",
 	} {
 		if !strings.Contains(md, want) {

@@ -112,15 +112,19 @@ func (res *Result) shapesMarkdown(b *strings.Builder) {
 			fmt.Fprintf(b, "\n\n**It stopped part-way**, so some of its rows are missing: %s", oneLine(why))
 		}
 		b.WriteString("\n\n")
+		against := 0
 		for _, row := range s.Rows {
 			switch {
 			case row.CLI != "":
 				fmt.Fprintf(b, "- %s against %s\n", row.Op, row.CLI)
 			case row.Versus != "":
 				fmt.Fprintf(b, "- %s against %s\n", row.Op, row.Versus)
+			default:
+				continue
 			}
+			against++
 		}
-		if len(s.Rows) > 0 {
+		if against > 0 {
 			b.WriteString("\n")
 		}
 	}
@@ -199,7 +203,7 @@ func (res *Result) methodsMarkdown(b *strings.Builder) {
 			switch {
 			case row.TargetWall > 0:
 				took := tookText(row.Took)
-				target, met := fmt.Sprintf("≤ %s, reported against the target", row.TargetWall), "—"
+				target, met := fmt.Sprintf("≤ %g s, reported against the target", row.TargetWall.Seconds()), "—"
 				if len(row.Pairs.Keeper) > 0 {
 					met = yes(summarize(pick(row.Pairs.Keeper, wall)).med <= row.TargetWall.Seconds())
 				}
