@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"regexp"
-	"strconv"
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
@@ -77,17 +75,7 @@ func diffCounts(rep *keeper.Reply, stream string, appended uint64) error {
 	return fmt.Errorf("the reply names no stream %s (it said: %s)", stream, oneLine(rep.Said))
 }
 
-// saidTook finds the time a diff-kept's said gives to the millisecond
-// ("Compared in 0.412 s").
-var saidTook = regexp.MustCompile(`Compared in ([0-9]+(?:\.[0-9]+)?) s`)
-
-// replyTook is how long rep says the verb took: to the millisecond as its
-// said gives it, else its took (to the second).
+// replyTook is how long rep says the verb took (its took-ms).
 func replyTook(rep *keeper.Reply) time.Duration {
-	if m := saidTook.FindStringSubmatch(rep.Said); m != nil {
-		if f, err := strconv.ParseFloat(m[1], 64); err == nil {
-			return time.Duration(f * float64(time.Second)).Round(time.Millisecond)
-		}
-	}
-	return time.Duration(rep.Took)
+	return time.Duration(rep.TookMS) * time.Millisecond
 }

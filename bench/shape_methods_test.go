@@ -185,7 +185,7 @@ func TestPickedEach(t *testing.T) {
 	if err := diffCounts(diff, "b", 16); err == nil {
 		t.Error("diffCounts took a reply without the stream")
 	}
-	diff.Took = keptwire.Duration(time.Second)
+	diff.TookMS = 1000
 	if got := replyTook(diff); got != time.Second {
 		t.Errorf("took %v from a reply whose said gives none, want its took, 1s", got)
 	}
