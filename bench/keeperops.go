@@ -56,10 +56,10 @@ func (r *run) restoreOp(ctx context.Context, k *keeperSvc, name string, i int) (
 	return s, nil
 }
 
-// asideOp times restore-kept with the kept data live (set aside, then
-// restored), checks it is back whole, and discards the aside (not timed).
+// asideOp times restore-kept with the kept data live (method full: set
+// aside, then restored), checks it is back whole, and discards the aside (not timed).
 func (r *run) asideOp(ctx context.Context, k *keeperSvc, name string, i int) (Sample, error) {
-	s, rep, err := r.keeperOp(ctx, k, name, func(ctx context.Context) (*keeper.Reply, error) { return k.client.RestoreKept(ctx, restoreReq()) })
+	s, rep, err := r.keeperOp(ctx, k, name, func(ctx context.Context) (*keeper.Reply, error) { return restoreFull(k)(ctx, restoreReq()) })
 	if err != nil {
 		return Sample{}, fmt.Errorf("restore-kept%s with the kept data live, round %d: %w", which(k), i+1, err)
 	}

@@ -24,6 +24,10 @@ const (
 	ShapeCompressible = "compressible" // one stream of highly compressible messages
 	ShapeModule       = "module"       // a KV bucket, an object store and a stream: a quarter, a quarter and a half of the bytes
 	ShapeRollback     = "rollback"     // restore-kept with the kept data live against backup + rm + restore by hand
+	ShapeDelta        = "delta"        // restore-kept method auto (delta) after 1 MiB appended, against backup + rm + restore by hand
+	ShapeNonPrefix    = "nonprefix"    // restore-kept method auto (full) after a message of the point deleted, against method full
+	ShapeDiff         = "diff"         // diff-kept of a stream after 1 MiB appended, against its target
+	ShapeLogical      = "logical"      // restore-kept method logical of a KV bucket after 100 keys rewritten, against backup + rm + restore by hand
 	ShapePoints       = "points"       // many points over as many kept data
 	ShapeConsumers    = "consumers"    // many durable consumers of one module
 	ShapeBigKV        = "bigkv"        // one KV bucket of many keys
@@ -32,7 +36,8 @@ const (
 
 // AllShapes are every shape, in the order a run measures them.
 func AllShapes() []string {
-	return []string{ShapeRandom, ShapeCompressible, ShapeModule, ShapeRollback, ShapePoints, ShapeConsumers, ShapeBigKV, ShapeBusy}
+	return []string{ShapeRandom, ShapeCompressible, ShapeModule, ShapeRollback, ShapeDelta, ShapeNonPrefix, ShapeDiff, ShapeLogical,
+		ShapePoints, ShapeConsumers, ShapeBigKV, ShapeBusy}
 }
 
 // ParseShapes reads a comma-separated list of shapes such as random,module.
@@ -79,7 +84,17 @@ type ShapeRow struct {
 	CLI    string   // what the nats CLI did; empty when there is no CLI side
 	Pairs  Pairs    // Pairs.Nats empty when there is no CLI side
 	Server []Sample // the server's own restore, when measured
-	Target float64  // keeper ÷ nats at most, 0 for none
+	Target float64  // keeper ÷ nats (or ÷ Versus) at most, 0 for none
+	// Versus, when set, names the other side of the row when it is not
+	// the nats CLI (the keeper's own full rollback of the same data):
+	// Pairs.Nats are its samples, taken in the same rounds.
+	Versus string
+	// TargetWall, when set, is the target of the keeper's median wall time
+	// of a verb with no other side (reported against the target).
+	TargetWall time.Duration
+	// Took is how long the keeper's replies said the verb took, where
+	// they say it (diff-kept).
+	Took []time.Duration
 }
 
 // ShapeResult is one shape's figures.
@@ -141,6 +156,10 @@ func (r *run) runShape(ctx context.Context, name string, sr *ShapeResult) error 
 		ShapeCompressible: (*run).shapeCompressible,
 		ShapeModule:       (*run).shapeModule,
 		ShapeRollback:     (*run).shapeRollback,
+		ShapeDelta:        (*run).shapeDelta,
+		ShapeNonPrefix:    (*run).shapeNonPrefix,
+		ShapeDiff:         (*run).shapeDiff,
+		ShapeLogical:      (*run).shapeLogical,
 		ShapePoints:       (*run).shapePoints,
 		ShapeConsumers:    (*run).shapeConsumers,
 		ShapeBigKV:        (*run).shapeBigKV,

@@ -246,11 +246,7 @@ func (r *run) rollbackPairs(ctx context.Context, sr *ShapeResult, k kept) error 
 	}); err != nil {
 		return fmt.Errorf("nats backup stream, the point to roll back to: %w", err)
 	}
-	var by []string
-	for _, s := range k.streams {
-		by = append(by, fmt.Sprintf("nats backup stream %s DIR/aside-%s --no-progress && nats stream rm -f %s && nats --timeout %s backup restore stream DIR/point-%s --no-progress", s, s, s, cliTimeout, s))
-	}
-	sr.Rows = append(sr.Rows, ShapeRow{Op: "`restore-kept` with the kept data live (verify, set aside, restore)", CLI: "`" + strings.Join(by, " && ") + "`", Target: 0.75})
+	sr.Rows = append(sr.Rows, ShapeRow{Op: "`restore-kept` method full with the kept data live (verify, set aside, restore)", CLI: "`" + byHandCommands(k.streams) + "`", Target: 0.75})
 	ri := len(sr.Rows) - 1
 	var verify []Sample
 	var handFailed error
@@ -259,14 +255,14 @@ func (r *run) rollbackPairs(ctx context.Context, sr *ShapeResult, k kept) error 
 		if err := r.waitAllFiles(ctx, k.streams); err != nil {
 			return err
 		}
-		ks, rep, err := r.keeperVerb(ctx, sr.Shape+"-keeper-rollback", k, r.file().client.RestoreKept)
+		ks, rep, err := r.keeperVerb(ctx, sr.Shape+"-keeper-rollback", k, restoreFull(r.file()))
 		if err != nil {
 			return fmt.Errorf("restore-kept of %s/%s with the kept data live, round %d: %w", k.module, k.local, i+1, err)
 		}
 		if rep.Aside == nil {
 			return fmt.Errorf("restore-kept with the kept data live, round %d, set nothing aside: %s", i+1, rep.Said)
 		}
-		if err := r.checkSums(ctx, "restore-kept with the kept data live", want, i == 0); err != nil {
+		if err := r.checkBack(ctx, "restore-kept with the kept data live", want, i == 0); err != nil {
 			return err
 		}
 		discard := keeperRequest("", "", 0, "")
@@ -306,6 +302,16 @@ func (r *run) rollbackPairs(ctx context.Context, sr *ShapeResult, k kept) error 
 	}
 	sr.Notes = append(sr.Notes, "of the keeper's rollback, verifying the point whole before anything is set aside took "+secs(summarize(pick(verify, verifyTime))))
 	return nil
+}
+
+// restoreFull is k's restore-kept with method full: the rollbacks that
+// measure the whole data set aside and restored (today's rollback), which
+// auto would make a delta when nothing changed since the point.
+func restoreFull(k *keeperSvc) func(context.Context, keeper.Request) (*keeper.Reply, error) {
+	return func(ctx context.Context, q keeper.Request) (*keeper.Reply, error) {
+		q.Method = keeperMethodFull
+		return k.client.RestoreKept(ctx, q)
+	}
 }
 
 // rollbackByHand is what an operator does with the nats CLI: `nats backup

@@ -71,6 +71,9 @@ func (res *Result) shapesMarkdown(b *strings.Builder) {
 	}
 	for _, s := range res.Shapes {
 		for _, row := range s.Rows {
+			if row.Versus != "" || row.TargetWall > 0 {
+				continue // in the table of methodsMarkdown
+			}
 			cli, ratio, target, met := "—", "—", "—", "—"
 			if len(row.Pairs.Nats) > 0 {
 				cli, ratio = times(row.Pairs.Nats), ratioText(row.Pairs.ratio(), len(row.Pairs.Nats))
@@ -91,6 +94,7 @@ func (res *Result) shapesMarkdown(b *strings.Builder) {
 		}
 	}
 	b.WriteString("\n")
+	res.methodsMarkdown(b)
 	res.pointsMarkdown(b)
 	res.busyMarkdown(b)
 	for _, s := range res.Shapes {
@@ -108,12 +112,19 @@ func (res *Result) shapesMarkdown(b *strings.Builder) {
 			fmt.Fprintf(b, "\n\n**It stopped part-way**, so some of its rows are missing: %s", oneLine(why))
 		}
 		b.WriteString("\n\n")
+		against := 0
 		for _, row := range s.Rows {
-			if row.CLI != "" {
+			switch {
+			case row.CLI != "":
 				fmt.Fprintf(b, "- %s against %s\n", row.Op, row.CLI)
+			case row.Versus != "":
+				fmt.Fprintf(b, "- %s against %s\n", row.Op, row.Versus)
+			default:
+				continue
 			}
+			against++
 		}
-		if len(s.Rows) > 0 {
+		if against > 0 {
 			b.WriteString("\n")
 		}
 	}
@@ -168,7 +179,10 @@ func (res *Result) shapeCosts(b *strings.Builder) {
 	for _, s := range res.Shapes {
 		for _, row := range s.Rows {
 			costRow(b, s.Shape+": keeper "+row.Op, row.Pairs.Keeper, s.Bytes)
-			if len(row.Pairs.Nats) > 0 {
+			switch {
+			case len(row.Pairs.Nats) > 0 && row.Versus != "":
+				costRow(b, s.Shape+": keeper "+row.Versus, row.Pairs.Nats, s.Bytes)
+			case len(row.Pairs.Nats) > 0:
 				costRow(b, s.Shape+": nats CLI", row.Pairs.Nats, s.Bytes)
 			}
 			if len(row.Server) > 0 {
@@ -177,4 +191,63 @@ func (res *Result) shapeCosts(b *strings.Builder) {
 		}
 	}
 	b.WriteString("\nThe server's own restore has no client process: its client CPU is 0.\n\n")
+}
+
+// methodsMarkdown writes the rows of issue 40 that are not against the nats
+// CLI: a rollback against the keeper's own with another method, and a verb
+// with no other side, against its target.
+func (res *Result) methodsMarkdown(b *strings.Builder) {
+	var lines []string
+	for _, s := range res.Shapes {
+		for _, row := range s.Rows {
+			switch {
+			case row.TargetWall > 0:
+				took := tookText(row.Took)
+				target, met := fmt.Sprintf("≤ %g s, reported against the target", row.TargetWall.Seconds()), "—"
+				if len(row.Pairs.Keeper) > 0 {
+					met = yes(summarize(pick(row.Pairs.Keeper, wall)).med <= row.TargetWall.Seconds())
+				}
+				lines = append(lines, fmt.Sprintf("| %s | %s | %s | %s | — | — | %s | %s |", s.Shape, row.Op, times(row.Pairs.Keeper), took, target, met))
+			case row.Versus != "":
+				ratio, met := ratioText(row.Pairs.ratio(), len(row.Pairs.Nats)), "—"
+				if len(row.Pairs.Nats) > 0 {
+					met = yes(row.Pairs.ratio().med <= row.Target)
+				}
+				lines = append(lines, fmt.Sprintf("| %s | %s | %s | — | %s: %s | %s | ≤ %.2f× | %s |", s.Shape, row.Op, times(row.Pairs.Keeper), row.Versus,
+					times(row.Pairs.Nats), ratio, row.Target, met))
+			}
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	b.WriteString("#### Restore methods and diff against the keeper's own or a target (median, with min–max)\n\n")
+	b.WriteString("The keeper's side is timed from request to reply; \"took\" is what the reply says the verb took. A rollback against the keeper's own is taken in the same rounds, each after the same change.\n\n")
+	b.WriteString("| shape | operation | keeper | took | against | keeper ÷ it | target | met |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString(strings.Join(lines, "\n"))
+	b.WriteString("\n\n")
+}
+
+// tookText is the median and spread of what the replies said a verb
+// took; said so when the reply gives it to the second only.
+func tookText(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "—"
+	}
+	st := summarize(pickDurations(ds))
+	for _, d := range ds {
+		if d%time.Second != 0 {
+			return secs(st)
+		}
+	}
+	return fmt.Sprintf("%.0f s (%.0f–%.0f), to the second", st.med, st.lo, st.hi)
+}
+
+// pickDurations is ds in seconds.
+func pickDurations(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = d.Seconds()
+	}
+	return out
 }

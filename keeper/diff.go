@@ -75,7 +75,7 @@ func (k *Keeper) DiffKept(ctx context.Context, r Request) (*Reply, error) {
 	}
 	rep := &Reply{Dir: k.abs(rel), Streams: changesOf(ds), Consumers: consumers, Next: next}
 	took := k.now().Sub(began)
-	rep.Took = kept.Duration(took.Round(time.Second))
+	rep.TookMS = max(took.Milliseconds(), 1)
 	rep.Said = diffSaid(r, p, rep, took)
 	return rep, nil
 }

@@ -143,9 +143,8 @@ type Reply struct {
 	// Consumers is diff-kept's: each of the module's consumers, its
 	// position at the point and now.
 	Consumers []ConsumerChange `json:"consumers,omitempty"`
-	// Took is how long the verb took (diff-kept), to the nearest second
-	// (its Said gives it to the millisecond).
-	Took Duration `json:"took,omitempty"`
+	// TookMS is how long the verb took, in milliseconds (diff-kept).
+	TookMS int64 `json:"took-ms,omitempty"`
 }
 
 // KeptTotal is what one kept data has kept: its points and asides and

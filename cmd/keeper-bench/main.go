@@ -14,8 +14,10 @@
 //	go run ./cmd/keeper-bench -cluster -size 256MiB -rounds 3 -out BENCHMARKS.md
 //
 // -shapes names the data shapes to measure (default all: random, compressible,
-// module, rollback, points, consumers, bigkv, busybus), each against the nats CLI
-// (busybus: a small KV's snapshot and dry run among other modules' streams):
+// module, rollback, delta, nonprefix, diff, logical, points, consumers, bigkv,
+// busybus), each against the nats CLI (busybus: a small KV's snapshot and dry
+// run among other modules' streams; nonprefix: against the keeper's own full
+// rollback; diff: against its target):
 //
 //	go run ./cmd/keeper-bench -shapes compressible,rollback -size 64MiB -rounds 3 -out -
 //
