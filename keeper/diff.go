@@ -126,7 +126,7 @@ func (k *Keeper) diffLiveOnly(ctx context.Context, name string, i int, pg *diffP
 	}
 	kind, _ := streamKind(name, live.Subjects)
 	ls := liveSeqs{first: live.FirstSeq, last: live.LastSeq, deleted: live.Deleted}
-	d := streamDiff{Live: live, NotPrefix: "the point does not hold this stream", Change: kept.StreamChange{Stream: name, Kind: kind,
+	d := streamDiff{Live: live, Change: kept.StreamChange{Stream: name, Kind: kind,
 		Now: &kept.SeqState{FirstSeq: live.FirstSeq, LastSeq: live.LastSeq, Messages: live.Messages, Bytes: live.Bytes}}}
 	c := countSeqs(0, 0, 0, ls)
 	d.Change.Appended = c.appended

@@ -10,8 +10,6 @@ import (
 type StreamDiff struct {
 	Change                         kept.StreamChange
 	Live                           bool
-	Prefix                         bool
-	NotPrefix, TailStays           string
 	TailFirst, TailLast, TailCount uint64
 }
 
@@ -32,7 +30,7 @@ func DiffStreams(ctx context.Context, k *Keeper, r Request, limit int) ([]Stream
 	}
 	out := make([]StreamDiff, len(ds))
 	for i, d := range ds {
-		out[i] = StreamDiff{Change: d.Change, Live: d.Live != nil, Prefix: d.Prefix, NotPrefix: d.NotPrefix, TailStays: d.TailStays,
+		out[i] = StreamDiff{Change: d.Change, Live: d.Live != nil,
 			TailFirst: d.TailFirst, TailLast: d.TailLast, TailCount: d.TailCount}
 	}
 	return out, nil

@@ -25,19 +25,6 @@ type streamDiff struct {
 	// Live is the live stream as the diff read it; nil when it is not on
 	// the bus.
 	Live *StreamDetail
-	// Prefix: the point is a prefix of the live stream (changes.md): every
-	// message the point holds is still live at its sequence (the same
-	// first sequence, and the live deleted set inside the point's
-	// first..last is the point's own), the configuration differs only in
-	// fields a stream update can set back (configChanges). NotPrefix says
-	// why not, as a sentence's end ("12 messages of the point were deleted
-	// since").
-	Prefix    bool
-	NotPrefix string
-	// TailStays says why the tail cannot be deleted message by message
-	// (the live stream is sealed or denies deletes, as every KV bucket
-	// does), "" when it can.
-	TailStays string
 	// The tail: the live messages after the point's last sequence, their
 	// first and last sequence and how many (0, 0, 0: none).
 	TailFirst, TailLast, TailCount uint64
@@ -88,11 +75,10 @@ func (k *Keeper) diffStream(ctx context.Context, a *openedArchive, sm *busarchiv
 		return d, Errorf(ErrFailed, "reading the live stream %s: %v", sm.Name, err)
 	}
 	var ls liveSeqs
-	fixed := ""
 	if live != nil {
 		d.Live, ls = live, liveSeqs{first: live.FirstSeq, last: live.LastSeq, deleted: live.Deleted}
 		d.Change.Now = &kept.SeqState{FirstSeq: live.FirstSeq, LastSeq: live.LastSeq, Messages: live.Messages, Bytes: live.Bytes}
-		if d.Change.Config, fixed, err = configChanges(sm.Config.Raw, live.Config); err != nil {
+		if d.Change.Config, err = configChanges(sm.Config.Raw, live.Config); err != nil {
 			return d, Errorf(ErrFailed, "comparing the configuration of %s: %v", sm.Name, err)
 		}
 	}
@@ -104,8 +90,5 @@ func (k *Keeper) diffStream(ctx context.Context, a *openedArchive, sm *busarchiv
 	if err := k.diffLists(ctx, a, sm, i, pg, &d, ls, c, prefix); err != nil {
 		return d, err
 	}
-	d.NotPrefix = notPrefix(d, c, fixed)
-	d.Prefix = d.NotPrefix == ""
-	d.TailStays = tailStays(d)
 	return d, nil
 }
