@@ -1,9 +1,11 @@
 package jsbus_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,10 +106,10 @@ func TestStreamConsumersTellsOrderedFromDurable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := b.a.StreamConsumers(ctx, "KV_settings")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// nats.go's ordered consumer may make its consumer again (name _2 for
+	// _1) when its first pull does not begin where it wants, and removes
+	// the one it left on its own time: wait (bounded) until it has.
+	got := settledConsumers(ctx, t, b.a, "KV_settings", oc.CachedInfo().Name)
 	if len(got) != 4 {
 		t.Fatalf("consumers %+v, want 4", got)
 	}
@@ -178,5 +180,28 @@ func TestDownstreamsInADomain(t *testing.T) {
 	}
 	if want := []keeper.Downstream{{Stream: "NEAR", Kind: "source", Upstream: "ORDERS"}}; !slices.Equal(got, want) {
 		t.Fatalf("downstreams of ORDERS in domain hub: %+v", got)
+	}
+}
+
+// settledConsumers lists stream's consumers once no earlier consumer of
+// the ordered consumer whose latest name is latest (<base>_<n>) is left,
+// waiting at most 15 s for the server to remove them.
+func settledConsumers(ctx context.Context, t *testing.T, a *jsbus.Adapter, stream, latest string) []keeper.ConsumerBrief {
+	t.Helper()
+	base := latest[:strings.LastIndex(latest, "_")+1]
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		cs, err := a.StreamConsumers(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := slices.IndexFunc(cs, func(c keeper.ConsumerBrief) bool { return c.Name != latest && strings.HasPrefix(c.Name, base) })
+		if left < 0 || base == "" {
+			return cs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("an earlier consumer of the ordered consumer %s is still there after 15 s: %+v", latest, cs)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
