@@ -76,7 +76,7 @@ func TestTwoKeepersOneDir(t *testing.T) {
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for i, caller := range callers {
-			verb, body := "restore-kept", req(map[string]any{"fingerprint": "base", "caller": caller, "why": "concurrency test"})
+			verb, body := "restore-kept", req(map[string]any{"fingerprint": "base", "caller": caller, "why": "concurrency test", "method": "full"}) // the aside holds the live data whole
 			if strings.Contains(caller, "snapshot") {
 				verb, body = "snapshot-kept", req(map[string]any{"fingerprint": "roll", "caller": caller})
 			}

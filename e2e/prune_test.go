@@ -37,7 +37,8 @@ func TestPruneOnRealProcesses(t *testing.T) {
 		if err := sample.Change(ctx, js, module, local); err != nil {
 			t.Fatal(err)
 		}
-		body, _ := json.Marshal(map[string]any{"module": module, "local": local, "form": 1, "fingerprint": fp, "why": "e2e", "caller": "e2e"})
+		body, _ := json.Marshal(map[string]any{"module": module, "local": local, "form": 1, "fingerprint": fp, "why": "e2e", "caller": "e2e",
+			"method": "full"}) // a whole aside: a delta's would keep its base point from the prune
 		return call(ctx, nc, "restore-kept", body, 10*time.Minute)
 	}
 	cli := func(args ...string) (*kept.Reply, string) {

@@ -71,7 +71,8 @@ func TestPruneByCalendarOnRealProcesses(t *testing.T) {
 	if err := sample.Change(ctx, js, module, local); err != nil {
 		t.Fatal(err)
 	}
-	mustCall(t, nc, "restore-kept", map[string]any{"module": module, "local": local, "form": 1, "fingerprint": "p6", "why": "e2e", "caller": "e2e"})
+	mustCall(t, nc, "restore-kept", map[string]any{"module": module, "local": local, "form": 1, "fingerprint": "p6", "why": "e2e", "caller": "e2e",
+		"method": "full"}) // a whole aside: a delta's would keep its base point (p6) for a reason of its own
 	aside := asides(t, dir)
 	if len(aside) != 1 {
 		t.Fatalf("after the restore the asides are %v; want one", aside)

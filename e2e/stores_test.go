@@ -107,7 +107,7 @@ func storeRoundTrip(t *testing.T, tmp string, bus *natsServer, args, env []strin
 			t.Fatal(err)
 		}
 		mustCall(t, nc, "restore-kept", map[string]any{"module": module, "local": local, "form": 1, "fingerprint": "one",
-			"why": "e2e " + when, "caller": "e2e"})
+			"why": "e2e " + when, "caller": "e2e", "method": "full"}) // a whole aside: the prune below removes the point
 		if d := point.diff(dumpState(t, js, module, local)); d != "" {
 			t.Errorf("%s, the kept data differs from the point:\n%s", when, d)
 		}

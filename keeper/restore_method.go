@@ -189,6 +189,12 @@ func (k *Keeper) pickMethod(ctx context.Context, r Request, pl *restorePlan, sm 
 	if pl.Overrides != nil {
 		return full("the request sets replicas or placement, which only a full restore applies")
 	}
+	if st.Consumers > 0 && len(pl.point.Positions) == 0 {
+		// A delta sets back only the positions the point records; the
+		// consumers a stream's snapshot carries come back as they were
+		// only with the stream.
+		return full(fmt.Sprintf("the point records no consumer positions (an imported point, or none of the module's then) while its snapshot of the stream carries %d %s, which only a whole restore sets back as they were", st.Consumers, kept.Plural(st.Consumers, "consumer", "consumers")))
+	}
 	if k.autoFull && kept.MethodOf(r) == kept.MethodAuto {
 		return full("auto picks full here (a test's keeper)")
 	}
