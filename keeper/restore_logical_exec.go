@@ -24,22 +24,7 @@ func (x *logicalRun) execute(ctx context.Context) ([]Position, error) {
 			return nil, x.stopped(ctx, err)
 		}
 	}
-	var own *Aside
-	if len(x.asides) > 0 {
-		own = x.asides[0]
-	}
-	var set []Position
-	err := x.timed("position", func() (err error) {
-		set, err = x.setPositions(ctx, own)
-		return err
-	})
-	x.checkConsumers(ctx, err)
-	if err != nil {
-		x.journals.close(ctx, j)
-		return set, err
-	}
-	x.step("positions-set")
-	return set, nil
+	return x.positionsStep(ctx)
 }
 
 // writeAll writes every differing key of each stream not yet written,

@@ -5,6 +5,29 @@ import (
 	"fmt"
 )
 
+// positionsStep is a run's last step, whatever its method: the module's
+// consumers set back (setPositions), timed, and checked for the evidence.
+// A failure closes the journal: the streams are done, and what is not set
+// back is said.
+func (x *restoreRun) positionsStep(ctx context.Context) ([]Position, error) {
+	var own *Aside
+	if len(x.asides) > 0 {
+		own = x.asides[0]
+	}
+	var set []Position
+	err := x.timed("position", func() (err error) {
+		set, err = x.setPositions(ctx, own)
+		return err
+	})
+	x.checkConsumers(ctx, err)
+	if err != nil {
+		x.journals.close(ctx, x.j)
+		return set, err
+	}
+	x.step("positions-set")
+	return set, nil
+}
+
 // setPositions sets back the module's consumers on streams the point does
 // not carry (the journal's Reposition); a is the restore's own aside.
 func (x *restoreRun) setPositions(ctx context.Context, a *Aside) ([]Position, error) {

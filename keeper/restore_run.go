@@ -160,22 +160,7 @@ func (x *restoreRun) execute(ctx context.Context) ([]Position, error) {
 			return nil, x.deltaStopped(err)
 		}
 	}
-	var own *Aside
-	if len(x.asides) > 0 {
-		own = x.asides[0]
-	}
-	var set []Position
-	err := x.timed("position", func() (err error) {
-		set, err = x.setPositions(ctx, own)
-		return err
-	})
-	x.checkConsumers(ctx, err)
-	if err != nil {
-		x.journals.close(ctx, j)
-		return set, err
-	}
-	x.step("positions-set")
-	return set, nil
+	return x.positionsStep(ctx)
 }
 
 // timed runs step and records its time in the evidence.
