@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,6 +31,12 @@ const (
 	// readIdleTries bounds those waits in a row: a consumer that delivers
 	// nothing for some 2 minutes while messages are left fails the read.
 	readIdleTries = 60
+	// readStall bounds the same by the clock: the client's ordered
+	// consumer makes its consumer again inside Next when the server it was
+	// on died (up to 10 tries of 10 s each, deaf to Next's context), so
+	// one wait can last minutes; a read that delivered nothing for this
+	// long is stopped and fails.
+	readStall = 3 * time.Minute
 	// readInactive is how long the server keeps a read's consumer that
 	// pulls nothing (its keeper died): the read deletes it when it ends.
 	readInactive = time.Minute
@@ -126,7 +133,16 @@ type orderedRead struct {
 // the stream confirms none is left up to the end.
 func (a *Adapter) readOrdered(ctx context.Context, r orderedRead, fn func(keeper.Message) error) error {
 	r.cfg.MaxResetAttempts, r.cfg.InactiveThreshold, r.cfg.NamePrefix = 10, readInactive, readerPrefix+nuid.Next()
-	c, err := a.js.OrderedConsumer(ctx, r.stream, r.cfg)
+	// Each try of making the consumer has its own deadline: one sent to a
+	// stream leader that died gets no answer, and the verb's context may
+	// allow an hour. A try whose answer was lost makes the same consumer
+	// (same name, same configuration) again.
+	var c jetstream.Consumer
+	err := a.retry(ctx, "make a consumer to read stream "+r.stream, func(ctx context.Context) error {
+		var err error
+		c, err = a.js.OrderedConsumer(ctx, r.stream, r.cfg)
+		return err
+	})
 	if err == nil {
 		var it jetstream.MessagesContext
 		if it, err = c.Messages(jetstream.PullMaxMessagesWithBytesLimit(msgsBatch, max(msgsBytes, 2*int(a.nc.MaxPayload())))); err == nil {
@@ -171,6 +187,11 @@ func (a *Adapter) readFrom(ctx context.Context, r orderedRead, c jetstream.Consu
 		r.end = info.State.LastSeq
 	}
 	var cursor uint64 // the last stream sequence delivered
+	var stalled atomic.Bool
+	stall := time.AfterFunc(readStall, func() { stalled.Store(true); it.Stop() })
+	defer stall.Stop()
+	stopOnEnd := context.AfterFunc(ctx, it.Stop)
+	defer stopOnEnd()
 	if ci := c.CachedInfo(); ci != nil && ci.NumPending == 0 {
 		if fin, err := a.finished(ctx, &r, cursor); err != nil || fin {
 			return err
@@ -190,10 +211,15 @@ func (a *Adapter) readFrom(ctx context.Context, r orderedRead, c jetstream.Consu
 			}
 			continue
 		}
+		if err != nil && stalled.Load() {
+			return fmt.Errorf("the consumer delivered nothing after sequence %d for %s while messages up to %d are left (its server may have died)",
+				cursor, readStall, r.end)
+		}
 		if err != nil {
 			return busErr(cmpErr(context.Cause(ctx), err))
 		}
 		idle = 0
+		stall.Reset(readStall)
 		md, err := m.Metadata()
 		if err != nil {
 			return err
