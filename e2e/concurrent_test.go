@@ -177,12 +177,19 @@ func TestTwoKeepersOneDir(t *testing.T) {
 		}
 	}
 	t.Logf("winners by verb: %v; 409s naming a keeper's lease: %d of %d", wins, viaLease, refused)
-	// Both processes ran verbs: the exclusion was across processes, not
-	// only inside one.
+	// Both processes answered verbs, and the exclusion was across
+	// processes, not only inside one: a keeper refused a verb because the
+	// other held the kept data's lease (a keeper's own verbs meet its own
+	// lock first, which names the caller, not a keeper). Which keeper wins
+	// a round is the queue group's and the race's, so one keeper may win
+	// every round; that is not asked.
 	for name, k := range map[string]*keeperProc{"first": a, "second": b} {
-		if !strings.Contains(k.p.log.String(), `"outcome":"done"`) {
-			t.Errorf("the %s keeper never ran a verb to the end, so the test did not exercise two processes:\n%s", name, tail(k.p.log.String()))
+		if log := k.p.log.String(); !strings.Contains(log, `"msg":"verb done"`) && !strings.Contains(log, `"msg":"verb failed"`) {
+			t.Errorf("the %s keeper answered no verb, so the test did not exercise two processes:\n%s", name, tail(log))
 		}
+	}
+	if viaLease == 0 {
+		t.Errorf("no verb was refused for another keeper's lease, so the test did not show exclusion across processes")
 	}
 
 	// Nothing lost: every aside and point verifies.
