@@ -306,12 +306,17 @@ func TestClusterServerDies(t *testing.T) {
 				t.Logf("%s, round %d (server %d killed): %s", phase, round, victim+1, r)
 			}
 			took := time.Since(began)
-			if dir := os.Getenv("NATS_KEEPER_E2E_LOGS"); dir != "" && (took > time.Minute || r.Code != 200) {
-				for i, k := range keepers {
-					name := filepath.Join(dir, fmt.Sprintf("%s-round%d-k%d.log", strings.ReplaceAll(phase, " ", "-"), round, i+1))
-					_ = os.WriteFile(name, []byte(k.p.log.String()), 0o600)
+			keepLogs := func() { // to read a round that went wrong
+				if dir := os.Getenv("NATS_KEEPER_E2E_LOGS"); dir != "" {
+					for i, k := range keepers {
+						name := filepath.Join(dir, fmt.Sprintf("%s-round%d-k%d.log", strings.ReplaceAll(phase, " ", "-"), round, i+1))
+						_ = os.WriteFile(name, []byte(k.p.log.String()), 0o600)
+					}
+					c.keepLogs(t, fmt.Sprintf("%s-round%d", strings.ReplaceAll(phase, " ", "-"), round))
 				}
-				c.keepLogs(t, fmt.Sprintf("%s-round%d", strings.ReplaceAll(phase, " ", "-"), round))
+			}
+			if took > time.Minute || r.Code != 200 {
+				keepLogs()
 			}
 			waitNoJournal(t, cjs, module, local)
 			c.revive(t, victim, watched...)
@@ -324,6 +329,7 @@ func TestClusterServerDies(t *testing.T) {
 			}
 			if d := want.diff(got); d != "" && (verb != "restore-kept" || point.diff(got) != "") {
 				t.Errorf("%s, round %d (server %d killed): the kept data is not whole: %s\n%s", phase, round, victim+1, r, d)
+				keepLogs()
 			}
 		}
 		t.Logf("%s: %d of 10 verbs succeeded while a server was down", phase, succeeded)

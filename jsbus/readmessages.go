@@ -37,6 +37,9 @@ const (
 	// one wait can last minutes; a read that delivered nothing for this
 	// long is stopped and fails.
 	readStall = 3 * time.Minute
+	// readEndBound bounds the delete of a read's consumer once the read
+	// ended, its tries included.
+	readEndBound = 30 * time.Second
 	// readInactive is how long the server keeps a read's consumer that
 	// pulls nothing (its keeper died): the read deletes it when it ends.
 	readInactive = time.Minute
@@ -158,16 +161,25 @@ func (a *Adapter) readOrdered(ctx context.Context, r orderedRead, fn func(keeper
 
 // endRead stops the read's consumer and deletes it on the server, rather
 // than leave it listed among the stream's consumers until its inactive
-// threshold; a delete that fails is left to the threshold.
+// threshold: tried again while the cause passes (a leader that died just
+// then), for at most readEndBound; a delete that still fails is left to
+// the threshold.
 func (a *Adapter) endRead(ctx context.Context, stream string, c jetstream.Consumer, it jetstream.MessagesContext) {
 	it.Stop()
 	ci := c.CachedInfo()
 	if ci == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.attempt)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readEndBound)
 	defer cancel()
-	if err := a.js.DeleteConsumer(ctx, stream, ci.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	err := a.retry(ctx, "delete the consumer of a read of stream "+stream, func(ctx context.Context) error {
+		err := a.js.DeleteConsumer(ctx, stream, ci.Name)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
 		a.log.Debug("the consumer of a read was not deleted; the server removes it when it has been idle a while",
 			"stream", stream, "consumer", ci.Name, "err", err)
 	}
