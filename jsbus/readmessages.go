@@ -37,6 +37,11 @@ const (
 	// one wait can last minutes; a read that delivered nothing for this
 	// long is stopped and fails.
 	readStall = 3 * time.Minute
+	// readRestartIdle is how many waits of readIdle in a row, with messages
+	// left, make a read by start sequence go on with a new consumer, and
+	// readRestarts how many times it does.
+	readRestartIdle = 10
+	readRestarts    = 5
 	// readEndBound bounds the delete of a read's consumer once the read
 	// ended, its tries included.
 	readEndBound = 30 * time.Second
@@ -130,11 +135,49 @@ type orderedRead struct {
 	cfg        jetstream.OrderedConsumerConfig
 }
 
+// restartable reports a read that can go on from a sequence with a new
+// consumer: one by start sequence (Messages), not one of the last
+// messages per subject.
+func (r orderedRead) restartable() bool {
+	return r.cfg.DeliverPolicy == jetstream.DeliverByStartSequencePolicy
+}
+
 // readOrdered calls fn with each message the read's consumer delivers up to
 // its end, in order, and stops at the end: at the end sequence, at the
 // first message past it, or when the consumer says none is pending and
 // the stream confirms none is left up to the end.
+//
+// A read by start sequence whose consumer delivers nothing for
+// readRestartIdle waits while messages are left (its server died, and the
+// client's own reset has not brought it back) goes on with a new consumer
+// from the sequence after the last it delivered, at most readRestarts times.
 func (a *Adapter) readOrdered(ctx context.Context, r orderedRead, fn func(keeper.Message) error) error {
+	for restarts := 0; ; restarts++ {
+		err := a.readOnce(ctx, r, fn)
+		var st *readStalled
+		if !errors.As(err, &st) {
+			return err
+		}
+		if restarts == readRestarts {
+			return fmt.Errorf("%d consumers in turn stopped delivering, the last after sequence %d, while messages up to %d are left", restarts+1, st.cursor, r.end)
+		}
+		a.log.Info("a read of a stream delivered nothing while messages are left; reading on with a new consumer",
+			"stream", r.stream, "after", st.cursor, "end", r.end, "restart", restarts+1)
+		r.cfg.OptStartSeq = max(r.cfg.OptStartSeq, st.cursor+1)
+	}
+}
+
+// readStalled is a read by start sequence whose consumer stopped
+// delivering after cursor (0: delivered nothing), every message up to
+// cursor given to fn.
+type readStalled struct{ cursor uint64 }
+
+func (e *readStalled) Error() string {
+	return fmt.Sprintf("the consumer delivered nothing after sequence %d while messages are left", e.cursor)
+}
+
+// readOnce is one consumer's part of readOrdered.
+func (a *Adapter) readOnce(ctx context.Context, r orderedRead, fn func(keeper.Message) error) error {
 	r.cfg.MaxResetAttempts, r.cfg.InactiveThreshold, r.cfg.NamePrefix = 10, readInactive, readerPrefix+nuid.Next()
 	// Each try of making the consumer has its own deadline: one sent to a
 	// stream leader that died gets no answer, and the verb's context may
@@ -221,7 +264,13 @@ func (a *Adapter) readFrom(ctx context.Context, r orderedRead, c jetstream.Consu
 			if fin, err := a.finished(ctx, &r, cursor); err != nil || fin {
 				return cmpErr(err, w.drain())
 			}
+			if r.restartable() && idle >= readRestartIdle {
+				return cmpErr(w.drain(), &readStalled{cursor})
+			}
 			continue
+		}
+		if err != nil && stalled.Load() && r.restartable() {
+			return cmpErr(w.drain(), &readStalled{cursor})
 		}
 		if err != nil && stalled.Load() {
 			return fmt.Errorf("the consumer delivered nothing after sequence %d for %s while messages up to %d are left (its server may have died)",
