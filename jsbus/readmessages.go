@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,8 @@ const (
 	// readEndBound bounds the delete of a read's consumer once the read
 	// ended, its tries included.
 	readEndBound = 30 * time.Second
+	// maxReadConsumers bounds the consumers endRead deletes for one read.
+	maxReadConsumers = 64
 	// readInactive is how long the server keeps a read's consumer that
 	// pulls nothing (its keeper died): the read deletes it when it ends.
 	readInactive = time.Minute
@@ -192,7 +195,7 @@ func (a *Adapter) readOnce(ctx context.Context, r orderedRead, fn func(keeper.Me
 	if err == nil {
 		var it jetstream.MessagesContext
 		if it, err = c.Messages(jetstream.PullMaxMessagesWithBytesLimit(msgsBatch, max(msgsBytes, 2*int(a.nc.MaxPayload())))); err == nil {
-			defer a.endRead(ctx, r.stream, c, it)
+			defer a.endRead(ctx, r, c, it)
 			return a.readFrom(ctx, r, c, it, fn)
 		}
 	}
@@ -204,10 +207,14 @@ func (a *Adapter) readOnce(ctx context.Context, r orderedRead, fn func(keeper.Me
 
 // endRead stops the read's consumer and deletes it on the server, rather
 // than leave it listed among the stream's consumers until its inactive
-// threshold: tried again while the cause passes (a leader that died just
-// then), for at most readEndBound; a delete that still fails is left to
+// threshold, and with it every consumer the client made before it for the
+// read (the client names them prefix_1, prefix_2, … as it makes a new one
+// after a server died, and deletes the one before once, without trying
+// again; on a cluster one left so was seen to outlive its threshold). Each
+// delete is tried again while the cause passes (a leader that died just
+// then), all of them within readEndBound; one that still fails is left to
 // the threshold.
-func (a *Adapter) endRead(ctx context.Context, stream string, c jetstream.Consumer, it jetstream.MessagesContext) {
+func (a *Adapter) endRead(ctx context.Context, r orderedRead, c jetstream.Consumer, it jetstream.MessagesContext) {
 	it.Stop()
 	ci := c.CachedInfo()
 	if ci == nil {
@@ -215,16 +222,26 @@ func (a *Adapter) endRead(ctx context.Context, stream string, c jetstream.Consum
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readEndBound)
 	defer cancel()
-	err := a.retry(ctx, "delete the consumer of a read of stream "+stream, func(ctx context.Context) error {
-		err := a.js.DeleteConsumer(ctx, stream, ci.Name)
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return nil
+	serial, err := strconv.Atoi(strings.TrimPrefix(ci.Name, r.cfg.NamePrefix+"_"))
+	if err != nil || serial < 1 {
+		serial = 1
+	}
+	for n := min(serial, maxReadConsumers); n >= 1; n-- {
+		name := ci.Name
+		if n != serial {
+			name = r.cfg.NamePrefix + "_" + strconv.Itoa(n)
 		}
-		return err
-	})
-	if err != nil {
-		a.log.Debug("the consumer of a read was not deleted; the server removes it when it has been idle a while",
-			"stream", stream, "consumer", ci.Name, "err", err)
+		err := a.retry(ctx, "delete the consumer of a read of stream "+r.stream, func(ctx context.Context) error {
+			err := a.js.DeleteConsumer(ctx, r.stream, name)
+			if errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			a.log.Debug("the consumer of a read was not deleted; the server removes it when it has been idle a while",
+				"stream", r.stream, "consumer", name, "err", err)
+		}
 	}
 }
 

@@ -50,4 +50,9 @@ func TestMessagesGoesOnWhenItsConsumerStalls(t *testing.T) {
 		t.Fatal("the read ended within the first pull, so the pause stalled nothing; publish more")
 	}
 	checkSame(t, s, got, want)
+	for name := range s.ConsumerNames(ctx).Name() {
+		if strings.HasPrefix(name, "nats_keeper_read_") {
+			t.Errorf("consumer %s of the read is left on the stream after the read ended", name)
+		}
+	}
 }
