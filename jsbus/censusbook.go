@@ -46,16 +46,22 @@ func ownerOf(cfg json.RawMessage) consumerOwner {
 }
 
 // censusBook is every stream on the bus and every consumer on each (durable
-// or not: the account's totals count them all), with its owner. It is not
-// safe for concurrent use: censusWatch guards it.
+// or not: the account's totals count them all), with its owner, and the
+// upstreams each stream's configuration names (censusupstreams.go). It is
+// not safe for concurrent use: censusWatch guards it.
 type censusBook struct {
 	streams map[string]map[string]consumerOwner
 	n       int      // consumers
 	sorted  []string // the streams, sorted, once names asked for them; nil when a stream came or went since
+	// ups are the upstreams of the streams that name any; unknown, the
+	// streams whose upstreams are not known; nUps counts ups.
+	ups     map[string][]upstream
+	unknown map[string]bool
+	nUps    int
 }
 
 func newCensusBook() *censusBook {
-	return &censusBook{streams: map[string]map[string]consumerOwner{}}
+	return &censusBook{streams: map[string]map[string]consumerOwner{}, ups: map[string][]upstream{}, unknown: map[string]bool{}}
 }
 
 // addStream notes that stream is on the bus.
@@ -66,8 +72,9 @@ func (b *censusBook) addStream(stream string) {
 	}
 }
 
-// dropStream forgets stream and its consumers.
+// dropStream forgets stream, its consumers and its upstreams.
 func (b *censusBook) dropStream(stream string) {
+	b.forgetUpstreams(stream)
 	if cs, ok := b.streams[stream]; ok {
 		b.n -= len(cs)
 		delete(b.streams, stream)

@@ -182,13 +182,15 @@ func (a *Adapter) catchUp(ctx context.Context) error {
 
 // streamState is the part of a stream's info readStream reads.
 type streamState struct {
-	State struct {
+	Config upstreamConfig `json:"config"`
+	State  struct {
 		Consumers int `json:"consumer_count"`
 	} `json:"state"`
 }
 
 // readStream reads one stream an advisory named into the book: gone, it
-// is dropped with its consumers; there, its consumers are listed, if any.
+// is dropped with its consumers; there, its consumers are listed, if any,
+// and its upstreams kept.
 func (a *Adapter) readStream(ctx context.Context, gen uint64, stream string) error {
 	var info streamState
 	err := a.request(ctx, "$JS.API.STREAM.INFO."+stream, nil, &info)
@@ -207,6 +209,7 @@ func (a *Adapter) readStream(ctx context.Context, gen uint64, stream string) err
 			b.dropStream(stream)
 		} else {
 			b.setStream(stream, cs)
+			b.setUpstreams(stream, a.upstreamsOf(info.Config), true)
 		}
 	})
 	return nil

@@ -47,9 +47,9 @@ func (a *Adapter) awaitFull(ctx context.Context) error {
 	}
 }
 
-// fullCensus lists every stream, and the consumers of each that has one
-// (or whose count is not known), censusWorkers streams at once, into a new
-// book, and puts it in (censusWatch.install). The advisories sent before it
+// fullCensus lists every stream, with its upstreams, and the consumers of
+// each that has one (or whose count is not known), censusWorkers streams at
+// once, into a new book, and puts it in (censusWatch.install). The advisories sent before it
 // began are dropped unread (the lists show what they name); the marks of
 // those heard meanwhile stay, to be read at the next census. Past maxCensusConsumers
 // it stops, and every census lists every stream.
@@ -62,14 +62,17 @@ func (a *Adapter) fullCensus(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		streams, err := a.Streams(ctx)
+		book := newCensusBook()
+		streams, err := a.streamsWith(ctx, func(s string, c upstreamConfig) { book.setUpstreams(s, a.upstreamsOf(c), true) })
 		if err != nil {
 			return err
 		}
-		book := newCensusBook()
 		var with []string
 		for _, s := range streams {
 			book.addStream(s.Name)
+			if s.Consumers < 0 { // listed by name alone: its configuration was not read
+				book.setUpstreams(s.Name, nil, false)
+			}
 			if s.Consumers != 0 {
 				with = append(with, s.Name)
 			}

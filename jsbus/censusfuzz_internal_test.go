@@ -12,6 +12,7 @@ import (
 // gives an owner whose names fit a name's length.
 func FuzzCensusAdvisory(f *testing.F) {
 	f.Add("$JS.EVENT.ADVISORY.CONSUMER.CREATED.s.c", []byte(`{"durable_name":"c","metadata":{"nats-keeper.module":"m","nats-keeper.local":"l"}}`))
+	f.Add("$JS.EVENT.ADVISORY.STREAM.UPDATED.s", []byte(`{}`))
 	f.Add("$JS.EVENT.ADVISORY.STREAM.DELETED.s", []byte(`{"metadata":{"nats-keeper.module":1}}`))
 	f.Add("$JS.EVENT.ADVISORY.STREAM.RESTORE_COMPLETE.s.x.y", []byte(`not json "nats-keeper.module"`))
 	f.Add("$JS.EVENT.ADVISORY.CONSUMER.DELETED..", []byte(`{}`))

@@ -27,8 +27,8 @@ const (
 const maxMarks = 16384
 
 // The subjects of the advisories the watch hears: a stream created,
-// deleted or restored (and the other actions on a stream, which it passes
-// over), a consumer created (on a cluster, a single-replica consumer
+// updated (its mirror or sources may have changed), deleted or restored
+// (and the other actions on a stream, which it passes over), a consumer created (on a cluster, a single-replica consumer
 // updated too: its leader answers the update as a creation and sends the
 // advisory again) or deleted. A consumer updated on a single server, or a
 // replicated one, sends no consumer advisory (only the API audit advisory,
@@ -153,7 +153,8 @@ func (w *censusWatch) take(ctx context.Context) error {
 
 // heard marks what one advisory names. Its subject is
 // $JS.EVENT.ADVISORY.<kind>.<action>.<stream>[.<consumer>]. Of a stream,
-// only its creation, deletion and restore change what the book holds.
+// only its creation, update, deletion and restore change what the book
+// holds (nats-server's JSAdvisoryStream*Pre).
 func (w *censusWatch) heard(subject string) {
 	tokens := strings.Split(subject, ".")
 	if len(tokens) < 6 {
@@ -161,7 +162,7 @@ func (w *censusWatch) heard(subject string) {
 	}
 	var read [2]string
 	switch tokens[3] + "." + tokens[4] {
-	case "STREAM.CREATED", "STREAM.DELETED", "STREAM.RESTORE_COMPLETE":
+	case "STREAM.CREATED", "STREAM.UPDATED", "STREAM.DELETED", "STREAM.RESTORE_COMPLETE":
 		read[0] = tokens[5]
 	case "CONSUMER.CREATED", "CONSUMER.DELETED":
 		if len(tokens) != 7 {

@@ -63,7 +63,13 @@ func (a *Adapter) Stream(ctx context.Context, name string) (*keeper.StreamInfo, 
 // that is offline is listed by name alone with Consumers -1: it may hold
 // consumers, and who lists them must ask it.
 func (a *Adapter) Streams(ctx context.Context) ([]keeper.StreamInfo, error) {
-	out, err := a.listStreams(ctx) // each page is retried on its own
+	return a.streamsWith(ctx, nil)
+}
+
+// streamsWith is Streams, giving each stream's upstreams to ups (when not
+// nil) as it lists it. A stream listed by name alone is not given.
+func (a *Adapter) streamsWith(ctx context.Context, ups func(stream string, c upstreamConfig)) ([]keeper.StreamInfo, error) {
+	out, err := a.listStreams(ctx, ups) // each page is retried on its own
 	if err != nil {
 		return nil, busErr(fmt.Errorf("jsbus: list streams: %w", err))
 	}
@@ -71,13 +77,14 @@ func (a *Adapter) Streams(ctx context.Context) ([]keeper.StreamInfo, error) {
 }
 
 // streamListResponse is a page of the server's stream list, with only what
-// Streams keeps of each stream.
+// Streams and streamsWith keep of each stream.
 type streamListResponse struct {
 	Total   int `json:"total"`
 	Streams []struct {
 		Config struct {
 			Name     string   `json:"name"`
 			Subjects []string `json:"subjects"`
+			upstreamConfig
 		} `json:"config"`
 		State struct {
 			Msgs      uint64 `json:"messages"`
@@ -91,8 +98,9 @@ type streamListResponse struct {
 	Offline map[string]string `json:"offline"`
 }
 
-// listStreams lists the streams page by page.
-func (a *Adapter) listStreams(ctx context.Context) ([]keeper.StreamInfo, error) {
+// listStreams lists the streams page by page, giving each one's upstreams
+// to ups, when not nil.
+func (a *Adapter) listStreams(ctx context.Context, ups func(stream string, c upstreamConfig)) ([]keeper.StreamInfo, error) {
 	var out []keeper.StreamInfo
 	seen := map[string]bool{}
 	for offset, page := 0, 0; page < maxListResponses; page++ {
@@ -107,6 +115,9 @@ func (a *Adapter) listStreams(ctx context.Context) ([]keeper.StreamInfo, error) 
 				continue
 			}
 			seen[s.Config.Name] = true
+			if ups != nil {
+				ups(s.Config.Name, s.Config.upstreamConfig)
+			}
 			out = append(out, keeper.StreamInfo{
 				Name: s.Config.Name, Subjects: s.Config.Subjects, Messages: s.State.Msgs, Bytes: s.State.Bytes,
 				FirstSeq: s.State.FirstSeq, LastSeq: s.State.LastSeq, Consumers: s.State.Consumers,
