@@ -33,28 +33,36 @@ func TestDownstreamsFindsMirrorsAndSources(t *testing.T) {
 			t.Fatalf("create %s: %v", cfg.Name, err)
 		}
 	}
-	got, err := b.a.Downstreams(ctx, []string{"ORDERS"})
-	if err != nil {
-		t.Fatal(err)
+	check := func(what string) {
+		t.Helper()
+		got, err := b.a.Downstreams(ctx, []string{"ORDERS"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []keeper.Downstream{
+			{Stream: "ALL", Kind: "source", Upstream: "ORDERS"},
+			{Stream: "ORDERS_COPY", Kind: "mirror", Upstream: "ORDERS"},
+			{Stream: "SOME", Kind: "source", Upstream: "ORDERS"},
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: downstreams of ORDERS:\n%+v\nwant\n%+v", what, got, want)
+		}
+		got, err = b.a.Downstreams(ctx, []string{"PAYMENTS", "ALL"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []keeper.Downstream{{Stream: "ALL", Kind: "source", Upstream: "PAYMENTS"}}; !slices.Equal(got, want) {
+			t.Fatalf("%s: downstreams of PAYMENTS and ALL: %+v", what, got)
+		}
+		if got, err := b.a.Downstreams(ctx, nil); err != nil || len(got) != 0 {
+			t.Fatalf("%s: downstreams of none: %+v, %v", what, got, err)
+		}
 	}
-	want := []keeper.Downstream{
-		{Stream: "ALL", Kind: "source", Upstream: "ORDERS"},
-		{Stream: "ORDERS_COPY", Kind: "mirror", Upstream: "ORDERS"},
-		{Stream: "SOME", Kind: "source", Upstream: "ORDERS"},
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("downstreams of ORDERS:\n%+v\nwant\n%+v", got, want)
-	}
-	got, err = b.a.Downstreams(ctx, []string{"PAYMENTS", "ALL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []keeper.Downstream{{Stream: "ALL", Kind: "source", Upstream: "PAYMENTS"}}; !slices.Equal(got, want) {
-		t.Fatalf("downstreams of PAYMENTS and ALL: %+v", got)
-	}
-	if got, err := b.a.Downstreams(ctx, nil); err != nil || len(got) != 0 {
-		t.Fatalf("downstreams of none: %+v, %v", got, err)
-	}
+	check("from the stream list (the census book is not seeded)")
+	census(t, ctx, b.a)
+	lists := countStreamLists(t, b.nc)
+	check("from the census book")
+	lists.none(t, "Downstreams from a seeded book")
 }
 
 func TestStreamConsumersTellsOrderedFromDurable(t *testing.T) {
@@ -174,13 +182,19 @@ func TestDownstreamsInADomain(t *testing.T) {
 			t.Fatalf("create %s: %v", cfg.Name, err)
 		}
 	}
-	got, err := tb.Bus.Downstreams(ctx, []string{"ORDERS"})
-	if err != nil {
-		t.Fatal(err)
+	lists := countStreamLists(t, tb.Conn)
+	for _, what := range []string{"from the stream list", "from the census book"} {
+		lists.reset(t)
+		got, err := tb.Bus.Downstreams(ctx, []string{"ORDERS"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []keeper.Downstream{{Stream: "NEAR", Kind: "source", Upstream: "ORDERS"}}; !slices.Equal(got, want) {
+			t.Fatalf("%s: downstreams of ORDERS in domain hub: %+v", what, got)
+		}
+		census(t, ctx, tb.Bus) // seeds the book for the second round
 	}
-	if want := []keeper.Downstream{{Stream: "NEAR", Kind: "source", Upstream: "ORDERS"}}; !slices.Equal(got, want) {
-		t.Fatalf("downstreams of ORDERS in domain hub: %+v", got)
-	}
+	lists.none(t, "Downstreams from a seeded book, and a counted census")
 }
 
 // settledConsumers lists stream's consumers once no earlier consumer of

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
 )
 
 // WithTimeout is withTimeout, for the package's external tests: they
@@ -148,4 +150,14 @@ func ZeroPendingCounts(ctx context.Context, a *Adapter, stream string) (wrong, a
 	}
 	settled = pc.settled(ctx, a, cs)
 	return wrong, pc.asked, settled, nil
+}
+
+// ListDownstreams is Downstreams as it answers without the census book:
+// from the server's stream list.
+func ListDownstreams(ctx context.Context, a *Adapter, streams ...string) ([]keeper.Downstream, error) {
+	want := map[string]bool{}
+	for _, s := range streams {
+		want[s] = true
+	}
+	return a.listDownstreams(ctx, streams, want)
 }
