@@ -132,6 +132,18 @@ func makeStreams(t *testing.T, ctx context.Context, js jetstream.JetStream, name
 	}
 }
 
+// memoryStreams makes n memory streams, s000 on, each taking its own name
+// as subject.
+func memoryStreams(t *testing.T, ctx context.Context, js jetstream.JetStream, n int) {
+	t.Helper()
+	for i := range n {
+		name := fmt.Sprintf("s%03d", i)
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name}, Storage: jetstream.MemoryStorage}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func durableOn(t *testing.T, ctx context.Context, js jetstream.JetStream, stream, name string) {
 	t.Helper()
 	if _, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
@@ -146,12 +158,7 @@ func durableOn(t *testing.T, ctx context.Context, js jetstream.JetStream, stream
 func TestCensusSeesEveryStreamAndConsumerWithoutTheFullList(t *testing.T) {
 	b := newBus(t)
 	ctx := testCtx(t)
-	for i := range 300 {
-		name := fmt.Sprintf("s%03d", i)
-		if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name}, Storage: jetstream.MemoryStorage}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	memoryStreams(t, ctx, b.js, 300)
 	durableOn(t, ctx, b.js, "s000", "c0")
 	sameCensus(t, ctx, b.a, "first census")
 	lists := countStreamLists(t, b.nc)
@@ -296,21 +303,8 @@ func TestCensusAfterReconnect(t *testing.T) {
 // TestCensusWithoutAdvisories: a keeper whose user may not subscribe to the
 // advisories lists every stream at every census, and sees every consumer.
 func TestCensusWithoutAdvisories(t *testing.T) {
-	opts := natstest.Options(t.TempDir())
-	all := &server.SubjectPermission{Allow: []string{">"}}
-	opts.Users = []*server.User{
-		{Username: "keeper", Password: "k", Permissions: &server.Permissions{Publish: all,
-			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}}}},
-		{Username: "admin", Password: "a"},
-	}
-	s := natstest.Start(t, opts)
-	nc := natstest.Connect(t, s, nats.UserInfo("keeper", "k"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-	admin := natstest.Connect(t, s, nats.UserInfo("admin", "a"))
 	ctx := testCtx(t)
-	a, err := jsbus.New(ctx, nc, jsbus.WithLogger(quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, admin := unhearingKeeper(t, ctx)
 	js, err := jetstream.New(admin)
 	if err != nil {
 		t.Fatal(err)
@@ -333,6 +327,27 @@ func TestCensusWithoutAdvisories(t *testing.T) {
 	if n := totals.count(t); n != 0 {
 		t.Errorf("censuses that cannot hear the advisories read the account's totals %d times, want none: they list every stream at once", n)
 	}
+}
+
+// unhearingKeeper is an adapter whose user may not subscribe to the
+// advisories, and an admin connection to the same server.
+func unhearingKeeper(t *testing.T, ctx context.Context) (*jsbus.Adapter, *nats.Conn) {
+	t.Helper()
+	opts := natstest.Options(t.TempDir())
+	all := &server.SubjectPermission{Allow: []string{">"}}
+	opts.Users = []*server.User{
+		{Username: "keeper", Password: "k", Permissions: &server.Permissions{Publish: all,
+			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}}}},
+		{Username: "admin", Password: "a"},
+	}
+	s := natstest.Start(t, opts)
+	nc := natstest.Connect(t, s, nats.UserInfo("keeper", "k"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	admin := natstest.Connect(t, s, nats.UserInfo("admin", "a"))
+	a, err := jsbus.New(ctx, nc, jsbus.WithLogger(quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, admin
 }
 
 // TestCensusAfterDroppedAdvisories: advisories dropped past the pending

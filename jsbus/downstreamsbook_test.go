@@ -2,16 +2,12 @@ package jsbus_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-keeper/nats-keeper/internal/natstest"
 	"github.com/nats-keeper/nats-keeper/jsbus"
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
@@ -57,12 +53,7 @@ func sameAsTheList(t *testing.T, ctx context.Context, a *jsbus.Adapter, want []k
 func TestDownstreamsFromTheCensusBook(t *testing.T) {
 	b := newBus(t)
 	ctx := testCtx(t)
-	for i := range 300 {
-		name := fmt.Sprintf("s%03d", i)
-		if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name}, Storage: jetstream.MemoryStorage}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	memoryStreams(t, ctx, b.js, 300)
 	if _, err := b.js.CreateStream(ctx, jetstream.StreamConfig{Name: "old", Mirror: &jetstream.StreamSource{Name: "s001"}, Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
@@ -144,25 +135,4 @@ func TestDownstreamsListWhenTheBookCannotAnswer(t *testing.T) {
 		downstreamsUntil(t, ctx, b.a, want, "orders")
 		lists.none(t, "Downstreams after a full census")
 	})
-}
-
-// unhearingKeeper is an adapter whose user may not subscribe to the
-// advisories, and an admin connection to the same server.
-func unhearingKeeper(t *testing.T, ctx context.Context) (*jsbus.Adapter, *nats.Conn) {
-	t.Helper()
-	opts := natstest.Options(t.TempDir())
-	all := &server.SubjectPermission{Allow: []string{">"}}
-	opts.Users = []*server.User{
-		{Username: "keeper", Password: "k", Permissions: &server.Permissions{Publish: all,
-			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}}}},
-		{Username: "admin", Password: "a"},
-	}
-	s := natstest.Start(t, opts)
-	nc := natstest.Connect(t, s, nats.UserInfo("keeper", "k"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-	admin := natstest.Connect(t, s, nats.UserInfo("admin", "a"))
-	a, err := jsbus.New(ctx, nc, jsbus.WithLogger(quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a, admin
 }
