@@ -82,9 +82,14 @@ func (b *censusBook) dropStream(stream string) {
 	}
 }
 
-// put notes the consumer, and its stream, with its owner.
+// put notes the consumer, and its stream, with its owner. A stream the
+// book did not hold (its advisory still on its way) is noted with its
+// upstreams not known, until it is read.
 func (b *censusBook) put(stream, consumer string, o consumerOwner) {
-	b.addStream(stream)
+	if _, ok := b.streams[stream]; !ok {
+		b.addStream(stream)
+		b.setUpstreams(stream, nil, false)
+	}
 	if _, ok := b.streams[stream][consumer]; !ok {
 		b.n++
 	}

@@ -62,3 +62,23 @@ func TestCensusBookBoundsUpstreams(t *testing.T) {
 	b.setUpstreams("last", sources(maxStreamUpstreams, "x"), true)
 	answers("the stream read again once another left", true)
 }
+
+// TestCensusBookStreamOfAConsumerFirst: a consumer heard of before its
+// stream (the stream's advisory still on its way) puts in a stream whose
+// upstreams are not known, until the stream is read.
+func TestCensusBookStreamOfAConsumerFirst(t *testing.T) {
+	b := newCensusBook()
+	b.put("new", "c", consumerOwner{})
+	if _, known := b.downstreams(map[string]bool{"up": true}); known {
+		t.Fatal("the book answers Downstreams while a stream it holds was never read")
+	}
+	b.put("new", "d", consumerOwner{})
+	b.setUpstreams("new", []upstream{{name: "up", kind: "mirror", own: true}}, true)
+	if ds, known := b.downstreams(map[string]bool{"up": true}); !known || len(ds) != 1 {
+		t.Fatalf("once the stream was read the book answers %+v, %v", ds, known)
+	}
+	b.put("new", "e", consumerOwner{})
+	if _, known := b.downstreams(nil); !known {
+		t.Fatal("a consumer put on a stream the book had read made its upstreams not known")
+	}
+}

@@ -63,7 +63,7 @@ func (a *Adapter) Downstreams(ctx context.Context, streams []string) ([]keeper.D
 func (a *Adapter) bookDownstreams(ctx context.Context, want map[string]bool) (ds []keeper.Downstream, ok bool) {
 	w := a.census
 	for try := 1; try <= censusTries; try++ {
-		if w.listsAll() || !w.trusted(a.connMark()) {
+		if !w.trusted(a.connMark()) {
 			return nil, false
 		}
 		ds, known, confirmed, err := a.bookDownstreamsOnce(ctx, want)
@@ -114,7 +114,7 @@ func (a *Adapter) listDownstreams(ctx context.Context, streams []string, want ma
 	set := newDownstreamSet(want)
 	listed, err := a.listStreams(ctx, func(s string, c upstreamConfig) { set.add(s, a.upstreamsOf(c)) })
 	if err != nil {
-		return nil, busErr(fmt.Errorf("jsbus: list the streams that mirror or source %s: %w", strings.Join(streams, ", "), err))
+		return nil, busErr(fmt.Errorf("jsbus: the streams that mirror or source %s are not known: listing the account's streams failed: %w", strings.Join(streams, ", "), err))
 	}
 	var unread []string
 	for _, s := range listed {
