@@ -102,3 +102,20 @@ func TestIndexerStopDoesNotBlock(t *testing.T) {
 		t.Fatal("a stopped indexer returns an index")
 	}
 }
+
+// BenchmarkIndexer is the indexer's pace over a snapshot of 64 MiB of
+// random values, every one recorded (so hashed).
+func BenchmarkIndexer(b *testing.B) {
+	s := synth{name: "KV_b", msgs: 640, size: 100 << 10, seed: 3}
+	var buf bytes.Buffer
+	if err := s.writeData(&buf); err != nil {
+		b.Fatal(err)
+	}
+	keep := func(subject string) busarchive.KeepMode { return busarchive.KeepLast }
+	b.SetBytes(int64(buf.Len()))
+	for b.Loop() {
+		if _, err := buildIndex(b, "KV_b", buf.Bytes(), keep); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
