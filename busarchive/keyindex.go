@@ -67,10 +67,18 @@ type KeyIndex struct {
 }
 
 // IndexChunk is one s2 data chunk: where its chunk header lies in the data
-// entry, and where its decoded bytes begin in the decoded archive.
+// entry, and where its decoded bytes begin in the decoded archive. Raw says
+// it is an uncompressed chunk (s2 stores a block it cannot compress so):
+// its decoded bytes are its own, after its header and CRC, so a message
+// that lies inside it is read alone, without the rest of the chunk.
 type IndexChunk struct {
 	Off, Plain int64
+	Raw        bool
 }
+
+// rawChunkHead is an uncompressed chunk's bytes before its data: its type
+// and length, and its CRC.
+const rawChunkHead = 8
 
 // IndexedMessage is one message a key index records.
 type IndexedMessage struct {

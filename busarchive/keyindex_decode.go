@@ -128,7 +128,8 @@ func (d *indexDecoder) chunks(ix *KeyIndex) {
 	var prev IndexChunk
 	for i := range n {
 		d.at = fmt.Sprintf("chunk %d", i)
-		c := IndexChunk{Off: prev.Off + d.off(ix.Size), Plain: prev.Plain + d.off(ix.Plain)}
+		off := d.off(2*ix.Size + 1)
+		c := IndexChunk{Off: prev.Off + off>>1, Raw: off&1 == 1, Plain: prev.Plain + d.off(ix.Plain)}
 		switch {
 		case d.err != nil:
 			return

@@ -13,7 +13,8 @@ import (
 //
 //	magic "NKKEYIDX", version
 //	stream name (length, bytes), size, plain, first sequence, last sequence
-//	chunk count, then per chunk: offset, decoded offset
+//	chunk count, then per chunk: offset (times two, plus one for an
+//	  uncompressed chunk), decoded offset
 //	message count, then per message: sequence, time, offset, length,
 //	  subject (length, bytes), header (length, bytes), data sum (32 bytes),
 //	  entry sum (32 bytes)
@@ -47,7 +48,11 @@ func (ix *KeyIndex) Encode() ([]byte, error) {
 	uv(uint64(len(ix.Chunks)))
 	var prev IndexChunk
 	for _, c := range ix.Chunks {
-		uv(uint64(c.Off - prev.Off))
+		raw := uint64(0)
+		if c.Raw {
+			raw = 1
+		}
+		uv(uint64(c.Off-prev.Off)<<1 | raw)
 		uv(uint64(c.Plain - prev.Plain))
 		prev = c
 	}

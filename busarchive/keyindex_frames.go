@@ -74,7 +74,7 @@ func (f *indexFrames) next() error {
 	if err != nil {
 		return err
 	}
-	f.chunks = append(f.chunks, IndexChunk{Off: at, Plain: f.plain})
+	f.chunks = append(f.chunks, IndexChunk{Off: at, Plain: f.plain, Raw: typ == chunkPlain})
 	if f.plain += int64(len(dec)); f.plain > maxIndexedPlain {
 		return fmt.Errorf("%w: the archive decodes to over %d bytes", ErrIndexOver, maxIndexedPlain)
 	}

@@ -45,12 +45,13 @@ const indexGap = 256 << 10
 
 // ReadIndexed reads the messages ms, recorded in ix, from the stream's data
 // entry through read, in the order they lie in it, and hands each to fn (its
-// Header and Data its own). Each is one ranged read of the s2 chunks that
-// hold it (messages whose chunks lie within indexGap of each other share
-// one), those chunks decoded, their places checked against the index's,
-// the one archive entry decoded and checked against what the index
-// recorded: its sequence, subject, time, header, and the SHA-256 of its
-// data. A message that differs is an *IndexedReadError naming the stream
+// Header and Data its own). Each is one ranged read: of its own bytes where
+// it lies inside one uncompressed chunk, else of the s2 chunks that hold it
+// (messages whose chunks lie within indexGap of each other share one),
+// those chunks decoded, their places checked against the index's. Its one
+// archive entry is decoded and checked against what the index recorded:
+// its sequence, subject, time, header, and the SHA-256 of its data, which
+// stand in for the CRC of the chunk it was read from. A message that differs is an *IndexedReadError naming the stream
 // and the sequence; an error of fn stops it and is returned.
 func ReadIndexed(ctx context.Context, ix *KeyIndex, ms []IndexedMessage, read RangeFunc, fn func(ArchivedMessage) error) error {
 	ms = slices.Clone(ms)
@@ -58,6 +59,13 @@ func ReadIndexed(ctx context.Context, ix *KeyIndex, ms []IndexedMessage, read Ra
 	for len(ms) > 0 {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if c, ok := ix.rawChunkOf(ms[0]); ok {
+			if err := readRaw(ctx, ix, c, ms[0], read, fn); err != nil {
+				return err
+			}
+			ms = ms[1:]
+			continue
 		}
 		g, err := ix.group(ms)
 		if err != nil {
@@ -69,6 +77,34 @@ func ReadIndexed(ctx context.Context, ix *KeyIndex, ms []IndexedMessage, read Ra
 		ms = ms[len(g.ms):]
 	}
 	return nil
+}
+
+// rawChunkOf is the chunk m lies wholly inside, when it is uncompressed.
+func (ix *KeyIndex) rawChunkOf(m IndexedMessage) (IndexChunk, bool) {
+	i := ix.chunkOf(m.Off)
+	if i < 0 || !ix.Chunks[i].Raw || m.Len <= 0 || (i+1 < len(ix.Chunks) && m.Off+m.Len > ix.Chunks[i+1].Plain) || m.Off+m.Len > ix.Plain {
+		return IndexChunk{}, false
+	}
+	return ix.Chunks[i], true
+}
+
+// readRaw reads m, which lies inside the uncompressed chunk c, alone.
+func readRaw(ctx context.Context, ix *KeyIndex, c IndexChunk, m IndexedMessage, read RangeFunc, fn func(ArchivedMessage) error) error {
+	off := c.Off + rawChunkHead + m.Off - c.Plain
+	rc, err := read(ctx, off, m.Len)
+	if err != nil {
+		return fmt.Errorf("reading stream %s's archive bytes %d to %d for message %d: %w", ix.Stream, off, off+m.Len, m.Seq, err)
+	}
+	defer rc.Close()
+	entry := make([]byte, m.Len)
+	if _, err := io.ReadFull(rc, entry); err != nil {
+		return &IndexedReadError{Stream: ix.Stream, Seq: m.Seq, Kind: ErrFormat, Detail: fmt.Sprintf("its bytes %d to %d of the archive do not read: %v", off, off+m.Len, err)}
+	}
+	am, err := decodeIndexed(ix.Stream, m, entry)
+	if err != nil {
+		return err
+	}
+	return fn(am)
 }
 
 // indexRange is one ranged read of ReadIndexed: chunks first to last of

@@ -197,37 +197,24 @@ func makeBigKV(t testing.TB, js jetstream.JetStream) {
 	}
 }
 
-// TestKeyIndexRefusesWhatChanged: a flipped byte in a ranged read, in the
-// encoded index, or in what an index records is refused, naming the stream
-// and the message.
+// TestKeyIndexRefusesWhatChanged: a flipped byte in a ranged read (of a
+// message's own bytes in an uncompressed chunk, of a compressed chunk), in
+// the encoded index, or in what an index records is refused, naming the
+// stream and the message.
 func TestKeyIndexRefusesWhatChanged(t *testing.T) {
 	nc, js := startBus(t)
+	makeFixture(t, js)
 	makeBigKV(t, js)
 	data, _ := snapshotStream(t, nc, "KV_big")
 	ix := checkIndex(t, "KV_big", data)
 	m := ix.Messages[len(ix.Messages)/2]
-	one := func(ix *busarchive.KeyIndex, data []byte) error {
-		reads := 0
-		return busarchive.ReadIndexed(context.Background(), ix, []busarchive.IndexedMessage{m}, rangeOf(data, &reads), func(busarchive.ArchivedMessage) error { return nil })
+	c := chunkOf(ix, m)
+	if !c.Raw {
+		t.Fatal("KV_big's values are random: its chunks are stored uncompressed")
 	}
-	wantErr := func(what string, err, kind error, detail string) {
-		t.Helper()
-		var re *busarchive.IndexedReadError
-		if !errors.As(err, &re) || re.Stream != "KV_big" || re.Seq != m.Seq || !errors.Is(err, kind) || !strings.Contains(re.Detail, detail) {
-			t.Fatalf("%s: %v; want an IndexedReadError of KV_big, message %d, %v, saying %q", what, err, m.Seq, kind, detail)
-		}
-		t.Logf("%s: %v", what, err)
-	}
-
 	flipped := bytes.Clone(data)
-	c := 0 // the chunk that holds m's entry's start
-	for i, ch := range ix.Chunks {
-		if ch.Plain <= m.Off {
-			c = i
-		}
-	}
-	flipped[ix.Chunks[c].Off+20] ^= 1 // in the chunk's block, past its header and CRC
-	wantErr("a byte of the archive flipped", one(ix, flipped), busarchive.ErrChecksum, "fails its CRC")
+	flipped[c.Off+8+m.Off-c.Plain+m.Len-5] ^= 1 // in m's data
+	wantReadErr(t, "a byte of a message's data flipped", readOne(ix, m, flipped), m, busarchive.ErrChecksum, "its data's SHA-256 is")
 
 	bad := *ix
 	bad.Messages = append([]busarchive.IndexedMessage(nil), ix.Messages...)
@@ -237,8 +224,54 @@ func TestKeyIndexRefusesWhatChanged(t *testing.T) {
 			m = bad.Messages[i]
 		}
 	}
-	wantErr("a recorded data sum flipped", one(&bad, data), busarchive.ErrChecksum, "its data's SHA-256 is")
+	wantReadErr(t, "a recorded data sum flipped", readOne(&bad, m, data), m, busarchive.ErrChecksum, "its data's SHA-256 is")
 
+	obj, _ := snapshotStream(t, nc, "OBJ_"+fxObjects)
+	oix := checkIndex(t, "OBJ_"+fxObjects, obj)
+	om := oix.Messages[0]
+	if oc := chunkOf(oix, om); !oc.Raw {
+		flipped = bytes.Clone(obj)
+		flipped[oc.Off+20] ^= 1 // in the compressed block, past its header and CRC
+		err := readOne(oix, om, flipped)
+		var re *busarchive.IndexedReadError
+		if !errors.As(err, &re) || re.Seq != om.Seq || !strings.Contains(re.Detail, "does not read") {
+			t.Fatalf("a byte of a compressed chunk flipped: %v", err)
+		}
+		t.Logf("a byte of a compressed chunk flipped: %v", err)
+	}
+	checkFlippedIndex(t, ix)
+}
+
+// chunkOf is the chunk that holds m's entry's start.
+func chunkOf(ix *busarchive.KeyIndex, m busarchive.IndexedMessage) busarchive.IndexChunk {
+	var c busarchive.IndexChunk
+	for _, ch := range ix.Chunks {
+		if ch.Plain <= m.Off {
+			c = ch
+		}
+	}
+	return c
+}
+
+// readOne reads m alone through ix from data.
+func readOne(ix *busarchive.KeyIndex, m busarchive.IndexedMessage, data []byte) error {
+	reads := 0
+	return busarchive.ReadIndexed(context.Background(), ix, []busarchive.IndexedMessage{m}, rangeOf(data, &reads), func(busarchive.ArchivedMessage) error { return nil })
+}
+
+func wantReadErr(t *testing.T, what string, err error, m busarchive.IndexedMessage, kind error, detail string) {
+	t.Helper()
+	var re *busarchive.IndexedReadError
+	if !errors.As(err, &re) || re.Stream != "KV_big" || re.Seq != m.Seq || !errors.Is(err, kind) || !strings.Contains(re.Detail, detail) {
+		t.Fatalf("%s: %v; want an IndexedReadError of KV_big, message %d, %v, saying %q", what, err, m.Seq, kind, detail)
+	}
+	t.Logf("%s: %v", what, err)
+}
+
+// checkFlippedIndex: a flipped byte anywhere in an encoded index is
+// refused by its decoder.
+func checkFlippedIndex(t *testing.T, ix *busarchive.KeyIndex) {
+	t.Helper()
 	enc, err := ix.Encode()
 	if err != nil {
 		t.Fatal(err)
