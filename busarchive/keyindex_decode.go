@@ -20,24 +20,15 @@ func (d *indexDecoder) fail(kind error, format string, a ...any) {
 	}
 }
 
-func (d *indexDecoder) uv() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	x, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail(ErrFormat, "%s does not decode", d.at)
-		return 0
-	}
-	d.b = d.b[n:]
-	return x
-}
+func (d *indexDecoder) uv() uint64 { return varint(d, binary.Uvarint) }
+func (d *indexDecoder) sv() int64  { return varint(d, binary.Varint) }
 
-func (d *indexDecoder) sv() int64 {
+// varint is the varint read decodes from what is left.
+func varint[T int64 | uint64](d *indexDecoder, read func([]byte) (T, int)) T {
 	if d.err != nil {
 		return 0
 	}
-	x, n := binary.Varint(d.b)
+	x, n := read(d.b)
 	if n <= 0 {
 		d.fail(ErrFormat, "%s does not decode", d.at)
 		return 0

@@ -141,11 +141,9 @@ func (b *indexBuild) message(h *entryHead, at int64) error {
 			return fmt.Errorf("reading message %d: %w", h.seq, noEOF(err))
 		}
 	}
-	sum := sha256.New()
-	if _, err := io.CopyN(sum, b, h.payLen); err != nil {
+	if err := b.hash(h.payLen, &m.DataSum); err != nil {
 		return fmt.Errorf("reading message %d: %w", h.seq, noEOF(err))
 	}
-	sum.Sum(m.DataSum[:0])
 	m.Len = b.pos - at
 	m.Sum = entrySum(m.Seq, m.Time, m.Subject, m.Header, m.DataSum)
 	return b.record(m, mode)
@@ -169,6 +167,24 @@ func (b *indexBuild) record(m IndexedMessage, mode KeepMode) error {
 		b.last[m.Subject] = len(b.ix.Messages)
 	}
 	b.ix.Messages = append(b.ix.Messages, m)
+	return nil
+}
+
+// hash reads n decoded bytes into the SHA-256 sum, hashing them where
+// they lie in the read buffer (Peek of at most its size fails only at the
+// end of what it reads).
+func (b *indexBuild) hash(n int64, sum *[32]byte) error {
+	h := sha256.New()
+	for n > 0 {
+		p, err := b.r.Peek(int(min(n, int64(b.r.Size()))))
+		h.Write(p)
+		b.r.Discard(len(p))
+		n, b.pos = n-int64(len(p)), b.pos+int64(len(p))
+		if err != nil && n > 0 {
+			return err
+		}
+	}
+	h.Sum(sum[:0])
 	return nil
 }
 

@@ -116,19 +116,7 @@ func TestLogicalRestoreReadsThroughTheKeyIndex(t *testing.T) {
 	}
 	mustContain(t, ver.Said, "key index of 1 stream(s) matches point.json and agrees with the archive")
 
-	point := ib.change(t)
-	ib.read.Store(0)
-	rep, err := ib.Keeper.RestoreKept(ctx, logicalReq(kvLocal))
-	if err != nil {
-		t.Fatalf("logical restore: %v", err)
-	}
-	if d := sameValues(kvValues(t, ctx, ib.kv, valueKeys(point)), point); d != "" {
-		t.Fatalf("after the logical restore the keys are not the point's:\n%s", d)
-	}
-	if !strings.Contains(rep.Streams[0].Why, "5 of 2,001 keys differ") {
-		t.Errorf("reply streams: %+v", rep.Streams)
-	}
-	if n := ib.read.Load(); n > 256<<10 {
+	if n := ib.changeAndRestore(t); n > 256<<10 {
 		t.Fatalf("the logical restore read %d bytes of the point's archive of %d: not only what it writes", n, snap.Point.ArchiveSize)
 	} else {
 		t.Logf("the logical restore read %d bytes of the point's archive of %d", n, snap.Point.ArchiveSize)
@@ -165,17 +153,29 @@ func TestEncryptedKeyIndex(t *testing.T) {
 	if _, err := ib.Keeper.VerifyKept(ctx, pointReq(kvLocal)); err != nil {
 		t.Fatalf("verify-kept: %v", err)
 	}
-	point := ib.change(t)
-	ib.read.Store(0)
-	if _, err := ib.Keeper.RestoreKept(ctx, logicalReq(kvLocal)); err != nil {
-		t.Fatalf("logical restore: %v", err)
-	}
-	if d := sameValues(kvValues(t, ctx, ib.kv, valueKeys(point)), point); d != "" {
-		t.Fatalf("after the logical restore the keys are not the point's:\n%s", d)
-	}
-	if n := ib.read.Load(); n > 1<<20 { // the age chunks (64 KiB) of what it reads
+	if n := ib.changeAndRestore(t); n > 1<<20 { // the age chunks (64 KiB) of what it reads
 		t.Fatalf("the logical restore read %d bytes of the point's encrypted archive of %d", n, snap.Point.ArchiveSize)
 	}
+}
+
+// changeAndRestore changes the bucket, restores the point logically,
+// checks the keys are the point's, and returns the bytes read from the
+// point's archive meanwhile.
+func (ib *indexBed) changeAndRestore(t *testing.T) int64 {
+	t.Helper()
+	point := ib.change(t)
+	ib.read.Store(0)
+	rep, err := ib.Keeper.RestoreKept(ib.Ctx, logicalReq(kvLocal))
+	if err != nil {
+		t.Fatalf("logical restore: %v", err)
+	}
+	if d := sameValues(kvValues(t, ib.Ctx, ib.kv, valueKeys(point)), point); d != "" {
+		t.Fatalf("after the logical restore the keys are not the point's:\n%s", d)
+	}
+	if len(rep.Streams) != 1 || !strings.Contains(rep.Streams[0].Why, "5 of 2,001 keys differ") {
+		t.Fatalf("reply streams: %+v", rep.Streams)
+	}
+	return ib.read.Load()
 }
 
 func valueKeys(m map[string]kvValue) []string {
@@ -212,15 +212,7 @@ func TestDamagedKeyIndexIsReadAround(t *testing.T) {
 				t.Fatalf("verify-kept of a point whose key index is %s: %v", how, err)
 			}
 			t.Logf("verify-kept: %v", err)
-			point := ib.change(t)
-			ib.read.Store(0)
-			if _, err := ib.Keeper.RestoreKept(ctx, logicalReq(kvLocal)); err != nil {
-				t.Fatalf("logical restore: %v", err)
-			}
-			if d := sameValues(kvValues(t, ctx, ib.kv, valueKeys(point)), point); d != "" {
-				t.Fatalf("after the logical restore the keys are not the point's:\n%s", d)
-			}
-			if n := ib.read.Load(); n < snap.Point.ArchiveSize/2 {
+			if n := ib.changeAndRestore(t); n < snap.Point.ArchiveSize/2 {
 				t.Fatalf("the logical restore read %d bytes of the archive of %d: not whole", n, snap.Point.ArchiveSize)
 			}
 		})
