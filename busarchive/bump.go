@@ -202,9 +202,19 @@ func readChunk(r io.Reader, first bool) (chunk, decoded []byte, err error) {
 	return chunk, nil, nil // padding and skippable chunks
 }
 
+// errBlockCRC is an s2 block whose decoded bytes fail their CRC.
+var errBlockCRC = errors.New("an s2 block fails its CRC")
+
 // decodeChunk decodes a data chunk's body, its CRC checked, as s2's Reader
 // does.
 func decodeChunk(typ byte, body []byte) ([]byte, error) {
+	return decodeChunkInto(nil, typ, body)
+}
+
+// decodeChunkInto is decodeChunk decoding a compressed block into buf
+// where it is large enough (it is reused from chunk to chunk); the bytes
+// returned are buf's, or body's for an uncompressed block.
+func decodeChunkInto(buf *[]byte, typ byte, body []byte) ([]byte, error) {
 	if len(body) < 4 {
 		return nil, errors.New("an s2 data chunk is too short for its CRC")
 	}
@@ -218,14 +228,21 @@ func decodeChunk(typ byte, body []byte) ([]byte, error) {
 		if n > maxBlockLen {
 			return nil, fmt.Errorf("an s2 block decodes to %d bytes, over the bound of %d", n, maxBlockLen)
 		}
-		if decoded, err = s2.Decode(make([]byte, n), block); err != nil {
+		dst := make([]byte, n)
+		if buf != nil {
+			if cap(*buf) < n {
+				*buf = make([]byte, n)
+			}
+			dst = (*buf)[:n]
+		}
+		if decoded, err = s2.Decode(dst, block); err != nil {
 			return nil, fmt.Errorf("s2 block: %w", err)
 		}
 	} else if len(decoded) > maxBlockLen {
 		return nil, fmt.Errorf("an s2 block holds %d bytes, over the bound of %d", len(decoded), maxBlockLen)
 	}
 	if maskedCRC(decoded) != sum {
-		return nil, errors.New("an s2 block fails its CRC")
+		return nil, errBlockCRC
 	}
 	return decoded, nil
 }

@@ -31,6 +31,12 @@
 // never lowers a stream's last sequence, rewriting only the head's s2
 // chunks (streamarc.go, streamarc_write.go, bump.go).
 //
+// A stream archive can also be read in part: a KeyIndex, built from its
+// bytes as they are written (Indexer), records where each chosen message's
+// entry and each s2 chunk lies, with SHA-256s that check a read of it;
+// ReadIndexed reads single messages through it in ranged reads
+// (keyindex*.go).
+//
 // The package builds on no NATS client: the server's snapshot is decoded
 // with the server module's archive package (its entry format) and s2 alone.
 //

@@ -122,7 +122,7 @@ func TestEncryptedPointHoldsNoPlaintextAndRestoresWithTheIdentity(t *testing.T) 
 		t.Fatalf("point.json says %+v %+v", snap.Point.Sealing, snap.Point.Encrypted)
 	}
 	holding, all := storedWith(t, e.dir, "points/billing/ledger/f2-sealed", marker)
-	if len(holding) > 0 || len(all) != 2 {
+	if len(holding) > 0 || len(all) != 4 { // bus.tar.age, point.json, the key indexes of KV_ and OBJ_billing_ledger
 		t.Fatalf("stored objects %v; holding the plaintext marker: %v", all, holding)
 	}
 	if _, err := os.Stat(filepath.Join(snap.Dir, "bus.tar")); !errors.Is(err, fs.ErrNotExist) {
@@ -281,7 +281,7 @@ func TestRetakenEncryptedLeavesNoPlainArchive(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	if strings.Join(names, ",") != "bus.tar.age,point.json" {
+	if strings.Join(names, ",") != "bus.tar.age,keys-KV_billing_ledger.idx.age,keys-OBJ_billing_ledger.idx.age,point.json" {
 		t.Fatalf("the point's directory holds %v", names)
 	}
 	if _, err := os.Stat(filepath.Join(e.dir, rep.Aside.Dir, "bus.tar")); err != nil {

@@ -82,7 +82,7 @@ func (k *Keeper) ImportKept(ctx context.Context, r Request, dirs []string) (*Rep
 		return fail(withKind(ErrFailed, fmt.Errorf("%w, so no point was written", err)))
 	}
 	defer w.Abort()
-	return k.commitPoint(ctx, VerbImport, r, rel, m, w, nil, e, fail, func(p *Point) string {
+	return k.commitPoint(ctx, VerbImport, r, rel, m, w, nil, nil, e, fail, func(p *Point) string {
 		return fmt.Sprintf("Imported restore point %s from %d nats backup director%s (%s): %d stream(s), %d message(s), %s, in %s.",
 			what, len(dirs), kept.Plural(len(dirs), "y", "ies"), strings.Join(dirs, ", "), len(p.Streams), totalMessages(p.Streams),
 			HumanBytes(p.ArchiveSize), k.abs(rel))

@@ -110,7 +110,7 @@ func (k *Keeper) copyEarlier(ctx context.Context, r Request, rel string) (*Aside
 	src := archiveKey(rel)
 	old, err := k.loadSource(ctx, rel)
 	if err == nil {
-		a.Streams, a.Positions, a.PositionCount, a.Sealing = old.Streams, old.Positions, len(old.Positions), old.Sealing
+		a.Streams, a.Positions, a.PositionCount, a.Sealing = withoutKeyIndexes(old.Streams), old.Positions, len(old.Positions), old.Sealing
 		src = archiveKeyOf(rel, old)
 	} else {
 		old = nil
@@ -146,4 +146,15 @@ func (k *Keeper) copyEarlier(ctx context.Context, r Request, rel string) (*Aside
 		return nil, "", nil, fmt.Errorf("making its aside.json: %w", err)
 	}
 	return a, dst, data, nil
+}
+
+// withoutKeyIndexes is the streams without their key indexes: an aside
+// copies only a point's archive, not its key indexes.
+func withoutKeyIndexes(streams []StreamSum) []StreamSum {
+	out := make([]StreamSum, len(streams))
+	for i, s := range streams {
+		s.KeyIndex = nil
+		out[i] = s
+	}
+	return out
 }

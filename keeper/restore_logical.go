@@ -15,6 +15,8 @@ import (
 //
 //   - restore_logical.go: planLogical, what it would write, touching
 //     nothing; refused for anything but KV buckets and object stores;
+//   - restore_logical_keyindex.go: through the point's key index of the
+//     stream, where it has one;
 //   - restore_logical_diff.go: the keys that differ, found at the cost of
 //     what changed (the live tail after the point, the point's keys no
 //     longer live), the values compared, and each stream's change;
@@ -96,7 +98,7 @@ func (k *Keeper) planLogical(ctx context.Context, r Request, pl *restorePlan) er
 		if lp.fromAside {
 			scope = &logicalScope{keys: asideScope(pl.point, sm.Name), all: true}
 		}
-		ls, err := k.planLogicalStream(ctx, pl.arch, &sm, scope, &held)
+		ls, err := k.planLogicalStreamOf(ctx, pl.arch, &sm, scope, &held)
 		if err != nil {
 			return err
 		}

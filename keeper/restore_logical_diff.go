@@ -22,7 +22,11 @@ import (
 // point's archive is read once for each key's last sequence and the sum of
 // its value; the live side costs the tail and one look-up per key of the
 // second kind. Then the archive is read once more, only when some key
-// differs, for the values of those keys.
+// differs, for the values of those keys. A point with a key index of the
+// stream (restore_logical_keyindex.go) is not read whole at all: the index
+// gives each key's last sequence and sum, and only the messages holding
+// the values to write (and an object store's metas to compare) are read,
+// each checked against the index.
 
 // logicalScope is which keys a logical restore looks at: nil for a point
 // (the keys that changed since it, found as above); else the keys named,
@@ -39,13 +43,15 @@ type sourceKeys struct {
 	head      *busarchive.ArchiveHead
 	last      map[string]*sourceKey
 	chunkSeqs map[string][]uint64
+	ix        *busarchive.KeyIndex // the point's key index of the stream; nil: read whole
 }
 
 type sourceKey struct {
 	seq  uint64
 	sum  [32]byte
 	gone bool                        // a delete or purge marker, or a deleted object's meta
-	meta *busarchive.ArchivedMessage // an object store's meta message
+	meta *busarchive.ArchivedMessage // an object store's meta message (read through ix for the candidates only)
+	at   *busarchive.IndexedMessage  // where ix has it
 }
 
 // liveView is what the live stream told of the keys in scope: its detail,
@@ -59,13 +65,14 @@ type liveView struct {
 
 // planLogicalStream finds the keys of one stream that differ between the
 // source arch (a point, or a logical aside) and the live stream, with the
-// values to write and the live ones to set aside. held counts the bytes
-// held, bounded by maxLogicalHeld.
-func (k *Keeper) planLogicalStream(ctx context.Context, arch *openedArchive, sm *busarchive.StreamManifest, scope *logicalScope, held *int) (*logicalStream, error) {
+// values to write and the live ones to set aside; through the point's key
+// index ix of the stream where it has one (nil: the archive read whole).
+// held counts the bytes held, bounded by maxLogicalHeld.
+func (k *Keeper) planLogicalStream(ctx context.Context, arch *openedArchive, sm *busarchive.StreamManifest, scope *logicalScope, ix *busarchive.KeyIndex, held *int) (*logicalStream, error) {
 	bucket, object, _ := logicalKind(sm.Name, sm.Config.Subjects)
 	ls := &logicalStream{name: sm.Name, object: object, bucket: bucket,
 		chunks: map[string][]busarchive.ArchivedMessage{}, liveChunks: map[string][]busarchive.ArchivedMessage{}}
-	src, err := ls.readSource(ctx, arch, held)
+	src, err := ls.readSource(ctx, arch, ix, held)
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +82,9 @@ func (k *Keeper) planLogicalStream(ctx context.Context, arch *openedArchive, sm 
 	}
 	ls.liveLast, ls.liveConfig = lv.sd.LastSeq, lv.sd.Config
 	cands := ls.candidates(src, lv, scope)
+	if err := ls.readMetas(ctx, arch, src, cands, held); err != nil {
+		return nil, err
+	}
 	ls.total = len(src.last)
 	for s := range lv.last {
 		if src.last[s] == nil {
@@ -104,8 +114,12 @@ func (k *Keeper) planLogicalStream(ctx context.Context, arch *openedArchive, sm 
 }
 
 // readSource reads the stream's archive once, checked against its manifest
-// as it is read, keeping per key what sourceKeys says.
-func (ls *logicalStream) readSource(ctx context.Context, arch *openedArchive, held *int) (*sourceKeys, error) {
+// as it is read, keeping per key what sourceKeys says; or, given the
+// point's key index ix, takes it from the index and reads nothing.
+func (ls *logicalStream) readSource(ctx context.Context, arch *openedArchive, ix *busarchive.KeyIndex, held *int) (*sourceKeys, error) {
+	if ix != nil {
+		return ls.indexedSource(ix, held)
+	}
 	rc, err := arch.CheckedStreamData(ctx, ls.name)
 	if err != nil {
 		return nil, fmt.Errorf("reading stream %s of the point: %w", ls.name, err)
@@ -257,51 +271,69 @@ func sameObject(ctx context.Context, bus Bus, ls *logicalStream, want, live []by
 // readValues reads the archive once more for the values of the keys that
 // differ, and the chunks of their objects: the source's, to write, and the
 // live ones the point still holds, to set aside (those of the tail are
-// held already).
+// held already). With the point's key index, only the messages that hold
+// them are read (logicalValues.indexed).
 func (ls *logicalStream) readValues(ctx context.Context, arch *openedArchive, src *sourceKeys, lv *liveView, held *int) error {
-	wantSeq := map[uint64]int{}  // a key's last sequence in the source → its index in keys
-	chunkOf := map[string]bool{} // source chunk subjects to keep
-	liveOf := map[string]bool{}  // live chunk subjects, of objects whose meta the point holds
-	for i, key := range ls.keys {
-		if sk := src.last[key.subject]; sk != nil && !sk.gone {
-			wantSeq[sk.seq] = i
-			if ls.object {
-				_, nuid, _ := metaSansNUID(sk.meta.Data)
-				chunkOf[ls.chunkSubject(nuid)] = true
-			}
+	vs := ls.valuesWanted(src, lv)
+	take := func(m busarchive.ArchivedMessage) error {
+		if i, ok := vs.wantSeq[m.Seq]; ok && m.Subject == ls.keys[i].subject {
+			mm := m
+			ls.keys[i].want = &mm
+			*held += len(m.Header) + len(m.Data)
 		}
-		if ls.object && key.live != nil && !ls.deleted(key.live) {
-			_, nuid, _ := metaSansNUID(key.live.Data)
-			cs := ls.chunkSubject(nuid)
-			ls.liveChunks[cs] = lv.chunks[cs]
-			liveOf[cs] = true
+		if vs.chunkOf[m.Subject] {
+			ls.chunks[m.Subject] = append(ls.chunks[m.Subject], m)
+			*held += len(m.Data)
 		}
+		if vs.liveOf[m.Subject] && liveSeq(lv.sd, m.Seq) {
+			ls.liveChunks[m.Subject] = insertBySeq(ls.liveChunks[m.Subject], m)
+			*held += len(m.Data)
+		}
+		return heldFits(*held)
+	}
+	if src.ix != nil {
+		return arch.ReadIndexed(ctx, src.ix, vs.indexed(src.ix, lv), take)
 	}
 	rc, err := arch.CheckedStreamData(ctx, ls.name)
 	if err != nil {
 		return fmt.Errorf("reading stream %s of the point again: %w", ls.name, err)
 	}
 	defer rc.Close()
-	_, err = busarchive.ReadStreamArchive(rc, nil, func(m busarchive.ArchivedMessage) error {
-		if i, ok := wantSeq[m.Seq]; ok && m.Subject == ls.keys[i].subject {
-			mm := m
-			ls.keys[i].want = &mm
-			*held += len(m.Header) + len(m.Data)
-		}
-		if chunkOf[m.Subject] {
-			ls.chunks[m.Subject] = append(ls.chunks[m.Subject], m)
-			*held += len(m.Data)
-		}
-		if liveOf[m.Subject] && liveSeq(lv.sd, m.Seq) {
-			ls.liveChunks[m.Subject] = insertBySeq(ls.liveChunks[m.Subject], m)
-			*held += len(m.Data)
-		}
-		return heldFits(*held)
-	})
-	if err != nil {
+	if _, err = busarchive.ReadStreamArchive(rc, nil, take); err != nil {
 		return fmt.Errorf("reading stream %s of the point again: %w", ls.name, err)
 	}
 	return nil
+}
+
+// logicalValues is what readValues keeps of the source: a key's last
+// sequence (its index in keys), the chunk subjects of the source's objects
+// that differ, and the live chunk subjects of the live objects they
+// overwrite.
+type logicalValues struct {
+	wantSeq         map[uint64]int
+	chunkOf, liveOf map[string]bool
+}
+
+// valuesWanted is what readValues keeps of the source; it sets aside the
+// tail's chunks of the live objects overwritten.
+func (ls *logicalStream) valuesWanted(src *sourceKeys, lv *liveView) *logicalValues {
+	vs := &logicalValues{wantSeq: map[uint64]int{}, chunkOf: map[string]bool{}, liveOf: map[string]bool{}}
+	for i, key := range ls.keys {
+		if sk := src.last[key.subject]; sk != nil && !sk.gone {
+			vs.wantSeq[sk.seq] = i
+			if ls.object {
+				_, nuid, _ := metaSansNUID(sk.meta.Data)
+				vs.chunkOf[ls.chunkSubject(nuid)] = true
+			}
+		}
+		if ls.object && key.live != nil && !ls.deleted(key.live) {
+			_, nuid, _ := metaSansNUID(key.live.Data)
+			cs := ls.chunkSubject(nuid)
+			ls.liveChunks[cs] = lv.chunks[cs]
+			vs.liveOf[cs] = true
+		}
+	}
+	return vs
 }
 
 // change is the stream's entry in the plan's changes: logical, and why.

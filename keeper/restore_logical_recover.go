@@ -121,7 +121,7 @@ func (k *Keeper) replanLogical(ctx context.Context, j *journal, a *Aside, asideA
 			return nil, err
 		}
 		keys = append(keys, asideScope(asidePoint(a), name)...)
-		ls, err := k.planLogicalStream(ctx, src, sm, &logicalScope{keys: keys, all: back}, &held)
+		ls, err := k.planLogicalStreamOf(ctx, src, sm, &logicalScope{keys: keys, all: back}, &held)
 		if err != nil {
 			return nil, err
 		}

@@ -73,7 +73,8 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	// archive is whole (commitPoint).
 	e := k.prepareReplace(ctx, r, rel)
 	defer e.abandon(ctx)
-	m, w, err := k.snapshotArchive(ctx, rel, streamNames(live), pb,
+	ki := newKeyIndexes(live, k.log)
+	m, w, err := k.snapshotArchive(ctx, rel, streamNames(live), pb, ki,
 		Progress{Verb: VerbSnapshot, Module: r.Module, Local: r.Local, Step: "snapshot", BytesTotal: storedBytes(live)})
 	if err != nil {
 		return fail(withKind(ErrFailed, fmt.Errorf("%w, so no point was written", err)))
@@ -86,7 +87,7 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	if err := checkPositionsFit(positions, pointFile); err != nil {
 		return fail(fmt.Errorf("%w, so no point was made", err))
 	}
-	return k.commitPoint(ctx, VerbSnapshot, r, rel, m, w, positions, e, fail, func(p *Point) string {
+	return k.commitPoint(ctx, VerbSnapshot, r, rel, m, w, ki, positions, e, fail, func(p *Point) string {
 		return fmt.Sprintf("Took restore point %s: %d stream(s), %d message(s), %d consumer position(s), %s, in %s.",
 			what, len(p.Streams), totalMessages(p.Streams), len(positions), HumanBytes(p.ArchiveSize), k.abs(rel))
 	})
@@ -96,11 +97,12 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 // committed; the caller aborts it after) at rel, for verb: the earlier
 // point of the same form and fingerprint, made ready to set aside by e
 // (prepareReplace) while the archive was written, is set aside (replaced),
-// the archive committed, then point.json, the commit mark, last; then the
+// the archive committed, then the key indexes ki built beside it (nil:
+// none), then point.json, the commit mark, last; then the
 // index record, the act and the reply, whose sentence gives what was done.
 // fail records a failure's act and shapes its error. It is the one way a
 // point is committed: snapshot-kept and import take it.
-func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel string, m *busarchive.Manifest, w store.Writer,
+func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel string, m *busarchive.Manifest, w store.Writer, ki *keyIndexes,
 	positions []Position, e *earlier, fail func(error) (*Reply, error), sentence func(*Point) string) (*Reply, error) {
 	what := fmt.Sprintf("%s/%s f%d-%s", r.Module, r.Local, r.Form, r.Fingerprint)
 	point := &Point{
@@ -121,6 +123,7 @@ func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel st
 	info, err := w.Commit(ctx)
 	if err == nil {
 		point.ArchiveSize, point.ArchiveSum, point.Sealing = info.Size, info.Sum, k.sealingOf(w)
+		k.putKeyIndexes(ctx, rel, m, ki, point.Streams)
 		var ps, data []byte
 		if ps, err = encoded(); err == nil {
 			data, err = pointJSON(point, ps)
@@ -160,6 +163,9 @@ func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel st
 		// name (taken before with or without encryption): it must not stay.
 		if err := k.dropOtherArchiveOf(ctx, rel, point); err != nil {
 			k.log.Warn("the replaced point's archive stays beside the new one until the next start", "dir", k.abs(rel), "err", err)
+		}
+		if err := k.dropUnnamedKeyIndexes(ctx, rel, point); err != nil {
+			k.log.Warn("a key index of the replaced point stays beside the new one, unnamed", "dir", k.abs(rel), "err", err)
 		}
 	}
 	if err := k.index.Put(ctx, pointKey(r.Module, r.Local, r.Form, r.Fingerprint), pointRecord(point)); err != nil {

@@ -24,11 +24,12 @@ const (
 )
 
 // snapshotArchive is writeArchive of the streams' snapshots, which reads
-// the consumers of each as it passes (pb.take), begun again from the start
+// the consumers of each as it passes (pb.take) and builds the key index of
+// each KV bucket and object store (ki.take), begun again from the start
 // (a new object, the old one aborted) when it failed because the bus went
 // away, up to busTries times while ctx lasts.
-func (k *Keeper) snapshotArchive(ctx context.Context, rel string, streams []string, pb *positionsBefore, p Progress) (*busarchive.Manifest, store.Writer, error) {
-	return k.snapshotArchiveWith(ctx, rel, streams, pb.take(k.bus.Snapshot), p)
+func (k *Keeper) snapshotArchive(ctx context.Context, rel string, streams []string, pb *positionsBefore, ki *keyIndexes, p Progress) (*busarchive.Manifest, store.Writer, error) {
+	return k.snapshotArchiveWith(ctx, rel, streams, ki.take(pb.take(k.bus.Snapshot)), p)
 }
 
 // snapshotArchiveWith is snapshotArchive with each stream taken by take.

@@ -44,6 +44,10 @@ func (k *Keeper) VerifyKept(ctx context.Context, r Request) (*Reply, error) {
 		return nil, Errorf(ErrDamaged, "restore point %s: point.json names streams %v but its archive holds %v",
 			pointName(p), want, got)
 	}
+	indexed, err := k.verifyKeyIndexes(ctx, a, p)
+	if err != nil {
+		return nil, err
+	}
 	vr := &VerifyReport{Point: k.abs(rel), Streams: streamSums(m), Bytes: m.Bytes()}
 	if rep != nil {
 		for i, s := range rep.Streams {
@@ -57,6 +61,9 @@ func (k *Keeper) VerifyKept(ctx context.Context, r Request) (*Reply, error) {
 		pointName(p), len(vr.Streams), HumanBytes(vr.Bytes))
 	for _, s := range vr.Streams {
 		fmt.Fprintf(&b, "; %s: %d message(s), sequences %d..%d, %d consumer(s)", s.Name, s.Messages, s.FirstSeq, s.LastSeq, s.Consumers)
+	}
+	if indexed > 0 {
+		fmt.Fprintf(&b, "; its key index of %d stream(s) matches point.json and agrees with the archive", indexed)
 	}
 	b.WriteString(".")
 	return &Reply{Said: b.String(), Point: p, Dir: k.abs(rel), Report: vr}, nil
@@ -89,6 +96,9 @@ func (k *Keeper) verifyCiphertext(ctx context.Context, rel string, p *Point, loc
 	if got := sum.Sum(); n != p.ArchiveSize || got != p.ArchiveSum {
 		return fmt.Errorf("restore point %s does not verify: %w; it must not be restored", pointName(p), &DamagedError{Path: where,
 			Problems: []string{fmt.Sprintf("its ciphertext is %d bytes with checksum %s, but point.json says %d bytes with checksum %s", n, got, p.ArchiveSize, p.ArchiveSum)}})
+	}
+	if err := k.checkStoredKeyIndexes(ctx, rel, p); err != nil {
+		return err
 	}
 	return fmt.Errorf("restore point %s: its stored ciphertext (%s) matches the checksum point.json names, but its contents were NOT checked against its manifest: %w; "+
 		"a keeper with the identity (--identity) checks them", pointName(p), HumanBytes(n), locked)

@@ -242,6 +242,22 @@ type StreamSum struct {
 	// delete marker for each of Absent); it is never a whole stream.
 	Logical bool     `json:"logical,omitempty"`
 	Absent  []string `json:"absent,omitempty"`
+	// KeyIndex is the key index of a point's KV bucket or object store,
+	// written beside its archive at snapshot-kept: a logical restore reads
+	// the index and only the archive's bytes that hold the values it
+	// writes. Absent when the point has none (older points, imports,
+	// asides, an index over its bounds): it reads the archive whole.
+	KeyIndex *KeyIndex `json:"key-index,omitempty"`
+}
+
+// KeyIndex names a stream's key index: an object in the point's directory
+// (keys-<stream>.idx, or keys-<stream>.idx.age encrypted as the point's
+// archive is), its size and its checksum as stored (the store's Checksum,
+// hex, as archive-sum is).
+type KeyIndex struct {
+	Object string `json:"object"`
+	Size   int64  `json:"size"`
+	Sum    string `json:"sum"`
 }
 
 // Point is a restore point: point.json, and the value of

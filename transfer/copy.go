@@ -31,9 +31,11 @@ type CopyReport struct {
 // module, or one kept data, when module and local are given). Each is
 // copied archive first, then verified whole in the target (every entry's
 // size and SHA-256, every stream archive decoded, the streams its record
-// names), and only then given its record there, the commit mark, last. One
-// already in the target with an equal record and an archive of the same size
-// and checksum is skipped. A failure leaves that one invisible in the target
+// names), its key indexes copied beside it (each checked against the
+// checksum its record names), and only then given its record there, the
+// commit mark, last. One already in the target with an equal record and an
+// archive of the same size and checksum is skipped (its key indexes copied
+// where they are missing). A failure leaves that one invisible in the target
 // (its leftover archive is swept by the target's next keeper) and the
 // others go on. Neither store's index is touched: a keeper rebuilds its
 // index from its store when it starts. An encrypted archive (bus.tar.age)
@@ -129,7 +131,11 @@ func copyOne(ctx context.Context, from, to store.Store, rel string) (copied, sea
 		if dst, err := to.Stat(ctx, key); err == nil && dst.Size == src.Size &&
 			(trec.ArchiveSum == "" || dst.Sum == "" || dst.Sum == trec.ArchiveSum) {
 			// Equal; a restore since the last copy may have written
-			// evidence beside it.
+			// evidence beside it, and a copy by a keeper before key
+			// indexes left them out.
+			if err := copyKeyIndexes(ctx, from, to, rel, rec); err != nil {
+				return false, sealed, err
+			}
 			return false, sealed, copyEvidence(ctx, from, to, rel)
 		}
 	}
@@ -158,6 +164,9 @@ func copyOne(ctx context.Context, from, to store.Store, rel string) (copied, sea
 		if got, want := m.StreamNames(), kept.StreamSumNames(rec.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
 			return false, sealed, fmt.Errorf("its record names streams %v but its archive holds %v", want, got)
 		}
+	}
+	if err := copyKeyIndexes(ctx, from, to, rel, rec); err != nil {
+		return false, sealed, err
 	}
 	if err := copyEvidence(ctx, from, to, rel); err != nil {
 		return false, sealed, err

@@ -41,6 +41,11 @@ type Opened struct {
 	*busarchive.Archive
 	obj   store.Object
 	Where string
+	// What it was opened from, for its key indexes (keyindex.go).
+	st   store.Store
+	rel  string
+	rec  *kept.Point
+	open *agecrypt.Opener
 }
 
 // Close closes the stored object the archive is read from.
@@ -101,7 +106,7 @@ func Open(ctx context.Context, st store.Store, rel string, rec *kept.Point, wher
 		}
 		return nil, &kept.DamagedError{Path: where, Problems: ProblemSentences(err)}
 	}
-	return &Opened{Archive: a, obj: plain, Where: where}, nil
+	return &Opened{Archive: a, obj: plain, Where: where, st: st, rel: rel, rec: rec, open: open}, nil
 }
 
 // lockedOrDamaged is the error of an encrypted archive that did not

@@ -70,3 +70,17 @@ func ReadRecord(ctx context.Context, st store.Store, rel string) ([]byte, *kept.
 	}
 	return raw, &p, nil
 }
+
+// CheckKeyIndex refuses a key index record of stream in a point whose
+// record rec is that names another object than KeyIndexName (the record
+// is read from the store: outside input), or no size or checksum.
+func CheckKeyIndex(stream string, ki *kept.KeyIndex, rec *kept.Point) error {
+	want := KeyIndexName(stream, rec != nil && rec.Encrypted != nil)
+	switch {
+	case ki.Object != want:
+		return fmt.Errorf("its record names the key index of stream %s %.100q, not %s", stream, ki.Object, want)
+	case ki.Size <= 0 || ki.Sum == "":
+		return fmt.Errorf("its record names the key index of stream %s with no size or checksum", stream)
+	}
+	return nil
+}

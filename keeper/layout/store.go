@@ -81,3 +81,20 @@ func KeptOf(rel string) (module, local string) {
 	}
 	return parts[1], parts[2]
 }
+
+// KeyIndexName is the object, in a point's directory, that holds stream's
+// key index: keys-<stream>.idx, or keys-<stream>.idx.age when the point is
+// encrypted (sealed as its archive is). A stream name is a plain name (no
+// dot, no slash), so the name is one.
+func KeyIndexName(stream string, sealed bool) string {
+	if sealed {
+		return "keys-" + stream + ".idx.age"
+	}
+	return "keys-" + stream + ".idx"
+}
+
+// IsKeyIndexName reports whether name, an object's name in a point's
+// directory, is a key index's.
+func IsKeyIndexName(name string) bool {
+	return strings.HasPrefix(name, "keys-") && (strings.HasSuffix(name, ".idx") || strings.HasSuffix(name, ".idx.age"))
+}
