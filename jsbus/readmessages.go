@@ -101,6 +101,9 @@ func (a *Adapter) LastBySubject(ctx context.Context, stream, filter string, fn f
 	if !validFilter(filter) {
 		return fmt.Errorf("jsbus: %q is not a subject filter, so stream %s was not read: %w", filter, stream, keeper.ErrBadRequest)
 	}
+	if oneSubject(filter) {
+		return a.lastOne(ctx, stream, filter, fn)
+	}
 	r := orderedRead{stream: stream, filter: filter, endAtStart: true, extend: true, cfg: jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy, FilterSubjects: []string{filter}}}
 	if err := a.readOrdered(ctx, r, fn); err != nil {

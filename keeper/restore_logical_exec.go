@@ -34,18 +34,65 @@ func (x *logicalRun) writeAll(ctx context.Context) error {
 		if len(ls.keys) == 0 || contains(x.j.Restored, ls.name) {
 			continue
 		}
-		for i, key := range ls.keys {
-			if err := x.writeKey(ctx, ls, key); err != nil {
-				return fmt.Errorf("writing key %s of stream %s failed after %d of its %d differing key(s) were written: %w",
-					ls.keyName(key.subject), ls.name, i, len(ls.keys), err)
-			}
-			x.step("logical-key:" + key.subject)
+		if err := x.writeKeys(ctx, ls); err != nil {
+			return err
 		}
 		x.j.Restored = append(x.j.Restored, ls.name)
 		if err := x.save(ctx); err != nil {
 			return err
 		}
 		x.step("logical-written:" + ls.name)
+	}
+	return nil
+}
+
+// logicalInFlight is how many keys of a KV bucket a logical restore writes
+// at once: one publish waits for its stream's acknowledgement, so 100 keys
+// one by one cost 100 round trips. Keys are independent; an object's
+// chunks and meta are written in order, one object at a time.
+const logicalInFlight = 32
+
+// writeKeys writes the differing keys of ls, up to logicalInFlight KV keys
+// at once, taking their results in order. On a failure it waits for the
+// writes under way, so that none is left running when it returns.
+func (x *logicalRun) writeKeys(ctx context.Context, ls *logicalStream) error {
+	inFlight := logicalInFlight
+	if ls.object {
+		inFlight = 1
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make([]chan error, len(ls.keys))
+	next := 0 // the key whose result is taken next
+	take := func() error {
+		err := <-results[next]
+		if err != nil {
+			cancel()
+			for _, r := range results[next+1:] {
+				if r != nil {
+					<-r
+				}
+			}
+			return fmt.Errorf("writing key %s of stream %s failed after %d of its %d differing key(s) were written (and some sent at the same time may be): %w",
+				ls.keyName(ls.keys[next].subject), ls.name, next, len(ls.keys), err)
+		}
+		x.step("logical-key:" + ls.keys[next].subject)
+		next++
+		return nil
+	}
+	for i, key := range ls.keys {
+		if i-next >= inFlight {
+			if err := take(); err != nil {
+				return err
+			}
+		}
+		results[i] = make(chan error, 1)
+		go func() { results[i] <- x.writeKey(ctx, ls, key) }()
+	}
+	for next < len(ls.keys) {
+		if err := take(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
