@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/nats-keeper/nats-keeper/keeper"
 )
@@ -15,15 +14,7 @@ import (
 // deleted for one message. A logical restore asks it once per key it
 // checks.
 func (a *Adapter) lastOne(ctx context.Context, stream, subject string, fn func(keeper.Message) error) error {
-	var resp struct {
-		Message struct {
-			Subject string    `json:"subject"`
-			Seq     uint64    `json:"seq"`
-			Header  []byte    `json:"hdrs"`
-			Data    []byte    `json:"data"`
-			Time    time.Time `json:"time"`
-		} `json:"message"`
-	}
+	var resp storedGet // its Error is left to request, which decodes it first
 	err := a.request(ctx, "$JS.API.STREAM.MSG.GET."+stream, map[string]string{"last_by_subj": subject}, &resp)
 	switch {
 	case isCode(err, codeNoMessage):
