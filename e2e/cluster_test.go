@@ -322,6 +322,7 @@ func TestClusterServerDies(t *testing.T) {
 			c.revive(t, victim, watched...)
 			t.Logf("%s, round %d: server %d killed, %s answered %d in %s; the cluster whole again after %s", phase, round, victim+1, verb, r.Code,
 				took.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
+			waitReadersGone(t, cjs, names.Streams())
 			got := dumpState(t, cjs, module, local)
 			want := live
 			if verb == "restore-kept" && r.Code == 200 {
@@ -357,6 +358,7 @@ func TestClusterServerDies(t *testing.T) {
 	}
 	killed := time.Now()
 	waitNoJournal(t, js, module, local)
+	waitReadersGone(t, js, names.Streams())
 	if d := point.diff(dumpState(t, js, module, local)); d != "" {
 		t.Fatalf("the restore a killed keeper began was not finished by the others:\n%s", d)
 	}
@@ -376,5 +378,45 @@ func fillStream(t *testing.T, js jetstream.JetStream, subject string, n int) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// waitReadersGone waits until no stream of streams holds a consumer of the
+// keeper's own reads (nats_keeper_read_…), and fails the test if one is
+// still there after readersGoneWithin. A read deletes its consumers when
+// it ends; but a server killed while it hosted one (an ordered consumer
+// has one replica) and started again brings it back from its own view of
+// the cluster, from before the delete, and it stays until the server's
+// inactive threshold (1 minute) removes it: seen for 1 to 4 minutes here.
+// That consumer is the keeper's, not the kept data's, so the kept data is
+// compared once it is gone.
+func waitReadersGone(t *testing.T, js jetstream.JetStream, streams []string) {
+	t.Helper()
+	const readersGoneWithin = 6 * time.Minute
+	began := time.Now()
+	for {
+		var left []string
+		for _, name := range streams {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if s, err := js.Stream(ctx, name); err == nil {
+				for c := range s.ConsumerNames(ctx).Name() {
+					if strings.HasPrefix(c, "nats_keeper_read_") {
+						left = append(left, name+"/"+c)
+					}
+				}
+			}
+			cancel()
+		}
+		if len(left) == 0 {
+			if waited := time.Since(began); waited > time.Second {
+				t.Logf("the keeper's read consumers were gone %s after the round (a restarted server brought them back)", waited.Round(time.Second))
+			}
+			return
+		}
+		if time.Since(began) > readersGoneWithin {
+			t.Errorf("consumers of the keeper's reads are still on the kept data's streams %s after the round: %v", readersGoneWithin, left)
+			return
+		}
+		time.Sleep(2 * time.Second)
 	}
 }
