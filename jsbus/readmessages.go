@@ -184,17 +184,27 @@ func (e *readStalled) Error() string {
 
 // readOnce is one consumer's part of readOrdered.
 func (a *Adapter) readOnce(ctx context.Context, r orderedRead, fn func(keeper.Message) error) error {
-	r.cfg.MaxResetAttempts, r.cfg.InactiveThreshold, r.cfg.NamePrefix = 10, readInactive, readerPrefix+nuid.Next()
-	// Each try of making the consumer has its own deadline: one sent to a
+	r.cfg.MaxResetAttempts, r.cfg.InactiveThreshold = 10, readInactive
+	// Each try of making the consumer has its own deadline (one sent to a
 	// stream leader that died gets no answer, and the verb's context may
-	// allow an hour. A try whose answer was lost makes the same consumer
-	// (same name, same configuration) again.
+	// allow an hour) and a name of its own: the server may have made the
+	// consumer of a try whose answer was lost on the server that died,
+	// where it is offline, and a try of the same name would meet it there
+	// every time. The consumers of the tries before the one that answered
+	// are deleted when the read ends.
 	var c jetstream.Consumer
+	var tried []string
 	err := a.retry(ctx, "make a consumer to read stream "+r.stream, func(ctx context.Context) error {
+		r.cfg.NamePrefix = readerPrefix + nuid.Next()
+		tried = append(tried, r.cfg.NamePrefix+"_1")
 		var err error
 		c, err = a.js.OrderedConsumer(ctx, r.stream, r.cfg)
 		return err
 	})
+	if err == nil {
+		tried = tried[:len(tried)-1]
+	}
+	defer a.deleteReadConsumers(ctx, r.stream, tried)
 	if err == nil {
 		var it jetstream.MessagesContext
 		if it, err = c.Messages(jetstream.PullMaxMessagesWithBytesLimit(msgsBatch, max(msgsBytes, 2*int(a.nc.MaxPayload())))); err == nil {
@@ -213,29 +223,37 @@ func (a *Adapter) readOnce(ctx context.Context, r orderedRead, fn func(keeper.Me
 // threshold, and with it every consumer the client made before it for the
 // read (the client names them prefix_1, prefix_2, … as it makes a new one
 // after a server died, and deletes the one before once, without trying
-// again; on a cluster one left so was seen to outlive its threshold). Each
-// delete is tried again while the cause passes (a leader that died just
-// then), all of them within readEndBound; one that still fails is left to
-// the threshold.
+// again).
 func (a *Adapter) endRead(ctx context.Context, r orderedRead, c jetstream.Consumer, it jetstream.MessagesContext) {
 	it.Stop()
 	ci := c.CachedInfo()
 	if ci == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readEndBound)
-	defer cancel()
 	serial, err := strconv.Atoi(strings.TrimPrefix(ci.Name, r.cfg.NamePrefix+"_"))
 	if err != nil || serial < 1 {
 		serial = 1
 	}
-	for n := min(serial, maxReadConsumers); n >= 1; n-- {
-		name := ci.Name
-		if n != serial {
-			name = r.cfg.NamePrefix + "_" + strconv.Itoa(n)
-		}
-		err := a.retry(ctx, "delete the consumer of a read of stream "+r.stream, func(ctx context.Context) error {
-			err := a.js.DeleteConsumer(ctx, r.stream, name)
+	names := []string{ci.Name}
+	for n := min(serial, maxReadConsumers) - 1; n >= 1; n-- {
+		names = append(names, r.cfg.NamePrefix+"_"+strconv.Itoa(n))
+	}
+	a.deleteReadConsumers(ctx, r.stream, names)
+}
+
+// deleteReadConsumers deletes the consumers of a read, each tried again
+// while the cause passes (a leader that died just then), all within
+// readEndBound; one that still fails is left to the server's inactive
+// threshold.
+func (a *Adapter) deleteReadConsumers(ctx context.Context, stream string, names []string) {
+	if len(names) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readEndBound)
+	defer cancel()
+	for _, name := range names {
+		err := a.retry(ctx, "delete the consumer of a read of stream "+stream, func(ctx context.Context) error {
+			err := a.js.DeleteConsumer(ctx, stream, name)
 			if errors.Is(err, jetstream.ErrConsumerNotFound) {
 				return nil
 			}
@@ -243,7 +261,7 @@ func (a *Adapter) endRead(ctx context.Context, r orderedRead, c jetstream.Consum
 		})
 		if err != nil {
 			a.log.Debug("the consumer of a read was not deleted; the server removes it when it has been idle a while",
-				"stream", r.stream, "consumer", name, "err", err)
+				"stream", stream, "consumer", name, "err", err)
 		}
 	}
 }
