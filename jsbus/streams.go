@@ -54,7 +54,7 @@ func (a *Adapter) Stream(ctx context.Context, name string) (*keeper.StreamInfo, 
 	return &keeper.StreamInfo{
 		Name: name, Subjects: info.Config.Subjects, Messages: info.State.Msgs, Bytes: info.State.Bytes,
 		FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq, Consumers: info.State.Consumers,
-		NumSubjects: info.State.NumSubjects,
+		NumSubjects: info.State.NumSubjects, Made: info.Created.UnixNano(),
 	}, nil
 }
 

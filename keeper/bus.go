@@ -25,6 +25,9 @@ type StreamInfo struct {
 	// NumSubjects is how many subjects hold a message (a KV bucket's keys,
 	// counting those whose last entry is a delete or purge marker).
 	NumSubjects uint64 `json:"num-subjects,omitempty"`
+	// Made is when the stream was made, in Unix nanoseconds (0: not
+	// known); capture reads it to see that a stream was made again.
+	Made int64 `json:"-"`
 }
 
 // Bus is the keeper's view of a JetStream system. Implementations must be safe

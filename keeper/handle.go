@@ -22,6 +22,7 @@ var handlers = map[string]func(*Keeper, context.Context, Request) (*Reply, error
 	kept.VerbShowEvidence: (*Keeper).ShowEvidence,
 	kept.VerbDiscardPoint: (*Keeper).DiscardPoint,
 	kept.VerbDiff:         (*Keeper).DiffKept,
+	kept.VerbCapture:      (*Keeper).CaptureKept,
 }
 
 // Handle runs the verb named verb on r: the one entry the service calls

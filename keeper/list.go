@@ -53,6 +53,7 @@ func (k *Keeper) ListKept(ctx context.Context, r Request) (*Reply, error) {
 	rep := k.listReply(r, len(keys), from == 0, next, points, asides)
 	if from == 0 {
 		k.listSchedules(ctx, r, rep)
+		k.listCaptures(ctx, r, rep)
 	}
 	return rep, nil
 }

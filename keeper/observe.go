@@ -17,6 +17,9 @@ type Observer interface {
 	// Restored: module/local was restored from a point (or an aside put
 	// back) at at; bytes is the archive read back onto the bus.
 	Restored(module, local string, bytes int64, at time.Time)
+	// Captured: a capture segment of module/local was closed at at (bytes
+	// 0: the capture found nothing new); bytes is its archive's size.
+	Captured(module, local string, bytes int64, at time.Time)
 }
 
 // ActsBacklog is implemented by an Acts that queues the acts it could not
@@ -32,6 +35,7 @@ type nopObserver struct{}
 
 func (nopObserver) Snapshotted(string, string, int64, time.Time) {}
 func (nopObserver) Restored(string, string, int64, time.Time)    {}
+func (nopObserver) Captured(string, string, int64, time.Time)    {}
 
 // leaseCount counts the leases this keeper holds in the index.
 type leaseCount struct{ n atomic.Int64 }

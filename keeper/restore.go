@@ -51,6 +51,9 @@ func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
 	if err := CheckRequest(VerbRestore, r); err != nil {
 		return nil, err
 	}
+	if r.At != "" || r.AtSeq != nil {
+		return k.restoreAt(ctx, r)
+	}
 	streams, err := k.streamsOf(ctx, VerbRestore, r)
 	if err != nil {
 		return nil, fmt.Errorf("%s refused: %w, so nothing was done", VerbRestore, err)

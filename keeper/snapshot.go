@@ -103,13 +103,16 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 // fail records a failure's act and shapes its error. It is the one way a
 // point is committed: snapshot-kept and import take it.
 func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel string, m *busarchive.Manifest, w store.Writer, ki *keyIndexes,
-	positions []Position, e *earlier, fail func(error) (*Reply, error), sentence func(*Point) string) (*Reply, error) {
+	positions []Position, e *earlier, fail func(error) (*Reply, error), sentence func(*Point) string, marks ...func(*Point)) (*Reply, error) {
 	what := fmt.Sprintf("%s/%s f%d-%s", r.Module, r.Local, r.Form, r.Fingerprint)
 	point := &Point{
 		Module: r.Module, Local: r.Local, Form: r.Form, Fingerprint: r.Fingerprint, CatchUp: r.CatchUp,
 		Taken: k.now().UTC(), Caller: r.Caller, Why: r.Why, Dir: rel,
 		Streams: streamSums(m), Positions: positions, PositionCount: len(positions),
 		Format: RecordFormat, WrittenBy: k.version,
+	}
+	for _, mark := range marks {
+		mark(point)
 	}
 	if r.KeepFor > 0 {
 		until := point.Taken.Add(time.Duration(r.KeepFor))

@@ -180,6 +180,8 @@ var optional = [...]struct {
 	{TakesPage, "limit or after", func(r Request) bool { return r.Limit != 0 || r.After != "" }, checkPage},
 	{TakesPolicy, "policy", func(r Request) bool { return r.Policy != nil }, nil},
 	{TakesPlan, "streams or consumers", func(r Request) bool { return r.Streams != nil || r.Consumers != nil }, nil},
+	{TakesCapture, "capture or settings", func(r Request) bool { return r.Capture != "" || r.Settings != nil }, nil},
+	{TakesAt, "at or at-seq", func(r Request) bool { return r.At != "" || r.AtSeq != nil }, anyVerb(checkAt)},
 	{TakesMethod, "method or downstream", func(r Request) bool { return r.Method != "" || r.Downstream != "" }, anyVerb(checkMethod)},
 }
 
@@ -260,6 +262,9 @@ func checkRestore(r Request) error {
 			return Errorf(ErrBadRequest, "aside-only restores nothing, so it takes no from")
 		}
 		return nil
+	}
+	if r.At != "" || r.AtSeq != nil {
+		return nil // checkAt
 	}
 	return checkFromOr(r, func(r Request) error { return ValidName("fingerprint", r.Fingerprint) })
 }

@@ -51,6 +51,15 @@ type Request struct {
 	// Downstream, for restore-kept, is "leave" to restore with the full
 	// method a stream that other streams mirror or source.
 	Downstream string `json:"downstream,omitempty"`
+	// Capture, for capture-kept, is "on" or "off"; Settings, with "on",
+	// how the kept data is captured (zero fields: the defaults).
+	Capture  string           `json:"capture,omitempty"`
+	Settings *CaptureSettings `json:"settings,omitempty"`
+	// At and AtSeq, for restore-kept, restore the kept data as it was at a
+	// moment of its captured window: a time (RFC 3339), or per stream the
+	// last sequence to hold (see capture.go).
+	At    string            `json:"at,omitempty"`
+	AtSeq map[string]uint64 `json:"at-seq,omitempty"`
 	// BusIdentity is who asked as the bus says it (verbs.Service sets it
 	// from the request's Nats-Request-Info header, else the keeper's own
 	// connection); acts record it beside Caller. It is never read from a
@@ -143,6 +152,13 @@ type Reply struct {
 	// Consumers is diff-kept's: each of the module's consumers, its
 	// position at the point and now.
 	Consumers []ConsumerChange `json:"consumers,omitempty"`
+	// Capture is capture-kept's: the kept data's capture as it stands;
+	// Captures is list-kept's, of each captured kept data it lists.
+	Capture  *CaptureInfo  `json:"capture,omitempty"`
+	Captures []CaptureInfo `json:"captures,omitempty"`
+	// PositionsAge is a restore to a moment's: how long before the moment
+	// the consumer positions it set back were sampled, in milliseconds.
+	PositionsAgeMS *int64 `json:"positions-age-ms,omitempty"`
 	// TookMS is how long the verb took, in milliseconds (diff-kept).
 	TookMS int64 `json:"took-ms,omitempty"`
 }
@@ -292,6 +308,10 @@ type Point struct {
 	// version of the keeper that took the point (format.go).
 	Format    int    `json:"format,omitempty"`
 	WrittenBy string `json:"written-by,omitempty"`
+	// At, on a point made by a restore to a moment, is that moment, and
+	// Base the base point its chain of captured segments extends.
+	At   *time.Time `json:"at,omitempty"`
+	Base string     `json:"base,omitempty"`
 	Sealing
 }
 

@@ -50,6 +50,8 @@ const (
 	TakesPolicy                      // policy
 	TakesPlan                        // streams, consumers
 	TakesMethod                      // method, downstream
+	TakesCapture                     // capture, settings
+	TakesAt                          // at, at-seq
 )
 
 // Verb is one verb of the service, declared once in the table (Verbs): the
@@ -80,7 +82,7 @@ var verbs = [...]Verb{
 	{Name: VerbSnapshot, Doc: "take a restore point", Weight: Heavy, Writes: true, Takes: TakesKeepFor,
 		check: func(r Request) error { return checkNoFrom(VerbSnapshot, r) }},
 	{Name: VerbRestore, Doc: "restore a point, setting the live data aside", Weight: HeavyUnlessDryRun, Writes: true,
-		Takes: TakesAsideOnly | TakesDryRun | TakesOverrides | TakesMethod, check: checkRestore},
+		Takes: TakesAsideOnly | TakesDryRun | TakesOverrides | TakesMethod | TakesAt, check: checkRestore},
 	{Name: VerbDiscard, Doc: "remove one aside, on a person's call", Writes: true,
 		check: func(r Request) error {
 			if r.Why == "" {
@@ -126,6 +128,7 @@ var verbs = [...]Verb{
 			return needPoint(r)
 		}},
 	{Name: VerbDiff, Doc: "what the live data changed since a point", Takes: TakesPage, check: checkDiff},
+	{Name: VerbCapture, Doc: "capture a kept data continuously, or stop", Writes: true, Takes: TakesCapture, check: checkCapture},
 }
 
 // importVerb is import-kept: no verb on the wire, checked as snapshot-kept.

@@ -73,7 +73,8 @@ type Metrics struct {
 	readAt   time.Time
 	stale    bool
 
-	sched Schedules // see Schedules
+	sched    Schedules // see Schedules
+	captures map[kept]*captureSeen
 }
 
 type kept struct{ module, local string }
@@ -105,7 +106,7 @@ func New(log *slog.Logger) *Metrics {
 		lastRest: map[kept]time.Time{},
 		outcomes: map[string]map[string]uint64{},
 	}
-	m.reg.MustRegister(m.requests, m.durations, m.snapBytes, m.restBytes, m.build, (*keptCollector)(m),
+	m.reg.MustRegister(m.requests, m.durations, m.snapBytes, m.restBytes, m.build, (*keptCollector)(m), (*captureCollector)(m),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Schedules()
 	return m

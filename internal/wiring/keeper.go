@@ -49,6 +49,7 @@ type Setup struct {
 	AsideWarnAfter time.Duration // asides older than this are flagged; 0 is keeper.DefaultAsideWarnAfter
 	PruneEvery     time.Duration // apply the recorded retention policies this often; 0: never
 	ScheduleTick   time.Duration // look for due scheduled points this often; 0 is DefaultScheduleTick, < 0 never
+	CaptureTick    time.Duration // look for kept data to capture this often; 0 is DefaultCaptureTick, < 0 never
 	Replicas       int           // of the index bucket and acts stream; 0: 3 on a cluster, else 1 (jsbus.WithReplicas)
 	Version        string        // the keeper's version, recorded in archives and announced by the service
 	Revision       string        // the VCS revision it was built from, for nats_keeper_build_info; "" when not known
@@ -187,6 +188,9 @@ func Start(ctx context.Context, nc *nats.Conn, s Setup, opts ...verbs.ServeOptio
 	}
 	if s.ScheduleTick >= 0 {
 		ik.loops.Go(func() { scheduleLoop(loopCtx, k, cmp.Or(s.ScheduleTick, DefaultScheduleTick), m.Schedules(), log) })
+	}
+	if s.CaptureTick >= 0 {
+		ik.loops.Go(func() { captureLoop(loopCtx, k, cmp.Or(s.CaptureTick, DefaultCaptureTick), log) })
 	}
 	return ik, nil
 }

@@ -1,0 +1,177 @@
+package keeper
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-keeper/nats-keeper/keeper/layout"
+	"github.com/nats-keeper/nats-keeper/kept"
+)
+
+// segment is a segment's record (segment.json): its commit mark, written
+// after its archive, never rewritten.
+type segment struct {
+	Chain  string    `json:"chain"`  // the chain's prefix in the store
+	Base   string    `json:"base"`   // the base point's prefix
+	N      uint64    `json:"n"`      // its number in the chain, from 1
+	Closed time.Time `json:"closed"` // when it was closed: what it records was true then
+	// Began is when its round read the streams' last sequences: every
+	// message stored before it is in this segment or an earlier one, unless
+	// Cut says the segment was cut at its bytes.
+	Began time.Time `json:"began"`
+	Cut   bool      `json:"cut,omitempty"`
+	// Streams are each stream of the kept data as the segment saw it.
+	Streams []segmentStream `json:"streams"`
+	// Positions are the consumers of the kept data's streams and the
+	// module's on other streams, sampled at PositionsAt.
+	Positions   []Position `json:"positions"`
+	PositionsAt time.Time  `json:"positions-at"`
+	// Archive is how its archive is stored; none when no stream gained
+	// a message.
+	HasArchive  bool   `json:"has-archive,omitempty"`
+	ArchiveSize int64  `json:"archive-size,omitempty"`
+	ArchiveSum  string `json:"archive-sum,omitempty"`
+	kept.Sealing
+	WrittenBy string `json:"written-by,omitempty"`
+}
+
+// segmentStream is one stream in a segment.
+type segmentStream struct {
+	Name string `json:"name"`
+	// From and To are the sequences the segment covers: every message of
+	// the stream in From..To it holds (To below From: none), those that
+	// were deleted before it was read excepted.
+	From     uint64 `json:"from"`
+	To       uint64 `json:"to"`
+	Messages uint64 `json:"messages"`
+	Bytes    uint64 `json:"bytes"`
+	// FirstTime and LastTime are its messages' times (Unix ns).
+	FirstTime int64 `json:"first-time,omitempty"`
+	LastTime  int64 `json:"last-time,omitempty"`
+	// StreamFirst is the stream's first sequence when the segment was
+	// closed: what limits removed from its head was gone by then.
+	StreamFirst uint64 `json:"stream-first"`
+	// Deleted are the sequences below From seen deleted since the segment
+	// before (ranges, inclusive), the stream's head excepted.
+	Deleted [][2]uint64 `json:"deleted,omitempty"`
+	// Made is when the stream was made (Unix ns): one made again does
+	// not continue the chain.
+	Made int64 `json:"made"`
+	// Through is the stream's last sequence when the round began; To is
+	// below it when the segment was cut at its bytes.
+	Through uint64 `json:"through"`
+}
+
+// chain is one base and its committed segments, in order.
+type chain struct {
+	rel       string // capture/<module>/<local>/f<form>-<fingerprint>
+	base      string // the base point's prefix
+	form      int
+	baseFP    string
+	baseTaken time.Time
+	segments  []*segment
+	bytes     int64
+}
+
+// segmentOf returns the segment of stream name in s, or nil.
+func (s *segment) stream(name string) *segmentStream {
+	for i := range s.Streams {
+		if s.Streams[i].Name == name {
+			return &s.Streams[i]
+		}
+	}
+	return nil
+}
+
+// chains lists the chains of module/local in the store, oldest base first,
+// with their committed segments read (a segment without its record is no
+// segment). A chain stops at its first missing number: what a keeper wrote
+// after a gap is not part of it.
+func (k *Keeper) chains(ctx context.Context, module, local string) ([]*chain, error) {
+	objs, err := k.store.List(ctx, path.Join(captureDir, module, local)+"/")
+	if err != nil {
+		return nil, fmt.Errorf("listing the capture of %s/%s: %w", module, local, err)
+	}
+	byRel := map[string]*chain{}
+	var order []*chain
+	for _, o := range objs {
+		parts := strings.Split(o.Key, "/")
+		if len(parts) != 6 || parts[5] != segmentFile {
+			continue
+		}
+		form, fp, ok := parseChainName(parts[3])
+		if !ok {
+			continue
+		}
+		rel := path.Join(parts[:4]...)
+		c := byRel[rel]
+		if c == nil {
+			c = &chain{rel: rel, base: pointRel(module, local, form, fp), form: form, baseFP: fp}
+			byRel[rel] = c
+			order = append(order, c)
+		}
+		var seg segment
+		data, err := k.readSmall(ctx, o.Key, layout.MaxRecordSize)
+		if err == nil {
+			err = json.Unmarshal(data, &seg)
+		}
+		if err != nil {
+			k.log.Warn("a segment's record does not read; its chain ends before it", "key", o.Key, "err", err)
+			seg.N = 0
+		}
+		c.segments = append(c.segments, &seg)
+	}
+	out := order[:0]
+	for _, c := range order {
+		slices.SortFunc(c.segments, func(a, b *segment) int { return compareUint(a.N, b.N) })
+		for i, s := range c.segments {
+			if s.N != uint64(i+1) {
+				c.segments = c.segments[:i]
+				break
+			}
+			c.bytes += s.ArchiveSize
+		}
+		rec, err := k.index.Get(ctx, pointKey(module, local, c.form, c.baseFP))
+		if err != nil {
+			continue // its base is gone: the chain restores nothing
+		}
+		var p Point
+		if err := decodeRecord("the base point "+c.base, rec, &p); err != nil {
+			continue
+		}
+		c.baseTaken = p.Taken
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b *chain) int { return a.baseTaken.Compare(b.baseTaken) })
+	return out, nil
+}
+
+// parseChainName reads f<form>-<fingerprint>.
+func parseChainName(s string) (int, string, bool) {
+	rest, ok := strings.CutPrefix(s, "f")
+	if !ok {
+		return 0, "", false
+	}
+	num, fp, ok := strings.Cut(rest, "-")
+	form, err := strconv.Atoi(num)
+	if !ok || err != nil || !strings.HasPrefix(fp, baseFingerprintPrefix) {
+		return 0, "", false
+	}
+	return form, fp, true
+}
+
+func compareUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,283 @@
+package keeper
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/nats-keeper/nats-keeper/busarchive"
+)
+
+// errSegmentFull stops the reading of a stream once the segment holds its
+// bytes.
+var errSegmentFull = errors.New("the segment is full")
+
+// round writes the next segment: what each stream gained since the last
+// one (up to the segment's bytes; more reports that it was cut there), the
+// deletes seen, the streams' first sequences and a positions sample. A
+// round that finds nothing new writes nothing.
+func (c *capturer) round(ctx context.Context) (more bool, err error) {
+	k := c.k
+	seg := &segment{Chain: c.chain.rel, Base: c.chain.base, N: c.n + 1, Began: k.now().UTC(), WrittenBy: k.version}
+	var fresh []string
+	changed := false
+	for _, f := range c.follows {
+		info, err := k.bus.Stream(ctx, f.name)
+		if errors.Is(err, ErrNoStream) {
+			return false, fmt.Errorf("%w: stream %s is gone", errChainBroken, f.name)
+		}
+		if err != nil {
+			return false, err
+		}
+		if info.Made != f.made || info.LastSeq+1 < f.next {
+			return false, fmt.Errorf("%w: stream %s was made again or lost its tail (last sequence %d, captured up to %d)",
+				errChainBroken, f.name, info.LastSeq, f.next-1)
+		}
+		ss := segmentStream{Name: f.name, From: f.next, To: f.next - 1, StreamFirst: info.FirstSeq, Made: f.made, Through: info.LastSeq}
+		if info.LastSeq >= f.next {
+			fresh = append(fresh, f.name)
+		}
+		if f.full || info.Messages != f.expect+countNew(info, f) {
+			changed = true
+		}
+		seg.Streams = append(seg.Streams, ss)
+	}
+	positions, err := c.sample(ctx)
+	if err != nil {
+		return false, err
+	}
+	seg.Positions, seg.PositionsAt = positions, k.now().UTC()
+	sampled, _ := json.Marshal(positions)
+	if len(fresh) == 0 && !changed && bytes.Equal(sampled, c.sampled) {
+		return false, c.mark(ctx, seg.Began)
+	}
+	if len(fresh) > 0 {
+		if err := c.writeMessages(ctx, seg, fresh); err != nil {
+			return false, err
+		}
+	}
+	for i, f := range c.follows {
+		if err := c.deletes(ctx, f, &seg.Streams[i]); err != nil {
+			return false, err
+		}
+	}
+	seg.Closed = k.now().UTC()
+	if ctx.Err() != nil {
+		return false, context.Cause(ctx)
+	}
+	if _, err := k.putJSON(ctx, segmentRel(c.chain.rel, seg.N)+"/"+segmentFile, seg); err != nil {
+		return false, fmt.Errorf("committing segment %d: %w", seg.N, err)
+	}
+	c.n, c.sampled = seg.N, sampled
+	for i, f := range c.follows {
+		ss := seg.Streams[i]
+		f.next, f.expect, f.full = ss.To+1, f.expect+ss.Messages, false
+	}
+	k.observe.Captured(c.rec.Module, c.rec.Local, seg.ArchiveSize, seg.Closed)
+	return seg.Cut, c.mark(ctx, seg.Closed)
+}
+
+// countNew is how many messages the stream holds above what was captured,
+// as far as a plain count can tell (every sequence after next, none
+// deleted): used only to see that nothing was removed.
+func countNew(info *StreamInfo, f *follow) uint64 {
+	if info.LastSeq < f.next {
+		return 0
+	}
+	return info.LastSeq - f.next + 1
+}
+
+// writeMessages writes the segment's archive: each fresh stream's messages
+// from its next sequence up to its last when the round began, cut once the
+// segment holds its bytes.
+func (c *capturer) writeMessages(ctx context.Context, seg *segment, fresh []string) error {
+	k := c.k
+	budget := c.rec.Settings.SegmentBytes
+	take := func(ctx context.Context, stream string, data, meta io.WriteCloser) error {
+		defer data.Close()
+		defer meta.Close()
+		ss := seg.stream(stream)
+		// Held whole (the segment's bytes bound it): the head gives the
+		// messages and bytes before the first, and verification holds the
+		// archive to them.
+		var held []busarchive.ArchivedMessage
+		err := k.bus.Messages(ctx, stream, ss.From, ss.Through, func(m Message) error {
+			if budget <= 0 {
+				return errSegmentFull
+			}
+			if ss.Messages == 0 {
+				ss.FirstTime = m.Time
+			}
+			ss.Messages, ss.LastTime, ss.To = ss.Messages+1, m.Time, m.Seq
+			n := int64(len(m.Subject) + len(m.Header) + len(m.Data))
+			ss.Bytes += uint64(n)
+			budget -= n
+			held = append(held, busarchive.ArchivedMessage{Seq: m.Seq, Time: m.Time, Subject: m.Subject, Header: m.Header, Data: m.Data})
+			return nil
+		})
+		if errors.Is(err, errSegmentFull) {
+			seg.Cut, err = true, nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading stream %s from sequence %d: %w", stream, ss.From, err)
+		}
+		if !seg.Cut {
+			ss.To = ss.Through // the sequences after the last message read were deleted before it
+		}
+		head := busarchive.ArchiveHead{FirstSeq: ss.From, LastSeq: max(ss.To, ss.From-1), Msgs: ss.Messages, Bytes: ss.Bytes}
+		w, err := busarchive.NewStreamArchiveWriter(data, head)
+		if err != nil {
+			return err
+		}
+		for _, m := range held {
+			if err := w.Message(m); err != nil {
+				return err
+			}
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+		doc, err := tailMeta(c.config[stream], head, ss.FirstTime, ss.LastTime, 0)
+		if err != nil {
+			return err
+		}
+		_, err = meta.Write(doc)
+		return err
+	}
+	rel := segmentRel(c.chain.rel, seg.N)
+	m, w, err := k.writeArchive(ctx, rel, fresh, take, k.bus.ServerVersion(), 1, Progress{Verb: VerbCapture, Module: c.rec.Module, Local: c.rec.Local, Step: "segment"})
+	if err != nil {
+		return fmt.Errorf("writing segment %d: %w", seg.N, err)
+	}
+	defer w.Abort()
+	if m == nil {
+		return errors.New("the segment's archive has no manifest")
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	info, err := w.Commit(ctx)
+	if err != nil {
+		return fmt.Errorf("committing segment %d's archive: %w", seg.N, err)
+	}
+	seg.HasArchive, seg.ArchiveSize, seg.ArchiveSum, seg.Sealing = true, info.Size, info.Sum, k.sealingOf(w)
+	return nil
+}
+
+// deletes records in ss the sequences below ss.From deleted since the
+// last look (all of them, at a chain's first round), reading the
+// stream's deleted details only when its count says something was removed.
+func (c *capturer) deletes(ctx context.Context, f *follow, ss *segmentStream) error {
+	if f.capped {
+		return nil
+	}
+	if !f.full {
+		info, err := c.k.bus.Stream(ctx, f.name)
+		if err != nil {
+			return err
+		}
+		if info.Messages == f.expect+ss.Messages+countAbove(info, ss.To) && info.FirstSeq == ss.StreamFirst {
+			return nil
+		}
+	}
+	d, err := c.k.bus.StreamDetail(ctx, f.name)
+	if err != nil {
+		return err
+	}
+	if len(d.Deleted) > maxTrackedDeletes {
+		c.k.log.Warn("a captured stream holds too many deleted sequences to track; its deletes are recorded no further", "stream", f.name, "deleted", len(d.Deleted))
+		f.capped = true
+		return nil
+	}
+	var fresh []uint64
+	for _, seq := range d.Deleted {
+		if seq >= ss.From {
+			break
+		}
+		if _, found := slices.BinarySearch(f.known, seq); !found || f.full {
+			fresh = append(fresh, seq)
+		}
+	}
+	ss.Deleted = ranges(fresh)
+	f.known = slices.Clone(d.Deleted)
+	// What is counted from here on: the live messages below From now,
+	// whatever the head lost.
+	f.expect = liveBelow(d, ss.From)
+	ss.StreamFirst = d.FirstSeq
+	return nil
+}
+
+// countAbove is how many sequences the stream holds above seq, none of
+// them deleted as far as a count tells.
+func countAbove(info *StreamInfo, seq uint64) uint64 {
+	if info.LastSeq <= seq {
+		return 0
+	}
+	return info.LastSeq - seq
+}
+
+// ranges folds sorted sequences into inclusive ranges.
+func ranges(seqs []uint64) [][2]uint64 {
+	var out [][2]uint64
+	for _, s := range seqs {
+		if n := len(out); n > 0 && out[n-1][1]+1 == s {
+			out[n-1][1] = s
+			continue
+		}
+		out = append(out, [2]uint64{s, s})
+	}
+	return out
+}
+
+// sample reads the positions of every durable consumer on the kept data's
+// streams and of the module's consumers on other streams.
+func (c *capturer) sample(ctx context.Context) ([]Position, error) {
+	k, module, local := c.k, c.rec.Module, c.rec.Local
+	named, err := k.planConsumers(ctx, module, local)
+	if err != nil {
+		return nil, err
+	}
+	streams, all, err := k.census(ctx, CensusQuery{Module: module, Named: named})
+	if err != nil {
+		return nil, err
+	}
+	o, err := k.owners(ctx, streams, module, consumerNames(all))
+	if err != nil {
+		return nil, err
+	}
+	out := []Position{}
+	for _, p := range all {
+		if slices.ContainsFunc(c.follows, func(f *follow) bool { return f.name == p.Stream }) || o.owns(module, local, p) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// mark records in the index how far the capture has seen: the window
+// reaches to at even when no segment was written since.
+func (c *capturer) mark(ctx context.Context, at time.Time) error {
+	c.k.observe.Captured(c.rec.Module, c.rec.Local, 0, at)
+	data, err := json.Marshal(struct {
+		Chain string    `json:"chain"`
+		N     uint64    `json:"n"`
+		At    time.Time `json:"at"`
+	}{c.chain.rel, c.n, at})
+	if err != nil {
+		return err
+	}
+	return c.k.index.Put(ctx, captureMarkKey(c.rec.Module, c.rec.Local), data)
+}
+
+func captureMarkKey(module, local string) string { return "capture-mark." + module + "." + local }
+
+// readMeta reads a backup.json whole, within its bound.
+func readMeta(r io.ReadCloser) ([]byte, error) {
+	defer r.Close()
+	return io.ReadAll(io.LimitReader(r, busarchive.MaxMetaSize))
+}

@@ -1,0 +1,262 @@
+package keeper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// errChainBroken: a stream of the kept data was made again, lost its tail
+// or is gone (a restore ran, or someone deleted it); its chain cannot go
+// on, and a new base begins the next.
+var errChainBroken = errors.New("the kept data's streams no longer continue the chain")
+
+// maxTrackedDeletes bounds the deleted sequences a capture keeps in memory
+// per stream to tell new deletes from old ones. A stream with more is
+// captured with its deletes recorded no further (logged): a restore to a
+// moment then holds messages deleted after that.
+const maxTrackedDeletes = 1 << 22
+
+// captureRetryMax bounds the pause between failed rounds.
+const captureRetryMax = 30 * time.Second
+
+// RunCapture captures module/local while its record says on, ctx lives,
+// and this keeper holds its capture lease. It returns ErrCaptureHeld at
+// once when another keeper holds that lease, nil when capture was turned
+// off, and ctx's error when it ends.
+func (k *Keeper) RunCapture(ctx context.Context, module, local string) error {
+	rec, err := k.captureRecord(ctx, module, local)
+	if err != nil {
+		return err
+	}
+	if !rec.On {
+		return nil
+	}
+	r := Request{Module: module, Local: local, Form: rec.Form, Caller: "nats-keeper capture", Why: "capture of " + module + "/" + local}
+	release, lost, err := k.takeLease(ctx, captureLeaseKey(module, local), VerbCapture, r)
+	if errors.Is(err, ErrBusy) {
+		return ErrCaptureHeld
+	}
+	if err != nil {
+		return fmt.Errorf("taking the capture lease of %s/%s: %w", module, local, err)
+	}
+	defer release()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-lost:
+			cancel(errLeaseLost)
+		case <-ctx.Done():
+		}
+	}()
+	c := &capturer{k: k, rec: *rec, req: r}
+	return c.run(ctx)
+}
+
+// capturer is one keeper's capture of one kept data.
+type capturer struct {
+	k   *Keeper
+	rec CaptureRecord
+	req Request
+
+	chain   *chain
+	n       uint64 // the last committed segment's number
+	follows []*follow
+	config  map[string]json.RawMessage // each stream's configuration, from the base
+	sampled []byte                     // the last positions sample written
+	pause   time.Duration
+}
+
+// follow is where the capture of one stream stands.
+type follow struct {
+	name   string
+	next   uint64 // the first sequence not captured yet
+	made   int64  // when the stream was made
+	expect uint64 // the live messages below next, as last counted
+	known  []uint64
+	full   bool // record every deleted sequence at the next round (a chain begun or taken up)
+	capped bool // deletes are no longer tracked (maxTrackedDeletes)
+}
+
+func (c *capturer) run(ctx context.Context) error {
+	for {
+		if c.chain == nil {
+			if err := c.start(ctx); err != nil {
+				if err := c.wait(ctx, err); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		more, err := c.round(ctx)
+		if errors.Is(err, errChainBroken) {
+			c.k.log.Warn("a captured kept data no longer continues its chain; a new base begins the next", "kept", c.kept(), "err", err)
+			c.chain = nil
+			continue
+		}
+		if err != nil {
+			if err := c.wait(ctx, err); err != nil {
+				return err
+			}
+			continue
+		}
+		c.pause = 0
+		if more {
+			continue // a segment was cut at its bytes: the next goes on at once
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(time.Duration(c.rec.Settings.SegmentEvery)):
+		}
+		rec, err := c.k.captureRecord(ctx, c.rec.Module, c.rec.Local)
+		switch {
+		case err == nil && !rec.On:
+			c.k.log.Info("capture turned off", "kept", c.kept())
+			return nil
+		case err == nil:
+			c.rec.Settings = rec.Settings
+		}
+	}
+}
+
+// wait logs err and pauses before the next try, longer each time.
+func (c *capturer) wait(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	c.pause = min(max(2*c.pause, time.Second), captureRetryMax)
+	c.k.log.Warn("a capture round failed; trying again", "kept", c.kept(), "in", c.pause, "err", err)
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-time.After(c.pause):
+		return nil
+	}
+}
+
+func (c *capturer) kept() string { return c.rec.Module + "/" + c.rec.Local }
+
+// start takes up the newest chain where its last segment ends, if it is
+// young enough and the streams still continue it; else it takes a new
+// base.
+func (c *capturer) start(ctx context.Context) error {
+	chains, err := c.k.chains(ctx, c.rec.Module, c.rec.Local)
+	if err != nil {
+		return err
+	}
+	if n := len(chains); n > 0 && c.k.now().Sub(chains[n-1].baseTaken) < time.Duration(c.rec.Settings.BaseEvery) {
+		ok, err := c.takeUp(ctx, chains[n-1])
+		if err != nil || ok {
+			return err
+		}
+	}
+	return c.newBase(ctx)
+}
+
+// takeUp goes on with ch from its last segment, if its streams continue it.
+func (c *capturer) takeUp(ctx context.Context, ch *chain) (bool, error) {
+	if len(ch.segments) == 0 {
+		return false, nil
+	}
+	last := ch.segments[len(ch.segments)-1]
+	base, err := c.k.readRecord(ctx, ch.base, false)
+	if err != nil {
+		return false, nil
+	}
+	var follows []*follow
+	for _, s := range base.Streams {
+		ss := last.stream(s.Name)
+		if ss == nil {
+			return false, nil
+		}
+		info, err := c.k.bus.Stream(ctx, s.Name)
+		if errors.Is(err, ErrNoStream) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if info.Made != ss.Made || info.LastSeq < ss.To {
+			return false, nil
+		}
+		follows = append(follows, &follow{name: s.Name, next: ss.To + 1, made: ss.Made, full: true})
+	}
+	if err := c.begin(ctx, ch, base, follows); err != nil {
+		return false, err
+	}
+	c.n = last.N
+	c.k.log.Info("took up the capture of a kept data", "kept", c.kept(), "chain", ch.rel, "after-segment", last.N)
+	return true, nil
+}
+
+// newBase takes a full point, the base of a new chain, and goes on from it.
+func (c *capturer) newBase(ctx context.Context) error {
+	r := c.req
+	r.Fingerprint = baseFingerprintPrefix + stamp(c.k.now())
+	r.Why = "the base of the capture of " + c.kept()
+	rep, err := c.k.SnapshotKept(ctx, r)
+	if err != nil {
+		return fmt.Errorf("taking a base: %w", err)
+	}
+	p := rep.Point
+	var follows []*follow
+	for _, s := range p.Streams {
+		info, err := c.k.bus.Stream(ctx, s.Name)
+		if err != nil {
+			return fmt.Errorf("reading stream %s after its base: %w", s.Name, err)
+		}
+		follows = append(follows, &follow{name: s.Name, next: s.LastSeq + 1, made: info.Made, full: true})
+	}
+	ch := &chain{rel: chainRel(p.Module, p.Local, p.Form, p.Fingerprint), base: p.Dir, form: p.Form, baseFP: p.Fingerprint, baseTaken: p.Taken}
+	if err := c.begin(ctx, ch, p, follows); err != nil {
+		return err
+	}
+	c.n = 0
+	c.k.log.Info("began a capture chain", "kept", c.kept(), "base", p.Dir)
+	return nil
+}
+
+// begin makes ch the chain the capture writes, reading its base's
+// configurations.
+func (c *capturer) begin(ctx context.Context, ch *chain, base *Point, follows []*follow) error {
+	a, err := c.k.openArchive(ctx, base.Dir, base)
+	if err != nil {
+		return fmt.Errorf("opening the base %s: %w", base.Dir, err)
+	}
+	defer a.Close()
+	cfg := map[string]json.RawMessage{}
+	for _, f := range follows {
+		meta, err := a.StreamMeta(f.name)
+		if err != nil {
+			return err
+		}
+		doc, err := readMeta(meta)
+		if err != nil {
+			return err
+		}
+		if cfg[f.name], _, err = configOf(doc); err != nil {
+			return err
+		}
+		if d, err := c.k.bus.StreamDetail(ctx, f.name); err == nil {
+			f.expect = liveBelow(d, f.next)
+		}
+	}
+	c.chain, c.follows, c.config, c.sampled = ch, follows, cfg, nil
+	return nil
+}
+
+// liveBelow counts the live messages of d below seq.
+func liveBelow(d *StreamDetail, seq uint64) uint64 {
+	if seq <= d.FirstSeq || d.Messages == 0 {
+		return 0
+	}
+	to := min(seq-1, d.LastSeq)
+	n := to - d.FirstSeq + 1
+	i, _ := slices.BinarySearch(d.Deleted, to+1)
+	return n - uint64(i)
+}

@@ -1,0 +1,169 @@
+package keeper_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
+)
+
+// captureOn turns capture of the sample kept data on, every second, and
+// runs it on e's keeper until the returned stop is called.
+func (e *env) captureOn() (stop func()) {
+	e.t.Helper()
+	r := keeper.Request{Module: module, Local: local, Capture: "on", Caller: "test", Why: "testing capture",
+		Settings: &kept.CaptureSettings{SegmentEvery: kept.Duration(time.Second)}}
+	if _, err := e.k.CaptureKept(e.ctx, r); err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- e.k.RunCapture(ctx, module, local) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil && ctx.Err() == nil {
+			e.t.Errorf("the capture ended: %v", err)
+		}
+	}
+}
+
+// captureReaches waits until the captured window reaches at.
+func (e *env) captureReaches(at time.Time) *kept.CaptureInfo {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rep, err := e.k.ListKept(e.ctx, keeper.Request{Module: module, Local: local})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, c := range rep.Captures {
+			if c.To != nil && !c.To.Before(at) {
+				return &c
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the capture did not reach %s in 30 s: %+v", at, rep.Captures)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// batch writes one batch of changes to the sample kept data: KV puts and
+// a delete, the object replaced, messages on the stream, one of the
+// stream's earlier messages deleted, and the module's consumer moved on.
+func (e *env) batch(i int) {
+	e.t.Helper()
+	kv, err := e.js.KeyValue(e.ctx, e.names.Bus)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for j := range 5 {
+		if _, err := kv.PutString(e.ctx, fmt.Sprintf("batch.%d", j), fmt.Sprintf("value of batch %d", i)); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	if err := kv.Delete(e.ctx, fmt.Sprintf("batch.%d", i)); err != nil {
+		e.t.Fatal(err)
+	}
+	obs, err := e.js.ObjectStore(e.ctx, e.names.Bus)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := obs.PutString(e.ctx, "replaced", strings.Repeat(fmt.Sprintf("object of batch %d ", i), 20_000)); err != nil {
+		e.t.Fatal(err)
+	}
+	for j := range 10 {
+		m := nats.NewMsg(fmt.Sprintf("%s.%s.orders.batch", module, local))
+		m.Header.Set("Batch", fmt.Sprint(i))
+		m.Data = fmt.Appendf(nil, "batch %d message %d", i, j)
+		if _, err := e.js.PublishMsg(e.ctx, m); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	s, err := e.js.Stream(e.ctx, e.names.Stream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	info, err := s.Info(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := s.DeleteMsg(e.ctx, info.State.FirstSeq+uint64(i)); err != nil {
+		e.t.Fatal(err)
+	}
+	c, err := e.js.Consumer(e.ctx, e.names.Stream, e.names.Reader)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := sample.Ack(e.ctx, c, 3); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// asOfMoment is what a restore to a moment must give back of a dump:
+// every message, in order, and the module's consumer's ack floor.
+func asOfMoment(s *sample.Snapshot, reader string) string {
+	var b strings.Builder
+	for _, st := range s.Streams {
+		fmt.Fprintf(&b, "stream %s first %d messages %d\n", st.Name, st.FirstSeq, st.Msgs)
+		for _, m := range st.Messages {
+			fmt.Fprintf(&b, "  %d %s %v %s %s\n", m.Seq, m.Subject, m.Header, m.Time.UTC().Format(time.RFC3339Nano), m.SHA256)
+		}
+		for _, c := range st.Consumers {
+			if c.Name == reader {
+				fmt.Fprintf(&b, "  consumer %s ack floor %d\n", c.Name, c.AckFloor)
+			}
+		}
+	}
+	return b.String()
+}
+
+// TestRestoreToAMoment: capture on, three batches written at distinct
+// times; a restore to a moment after each gives back the kept data as it
+// was then, message by message, and the module's consumer where it stood.
+func TestRestoreToAMoment(t *testing.T) {
+	e := newEnv(t, func(c *keeper.Config) { c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)) })
+	stop := e.captureOn()
+	e.captureReaches(time.Now())
+	var moments []time.Time
+	var want []string
+	for i := 1; i <= 3; i++ {
+		e.batch(i)
+		time.Sleep(2500 * time.Millisecond) // a positions sample after the batch
+		moments = append(moments, time.Now().UTC())
+		want = append(want, asOfMoment(e.kept(), e.names.Reader))
+		time.Sleep(1500 * time.Millisecond)
+	}
+	info := e.captureReaches(moments[2].Add(200 * time.Millisecond))
+	if info.Segments < 3 || info.Bytes == 0 || info.From == nil {
+		t.Fatalf("the capture holds too little: %+v", info)
+	}
+	stop()
+	for _, i := range []int{0, 2, 1} {
+		rep, err := e.k.RestoreKept(e.ctx, keeper.Request{Module: module, Local: local, At: moments[i].Format(time.RFC3339Nano),
+			Caller: "test", Why: fmt.Sprintf("back to moment %d", i+1)})
+		if err != nil {
+			t.Fatalf("restore to moment %d: %v", i+1, err)
+		}
+		if rep.PositionsAgeMS == nil || *rep.PositionsAgeMS < 0 || *rep.PositionsAgeMS > 2500 {
+			t.Errorf("moment %d: the positions' age is %v", i+1, rep.PositionsAgeMS)
+		}
+		if got := asOfMoment(e.kept(), e.names.Reader); got != want[i] {
+			t.Errorf("moment %d: the kept data differs from what it was:\n got: %s\nwant: %s", i+1, got, want[i])
+		}
+	}
+	_, err := e.k.RestoreKept(e.ctx, keeper.Request{Module: module, Local: local, At: moments[0].Add(-time.Hour).Format(time.RFC3339),
+		Caller: "test", Why: "before the window"})
+	if err == nil || !strings.Contains(err.Error(), "captured window is") {
+		t.Fatalf("a moment before the window: %v", err)
+	}
+}

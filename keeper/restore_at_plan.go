@@ -1,0 +1,321 @@
+package keeper
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/nats-keeper/nats-keeper/busarchive"
+)
+
+// momentPlan is what the point of a moment is made of.
+type momentPlan struct {
+	at           time.Time  // the moment (at-seq: the newest message kept)
+	segs         []*segment // the chain's segments that may hold messages of the moment
+	positions    []Position
+	positionsAge time.Duration
+	streams      map[string]*momentStream
+}
+
+// momentStream is one stream's part of a moment.
+type momentStream struct {
+	name        string
+	cut         uint64 // at-seq: the last sequence (0: by time)
+	first, last uint64
+	deleted     [][2]uint64 // sorted ranges recorded by the segments closed by the moment
+	rollupAll   uint64
+	rollupSub   map[string]uint64
+	perSubject  int64
+	lastN       map[string][]uint64 // per subject the last perSubject sequences the segments keep
+	baseExcess  map[string]int      // per subject how many of the base's messages the limit drops, oldest first
+	maxAge      time.Duration
+	config      json.RawMessage
+}
+
+// planMoment reads the chain's segment records and, for each stream, what
+// the moment keeps of its segments' messages (a first pass over them).
+func (k *Keeper) planMoment(ctx context.Context, ch *chain, base *Point, mo momentAt) (*momentPlan, error) {
+	pl := &momentPlan{at: mo.at, streams: map[string]*momentStream{}}
+	for _, s := range base.Streams {
+		if mo.seq != nil {
+			if _, ok := mo.seq[s.Name]; !ok {
+				return nil, Errorf(ErrBadRequest, "at-seq names no sequence for stream %s of the kept data; a restore to sequences names every stream", s.Name)
+			}
+		}
+		pl.streams[s.Name] = &momentStream{name: s.Name, cut: mo.seq[s.Name], first: s.FirstSeq, last: s.LastSeq,
+			rollupSub: map[string]uint64{}, lastN: map[string][]uint64{}, baseExcess: map[string]int{}}
+	}
+	for name := range mo.seq {
+		if pl.streams[name] == nil {
+			return nil, Errorf(ErrBadRequest, "at-seq names stream %s, which is not in the kept data's base", name)
+		}
+	}
+	pl.segs = segmentsOf(ch.segments, mo)
+	if mo.seq != nil {
+		pl.at = k.momentOfSeqs(pl)
+	}
+	for _, seg := range ch.segments {
+		if seg.Closed.After(pl.at) {
+			break
+		}
+		for _, ss := range seg.Streams {
+			if ms := pl.streams[ss.Name]; ms != nil {
+				ms.deleted = append(ms.deleted, ss.Deleted...)
+				ms.first = max(ms.first, ss.StreamFirst)
+			}
+		}
+	}
+	pl.positions, pl.positionsAge = base.Positions, 0
+	for i, seg := range ch.segments {
+		if i == 0 || !seg.PositionsAt.After(pl.at) {
+			pl.positions, pl.positionsAge = seg.Positions, pl.at.Sub(seg.PositionsAt)
+		}
+		if seg.PositionsAt.After(pl.at) {
+			break
+		}
+	}
+	bases, err := k.openArchive(ctx, base.Dir, base)
+	if err != nil {
+		return nil, fmt.Errorf("opening the base %s: %w", base.Dir, err)
+	}
+	defer bases.Close()
+	for _, ms := range pl.streams {
+		slices.SortFunc(ms.deleted, func(a, b [2]uint64) int { return compareUint(a[0], b[0]) })
+		meta, err := bases.StreamMeta(ms.name)
+		if err != nil {
+			return nil, err
+		}
+		doc, err := readMeta(meta)
+		if err != nil {
+			return nil, err
+		}
+		if ms.config, _, err = configOf(doc); err != nil {
+			return nil, err
+		}
+		var limits struct {
+			PerSubject int64 `json:"max_msgs_per_subject"`
+			MaxAge     int64 `json:"max_age"`
+		}
+		_ = json.Unmarshal(ms.config, &limits)
+		ms.perSubject, ms.maxAge = limits.PerSubject, time.Duration(limits.MaxAge)
+		if err := k.eachSegmentMessage(ctx, pl, ms, ms.firstPass); err != nil {
+			return nil, err
+		}
+		if err := ms.countBase(ctx, bases); err != nil {
+			return nil, err
+		}
+	}
+	return pl, nil
+}
+
+// segmentsOf are the segments that may hold messages of the moment: up to
+// and with the first whose round began after it and was not cut (every
+// message stored by then was read in it or before).
+func segmentsOf(segs []*segment, mo momentAt) []*segment {
+	for i, s := range segs {
+		if mo.seq != nil {
+			done := true
+			for name, n := range mo.seq {
+				if ss := s.stream(name); ss == nil || ss.To < n {
+					done = false
+				}
+			}
+			if done {
+				return segs[:i+1]
+			}
+			continue
+		}
+		if s.Began.After(mo.at) && !s.Cut {
+			return segs[:i+1]
+		}
+	}
+	return segs
+}
+
+// momentOfSeqs is the time of an at-seq moment: the newest time among
+// the segments' messages it keeps, as far as the records tell (the
+// LastTime of the last segment each stream reaches into).
+func (k *Keeper) momentOfSeqs(pl *momentPlan) time.Time {
+	var at time.Time
+	for _, seg := range pl.segs {
+		for _, ss := range seg.Streams {
+			ms := pl.streams[ss.Name]
+			if ms == nil || ss.Messages == 0 || ss.From > ms.cut {
+				continue
+			}
+			if t := time.Unix(0, ss.LastTime).UTC(); t.After(at) {
+				at = t
+			}
+		}
+		if seg.Closed.After(at) && len(pl.segs) > 0 && seg == pl.segs[len(pl.segs)-1] {
+			break
+		}
+	}
+	if at.IsZero() && len(pl.segs) > 0 {
+		at = pl.segs[0].Began
+	}
+	return at
+}
+
+// inMoment reports whether a message is of the moment by its time or
+// sequence alone.
+func (ms *momentStream) inMoment(pl *momentPlan, m busarchive.ArchivedMessage) bool {
+	if ms.cut > 0 {
+		return m.Seq <= ms.cut
+	}
+	return m.Time <= pl.at.UnixNano()
+}
+
+// isDeleted reports whether seq is gone by the moment: below the stream's
+// first sequence, or recorded deleted.
+func (ms *momentStream) isDeleted(seq uint64) bool {
+	if seq < ms.first {
+		return true
+	}
+	i, _ := slices.BinarySearchFunc(ms.deleted, seq, func(r [2]uint64, s uint64) int {
+		if r[1] < s {
+			return -1
+		}
+		if r[0] > s {
+			return 1
+		}
+		return 0
+	})
+	return i < len(ms.deleted) && ms.deleted[i][0] <= seq && seq <= ms.deleted[i][1]
+}
+
+// firstPass notes, of a segment message of the moment, the rollups and
+// the last sequences per subject.
+func (ms *momentStream) firstPass(pl *momentPlan, m busarchive.ArchivedMessage) error {
+	if !ms.inMoment(pl, m) || ms.isDeleted(m.Seq) {
+		return nil
+	}
+	ms.last = max(ms.last, m.Seq)
+	switch rollup(m.Header) {
+	case "all":
+		ms.rollupAll = m.Seq
+	case "sub":
+		ms.rollupSub[m.Subject] = m.Seq
+	}
+	if ms.perSubject > 0 {
+		l := append(ms.lastN[m.Subject], m.Seq)
+		if int64(len(l)) > ms.perSubject {
+			l = l[1:]
+		}
+		ms.lastN[m.Subject] = l
+	}
+	return nil
+}
+
+// countBase counts, when the per-subject limit is above one, the base's
+// messages of each subject the segments hold fewer of than the limit, to
+// drop the oldest that the limit removed.
+func (ms *momentStream) countBase(ctx context.Context, base *openedArchive) error {
+	if ms.perSubject <= 1 {
+		return nil
+	}
+	need := map[string]int{}
+	for subj, l := range ms.lastN {
+		if int64(len(l)) < ms.perSubject {
+			need[subj] = 0
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	err := readStream(ctx, base, ms.name, func(m busarchive.ArchivedMessage) error {
+		if n, ok := need[m.Subject]; ok && !ms.isDeleted(m.Seq) {
+			need[m.Subject] = n + 1
+		}
+		return nil
+	})
+	for subj, n := range need {
+		if over := n + len(ms.lastN[subj]) - int(ms.perSubject); over > 0 {
+			ms.baseExcess[subj] = over
+		}
+	}
+	return err
+}
+
+// keep reports whether a message is in the stream at the moment; fromBase
+// says it is read from the base (seen counts the base's messages per
+// subject for the per-subject limit).
+func (ms *momentStream) keep(pl *momentPlan, m busarchive.ArchivedMessage, fromBase bool, seen map[string]int) bool {
+	if !ms.inMoment(pl, m) || ms.isDeleted(m.Seq) || m.Seq < ms.rollupAll {
+		return false
+	}
+	if s, ok := ms.rollupSub[m.Subject]; ok && m.Seq < s {
+		return false
+	}
+	if ms.maxAge > 0 && ms.cut == 0 && m.Time < pl.at.Add(-ms.maxAge).UnixNano() {
+		return false
+	}
+	if ms.perSubject > 0 {
+		l := ms.lastN[m.Subject]
+		if !fromBase {
+			return len(l) > 0 && m.Seq >= l[0]
+		}
+		if int64(len(l)) >= ms.perSubject {
+			return false
+		}
+		if over := ms.baseExcess[m.Subject]; over > 0 && seen[m.Subject] < over {
+			seen[m.Subject]++
+			return false
+		}
+	}
+	return true
+}
+
+// rollup is the value of a Nats-Rollup header ("sub", "all"), or "".
+func rollup(h []byte) string {
+	i := bytes.Index(h, []byte("\r\nNats-Rollup:"))
+	if i < 0 {
+		return ""
+	}
+	v := h[i+len("\r\nNats-Rollup:"):]
+	if j := bytes.Index(v, []byte("\r\n")); j >= 0 {
+		v = v[:j]
+	}
+	return string(bytes.TrimSpace(v))
+}
+
+// readStream reads every message of stream in the opened archive a,
+// checked against its manifest to the end.
+func readStream(ctx context.Context, a *openedArchive, stream string, fn func(busarchive.ArchivedMessage) error) error {
+	r, err := a.CheckedStreamData(ctx, stream)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if _, err := busarchive.ReadStreamArchive(r, nil, fn); err != nil {
+		return fmt.Errorf("reading stream %s from %s: %w", stream, a.Where, err)
+	}
+	_, err = io.Copy(io.Discard, r)
+	return err
+}
+
+// eachSegmentMessage calls fn with each message of ms's stream in the
+// plan's segments, in order.
+func (k *Keeper) eachSegmentMessage(ctx context.Context, pl *momentPlan, ms *momentStream, fn func(*momentPlan, busarchive.ArchivedMessage) error) error {
+	for _, seg := range pl.segs {
+		ss := seg.stream(ms.name)
+		if !seg.HasArchive || ss == nil || ss.Messages == 0 {
+			continue
+		}
+		rel := segmentRel(seg.Chain, seg.N)
+		a, err := k.openArchive(ctx, rel, &Point{Dir: rel, ArchiveSize: seg.ArchiveSize, ArchiveSum: seg.ArchiveSum, Sealing: seg.Sealing})
+		if err != nil {
+			return fmt.Errorf("opening segment %d: %w", seg.N, err)
+		}
+		err = readStream(ctx, a, ms.name, func(m busarchive.ArchivedMessage) error { return fn(pl, m) })
+		a.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
