@@ -54,7 +54,7 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 	seg.Positions, seg.PositionsAt = positions, k.now().UTC()
 	sampled, _ := json.Marshal(positions)
 	if len(fresh) == 0 && !changed && bytes.Equal(sampled, c.sampled) {
-		return false, c.mark(ctx, seg.Began)
+		return false, c.mark(ctx, c.n, seg.Began)
 	}
 	if len(fresh) > 0 {
 		if err := c.writeMessages(ctx, seg, fresh); err != nil {
@@ -70,6 +70,12 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 	if ctx.Err() != nil {
 		return false, context.Cause(ctx)
 	}
+	// The segment's number is claimed in the index first: a keeper that
+	// lost the capture lease without knowing it (paused past its lease)
+	// fails here and writes no record over the one that took it up.
+	if err := c.mark(ctx, seg.N, c.marked); err != nil {
+		return false, err
+	}
 	if _, err := k.putJSON(ctx, segmentRel(c.chain.rel, seg.N)+"/"+segmentFile, seg); err != nil {
 		return false, fmt.Errorf("committing segment %d: %w", seg.N, err)
 	}
@@ -79,7 +85,7 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 		f.next, f.expect, f.full = ss.To+1, f.expect+ss.Messages, false
 	}
 	k.observe.Captured(c.rec.Module, c.rec.Local, seg.ArchiveSize, seg.Closed)
-	return seg.Cut, c.mark(ctx, seg.Closed)
+	return seg.Cut, c.mark(ctx, c.n, seg.Closed)
 }
 
 // countNew is how many messages the stream holds above what was captured,
@@ -259,19 +265,44 @@ func (c *capturer) sample(ctx context.Context) ([]Position, error) {
 	return out, nil
 }
 
-// mark records in the index how far the capture has seen: the window
-// reaches to at even when no segment was written since.
-func (c *capturer) mark(ctx context.Context, at time.Time) error {
-	c.k.observe.Captured(c.rec.Module, c.rec.Local, 0, at)
-	data, err := json.Marshal(struct {
-		Chain string    `json:"chain"`
-		N     uint64    `json:"n"`
-		At    time.Time `json:"at"`
-	}{c.chain.rel, c.n, at})
+// captureMark is capture-mark.<module>.<local> in the index: how far the
+// capture of the chain has seen (At), with N segments committed, or
+// segment N claimed and not yet committed.
+type captureMark struct {
+	Chain string    `json:"chain"`
+	N     uint64    `json:"n"`
+	At    time.Time `json:"at"`
+}
+
+// errCaptureLost: another keeper wrote the capture's mark since this one
+// did: it captures the kept data now.
+var errCaptureLost = errors.New("another keeper wrote the capture's mark: it captures this kept data now")
+
+// mark records in the index that the chain has n segments (or claims the
+// n-th) and that the capture saw its streams at at: the window reaches to
+// at even when no segment was written since. It writes over the mark this
+// capture read or wrote last, and only that one.
+func (c *capturer) mark(ctx context.Context, n uint64, at time.Time) error {
+	data, err := json.Marshal(captureMark{Chain: c.chain.rel, N: n, At: at})
 	if err != nil {
 		return err
 	}
-	return c.k.index.Put(ctx, captureMarkKey(c.rec.Module, c.rec.Local), data)
+	key := captureMarkKey(c.rec.Module, c.rec.Local)
+	var rev uint64
+	if c.markRev == 0 {
+		rev, err = c.k.index.Create(ctx, key, data)
+	} else {
+		rev, err = c.k.index.Update(ctx, key, data, c.markRev)
+	}
+	if errors.Is(err, ErrExists) || errors.Is(err, ErrRevision) {
+		return errCaptureLost
+	}
+	if err != nil {
+		return fmt.Errorf("writing the capture's mark: %w", err)
+	}
+	c.markRev, c.marked = rev, at
+	c.k.observe.Captured(c.rec.Module, c.rec.Local, 0, at)
+	return nil
 }
 
 func captureMarkKey(module, local string) string { return "capture-mark." + module + "." + local }

@@ -69,6 +69,8 @@ type capturer struct {
 	config  map[string]json.RawMessage // each stream's configuration, from the base
 	sampled []byte                     // the last positions sample written
 	pause   time.Duration
+	markRev uint64    // the revision of the capture's mark this capture read or wrote last
+	marked  time.Time // the mark's time
 }
 
 // follow is where the capture of one stream stands.
@@ -93,6 +95,10 @@ func (c *capturer) run(ctx context.Context) error {
 			}
 		}
 		more, err := c.round(ctx)
+		if errors.Is(err, errCaptureLost) {
+			c.k.log.Warn("another keeper took up the capture", "kept", c.kept())
+			return ErrCaptureHeld
+		}
 		if errors.Is(err, errChainBroken) {
 			c.k.log.Warn("a captured kept data no longer continues its chain; a new base begins the next", "kept", c.kept(), "err", err)
 			c.chain = nil
@@ -246,7 +252,14 @@ func (c *capturer) begin(ctx context.Context, ch *chain, base *Point, follows []
 			f.expect = liveBelow(d, f.next)
 		}
 	}
-	c.chain, c.follows, c.config, c.sampled = ch, follows, cfg, nil
+	_, rev, err := c.k.index.GetRev(ctx, captureMarkKey(c.rec.Module, c.rec.Local))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		rev = 0
+	case err != nil:
+		return fmt.Errorf("reading the capture's mark: %w", err)
+	}
+	c.chain, c.follows, c.config, c.sampled, c.markRev, c.marked = ch, follows, cfg, nil, rev, ch.baseTaken
 	return nil
 }
 

@@ -179,11 +179,7 @@ func (k *Keeper) windowEnd(ctx context.Context, module, local string, chains []*
 		}
 		return end
 	}
-	var mark struct {
-		Chain string    `json:"chain"`
-		N     uint64    `json:"n"`
-		At    time.Time `json:"at"`
-	}
+	var mark captureMark
 	if json.Unmarshal(data, &mark) == nil && mark.Chain == last.rel && mark.N == uint64(len(last.segments)) && mark.At.After(end) {
 		return mark.At
 	}

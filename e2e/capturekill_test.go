@@ -1,0 +1,146 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/internal/tools"
+)
+
+// The keeper that captures a kept data is killed (SIGKILL) while a writer
+// publishes to it; the other keeper takes the capture up when the dead
+// one's lease lapses, from its last committed segment. A restore to a
+// moment after the writer stopped holds every message the writer
+// published, once, in order: no gap where no keeper captured, no message
+// captured twice.
+func TestCaptureTakenUpAfterKill(t *testing.T) {
+	const module, local = "cap", "kill"
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "keeper")
+	srv := startNatsServer(t, tools.NatsServer(t), filepath.Join(tmp, "store"))
+	nc := connect(t, srv.url())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := sample.Create(ctx, js, module, local); err != nil {
+		t.Fatal(err)
+	}
+	a := startKeeper(t, srv.url(), dir, tmp)
+	b := startKeeper(t, srv.url(), dir, tmp)
+	waitKeepers(t, nc, 2, a, b)
+	mustCall(t, nc, "capture-kept", map[string]any{"module": module, "local": local, "capture": "on", "caller": "e2e", "why": "capture under a kill"})
+
+	var sent atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if _, err := js.Publish(ctx, module+"."+local+".orders.w", []byte("w-"+strconv.Itoa(i))); err != nil {
+				done <- err
+				return
+			}
+			sent.Add(1)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	kv, err := js.KeyValue(ctx, "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := func() string {
+		e, err := kv.Get(ctx, "lease-capture."+module+"."+local)
+		if err != nil {
+			return ""
+		}
+		var l struct {
+			Holder string `json:"holder"`
+		}
+		_ = json.Unmarshal(e.Value(), &l)
+		return l.Holder
+	}
+	var first string
+	if !waitFor(30*time.Second, func() bool { first = holder(); return first != "" }) {
+		t.Fatalf("no keeper took the capture up\nkeeper a:\n%s\nkeeper b:\n%s", tail(a.p.log.String()), tail(b.p.log.String()))
+	}
+	capturing, other := a, b
+	if strings.Contains(first, ":"+strconv.Itoa(b.p.cmd.Process.Pid)+":") {
+		capturing, other = b, a
+	}
+	reaches := func(at time.Time) bool {
+		r := call(ctx, nc, "list-kept", fmt.Appendf(nil, `{"module":%q,"local":%q}`, module, local), 20*time.Second)
+		caps, _ := r.Body["captures"].([]any)
+		if r.Err != nil || r.Code != 200 || len(caps) != 1 {
+			return false
+		}
+		c, _ := caps[0].(map[string]any)
+		to, _ := c["to"].(string)
+		t, err := time.Parse(time.RFC3339Nano, to)
+		return err == nil && !t.Before(at)
+	}
+	if !waitFor(30*time.Second, func() bool { return reaches(time.Now().Add(-time.Second)) }) {
+		t.Fatalf("the capture does not follow the writer\nthe capturing keeper:\n%s", tail(capturing.p.log.String()))
+	}
+	time.Sleep(2 * time.Second)
+	capturing.p.stop(t, syscall.SIGKILL, 10*time.Second)
+	killed := time.Now()
+	var second string
+	if !waitFor(90*time.Second, func() bool { second = holder(); return second != "" && second != first }) {
+		t.Fatalf("the other keeper did not take the capture up\n%s", tail(other.p.log.String()))
+	}
+	if !waitFor(30*time.Second, func() bool { return reaches(time.Now().Add(-time.Second)) }) {
+		t.Fatalf("the capture taken up does not follow the writer\n%s", tail(other.p.log.String()))
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatalf("the writer: %v", err)
+	}
+	stopped := time.Now()
+	moment := stopped.Add(500 * time.Millisecond)
+	if !waitFor(30*time.Second, func() bool { return reaches(moment.Add(time.Second)) }) {
+		t.Fatalf("the capture did not reach the moment\n%s", tail(other.p.log.String()))
+	}
+	r := call(ctx, nc, "restore-kept", fmt.Appendf(nil, `{"module":%q,"local":%q,"at":%q,"caller":"e2e","why":"back to after the kill"}`,
+		module, local, moment.UTC().Format(time.RFC3339Nano)), 2*time.Minute)
+	if r.Err != nil || r.Code != 200 {
+		t.Fatalf("restore to a moment after the kill: %v\n%s", r, tail(other.p.log.String()))
+	}
+	d, err := sample.Dump(ctx, js, sample.NamesOf(module, local).Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := 0
+	for _, m := range d.Streams[0].Messages {
+		text, ok := strings.CutPrefix(m.Text, "w-")
+		if !ok {
+			continue
+		}
+		if text != strconv.Itoa(next) {
+			t.Fatalf("message %d of the writer is missing or twice: the restored stream holds w-%s next (seq %d)", next, text, m.Seq)
+		}
+		next++
+	}
+	if int64(next) != sent.Load() {
+		t.Fatalf("the restored stream holds %d of the writer's %d messages", next, sent.Load())
+	}
+	t.Logf("%d messages written; the capturing keeper was killed %s before the writer stopped; %s took the capture up",
+		next, stopped.Sub(killed).Round(time.Millisecond), second)
+}
