@@ -50,5 +50,12 @@ var (
 // keeper's store as archives.Open does, decrypting with the keeper's
 // identity (serve --identity) where rec says it is encrypted.
 func (k *Keeper) openArchive(ctx context.Context, rel string, rec *Point) (*openedArchive, error) {
+	if rec != nil && rec.Incremental {
+		mp, err := k.materialize(ctx, rec)
+		if err != nil {
+			return nil, err
+		}
+		rel, rec = mp.Dir, mp
+	}
 	return archives.Open(ctx, k.store, rel, rec, k.abs(archiveKeyOf(rel, rec)), k.unseal)
 }

@@ -54,6 +54,11 @@ func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
 	if r.At != "" || r.AtSeq != nil {
 		return k.restoreAt(ctx, r)
 	}
+	if !r.AsideOnly {
+		if p, _, err := k.locatePointHead(ctx, r); err == nil && p.Incremental {
+			return k.restoreIncremental(ctx, r, p)
+		}
+	}
 	streams, err := k.streamsOf(ctx, VerbRestore, r)
 	if err != nil {
 		return nil, fmt.Errorf("%s refused: %w, so nothing was done", VerbRestore, err)

@@ -29,6 +29,7 @@ type momentAt struct {
 	at    time.Time         // at: a time (zero with at-seq)
 	seq   map[string]uint64 // at-seq: per stream the last sequence
 	label string            // for sentences
+	base  string            // the base point of the chain to make it from ("": the newest before the moment)
 }
 
 // restoreAt is RestoreKept of a moment.
@@ -118,7 +119,7 @@ func pickChain(chains []*chain, mo momentAt, end time.Time) (*chain, error) {
 		}
 		for i := len(chains) - 1; i >= 0; i-- {
 			c := chains[i]
-			if c.baseTaken.After(mo.at) {
+			if c.baseTaken.After(mo.at) || (mo.base != "" && c.base != mo.base) {
 				continue
 			}
 			if i < len(chains)-1 && (len(c.segments) == 0 || c.segments[len(c.segments)-1].Closed.Before(mo.at)) {

@@ -54,6 +54,12 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 		return fail(Errorf(ErrNotFound, "no kept data %s/%s on the bus%s (looked for %s)", r.Module, r.Local,
 			k.busDomain(), strings.Join(looked, ", ")))
 	}
+	if rep, err := k.snapshotIncremental(ctx, r, live); err != nil || rep != nil {
+		if err != nil {
+			return fail(err)
+		}
+		return rep, nil
+	}
 	// Positions first: a consumer on another stream that moves during the
 	// snapshot is then a little behind, so after a restore it hears a
 	// message twice and never misses one. Those on the kept streams come

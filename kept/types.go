@@ -312,6 +312,12 @@ type Point struct {
 	// Base the base point its chain of captured segments extends.
 	At   *time.Time `json:"at,omitempty"`
 	Base string     `json:"base,omitempty"`
+	// Incremental, on a point taken while its kept data was captured, says
+	// the point is its base (Base) plus the capture's segments up to
+	// Through, as the kept data was at At: it has no archive of its own;
+	// a verb that reads its archive makes the point of that moment first.
+	Incremental bool   `json:"incremental,omitempty"`
+	Through     uint64 `json:"through,omitempty"`
 	Sealing
 }
 
