@@ -224,6 +224,9 @@ func (c *capturer) newBase(ctx context.Context) error {
 	}
 	c.n = 0
 	c.k.log.Info("began a capture chain", "kept", c.kept(), "base", p.Dir)
+	if err := c.expireChains(ctx); err != nil {
+		c.k.log.Warn("the capture's chains past its window were not all removed; the next base tries again", "kept", c.kept(), "err", err)
+	}
 	return nil
 }
 

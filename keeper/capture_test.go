@@ -210,3 +210,45 @@ func TestIncrementalPoint(t *testing.T) {
 		t.Errorf("the kept data differs from what it was at the point:\n got: %s\nwant: %s", got, want)
 	}
 }
+
+// TestPruneKeepsWhatTheCaptureNeeds: prune-kept with a policy that keeps
+// only the newest point keeps the capture's base all the same, and its dry
+// run says why: the incremental point is made of it, and the window
+// restores from its chain.
+func TestPruneKeepsWhatTheCaptureNeeds(t *testing.T) {
+	e := newEnv(t)
+	stop := e.captureOn()
+	e.captureReaches(time.Now())
+	if _, err := e.k.SnapshotKept(e.ctx, req(1, "incremental")); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	off := keeper.Request{Module: module, Local: local, Capture: "off", Caller: "test", Why: "testing"}
+	if _, err := e.k.CaptureKept(e.ctx, off); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.k.SnapshotKept(e.ctx, req(1, "newest")); err != nil {
+		t.Fatal(err)
+	}
+	r := keeper.Request{Module: module, Local: local, Caller: "test", Why: "testing", DryRun: true, Policy: &kept.Policy{KeepLast: 1}}
+	rep, err := e.k.PruneKept(e.ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base *kept.PruneDecision
+	for i, d := range rep.Pruned {
+		if strings.HasPrefix(d.Point.Fingerprint, "capture-") {
+			base = &rep.Pruned[i]
+		}
+	}
+	if base == nil || !base.Keep || !strings.Contains(strings.Join(base.Reasons, "; "), "incremental point") {
+		t.Fatalf("the capture's base in the dry run: %+v\n%s", base, rep.Said)
+	}
+	r.DryRun = false
+	if _, err := e.k.PruneKept(e.ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.k.VerifyKept(e.ctx, keeper.Request{Module: module, Local: local, Form: base.Point.Form, Fingerprint: base.Point.Fingerprint}); err != nil {
+		t.Fatalf("the capture's base after a prune that keeps one point: %v", err)
+	}
+}

@@ -206,6 +206,9 @@ func (k *Keeper) pruneOne(ctx context.Context, r Request, module, local string, 
 	for base, id := range bases {
 		protected[base] = "aside " + id + " holds a tail that follows it: putting that aside back needs it"
 	}
+	if err := k.captureNeeds(ctx, module, local, points, protected); err != nil {
+		return nil, 0, fmt.Errorf("prune-kept of %s/%s: %w, so nothing was removed", module, local, err)
+	}
 	ds := Decide(points, p, k.now(), protected)
 	if r.DryRun {
 		return ds, 0, nil
