@@ -78,7 +78,7 @@ func (c *capturer) expireChains(ctx context.Context) error {
 			continue
 		}
 		act := Act{Verb: VerbCapture, Module: c.rec.Module, Local: c.rec.Local, Caller: c.req.Caller, Why: "the capture's window passed",
-			What: fmt.Sprintf("remove the %d segment(s) of the capture chain %s (%s), which ended before the window of %s", len(ch.segments), ch.rel, HumanBytes(ch.bytes), c.rec.Settings.Window),
+			What:    fmt.Sprintf("remove the %d segment(s) of the capture chain %s (%s), which ended before the window of %s", len(ch.segments), ch.rel, HumanBytes(ch.bytes), c.rec.Settings.Window),
 			Outcome: "intent"}
 		if err := k.recordNow(ctx, act); err != nil {
 			return fmt.Errorf("the act to remove the chain %s could not be recorded (%v), so it was not removed", ch.rel, err)
