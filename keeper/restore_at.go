@@ -86,7 +86,7 @@ func (k *Keeper) momentPoint(ctx context.Context, r Request, mo momentAt) (*Poin
 	if err != nil {
 		return nil, 0, "", fmt.Errorf("reading the base %s: %w", ch.base, err)
 	}
-	plan, err := k.planMoment(ctx, ch, base, mo)
+	plan, err := k.planMoment(ctx, ch, base, mo, to)
 	if err != nil {
 		return nil, 0, "", err
 	}

@@ -38,7 +38,7 @@ type momentStream struct {
 
 // planMoment reads the chain's segment records and, for each stream, what
 // the moment keeps of its segments' messages (a first pass over them).
-func (k *Keeper) planMoment(ctx context.Context, ch *chain, base *Point, mo momentAt) (*momentPlan, error) {
+func (k *Keeper) planMoment(ctx context.Context, ch *chain, base *Point, mo momentAt, end time.Time) (*momentPlan, error) {
 	pl := &momentPlan{at: mo.at, streams: map[string]*momentStream{}}
 	for _, s := range base.Streams {
 		if mo.seq != nil {
@@ -56,7 +56,11 @@ func (k *Keeper) planMoment(ctx context.Context, ch *chain, base *Point, mo mome
 	}
 	pl.segs = segmentsOf(ch.segments, mo)
 	if mo.seq != nil {
-		pl.at = k.momentOfSeqs(pl)
+		at, err := k.momentOfSeqs(ctx, pl, base, end)
+		if err != nil {
+			return nil, err
+		}
+		pl.at = at
 	}
 	for _, seg := range ch.segments {
 		if seg.Closed.After(pl.at) {
@@ -124,8 +128,8 @@ func segmentsOf(segs []*segment, mo momentAt) []*segment {
 					done = false
 				}
 			}
-			if done {
-				return segs[:i+1]
+			if done { // and the next, which holds the first message after them
+				return segs[:min(i+2, len(segs))]
 			}
 			continue
 		}
@@ -136,29 +140,33 @@ func segmentsOf(segs []*segment, mo momentAt) []*segment {
 	return segs
 }
 
-// momentOfSeqs is the time of an at-seq moment: the newest time among
-// the segments' messages it keeps, as far as the records tell (the
-// LastTime of the last segment each stream reaches into).
-func (k *Keeper) momentOfSeqs(pl *momentPlan) time.Time {
-	var at time.Time
-	for _, seg := range pl.segs {
-		for _, ss := range seg.Streams {
-			ms := pl.streams[ss.Name]
-			if ms == nil || ss.Messages == 0 || ss.From > ms.cut {
-				continue
+// momentOfSeqs is the time of an at-seq moment: the last instant at which
+// each stream's last sequence was at most the one asked, that is just
+// before the first message after them was stored (the window's end when
+// none was), but never before the newest message kept. The deletes, the
+// first sequences and the positions sample of the moment are those the
+// capture had seen by then.
+func (k *Keeper) momentOfSeqs(ctx context.Context, pl *momentPlan, base *Point, end time.Time) (time.Time, error) {
+	kept, next := base.Taken, end
+	for _, ms := range pl.streams {
+		err := k.eachSegmentMessage(ctx, pl, ms, func(_ *momentPlan, m busarchive.ArchivedMessage) error {
+			t := time.Unix(0, m.Time).UTC()
+			switch {
+			case m.Seq <= ms.cut && t.After(kept):
+				kept = t
+			case m.Seq > ms.cut && t.Before(next):
+				next = t
 			}
-			if t := time.Unix(0, ss.LastTime).UTC(); t.After(at) {
-				at = t
-			}
-		}
-		if seg.Closed.After(at) && len(pl.segs) > 0 && seg == pl.segs[len(pl.segs)-1] {
-			break
+			return nil
+		})
+		if err != nil {
+			return time.Time{}, err
 		}
 	}
-	if at.IsZero() && len(pl.segs) > 0 {
-		at = pl.segs[0].Began
+	if at := next.Add(-time.Nanosecond); at.After(kept) {
+		return at, nil
 	}
-	return at
+	return kept, nil
 }
 
 // inMoment reports whether a message is of the moment by its time or
