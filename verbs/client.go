@@ -217,6 +217,16 @@ func (c *Client) DiffKept(ctx context.Context, r kept.Request) (*kept.Reply, err
 	return c.Do(ctx, kept.VerbDiff, r)
 }
 
+// CaptureKept turns the capture of r.Module's kept data r.Local on
+// (r.Capture "on", with r.Settings or the defaults) or off ("off"). The
+// setting is recorded on the bus, where every keeper reads it, and the
+// keeper that holds the kept data's capture lease writes its segments. The
+// reply's Capture is the capture as it stands: its settings, the window a
+// restore to a moment can reach, its lag, bytes, segments and bases.
+func (c *Client) CaptureKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
+	return c.Do(ctx, kept.VerbCapture, r)
+}
+
 // Do sends r to <prefix>.<verb> and decodes the reply.
 func (c *Client) Do(ctx context.Context, verb string, r kept.Request) (*kept.Reply, error) {
 	body, err := json.Marshal(r)
