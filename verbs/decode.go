@@ -19,6 +19,7 @@ var requestKeys = map[string]bool{
 	"keep-for": true, "policy": true, "streams": true, "consumers": true,
 	"replicas": true, "placement-cluster": true, "placement-tags": true,
 	"limit": true, "after": true, "method": true, "downstream": true,
+	"capture": true, "settings": true, "at": true, "at-seq": true,
 }
 
 // DecodeRequest strictly decodes one request body for verb and checks it with
