@@ -118,11 +118,14 @@ func onOff(on bool) string {
 func momentText(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // msText is a span in milliseconds (a capture's lag, a positions
-// sample's age), for a person: tenths of a second under a minute, else as
-// an age.
+// sample's age), for a person: milliseconds under a second, tenths of a
+// second under a minute, else as an age.
 func msText(ms int64) string {
 	d := time.Duration(ms) * time.Millisecond
-	if d < time.Minute {
+	switch {
+	case d < time.Second:
+		return d.String()
+	case d < time.Minute:
 		return d.Round(100 * time.Millisecond).String()
 	}
 	return keeper.HumanAge(d)

@@ -37,6 +37,9 @@ func printSaid(w io.Writer, rep *kept.Reply) error {
 			fmt.Fprintf(w, "  point:     %s/%s form %d before %s, taken %s\n", p.Module, p.Local, p.Form, p.Fingerprint,
 				p.Taken.UTC().Format("2006-01-02 15:04:05Z"))
 		}
+		if p.At != nil { // made by a restore to a moment
+			fmt.Fprintf(w, "  moment:    %s, made from the base %s and its segments\n", momentText(*p.At), dash(p.Base))
+		}
 		if rep.Report == nil {
 			printStreams(w, p.Streams)
 		}
@@ -54,6 +57,9 @@ func printSaid(w io.Writer, rep *kept.Reply) error {
 			fmt.Fprintf(w, " %s/%s@%d", p.Stream, p.Consumer, p.AckFloor)
 		}
 		fmt.Fprintln(w)
+	}
+	if rep.PositionsAgeMS != nil {
+		fmt.Fprintf(w, "  sampled:   the consumer positions are those sampled %s before the moment\n", msText(*rep.PositionsAgeMS))
 	}
 	if pl := rep.Plan; pl != nil {
 		fmt.Fprintln(w, "  plan (nothing was changed):")
