@@ -142,7 +142,7 @@ const maxListPages = 100_000
 // ListAllKept lists every point and aside, of r.Module (and r.Local) when
 // given, following list-kept's pages (r.Limit points and asides each, the
 // keeper's default when 0) from r.After, and joins them into one reply
-// (kept.MergeList). A listing that changes meanwhile is seen as each page
+// (kept.MergeList, with the captures). A listing that changes meanwhile is seen as each page
 // found it.
 func (c *Client) ListAllKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
 	var pages []*kept.Reply
@@ -160,7 +160,7 @@ func (c *Client) ListAllKept(ctx context.Context, r kept.Request) (*kept.Reply, 
 		}
 		pages = append(pages, rep)
 		if rep.Next == "" {
-			return kept.MergeList(kept.ListOf(r), pages), nil
+			return mergeList(r, pages), nil
 		}
 		if rep.Next <= r.After {
 			return nil, fmt.Errorf("%w: list-kept answered page %d with the cursor %q, not after %q, so the listing stopped", kept.ErrFailed, len(pages), rep.Next, r.After)
@@ -168,6 +168,18 @@ func (c *Client) ListAllKept(ctx context.Context, r kept.Request) (*kept.Reply, 
 		r.After = rep.Next
 	}
 	return nil, fmt.Errorf("%w: list-kept gave more than %d pages, so the listing stopped", kept.ErrFailed, maxListPages)
+}
+
+// mergeList is kept.MergeList of the pages, with the captures the first
+// page lists (MergeList leaves them out).
+func mergeList(r kept.Request, pages []*kept.Reply) *kept.Reply {
+	m := kept.MergeList(kept.ListOf(r), pages)
+	if len(m.Captures) == 0 {
+		for _, p := range pages {
+			m.Captures = append(m.Captures, p.Captures...)
+		}
+	}
+	return m
 }
 
 // PruneKept applies a retention policy to points (DryRun: says what it
@@ -215,6 +227,16 @@ func (c *Client) VerifyKept(ctx context.Context, r kept.Request) (*kept.Reply, e
 // ask again with r.After set to the reply's Next until it is empty.
 func (c *Client) DiffKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
 	return c.Do(ctx, kept.VerbDiff, r)
+}
+
+// CaptureKept turns the capture of r.Module's kept data r.Local on
+// (r.Capture "on", with r.Settings or the defaults) or off ("off"). The
+// setting is recorded on the bus, where every keeper reads it, and the
+// keeper that holds the kept data's capture lease writes its segments. The
+// reply's Capture is the capture as it stands: its settings, the window a
+// restore to a moment can reach, its lag, bytes, segments and bases.
+func (c *Client) CaptureKept(ctx context.Context, r kept.Request) (*kept.Reply, error) {
+	return c.Do(ctx, kept.VerbCapture, r)
 }
 
 // Do sends r to <prefix>.<verb> and decodes the reply.

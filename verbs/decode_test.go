@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/micro"
 
@@ -37,6 +38,14 @@ func TestDecodeRequestGood(t *testing.T) {
 		{kept.VerbShowPlan, `{"module":"billing","local":"ledger"}`, kept.Request{Module: "billing", Local: "ledger"}},
 		{kept.VerbRestore, `{"module":"billing","local":"ledger","form":1,"fingerprint":"x","why":"w","method":"delta","downstream":"leave"}`,
 			kept.Request{Module: "billing", Local: "ledger", Form: 1, Fingerprint: "x", Why: "w", Method: "delta", Downstream: "leave"}},
+		{kept.VerbCapture, `{"module":"billing","local":"ledger","capture":"on","settings":{"segment-every":"2s","segment-bytes":1048576,"base-every":"12h","window":"3d"},"form":2,"caller":"c","why":"w"}`,
+			kept.Request{Module: "billing", Local: "ledger", Capture: "on", Form: 2, Caller: "c", Why: "w",
+				Settings: &kept.CaptureSettings{SegmentEvery: kept.Duration(2 * time.Second), SegmentBytes: 1 << 20, BaseEvery: kept.Duration(12 * time.Hour), Window: kept.Duration(72 * time.Hour)}}},
+		{kept.VerbCapture, `{"module":"billing","local":"ledger","capture":"off"}`, kept.Request{Module: "billing", Local: "ledger", Capture: "off"}},
+		{kept.VerbRestore, `{"module":"billing","local":"ledger","why":"w","at":"2026-12-06T10:30:00Z"}`,
+			kept.Request{Module: "billing", Local: "ledger", Why: "w", At: "2026-12-06T10:30:00Z"}},
+		{kept.VerbRestore, `{"module":"billing","local":"ledger","why":"w","at-seq":{"KV_billing_ledger":12,"billing_ledger":40}}`,
+			kept.Request{Module: "billing", Local: "ledger", Why: "w", AtSeq: map[string]uint64{"KV_billing_ledger": 12, "billing_ledger": 40}}},
 	}
 	for _, c := range cases {
 		got, err := DecodeRequest(c.verb, []byte(c.body))

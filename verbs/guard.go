@@ -29,6 +29,11 @@ type GuardRequest struct {
 	// "leave" to restore whole a stream others mirror or source.
 	Method     string
 	Downstream string
+	// At, when set (RFC 3339), is the moment the restore brings the kept
+	// data back to when the change fails, from its capture, instead of
+	// the point Guard took (which it still takes). It must be in the
+	// captured window when the restore runs.
+	At string
 }
 
 // GuardResult is what Guard did: the point it took, how the change ended,
@@ -81,7 +86,8 @@ func GuardPoint(ctx context.Context) *kept.Point {
 // returns nil the point is left as it is and Guard returns no error. When
 // change fails or panics, Guard restores the point with restore-kept, why
 // "guard: <the change's error>", so the live data the change left is set
-// aside (never deleted) and the data is back as it was at the point; the
+// aside (never deleted) and the data is back as it was at the point (with
+// req.At, as it was at that moment, from its capture); the
 // result names the aside and the catch-up tool. The restore runs even when
 // ctx was cancelled (a signal, say), unless req.NoRestoreOnCancel; it is
 // bounded by the client's timeout. A panic is re-raised after the restore.
@@ -102,8 +108,7 @@ func (c *Client) Guard(ctx context.Context, req GuardRequest, change func(ctx co
 	}
 	// The restore's method is checked now: a wrong one would only be
 	// found once the change failed.
-	if err := CheckRequest(kept.VerbRestore, kept.Request{Module: req.Module, Local: req.Local, Form: req.Form, Fingerprint: req.Fingerprint,
-		Why: "guard", Method: req.Method, Downstream: req.Downstream}); err != nil {
+	if err := CheckRequest(kept.VerbRestore, guardRestore(req, "guard")); err != nil {
 		err = fmt.Errorf("guard: %w, so no point was taken and nothing was done", err)
 		return GuardResult{Said: err.Error()}, err
 	}
@@ -125,20 +130,25 @@ func (c *Client) Guard(ctx context.Context, req GuardRequest, change func(ctx co
 	res.Cancelled = ctx.Err() != nil
 	gerr := &GuardError{Err: failure}
 	restoreBy := fmt.Sprintf("nats-keeper restore-kept %s %s --form %d --before %s --why ...", req.Module, req.Local, req.Form, req.Fingerprint)
+	restoring, restored := "the point", "the restore point was restored"
+	if req.At != "" {
+		restoreBy = fmt.Sprintf("nats-keeper restore-kept %s %s --at %s --why ...", req.Module, req.Local, req.At)
+		restoring, restored = "to the moment "+req.At, "the kept data was restored to the moment "+req.At
+	}
 	switch {
 	case res.Cancelled && req.NoRestoreOnCancel:
 		res.Said = fmt.Sprintf("guard: the change of %s failed (%s) after it was cancelled, and the point was not restored, as asked; "+
-			"the live data is as the change left it; restore the point with: %s", what, res.Failed, restoreBy)
+			"the live data is as the change left it; restore it with: %s", what, res.Failed, restoreBy)
 	default:
-		rr := kept.Request{Module: req.Module, Local: req.Local, Form: req.Form, Fingerprint: req.Fingerprint,
-			Caller: req.Caller, Why: guardWhy(failure), Method: req.Method, Downstream: req.Downstream}
+		rr := guardRestore(req, guardWhy(failure))
+		rr.Caller = req.Caller
 		rrep, rerr := c.RestoreKept(context.WithoutCancel(ctx), rr)
 		switch {
 		case rerr != nil:
 			gerr.Restore = rerr
 			res.RestoreError = rerr.Error()
-			res.Said = fmt.Sprintf("guard: the change of %s failed (%s), and restoring the point failed too: %s; "+
-				"restore it with: %s", what, res.Failed, rerr, restoreBy)
+			res.Said = fmt.Sprintf("guard: the change of %s failed (%s), and restoring %s failed too: %s; "+
+				"restore it with: %s", what, res.Failed, restoring, rerr, restoreBy)
 		default:
 			res.Restored = rrep
 			res.CatchUp = rrep.CatchUp
@@ -147,7 +157,7 @@ func (c *Client) Guard(ctx context.Context, req GuardRequest, change func(ctx co
 				res.Aside = rrep.Aside.ID
 				aside = "the live data the change left was set aside as " + rrep.Aside.ID
 			}
-			res.Said = fmt.Sprintf("guard: the change of %s failed (%s), so the restore point was restored; %s", what, res.Failed, aside)
+			res.Said = fmt.Sprintf("guard: the change of %s failed (%s), so %s; %s", what, res.Failed, restored, aside)
 			if res.CatchUp != "" {
 				res.Said += "; run " + res.CatchUp + " next"
 			}
@@ -158,6 +168,17 @@ func (c *Client) Guard(ctx context.Context, req GuardRequest, change func(ctx co
 		panic(panicked)
 	}
 	return res, gerr
+}
+
+// guardRestore is the restore-kept request of a failed change: of the
+// point Guard took, or of the moment req.At.
+func guardRestore(req GuardRequest, why string) kept.Request {
+	r := kept.Request{Module: req.Module, Local: req.Local, Form: req.Form, Fingerprint: req.Fingerprint,
+		Why: why, Method: req.Method, Downstream: req.Downstream}
+	if req.At != "" {
+		r.Form, r.Fingerprint, r.At = 0, "", req.At
+	}
+	return r
 }
 
 // runChange calls change, turning a panic into an error (and returning the

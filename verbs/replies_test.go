@@ -119,7 +119,8 @@ func TestAReplyThatCannotBeCutArrivesShort(t *testing.T) {
 }
 
 // ListAllKept follows list-kept's pages and joins them: every point once,
-// in order, with totals over all of them.
+// in order, with totals over all of them, and the captures the first page
+// lists.
 func TestListAllKeptFollowsPages(t *testing.T) {
 	var all []kept.Point
 	for i := range 7 {
@@ -130,6 +131,9 @@ func TestListAllKeptFollowsPages(t *testing.T) {
 	nc, _ := startFake(t, func(ctx context.Context, verb string, r kept.Request) (*kept.Reply, error) {
 		asked++
 		rep := &kept.Reply{Said: "a page", Total: len(all)}
+		if r.After == "" { // the keeper lists the captures on the first page
+			rep.Captures = []kept.CaptureInfo{{Module: "m", Local: "l0", On: true, Segments: 4, Bases: 1}}
+		}
 		for _, p := range all {
 			if key(p) > r.After && len(rep.Points) < r.Limit {
 				rep.Points = append(rep.Points, p)
@@ -153,5 +157,8 @@ func TestListAllKeptFollowsPages(t *testing.T) {
 	}
 	if !strings.HasPrefix(rep.Said, "7 restore point(s) and 0 set-aside copy(ies) of m") {
 		t.Errorf("said %q", rep.Said)
+	}
+	if len(rep.Captures) != 1 || rep.Captures[0].Local != "l0" || rep.Captures[0].Segments != 4 {
+		t.Errorf("joined the captures %+v, want the first page's one", rep.Captures)
 	}
 }

@@ -3,6 +3,7 @@ package verbs
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -60,6 +61,21 @@ func TestRequestKeysInSnakeCaseAreRefused(t *testing.T) {
 	for name, key := range requestKeys {
 		if key && strings.Contains(name, "_") {
 			t.Errorf("the request key %q is not kebab-case", name)
+		}
+	}
+}
+
+// Every key of kept.Request's JSON is one the decoder takes: a field added
+// to the request and not to requestKeys would be refused on the wire.
+func TestEveryRequestFieldIsARequestKey(t *testing.T) {
+	rt := reflect.TypeFor[kept.Request]()
+	for i := range rt.NumField() {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		if name == "-" || !rt.Field(i).IsExported() {
+			continue
+		}
+		if !requestKeys[name] {
+			t.Errorf("kept.Request's %s is %q on the wire, which DecodeRequest refuses: add it to requestKeys", rt.Field(i).Name, name)
 		}
 	}
 }

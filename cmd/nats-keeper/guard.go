@@ -51,6 +51,7 @@ type guardOptions struct {
 	NoRestoreOnSignal bool
 	Method            string    // the restore's method, when the command fails
 	Leave             string    // the restore's downstream
+	At                string    // the restore's moment (RFC 3339), instead of the point taken
 	Command           []string  // the command and its arguments
 	Environ           []string  // the command's environment, before the point's details are added
 	Stdin             io.Reader // the command's standard input
@@ -59,7 +60,7 @@ type guardOptions struct {
 func newGuardCmd(e env) *cobra.Command {
 	o := &guardOptions{Out: output{Out: e.Out, Err: e.Err}}
 	cmd := &cobra.Command{
-		Use:   "guard MODULE LOCAL --form N --before FINGERPRINT [--catch-up TOOL] [--method M] [--downstream leave] -- COMMAND [ARGS...]",
+		Use:   "guard MODULE LOCAL --form N --before FINGERPRINT [--catch-up TOOL] [--method M] [--downstream leave] [--at TIME] -- COMMAND [ARGS...]",
 		Short: "Run a migration wrapped in a restore point, restored if it fails",
 		Long: `Take the restore point of one kept data, then run COMMAND with the point's
 details in its environment (` + envPoint + `, ` + envModule + `, ` + envLocal + `,
@@ -71,6 +72,11 @@ killed, guard restores the point (why "guard: COMMAND exited N"), setting the
 data COMMAND left aside, and prints the aside's id and the catch-up tool.
 guard exits with COMMAND's own code (128+N when killed by signal N); with the
 codes of nats-keeper --help only when COMMAND did not run.
+
+With --at TIME (RFC 3339) guard restores, when COMMAND fails, the kept data
+as it was at that moment, from its capture (see capture), instead of the
+point it took (which it still takes); the moment must be in the captured
+window by then.
 
 SIGINT or SIGTERM while COMMAND runs is passed to COMMAND (which runs in a
 process group of its own); when it then fails, guard restores, unless
@@ -96,6 +102,7 @@ standard error, and guard prints its outcome as JSON.`,
 		"when the command fails after guard passed it a SIGINT or SIGTERM, do not restore the point")
 	f.StringVar(&o.Method, "method", "", "how the restore rolls each stream back when the command fails: auto (the default), full, delta or logical")
 	f.StringVar(&o.Leave, "downstream", "", `"leave": when restoring, restore whole a stream that others mirror or source`)
+	f.StringVar(&o.At, "at", "", "when the command fails, restore the kept data as it was at this moment (RFC 3339), from its capture, instead of the point taken")
 	return cmd
 }
 
@@ -161,7 +168,7 @@ func runGuard(ctx context.Context, o guardOptions) error {
 
 	var ended *commandEnded
 	req := verbs.GuardRequest{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, CatchUp: o.CatchUp,
-		KeepFor: o.KeepFor, Caller: o.Client.Caller, NoRestoreOnCancel: o.NoRestoreOnSignal, Method: o.Method, Downstream: o.Leave}
+		KeepFor: o.KeepFor, Caller: o.Client.Caller, NoRestoreOnCancel: o.NoRestoreOnSignal, Method: o.Method, Downstream: o.Leave, At: o.At}
 	res, gerr := c.Guard(ctx, req, func(ctx context.Context) error {
 		err := runCommand(ctx, o, c.Prefix(), verbs.GuardPoint(ctx), sigs, cancel)
 		errors.As(err, &ended)

@@ -20,7 +20,7 @@ func newListCmd(e env) *cobra.Command {
 	o := &listOptions{Out: output{Out: e.Out, Err: e.Err}}
 	cmd := &cobra.Command{
 		Use:   "list [MODULE [LOCAL]]",
-		Short: "List restore points and set-aside data",
+		Short: "List restore points, set-aside data and captures",
 		Args:  args(0, 2),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			optionalKept(a, &o.Module, &o.Local)

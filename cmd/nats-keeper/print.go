@@ -37,6 +37,9 @@ func printSaid(w io.Writer, rep *kept.Reply) error {
 			fmt.Fprintf(w, "  point:     %s/%s form %d before %s, taken %s\n", p.Module, p.Local, p.Form, p.Fingerprint,
 				p.Taken.UTC().Format("2006-01-02 15:04:05Z"))
 		}
+		if p.At != nil { // made by a restore to a moment
+			fmt.Fprintf(w, "  moment:    %s, made from the base %s and its segments\n", momentText(*p.At), dash(p.Base))
+		}
 		if rep.Report == nil {
 			printStreams(w, p.Streams)
 		}
@@ -54,6 +57,9 @@ func printSaid(w io.Writer, rep *kept.Reply) error {
 			fmt.Fprintf(w, " %s/%s@%d", p.Stream, p.Consumer, p.AckFloor)
 		}
 		fmt.Fprintln(w)
+	}
+	if rep.PositionsAgeMS != nil {
+		fmt.Fprintf(w, "  sampled:   the consumer positions are those sampled %s before the moment\n", msText(*rep.PositionsAgeMS))
 	}
 	if pl := rep.Plan; pl != nil {
 		fmt.Fprintln(w, "  plan (nothing was changed):")
@@ -102,7 +108,8 @@ func sealedMark(s kept.Sealing) string {
 	return ""
 }
 
-// printList prints list-kept's points and asides as two tables.
+// printList prints list-kept's points, asides, schedules, captures and
+// totals as tables.
 func printList(w io.Writer, rep *kept.Reply) error {
 	fmt.Fprintln(w, rep.Said)
 	now := time.Now()
@@ -137,6 +144,9 @@ func printList(w io.Writer, rep *kept.Reply) error {
 	if err := printSchedules(w, rep.Schedules); err != nil {
 		return err
 	}
+	if err := printCaptures(w, rep.Captures); err != nil {
+		return err
+	}
 	if len(rep.Totals) > 0 {
 		fmt.Fprintln(w, "\nKept, per kept data:")
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -157,6 +167,29 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// printCaptures prints list-kept's captures: per kept data whether it is
+// captured, the window a restore to a moment can reach, the lag of its
+// newest segment, and what the store holds of it.
+func printCaptures(w io.Writer, caps []kept.CaptureInfo) error {
+	if len(caps) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nCaptured (restore-kept --at a moment of the WINDOW; LAG: how far its end is behind now):")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  MODULE\tLOCAL\tCAPTURE\tWINDOW\tLAG\tBYTES\tSEGMENTS\tBASES")
+	for _, c := range caps {
+		window, lag := "nothing captured yet", "-"
+		if c.From != nil && c.To != nil {
+			window = momentText(*c.From) + ".." + momentText(*c.To)
+			if c.On {
+				lag = msText(c.LagMS)
+			}
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", c.Module, c.Local, onOff(c.On), window, lag, humanBytes(c.Bytes), c.Segments, c.Bases)
+	}
+	return tw.Flush()
 }
 
 // printSchedules prints list-kept's schedules: each kept data's every, the

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -25,12 +27,14 @@ type restoreOptions struct {
 	Tags      []string
 	Method    string
 	Leave     string
+	At        string   // --at: restore the kept data as it was at this RFC 3339 time
+	AtSeq     []string // --at-seq: STREAM=N, as it was when each stream's last sequence was N
 }
 
 func newRestoreCmd(e env) *cobra.Command {
 	o := &restoreOptions{Out: output{Out: e.Out, Err: e.Err, Progress: e.Terminal}}
 	cmd := &cobra.Command{
-		Use:   "restore-kept MODULE LOCAL --form N --before FINGERPRINT --why TEXT [--method auto|full|delta|logical] [--downstream leave] [--aside-only] [--dry-run] [--from DIR | --from aside/ID] [--replicas N] [--cluster C] [--tag T]...",
+		Use:   "restore-kept MODULE LOCAL --form N --before FINGERPRINT --why TEXT [--method auto|full|delta|logical] [--downstream leave] [--aside-only] [--dry-run] [--from DIR | --from aside/ID | --at TIME | --at-seq STREAM=N...] [--replicas N] [--cluster C] [--tag T]...",
 		Short: "Restore a restore point, setting the live data aside first",
 		Long: `Restore a restore point of one kept data. The point's archive is verified
 before the bus is touched; the live data is set aside (kept on disk until a
@@ -47,7 +51,14 @@ as new revisions. The reply says each stream's method and why.
 which is refused without it.
 --replicas, --cluster and --tag change the restored streams' configuration,
 as nats backup restore's do: an R3 point restores into a single server with
---replicas 1 (and is refused without it, before anything is touched).`,
+--replicas 1 (and is refused without it, before anything is touched).
+
+--at TIME (RFC 3339) restores the kept data as it was at that moment, and
+--at-seq STREAM=N (repeatable) as it was when each stream named ended at
+sequence N, from its capture (see capture): the point of the moment is made
+from the newest base before it and its segments, kept, and restored as any
+point. A moment outside the captured window is refused, naming the window.
+They take no --form, --before, --from or --aside-only.`,
 		Args: args(2, 2),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			o.Module, o.Local = a[0], a[1]
@@ -68,16 +79,51 @@ as nats backup restore's do: an R3 point restores into a single server with
 	f.StringArrayVar(&o.Tags, "tag", nil, "place the restored streams on servers with this tag (repeatable; replaces their placement)")
 	f.StringVar(&o.Method, "method", "", "how each stream is rolled back: auto (the default), full, delta or logical")
 	f.StringVar(&o.Leave, "downstream", "", `"leave": restore whole a stream that others mirror or source`)
+	f.StringVar(&o.At, "at", "", "restore the kept data as it was at this moment (RFC 3339: 2026-12-06T10:30:00Z), from its capture")
+	f.StringArrayVar(&o.AtSeq, "at-seq", nil, "restore the kept data as it was when stream STREAM ended at sequence N (STREAM=N, repeatable), from its capture")
 	_ = cmd.MarkFlagRequired("why")
 	return cmd
 }
 
 func runRestore(ctx context.Context, o restoreOptions) error {
-	if !o.AsideOnly && o.From == "" && (!o.FormSet || o.Before == "") {
-		return jsonErr(o.Client, o.Out, kept.Errorf(kept.ErrBadRequest, "restore-kept needs --form and --before (or --from, or --aside-only), so nothing was done"))
+	atSeq, err := parseAtSeq(o.AtSeq)
+	if err != nil {
+		return jsonErr(o.Client, o.Out, err)
+	}
+	moment := o.At != "" || atSeq != nil
+	switch {
+	case o.At != "" && atSeq != nil:
+		return jsonErr(o.Client, o.Out, kept.Errorf(kept.ErrBadRequest, "restore-kept takes --at or --at-seq, not both, so nothing was done"))
+	case moment && (o.From != "" || o.Before != "" || o.FormSet || o.AsideOnly):
+		return jsonErr(o.Client, o.Out, kept.Errorf(kept.ErrBadRequest,
+			"restore-kept --at or --at-seq names the moment to restore, so it takes no --from, --before, --form or --aside-only; nothing was done"))
+	case !moment && !o.AsideOnly && o.From == "" && (!o.FormSet || o.Before == ""):
+		return jsonErr(o.Client, o.Out, kept.Errorf(kept.ErrBadRequest, "restore-kept needs --form and --before (or --from, --at, --at-seq, or --aside-only), so nothing was done"))
 	}
 	req := kept.Request{Module: o.Module, Local: o.Local, Form: o.Form, Fingerprint: o.Before, Why: o.Why,
 		AsideOnly: o.AsideOnly, DryRun: o.DryRun, From: o.From,
-		Replicas: o.Replicas, PlacementCluster: o.Cluster, PlacementTags: o.Tags, Method: o.Method, Downstream: o.Leave}
+		Replicas: o.Replicas, PlacementCluster: o.Cluster, PlacementTags: o.Tags, Method: o.Method, Downstream: o.Leave,
+		At: o.At, AtSeq: atSeq}
 	return callVerb(ctx, o.Client, o.Out, kept.VerbRestore, req, printSaid)
+}
+
+// parseAtSeq reads --at-seq's STREAM=N values into restore-kept's at-seq:
+// nil when there are none.
+func parseAtSeq(vals []string) (map[string]uint64, error) {
+	if len(vals) == 0 {
+		return nil, nil
+	}
+	seqs := make(map[string]uint64, len(vals))
+	for _, v := range vals {
+		stream, num, ok := strings.Cut(v, "=")
+		n, err := strconv.ParseUint(num, 10, 64)
+		if !ok || stream == "" || err != nil || n == 0 {
+			return nil, kept.Errorf(kept.ErrBadRequest, "--at-seq %.64q is not STREAM=N (a stream's name, =, and the sequence it is restored up to, from 1), so nothing was done", v)
+		}
+		if _, twice := seqs[stream]; twice {
+			return nil, kept.Errorf(kept.ErrBadRequest, "--at-seq names the stream %.64q twice, so nothing was done", stream)
+		}
+		seqs[stream] = n
+	}
+	return seqs, nil
 }

@@ -45,7 +45,7 @@ Start here: nats-keeper demo
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(
 		newServeCmd(e), newSnapshotCmd(e), newRestoreCmd(e), newDiscardCmd(e), newDiscardPointCmd(e),
-		newListCmd(e), newVerifyCmd(e), newDiffCmd(e), newPruneCmd(e), newPolicyCmd(e), newPlanCmd(e), newActsCmd(e), newEvidenceCmd(e), newCopyCmd(e), newExportCmd(e), newImportCmd(e), newGuardCmd(e), newDemoCmd(e), newVersionCmd(e),
+		newListCmd(e), newVerifyCmd(e), newDiffCmd(e), newCaptureCmd(e), newPruneCmd(e), newPolicyCmd(e), newPlanCmd(e), newActsCmd(e), newEvidenceCmd(e), newCopyCmd(e), newExportCmd(e), newImportCmd(e), newGuardCmd(e), newDemoCmd(e), newVersionCmd(e),
 	)
 	return root
 }
