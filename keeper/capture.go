@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-keeper/nats-keeper/keeper/layout"
 	"github.com/nats-keeper/nats-keeper/kept"
 )
 
@@ -47,7 +48,6 @@ const (
 	// momentFingerprintPrefix begins the fingerprint of a point made by a
 	// restore to a moment.
 	momentFingerprintPrefix = "at-"
-	stampLayout             = "20060102T150405.000Z"
 )
 
 func captureKey(module, local string) string { return "capture." + module + "." + local }
@@ -205,4 +205,4 @@ func (k *Keeper) listCaptures(ctx context.Context, r Request, rep *Reply) {
 }
 
 // stamp is t as a plain name's part.
-func stamp(t time.Time) string { return strings.ReplaceAll(t.UTC().Format(stampLayout), ".", "") }
+func stamp(t time.Time) string { return layout.MomentStamp(t) }

@@ -86,6 +86,10 @@ type follow struct {
 
 func (c *capturer) run(ctx context.Context) error {
 	for {
+		if c.chain != nil && c.k.now().Sub(c.chain.baseTaken) >= time.Duration(c.rec.Settings.BaseEvery) {
+			c.k.log.Info("the capture's base is older than base-every; a new base begins the next chain", "kept", c.kept(), "base", c.chain.base)
+			c.chain = nil
+		}
 		if c.chain == nil {
 			if err := c.start(ctx); err != nil {
 				if err := c.wait(ctx, err); err != nil {

@@ -90,9 +90,25 @@ func (k *Keeper) writeMomentStream(ctx context.Context, pl *momentPlan, ms *mome
 		return err
 	}
 	head.Msgs, head.Bytes = n, size
+	var consumers []Position
+	for _, p := range pl.positions {
+		if p.Stream == ms.name {
+			consumers = append(consumers, p)
+		}
+	}
+	head.Consumers = len(consumers)
 	w, err := busarchive.NewStreamArchiveWriter(data, head)
 	if err != nil {
 		return err
+	}
+	for _, p := range consumers {
+		entry, err := momentConsumer(p)
+		if err != nil {
+			return err
+		}
+		if err := w.Consumer(p.Consumer, entry); err != nil {
+			return err
+		}
 	}
 	if err := k.scanMoment(ctx, pl, ms, bases, last, w.Message); err != nil {
 		return err
@@ -155,4 +171,26 @@ func storedSize(memory bool, subject string, header, data []byte) uint64 {
 		return n + 30
 	}
 	return n + 34
+}
+
+// momentConsumer is the archive entry of a sampled consumer: its
+// configuration as the server held it, and a state delivered and
+// acknowledged up to its sampled ack floor, as a stream's snapshot gives
+// a consumer with nothing pending.
+func momentConsumer(p Position) ([]byte, error) {
+	type seqs struct {
+		Consumer uint64 `json:"consumer_seq"`
+		Stream   uint64 `json:"stream_seq"`
+	}
+	at := seqs{p.AckFloor, p.AckFloor}
+	return json.Marshal(struct {
+		Config json.RawMessage `json:"config"`
+		State  struct {
+			Delivered seqs `json:"delivered"`
+			AckFloor  seqs `json:"ack_floor"`
+		} `json:"state"`
+	}{Config: p.Config, State: struct {
+		Delivered seqs `json:"delivered"`
+		AckFloor  seqs `json:"ack_floor"`
+	}{at, at}})
 }

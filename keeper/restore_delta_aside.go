@@ -117,7 +117,7 @@ func tailMeta(config json.RawMessage, h busarchive.ArchiveHead, first, last int6
 		LastTime  time.Time `json:"last_ts"`
 		Subjects  uint64    `json:"num_subjects,omitempty"`
 		Consumers int       `json:"consumer_count"`
-	}{h.Msgs, h.Bytes, h.FirstSeq, ts(first), h.LastSeq, ts(last), subjects, 0}})
+	}{h.Msgs, h.Bytes, h.FirstSeq, ts(first), h.LastSeq, ts(last), subjects, h.Consumers}})
 }
 
 // markTails marks, in an aside's streams, those that hold a tail of a

@@ -35,9 +35,7 @@ func (k *Keeper) planPositions(ctx context.Context, r Request, pl *restorePlan, 
 			floor := cur.AckFloor
 			mv.From = &floor
 		}
-		if pl.tailOf(pos.Stream) != nil || (pl.point.At != nil && contains(pl.Restore, pos.Stream)) {
-			// Or a point of a moment, whose archives carry no consumer:
-			// its positions are the capture's sample.
+		if pl.tailOf(pos.Stream) != nil {
 			// Put back whole from a delta's tail, which carries no
 			// consumer: made again from the aside's record once it is.
 			mv.By = MoveCreate

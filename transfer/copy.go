@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/nats-keeper/nats-keeper/keeper/archives"
 	"github.com/nats-keeper/nats-keeper/keeper/layout"
@@ -121,6 +122,10 @@ func copyOne(ctx context.Context, from, to store.Store, rel string) (copied, sea
 	if err := layout.CheckSealing(rec.Sealing); err != nil {
 		return false, false, err
 	}
+	if rec.Incremental {
+		return false, false, fmt.Errorf("it is an incremental point, made of its base and the capture's segments, which copy does not carry yet; "+
+			"copy the point of its moment, %s (verify-kept of it makes it)", layout.MomentRel(rec.Base, ptrTime(rec.At)))
+	}
 	sealed = rec.Encrypted != nil
 	key := layout.ArchiveKeyOf(rel, rec)
 	src, err := from.Stat(ctx, key)
@@ -228,4 +233,12 @@ func copyEvidence(ctx context.Context, from, to store.Store, rel string) error {
 func sameRecord(s, t *kept.Point) bool {
 	return s.Taken.Equal(t.Taken) && s.ArchiveSize == t.ArchiveSize && (s.ArchiveSum == "" || s.ArchiveSum == t.ArchiveSum) &&
 		strings.Join(kept.StreamSumNames(s.Streams), ",") == strings.Join(kept.StreamSumNames(t.Streams), ",")
+}
+
+// ptrTime is *t, or the zero time.
+func ptrTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
 }

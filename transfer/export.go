@@ -54,6 +54,19 @@ func ExportKept(ctx context.Context, st store.Store, e Export) (*ExportReport, e
 	if err != nil {
 		return nil, kept.Errorf(kept.ErrFailed, "the record of %s does not read (%v), so nothing was exported", where, err)
 	}
+	if rec.Incremental {
+		// Its archive is the point of its moment, once a keeper made it.
+		if rec.At == nil || rec.Base == "" {
+			return nil, kept.Errorf(kept.ErrFailed, "the incremental point %s names no moment or base, so nothing was exported", where)
+		}
+		mrel := layout.MomentRel(rec.Base, *rec.At)
+		_, mrec, err := layout.ReadRecord(ctx, st, mrel)
+		if err != nil {
+			return nil, kept.Errorf(kept.ErrNotFound, "%s is an incremental point (its base and capture segments) and the point of its moment, %s, is not made yet "+
+				"(verify-kept of it makes it), so nothing was exported", where, st.Describe().URL+"/"+mrel)
+		}
+		rel, rec = mrel, mrec
+	}
 	a, err := openForExport(ctx, st, rel, rec, e.Unseal)
 	if err != nil {
 		return nil, kept.WithKind(kept.ErrFailed, fmt.Errorf("%w, so nothing was exported", err))

@@ -23,6 +23,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-keeper/nats-keeper/kept"
 )
@@ -97,4 +98,19 @@ func KeyIndexName(stream string, sealed bool) string {
 // directory, is a key index's.
 func IsKeyIndexName(name string) bool {
 	return strings.HasPrefix(name, "keys-") && (strings.HasSuffix(name, ".idx") || strings.HasSuffix(name, ".idx.age"))
+}
+
+// MomentRel is the prefix of the point of a moment made from the chain whose
+// base point is baseRel (points/<module>/<local>/f<form>-<fingerprint>): a
+// point of the same kept data and form, fingerprint at-<UTC stamp, to the
+// millisecond>. An incremental point's archive is that point's.
+func MomentRel(baseRel string, at time.Time) string {
+	dir, name := path.Split(baseRel)
+	form, _, _ := strings.Cut(name, "-")
+	return dir + form + "-at-" + MomentStamp(at)
+}
+
+// MomentStamp is at as the stamp of a moment's fingerprint.
+func MomentStamp(at time.Time) string {
+	return strings.ReplaceAll(at.UTC().Format("20060102T150405.000Z"), ".", "")
 }
