@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
@@ -85,17 +86,7 @@ func TestCaptureTakenUpAfterKill(t *testing.T) {
 	if strings.Contains(first, ":"+strconv.Itoa(b.p.cmd.Process.Pid)+":") {
 		capturing, other = b, a
 	}
-	reaches := func(at time.Time) bool {
-		r := call(ctx, nc, "list-kept", fmt.Appendf(nil, `{"module":%q,"local":%q}`, module, local), 20*time.Second)
-		caps, _ := r.Body["captures"].([]any)
-		if r.Err != nil || r.Code != 200 || len(caps) != 1 {
-			return false
-		}
-		c, _ := caps[0].(map[string]any)
-		to, _ := c["to"].(string)
-		t, err := time.Parse(time.RFC3339Nano, to)
-		return err == nil && !t.Before(at)
-	}
+	reaches := func(at time.Time) bool { return captureReaches(ctx, nc, module, local, at) }
 	if !waitFor(30*time.Second, func() bool { return reaches(time.Now().Add(-time.Second)) }) {
 		t.Fatalf("the capture does not follow the writer\nthe capturing keeper:\n%s", tail(capturing.p.log.String()))
 	}
@@ -143,4 +134,80 @@ func TestCaptureTakenUpAfterKill(t *testing.T) {
 	}
 	t.Logf("%d messages written; the capturing keeper was killed %s before the writer stopped; %s took the capture up",
 		next, stopped.Sub(killed).Round(time.Millisecond), second)
+}
+
+// captureReaches reports whether list-kept says the captured window of
+// module/local reaches at.
+func captureReaches(ctx context.Context, nc *nats.Conn, module, local string, at time.Time) bool {
+	r := call(ctx, nc, "list-kept", fmt.Appendf(nil, `{"module":%q,"local":%q}`, module, local), 20*time.Second)
+	caps, _ := r.Body["captures"].([]any)
+	if r.Err != nil || r.Code != 200 || len(caps) != 1 {
+		return false
+	}
+	c, _ := caps[0].(map[string]any)
+	to, _ := c["to"].(string)
+	t, err := time.Parse(time.RFC3339Nano, to)
+	return err == nil && !t.Before(at)
+}
+
+// TestIncrementalPointExport: with capture on, snapshot-kept takes an
+// incremental point; nats-keeper export refuses it until the point of its
+// moment is made, names that point, and exports it once verify-kept made
+// it; nats backup restore stream of the export into an empty server gives
+// back the kept data as it was at the point.
+func TestIncrementalPointExport(t *testing.T) {
+	const module, local = "incout", "ledger"
+	tmp := t.TempDir()
+	_, nc, js, _ := keptOnProcs(t, tmp, module, local)
+	ctx := context.Background()
+	names := sample.NamesOf(module, local)
+	mustCall(t, nc, "capture-kept", map[string]any{"module": module, "local": local, "capture": "on", "caller": "e2e", "why": "incremental points"})
+	began := time.Now()
+	if !waitFor(30*time.Second, func() bool { return captureReaches(ctx, nc, module, local, began) }) {
+		t.Fatal("the capture does not begin")
+	}
+	publish := func(n int, what string) {
+		for i := range n {
+			if _, err := js.Publish(ctx, module+"."+local+".orders."+what, []byte(fmt.Sprintf("%s %d", what, i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish(20, "before")
+	time.Sleep(2500 * time.Millisecond) // a segment and a positions sample after them
+	was, err := sample.Dump(ctx, js, names.Streams()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := mustCall(t, nc, "snapshot-kept", map[string]any{"module": module, "local": local, "form": 1, "fingerprint": "inc", "caller": "e2e"})
+	if p, _ := rep.Body["point"].(map[string]any); p["incremental"] != true || p["base"] == nil {
+		t.Fatalf("snapshot-kept with capture on: %s", rep.Said)
+	}
+	publish(20, "after")
+	keeperDir := filepath.Join(tmp, "keeper")
+	to := filepath.Join(tmp, "exported")
+	code, stdout, stderr := runCLI(t, tmp, "export", module, local, "--form", "1", "--before", "inc", "--dir", keeperDir, "--to", to)
+	if code == 0 || !strings.Contains(stdout+stderr, "is an incremental point") || !strings.Contains(stdout+stderr, "verify-kept of it makes it") {
+		t.Fatalf("export of an incremental point whose moment is not made: exit %d\n%s%s", code, stdout, stderr)
+	}
+	mustCall(t, nc, "verify-kept", map[string]any{"module": module, "local": local, "form": 1, "fingerprint": "inc", "caller": "e2e"})
+	code, stdout, stderr = runCLI(t, tmp, "export", module, local, "--form", "1", "--before", "inc", "--dir", keeperDir, "--to", to)
+	if code != 0 {
+		t.Fatalf("export of an incremental point: exit %d\n%s%s", code, stdout, stderr)
+	}
+	fresh := startNatsServer(t, tools.NatsServer(t), filepath.Join(tmp, "fresh"))
+	for _, s := range names.Streams() {
+		natsCmd(t, tmp, fresh.url(), "backup", "restore", "stream", filepath.Join(to, s), "--no-progress")
+	}
+	fjs, err := jetstream.New(connect(t, fresh.url()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := sample.Dump(ctx, fjs, names.Streams()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := sample.Diff(was, now); d != "" {
+		t.Fatalf("the exported incremental point restored by nats backup restore stream differs from the kept data at the point:\n%s", d)
+	}
 }
