@@ -33,6 +33,10 @@ const (
 	// 1. This keeper reads up to them.
 	JournalFormatDelta = 2
 	RecordFormatTails  = 2
+	// RecordFormatIncremental is the format of an incremental point's
+	// record (Point.Incremental): a keeper before it would take the point
+	// for one whose archive is missing. This keeper reads up to it.
+	RecordFormatIncremental = 3
 )
 
 // FormatError is a journal or record written by a newer keeper in a format

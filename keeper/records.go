@@ -27,7 +27,7 @@ import (
 // the sentence) into v, refusing one of a format above RecordFormat with a
 // *FormatError.
 func decodeRecord(what string, data []byte, v any) error {
-	if err := checkFormat(what, data, RecordFormatTails); err != nil {
+	if err := checkFormat(what, data, RecordFormatIncremental); err != nil {
 		return err
 	}
 	return json.Unmarshal(data, v)
@@ -39,6 +39,9 @@ func pointRecord(p *Point) []byte {
 	r := *p
 	r.PositionCount, r.Positions = positionCount(p.PositionCount, p.Positions), nil
 	r.Format = RecordFormat
+	if p.Incremental {
+		r.Format = RecordFormatIncremental
+	}
 	data, _ := json.Marshal(&r)
 	return data
 }

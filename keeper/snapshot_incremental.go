@@ -54,7 +54,7 @@ func (k *Keeper) snapshotIncremental(ctx context.Context, r Request, live []Stre
 	point := &Point{
 		Module: r.Module, Local: r.Local, Form: r.Form, Fingerprint: r.Fingerprint, CatchUp: r.CatchUp,
 		Taken: at, Caller: r.Caller, Why: r.Why, Dir: rel, Positions: slices.Clone(positions), PositionCount: len(positions),
-		Format: RecordFormat, WrittenBy: k.version, At: &at, Base: ch.base, Incremental: true, Through: through,
+		Format: RecordFormatIncremental, WrittenBy: k.version, At: &at, Base: ch.base, Incremental: true, Through: through,
 	}
 	for _, s := range live {
 		point.Streams = append(point.Streams, StreamSum{Name: s.Name, Messages: s.Messages, Bytes: s.Bytes, FirstSeq: s.FirstSeq, LastSeq: s.LastSeq})
@@ -131,6 +131,18 @@ func (k *Keeper) commitIncremental(ctx context.Context, r Request, point *Point)
 			err = fmt.Errorf("%w; the earlier point is set aside whole as %s in %s", err, replaced.ID, k.abs(replaced.Dir))
 		}
 		return nil, withKind(ErrFailed, err)
+	}
+	if replaced != nil {
+		// The earlier point's archive and key indexes, set aside whole,
+		// must not stay beside a point that has none.
+		for _, key := range []string{archiveKey(point.Dir), point.Dir + "/" + sealedName} {
+			if err := k.store.Delete(ctx, key); err != nil {
+				k.log.Warn("the replaced point's archive stays beside the incremental point", "object", k.abs(key), "err", err)
+			}
+		}
+		if err := k.dropUnnamedKeyIndexes(ctx, point.Dir, point); err != nil {
+			k.log.Warn("a key index of the replaced point stays beside the incremental point", "dir", k.abs(point.Dir), "err", err)
+		}
 	}
 	if err := k.index.Put(ctx, pointKey(r.Module, r.Local, r.Form, r.Fingerprint), pointRecord(point)); err != nil {
 		return nil, Errorf(ErrFailed, "restore point %s is complete in %s, but it could not be recorded in the index (%v); "+
