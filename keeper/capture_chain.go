@@ -66,6 +66,10 @@ type segmentStream struct {
 	// Through is the stream's last sequence when the round began; To is
 	// below it when the segment was cut at its bytes.
 	Through uint64 `json:"through"`
+	// Unseen is how many sequences of From..To were stored and deleted
+	// before the segment read them (a KV key updated faster than the
+	// segments): no moment holds what they held.
+	Unseen uint64 `json:"unseen,omitempty"`
 }
 
 // chain is one base and its committed segments, in order.

@@ -83,6 +83,9 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 	for i, f := range c.follows {
 		ss := seg.Streams[i]
 		f.next, f.expect, f.full = ss.To+1, f.expect+ss.Messages, false
+		if f.countedOK {
+			f.expect, f.countedOK = f.counted, false
+		}
 	}
 	k.observe.Captured(c.rec.Module, c.rec.Local, seg.ArchiveSize, seg.Closed)
 	return seg.Cut, c.mark(ctx, c.n, seg.Closed)
@@ -134,6 +137,9 @@ func (c *capturer) writeMessages(ctx context.Context, seg *segment, fresh []stri
 		}
 		if !seg.Cut {
 			ss.To = ss.Through // the sequences after the last message read were deleted before it
+		}
+		if ss.To >= ss.From {
+			ss.Unseen = ss.To - ss.From + 1 - ss.Messages
 		}
 		head := busarchive.ArchiveHead{FirstSeq: ss.From, LastSeq: max(ss.To, ss.From-1), Msgs: ss.Messages, Bytes: ss.Bytes}
 		w, err := busarchive.NewStreamArchiveWriter(data, head)
@@ -200,9 +206,12 @@ func (c *capturer) deletes(ctx context.Context, f *follow, ss *segmentStream) er
 		f.capped = true
 		return nil
 	}
+	// Every sequence up to To deleted since the last look, those this
+	// segment read included (deleted after it read them: a moment before
+	// the segment's close still holds them).
 	var fresh []uint64
 	for _, seq := range d.Deleted {
-		if seq >= ss.From {
+		if seq > ss.To {
 			break
 		}
 		if _, found := slices.BinarySearch(f.known, seq); !found || f.full {
@@ -211,9 +220,9 @@ func (c *capturer) deletes(ctx context.Context, f *follow, ss *segmentStream) er
 	}
 	ss.Deleted = ranges(fresh)
 	f.known = slices.Clone(d.Deleted)
-	// What is counted from here on: the live messages below From now,
+	// What is counted from here on: the live messages up to To now,
 	// whatever the head lost.
-	f.expect = liveBelow(d, ss.From)
+	f.counted, f.countedOK = liveBelow(d, ss.To+1), true
 	ss.StreamFirst = d.FirstSeq
 	return nil
 }

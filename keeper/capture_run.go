@@ -79,6 +79,11 @@ type follow struct {
 	next   uint64 // the first sequence not captured yet
 	made   int64  // when the stream was made
 	expect uint64 // the live messages below next, as last counted
+	// counted is the live messages up to the segment's To as the deleted
+	// details of its round counted them (countedOK), which expect takes
+	// once the segment is committed.
+	counted   uint64
+	countedOK bool
 	known  []uint64
 	full   bool // record every deleted sequence at the next round (a chain begun or taken up)
 	capped bool // deletes are no longer tracked (maxTrackedDeletes)

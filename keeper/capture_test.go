@@ -295,3 +295,87 @@ func TestRestoreToSequences(t *testing.T) {
 
 // messagesOnly is asOfMoment without the consumers.
 func messagesOnly(s *sample.Snapshot) string { return asOfMoment(s, "") }
+
+// TestPointAtOneCut: a writer publishes to the three streams of the kept
+// data in lockstep (a new KV key, a new object, a stream message, in
+// turn); an incremental point taken meanwhile holds every stream at one
+// cut: the restored streams hold the same number of the writer's rounds,
+// give or take the one in flight at the cut.
+func TestPointAtOneCut(t *testing.T) {
+	e := newEnv(t)
+	stop := e.captureOn()
+	defer stop()
+	e.captureReaches(time.Now())
+	kv, err := e.js.KeyValue(e.ctx, e.names.Bus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := e.js.ObjectStore(e.ctx, e.names.Bus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := fmt.Sprintf("%s.%s.orders.cut", module, local)
+	halt, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		for n := 1; ; n++ {
+			select {
+			case <-halt:
+				done <- nil
+				return
+			default:
+			}
+			if _, err := kv.PutString(e.ctx, fmt.Sprintf("cut.%d", n), "round"); err != nil {
+				done <- err
+				return
+			}
+			if _, err := obs.PutString(e.ctx, fmt.Sprintf("cut-%d", n), "round"); err != nil {
+				done <- err
+				return
+			}
+			if _, err := e.js.Publish(e.ctx, subject, []byte("round")); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	rep, err := e.k.SnapshotKept(e.ctx, req(1, "cut"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Point.Incremental {
+		t.Fatalf("the point is not incremental: %s", rep.Said)
+	}
+	time.Sleep(time.Second)
+	close(halt)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	r := req(1, "cut")
+	r.Why = "back to the cut"
+	if _, err := e.k.RestoreKept(e.ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	rounds := map[string]int{}
+	for _, s := range e.kept().Streams {
+		for _, m := range s.Messages {
+			switch {
+			case strings.HasPrefix(m.Subject, "$KV."+e.names.Bus+".cut."):
+				rounds["kv"]++
+			case strings.HasPrefix(m.Subject, "$O."+e.names.Bus+".M.") && strings.Contains(m.Text, `"name":"cut-`):
+				rounds["object"]++
+			case m.Subject == subject:
+				rounds["stream"]++
+			}
+		}
+	}
+	lo, hi := rounds["kv"], rounds["kv"]
+	for _, n := range rounds {
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	if len(rounds) != 3 || lo == 0 || hi-lo > 1 {
+		t.Fatalf("the restored streams hold the writer's rounds %v; want the same number, give or take one", rounds)
+	}
+	t.Logf("the point's cut holds %v of the writer's rounds", rounds)
+}

@@ -96,6 +96,9 @@ func (k *Keeper) momentPoint(ctx context.Context, r Request, mo momentAt) (*Poin
 	}
 	said := fmt.Sprintf("The point of the moment %s is %s, made from the base %s and %d segment(s).",
 		mo.label, pointRel(r.Module, r.Local, ch.form, fp), ch.base, len(plan.segs))
+	if plan.unseen > 0 {
+		said += fmt.Sprintf(" %d message(s) stored around the moment were deleted before the capture read them (a KV key or an object replaced faster than segment-every), so the moment may lack what they held.", plan.unseen)
+	}
 	if rec, err := k.index.Get(ctx, pointKey(r.Module, r.Local, ch.form, fp)); err == nil {
 		var p Point
 		if err := decodeRecord("point", rec, &p); err == nil {

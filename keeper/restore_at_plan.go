@@ -18,6 +18,7 @@ type momentPlan struct {
 	segs         []*segment // the chain's segments that may hold messages of the moment
 	positions    []Position
 	positionsAge time.Duration
+	unseen       uint64 // messages stored around the moment and deleted before the capture read them
 	streams      map[string]*momentStream
 }
 
@@ -73,6 +74,7 @@ func (k *Keeper) planMoment(ctx context.Context, ch *chain, base *Point, mo mome
 			}
 		}
 	}
+	pl.unseen = unseenAround(ch.segments, pl.at, base.Taken)
 	pl.positions, pl.positionsAge = base.Positions, 0
 	for i, seg := range ch.segments {
 		if i == 0 || !seg.PositionsAt.After(pl.at) {
@@ -326,4 +328,26 @@ func (k *Keeper) eachSegmentMessage(ctx context.Context, pl *momentPlan, ms *mom
 		}
 	}
 	return nil
+}
+
+// unseenAround is how many messages the segment that read what was stored
+// around at (and the segments cut at their bytes after it) found deleted
+// before it read them.
+func unseenAround(segs []*segment, at, began time.Time) uint64 {
+	if at.Before(began) {
+		return 0
+	}
+	var n uint64
+	for _, s := range segs {
+		if !at.Before(s.Began) {
+			continue
+		}
+		for _, ss := range s.Streams {
+			n += ss.Unseen
+		}
+		if !s.Cut {
+			break
+		}
+	}
+	return n
 }
