@@ -84,9 +84,9 @@ type follow struct {
 	// once the segment is committed.
 	counted   uint64
 	countedOK bool
-	known  []uint64
-	full   bool // record every deleted sequence at the next round (a chain begun or taken up)
-	capped bool // deletes are no longer tracked (maxTrackedDeletes)
+	known     []uint64
+	full      bool // record every deleted sequence at the next round (a chain begun or taken up)
+	capped    bool // deletes are no longer tracked (maxTrackedDeletes)
 }
 
 func (c *capturer) run(ctx context.Context) error {
