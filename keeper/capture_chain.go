@@ -126,8 +126,7 @@ func (k *Keeper) chains(ctx context.Context, module, local string) ([]*chain, er
 			err = json.Unmarshal(data, &seg)
 		}
 		if err != nil {
-			k.log.Warn("a segment's record does not read; its chain ends before it", "key", o.Key, "err", err)
-			seg.N = 0
+			return nil, fmt.Errorf("reading the capture segment %s: %w", k.abs(o.Key), err)
 		}
 		c.segments = append(c.segments, &seg)
 	}

@@ -34,14 +34,30 @@ func (k *Keeper) captureNeeds(ctx context.Context, module, local string, points 
 	}
 	from := k.now().Add(-time.Duration(rec.Settings.Window))
 	for i, c := range chains {
-		if chainEnd(chains, i, k.now()).Before(from) {
+		if _, ok := protected[c.base]; ok {
 			continue
 		}
-		if _, ok := protected[c.base]; !ok {
+		if !chainEnd(chains, i, k.now()).Before(from) {
 			protected[c.base] = fmt.Sprintf("the capture's window (%s back) restores from its chain", rec.Settings.Window)
+		} else if len(c.segments) > 0 {
+			protected[c.base] = "its capture chain's segments are not removed yet (the next base removes them)"
 		}
 	}
 	return nil
+}
+
+// captureNeed says why the capture of module/local needs the point at rel
+// ("" when it does not).
+func (k *Keeper) captureNeed(ctx context.Context, module, local, rel string) (string, error) {
+	points, err := k.indexPoints(ctx, module, local)
+	if err != nil {
+		return "", err
+	}
+	protected := map[string]string{}
+	if err := k.captureNeeds(ctx, module, local, points, protected); err != nil {
+		return "", err
+	}
+	return protected[rel], nil
 }
 
 // chainEnd is the last moment chain i covers: the next chain's base, or now.

@@ -56,13 +56,22 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 	if len(fresh) == 0 && !changed && bytes.Equal(sampled, c.sampled) {
 		return false, c.mark(ctx, c.n, seg.Began)
 	}
+	// The segment's number is claimed in the index first: a keeper that
+	// lost the capture lease without knowing it (paused past its lease)
+	// fails here and writes neither archive nor record over the one that
+	// took it up.
+	if err := c.mark(ctx, seg.N, c.marked); err != nil {
+		return false, err
+	}
 	if len(fresh) > 0 {
 		if err := c.writeMessages(ctx, seg, fresh); err != nil {
 			return false, err
 		}
 	}
+	looked := make([]deletesSeen, len(c.follows))
 	for i, f := range c.follows {
-		if err := c.deletes(ctx, f, &seg.Streams[i]); err != nil {
+		var err error
+		if looked[i], err = c.deletes(ctx, f, &seg.Streams[i]); err != nil {
 			return false, err
 		}
 	}
@@ -70,25 +79,37 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 	if ctx.Err() != nil {
 		return false, context.Cause(ctx)
 	}
-	// The segment's number is claimed in the index first: a keeper that
-	// lost the capture lease without knowing it (paused past its lease)
-	// fails here and writes no record over the one that took it up.
-	if err := c.mark(ctx, seg.N, c.marked); err != nil {
-		return false, err
-	}
 	if _, err := k.putJSON(ctx, segmentRel(c.chain.rel, seg.N)+"/"+segmentFile, seg); err != nil {
 		return false, fmt.Errorf("committing segment %d: %w", seg.N, err)
 	}
+	// Only a committed segment moves the capture on: a round that failed
+	// is made again from where the last one ended, its deletes with it.
 	c.n, c.sampled = seg.N, sampled
 	for i, f := range c.follows {
 		ss := seg.Streams[i]
 		f.next, f.expect, f.full = ss.To+1, f.expect+ss.Messages, false
-		if f.countedOK {
-			f.expect, f.countedOK = f.counted, false
+		if l := looked[i]; l.read {
+			f.known, f.expect = l.known, l.counted
 		}
+		f.capped = f.capped || looked[i].capped
 	}
 	k.observe.Captured(c.rec.Module, c.rec.Local, seg.ArchiveSize, seg.Closed)
-	return seg.Cut, c.mark(ctx, c.n, seg.Closed)
+	// The window reaches to when the round read the streams' last
+	// sequences: what was stored after that is in the next segment.
+	reached := seg.Began
+	if seg.Cut {
+		reached = c.marked
+	}
+	return seg.Cut, c.mark(ctx, c.n, reached)
+}
+
+// deletesSeen is what a round's look at a stream's deleted details found,
+// for the capture to take once its segment is committed.
+type deletesSeen struct {
+	read    bool     // the details were read
+	known   []uint64 // every deleted sequence then
+	counted uint64   // the live messages up to the segment's To then
+	capped  bool     // too many to track
 }
 
 // countNew is how many messages the stream holds above what was captured,
@@ -181,30 +202,30 @@ func (c *capturer) writeMessages(ctx context.Context, seg *segment, fresh []stri
 	return nil
 }
 
-// deletes records in ss the sequences below ss.From deleted since the
-// last look (all of them, at a chain's first round), reading the
-// stream's deleted details only when its count says something was removed.
-func (c *capturer) deletes(ctx context.Context, f *follow, ss *segmentStream) error {
+// deletes records in ss the sequences up to ss.To deleted since the last
+// look (all of them, at a chain's first round), reading the stream's
+// deleted details only when its count says something was removed. What it
+// found is taken by the capture once the segment is committed.
+func (c *capturer) deletes(ctx context.Context, f *follow, ss *segmentStream) (deletesSeen, error) {
 	if f.capped {
-		return nil
+		return deletesSeen{}, nil
 	}
 	if !f.full {
 		info, err := c.k.bus.Stream(ctx, f.name)
 		if err != nil {
-			return err
+			return deletesSeen{}, err
 		}
 		if info.Messages == f.expect+ss.Messages+countAbove(info, ss.To) && info.FirstSeq == ss.StreamFirst {
-			return nil
+			return deletesSeen{}, nil
 		}
 	}
 	d, err := c.k.bus.StreamDetail(ctx, f.name)
 	if err != nil {
-		return err
+		return deletesSeen{}, err
 	}
 	if len(d.Deleted) > maxTrackedDeletes {
 		c.k.log.Warn("a captured stream holds too many deleted sequences to track; its deletes are recorded no further", "stream", f.name, "deleted", len(d.Deleted))
-		f.capped = true
-		return nil
+		return deletesSeen{capped: true}, nil
 	}
 	// Every sequence up to To deleted since the last look, those this
 	// segment read included (deleted after it read them: a moment before
@@ -219,12 +240,8 @@ func (c *capturer) deletes(ctx context.Context, f *follow, ss *segmentStream) er
 		}
 	}
 	ss.Deleted = ranges(fresh)
-	f.known = slices.Clone(d.Deleted)
-	// What is counted from here on: the live messages up to To now,
-	// whatever the head lost.
-	f.counted, f.countedOK = liveBelow(d, ss.To+1), true
 	ss.StreamFirst = d.FirstSeq
-	return nil
+	return deletesSeen{read: true, known: slices.Clone(d.Deleted), counted: liveBelow(d, ss.To+1)}, nil
 }
 
 // countAbove is how many sequences the stream holds above seq, none of

@@ -20,6 +20,9 @@ var errChainBroken = errors.New("the kept data's streams no longer continue the 
 // moment then holds messages deleted after that.
 const maxTrackedDeletes = 1 << 22
 
+// captureCaller is who the capture's bases are taken for.
+const captureCaller = "nats-keeper capture"
+
 // captureRetryMax bounds the pause between failed rounds.
 const captureRetryMax = 30 * time.Second
 
@@ -35,7 +38,7 @@ func (k *Keeper) RunCapture(ctx context.Context, module, local string) error {
 	if !rec.On {
 		return nil
 	}
-	r := Request{Module: module, Local: local, Form: rec.Form, Caller: "nats-keeper capture", Why: "capture of " + module + "/" + local}
+	r := Request{Module: module, Local: local, Form: rec.Form, Caller: captureCaller, Why: "capture of " + module + "/" + local}
 	release, lost, err := k.takeLease(ctx, captureLeaseKey(module, local), VerbCapture, r)
 	if errors.Is(err, ErrBusy) {
 		return ErrCaptureHeld
@@ -79,14 +82,9 @@ type follow struct {
 	next   uint64 // the first sequence not captured yet
 	made   int64  // when the stream was made
 	expect uint64 // the live messages below next, as last counted
-	// counted is the live messages up to the segment's To as the deleted
-	// details of its round counted them (countedOK), which expect takes
-	// once the segment is committed.
-	counted   uint64
-	countedOK bool
-	known     []uint64
-	full      bool // record every deleted sequence at the next round (a chain begun or taken up)
-	capped    bool // deletes are no longer tracked (maxTrackedDeletes)
+	known  []uint64
+	full   bool // record every deleted sequence at the next round (a chain begun or taken up)
+	capped bool // deletes are no longer tracked (maxTrackedDeletes)
 }
 
 func (c *capturer) run(ctx context.Context) error {
@@ -120,13 +118,12 @@ func (c *capturer) run(ctx context.Context) error {
 			continue
 		}
 		c.pause = 0
-		if more {
-			continue // a segment was cut at its bytes: the next goes on at once
-		}
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(time.Duration(c.rec.Settings.SegmentEvery)):
+		if !more { // else a segment was cut at its bytes: the next goes on at once
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-time.After(time.Duration(c.rec.Settings.SegmentEvery)):
+			}
 		}
 		rec, err := c.k.captureRecord(ctx, c.rec.Module, c.rec.Local)
 		switch {

@@ -41,6 +41,12 @@ func (k *Keeper) DiscardPoint(ctx context.Context, r Request) (*Reply, error) {
 		return nil, Errorf(ErrConflict, "discard-point refused: aside %s holds the messages of a stream after restore point %s (a delta restore set only its tail aside), "+
 			"and putting it back needs that point; discard that aside first if it is not wanted, so nothing was removed", id, name)
 	}
+	if why, err := k.captureNeed(ctx, r.Module, r.Local, rel); err != nil || why != "" {
+		if err != nil {
+			return nil, Errorf(ErrConflict, "discard-point refused: %v, so whether the capture needs restore point %s cannot be told, and nothing was removed", err, name)
+		}
+		return nil, Errorf(ErrConflict, "discard-point refused: restore point %s is kept because %s; turn capture off and let its window pass, or discard the incremental points first, so nothing was removed", name, why)
+	}
 	p, err := k.pointToDiscard(ctx, r, name, rel)
 	if err != nil {
 		return nil, err

@@ -125,7 +125,9 @@ func pickChain(chains []*chain, mo momentAt, end time.Time) (*chain, error) {
 			if c.baseTaken.After(mo.at) || (mo.base != "" && c.base != mo.base) {
 				continue
 			}
-			if i < len(chains)-1 && (len(c.segments) == 0 || c.segments[len(c.segments)-1].Closed.Before(mo.at)) {
+			// An incremental point names its chain: the capture reached its
+			// moment when it was taken.
+			if mo.base == "" && i < len(chains)-1 && chainReach(c).Before(mo.at) {
 				return nil, fmt.Errorf("the moment %s was not captured (no keeper captured between the end of one chain and the base of the next)", mo.at.Format(time.RFC3339Nano))
 			}
 			return c, nil
@@ -172,10 +174,7 @@ func seqDigest(seqs map[string]uint64, chain string) string {
 // is of the newest chain, else that chain's newest segment.
 func (k *Keeper) windowEnd(ctx context.Context, module, local string, chains []*chain) time.Time {
 	last := chains[len(chains)-1]
-	end := last.baseTaken
-	if n := len(last.segments); n > 0 {
-		end = last.segments[n-1].Closed
-	}
+	end := chainReach(last)
 	data, err := k.index.Get(ctx, captureMarkKey(module, local))
 	if err != nil {
 		if !errors.Is(err, ErrNotFound) {
@@ -188,4 +187,17 @@ func (k *Keeper) windowEnd(ctx context.Context, module, local string, chains []*
 		return mark.At
 	}
 	return end
+}
+
+// chainReach is how far a chain's committed segments reach: the newest
+// moment at which a segment not cut at its bytes read the streams' last
+// sequences (every message stored before is in it or an earlier one), else
+// its base's.
+func chainReach(c *chain) time.Time {
+	for i := len(c.segments) - 1; i >= 0; i-- {
+		if !c.segments[i].Cut {
+			return c.segments[i].Began
+		}
+	}
+	return c.baseTaken
 }

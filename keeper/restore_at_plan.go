@@ -90,7 +90,7 @@ func (k *Keeper) planMoment(ctx context.Context, ch *chain, base *Point, mo mome
 	}
 	defer bases.Close()
 	for _, ms := range pl.streams {
-		slices.SortFunc(ms.deleted, func(a, b [2]uint64) int { return compareUint(a[0], b[0]) })
+		ms.deleted = mergeRanges(ms.deleted)
 		meta, err := bases.StreamMeta(ms.name)
 		if err != nil {
 			return nil, err
@@ -135,8 +135,8 @@ func segmentsOf(segs []*segment, mo momentAt) []*segment {
 			}
 			continue
 		}
-		if s.Began.After(mo.at) && !s.Cut {
-			return segs[:i+1]
+		if s.Began.After(mo.at) && !s.Cut { // and the next: messages are kept by their own times anyway
+			return segs[:min(i+2, len(segs))]
 		}
 	}
 	return segs
@@ -201,10 +201,13 @@ func (ms *momentStream) isDeleted(seq uint64) bool {
 // firstPass notes, of a segment message of the moment, the rollups and
 // the last sequences per subject.
 func (ms *momentStream) firstPass(pl *momentPlan, m busarchive.ArchivedMessage) error {
-	if !ms.inMoment(pl, m) || ms.isDeleted(m.Seq) {
+	if !ms.inMoment(pl, m) {
 		return nil
 	}
-	ms.last = max(ms.last, m.Seq)
+	ms.last = max(ms.last, m.Seq) // the stream's last sequence then, deleted or not
+	if ms.isDeleted(m.Seq) {
+		return nil
+	}
 	switch rollup(m.Header) {
 	case "all":
 		ms.rollupAll = m.Seq
@@ -255,7 +258,25 @@ func (ms *momentStream) countBase(ctx context.Context, base *openedArchive) erro
 // says it is read from the base (seen counts the base's messages per
 // subject for the per-subject limit).
 func (ms *momentStream) keep(pl *momentPlan, m busarchive.ArchivedMessage, fromBase bool, seen map[string]int) bool {
-	if !ms.inMoment(pl, m) || ms.isDeleted(m.Seq) || m.Seq < ms.rollupAll {
+	if !ms.inMoment(pl, m) || ms.isDeleted(m.Seq) {
+		return false
+	}
+	var l []uint64
+	if ms.perSubject > 0 {
+		l = ms.lastN[m.Subject]
+		if fromBase {
+			// Counted as countBase counts: every base message of the
+			// subject not deleted, whatever else drops it.
+			if int64(len(l)) >= ms.perSubject {
+				return false
+			}
+			if over := ms.baseExcess[m.Subject]; over > 0 && seen[m.Subject] < over {
+				seen[m.Subject]++
+				return false
+			}
+		}
+	}
+	if m.Seq < ms.rollupAll {
 		return false
 	}
 	if s, ok := ms.rollupSub[m.Subject]; ok && m.Seq < s {
@@ -264,18 +285,8 @@ func (ms *momentStream) keep(pl *momentPlan, m busarchive.ArchivedMessage, fromB
 	if ms.maxAge > 0 && ms.cut == 0 && m.Time < pl.at.Add(-ms.maxAge).UnixNano() {
 		return false
 	}
-	if ms.perSubject > 0 {
-		l := ms.lastN[m.Subject]
-		if !fromBase {
-			return len(l) > 0 && m.Seq >= l[0]
-		}
-		if int64(len(l)) >= ms.perSubject {
-			return false
-		}
-		if over := ms.baseExcess[m.Subject]; over > 0 && seen[m.Subject] < over {
-			seen[m.Subject]++
-			return false
-		}
+	if ms.perSubject > 0 && !fromBase {
+		return len(l) > 0 && m.Seq >= l[0]
 	}
 	return true
 }
@@ -350,4 +361,19 @@ func unseenAround(segs []*segment, at, began time.Time) uint64 {
 		}
 	}
 	return n
+}
+
+// mergeRanges sorts inclusive ranges and folds those that overlap or
+// touch, so that a binary search finds the one holding a sequence.
+func mergeRanges(rs [][2]uint64) [][2]uint64 {
+	slices.SortFunc(rs, func(a, b [2]uint64) int { return compareUint(a[0], b[0]) })
+	out := rs[:0]
+	for _, r := range rs {
+		if n := len(out); n > 0 && r[0] <= out[n-1][1]+1 {
+			out[n-1][1] = max(out[n-1][1], r[1])
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }

@@ -16,6 +16,19 @@ import (
 func (k *Keeper) writeMoment(ctx context.Context, r Request, ch *chain, base *Point, pl *momentPlan, fp string) (*Point, error) {
 	pr := Request{Module: r.Module, Local: r.Local, Form: ch.form, Fingerprint: fp, CatchUp: base.CatchUp, Caller: r.Caller, Why: "the moment of: " + r.Why}
 	rel := pointRel(r.Module, r.Local, ch.form, fp)
+	// Under the kept data's lease: two verbs that make the same moment at
+	// once would each commit its archive under the other's record.
+	ctx, release, err := k.lock(ctx, VerbRestore, pr)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if rec, err := k.index.Get(ctx, pointKey(r.Module, r.Local, ch.form, fp)); err == nil {
+		var p Point
+		if err := decodeRecord("point", rec, &p); err == nil {
+			return &p, nil // made meanwhile
+		}
+	}
 	bases, err := k.openArchive(ctx, base.Dir, base)
 	if err != nil {
 		return nil, fmt.Errorf("opening the base %s: %w", base.Dir, err)
@@ -66,8 +79,9 @@ func (k *Keeper) writeMomentStream(ctx context.Context, pl *momentPlan, ms *mome
 		last = first - 1
 	}
 	head := busarchive.ArchiveHead{FirstSeq: first, LastSeq: last}
-	if first == 0 {
-		head = busarchive.ArchiveHead{}
+	if first == 0 { // a stream that held nothing at its base
+		first = 1
+		head = busarchive.ArchiveHead{FirstSeq: first, LastSeq: max(last, first-1)}
 	}
 	// The head gives the messages and bytes before the first message, and
 	// verification holds the archive to them: a first pass counts them.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -27,6 +28,9 @@ const incrementalWait = 10 * time.Second
 // point, no error) when the kept data is not captured or the capture does
 // not reach the moment in time: the caller takes a full point then.
 func (k *Keeper) snapshotIncremental(ctx context.Context, r Request, live []StreamInfo) (*Reply, error) {
+	if strings.HasPrefix(r.Fingerprint, baseFingerprintPrefix) && r.Caller == captureCaller {
+		return nil, nil // a capture's base is a full point
+	}
 	rec, err := k.captureRecord(ctx, r.Module, r.Local)
 	if err != nil || !rec.On {
 		return nil, nil
@@ -66,16 +70,21 @@ func (k *Keeper) snapshotIncremental(ctx context.Context, r Request, live []Stre
 	return k.commitIncremental(ctx, r, point)
 }
 
-// awaitCapture waits until the capture of rec reaches at, and returns its
-// newest chain and how many of its segments hold the moment.
+// awaitCapture waits until the capture of rec reaches at (its mark, in
+// the index), and returns its newest chain and how many of its segments
+// hold the moment.
 func (k *Keeper) awaitCapture(ctx context.Context, rec *CaptureRecord, at time.Time) (*chain, uint64, bool) {
 	deadline := time.Now().Add(3*time.Duration(rec.Settings.SegmentEvery) + incrementalWait)
 	for {
-		chains, err := k.chains(ctx, rec.Module, rec.Local)
-		if err == nil && len(chains) > 0 {
-			ch := chains[len(chains)-1]
-			if end := k.windowEnd(ctx, rec.Module, rec.Local, chains); !end.Before(at) && !ch.baseTaken.After(at) {
-				return ch, uint64(len(ch.segments)), true
+		var mark captureMark
+		data, err := k.index.Get(ctx, captureMarkKey(rec.Module, rec.Local))
+		if err == nil && json.Unmarshal(data, &mark) == nil && !mark.At.Before(at) {
+			chains, err := k.chains(ctx, rec.Module, rec.Local)
+			if err == nil && len(chains) > 0 {
+				ch := chains[len(chains)-1]
+				if end := k.windowEnd(ctx, rec.Module, rec.Local, chains); !end.Before(at) && !ch.baseTaken.After(at) {
+					return ch, uint64(len(ch.segments)), true
+				}
 			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
