@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 	"github.com/nats-keeper/nats-keeper/keeper"
@@ -378,4 +379,72 @@ func TestPointAtOneCut(t *testing.T) {
 		t.Fatalf("the restored streams hold the writer's rounds %v; want the same number, give or take one", rounds)
 	}
 	t.Logf("the point's cut holds %v of the writer's rounds", rounds)
+}
+
+// TestModuleAtOneCut: snapshot-kept with local "*" is refused while a kept
+// data of the module is not captured, naming it; with both captured it
+// takes one incremental point of each at one moment, and restore-kept with
+// local "*" and at restores both to a moment.
+func TestModuleAtOneCut(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: module + "_extra", Subjects: []string{module + ".extra.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	extra := keeper.Request{Module: module, Local: "extra", Form: 1, Fingerprint: "full", Caller: "test", Why: "testing"}
+	if _, err := e.k.SnapshotKept(e.ctx, extra); err != nil {
+		t.Fatal(err)
+	}
+	stop := e.captureOn()
+	defer stop()
+	e.captureReaches(time.Now())
+	all := keeper.Request{Module: module, Local: "*", Form: 1, Fingerprint: "cut", Caller: "test", Why: "one cut"}
+	if _, err := e.k.SnapshotKept(e.ctx, all); err == nil || !strings.Contains(err.Error(), "billing/{extra} of module billing are not captured") {
+		t.Fatalf("a cut with a kept data not captured: %v", err)
+	}
+	on := keeper.Request{Module: module, Local: "extra", Capture: "on", Caller: "test", Why: "testing"}
+	if _, err := e.k.CaptureKept(e.ctx, on); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- e.k.RunCapture(ctx, module, "extra") }()
+	stopExtra := sync.OnceFunc(func() { cancel(); <-done })
+	defer stopExtra()
+	for i := range 5 {
+		if _, err := e.js.Publish(e.ctx, fmt.Sprintf("%s.extra.%d", module, i), []byte("before")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.batch(1)
+	time.Sleep(2500 * time.Millisecond)
+	want := messagesOnly(e.kept())
+	rep, err := e.k.SnapshotKept(e.ctx, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Points) != 2 || !rep.Points[0].Incremental || !rep.Points[1].Incremental || !rep.Points[0].At.Equal(*rep.Points[1].At) {
+		t.Fatalf("snapshot-kept of the module at one cut: %s %+v", rep.Said, rep.Points)
+	}
+	moment := *rep.Points[0].At
+	e.batch(2)
+	if _, err := e.js.Publish(e.ctx, module+".extra.after", []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	e.captureReaches(time.Now())
+	stop()
+	stopExtra()
+	back := keeper.Request{Module: module, Local: "*", At: moment.Format(time.RFC3339Nano), Caller: "test", Why: "the module back to the cut"}
+	if _, err := e.k.RestoreKept(e.ctx, back); err != nil {
+		t.Fatal(err)
+	}
+	if got := messagesOnly(e.kept()); got != want {
+		t.Errorf("billing/ledger differs from what it was at the cut:\n got: %s\nwant: %s", got, want)
+	}
+	st, err := e.js.Stream(e.ctx, module+"_extra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.CachedInfo().State.Msgs; n != 5 {
+		t.Errorf("billing/extra holds %d messages after the restore to the cut; want the 5 before it", n)
+	}
 }

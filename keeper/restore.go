@@ -51,6 +51,9 @@ func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
 	if err := CheckRequest(VerbRestore, r); err != nil {
 		return nil, err
 	}
+	if r.Local == allLocals {
+		return k.restoreModuleAt(ctx, r)
+	}
 	if r.At != "" || r.AtSeq != nil {
 		return k.restoreAt(ctx, r)
 	}

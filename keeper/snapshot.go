@@ -25,6 +25,9 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	if err := CheckRequest(VerbSnapshot, r); err != nil {
 		return nil, err
 	}
+	if r.Local == kept.AllLocals {
+		return k.snapshotModule(ctx, r)
+	}
 	streams, err := k.streamsOf(ctx, VerbSnapshot, r)
 	if err != nil {
 		return nil, fmt.Errorf("%s refused: %w, so nothing was done", VerbSnapshot, err)

@@ -31,22 +31,32 @@ func (k *Keeper) snapshotIncremental(ctx context.Context, r Request, live []Stre
 	if strings.HasPrefix(r.Fingerprint, baseFingerprintPrefix) && r.Caller == captureCaller {
 		return nil, nil // a capture's base is a full point
 	}
-	rec, err := k.captureRecord(ctx, r.Module, r.Local)
-	if err != nil || !rec.On {
+	at, cut := cutOf(ctx)
+	if !cut {
+		at = k.now().UTC()
+	}
+	// At a cut no full point may stand in: it would not be at the cut.
+	none := func(err error) (*Reply, error) {
+		if cut {
+			return nil, err
+		}
 		return nil, nil
 	}
-	at := k.now().UTC()
+	rec, err := k.captureRecord(ctx, r.Module, r.Local)
+	if err != nil || !rec.On {
+		return none(errNoCut)
+	}
 	ch, through, ok := k.awaitCapture(ctx, rec, at)
 	if !ok {
 		k.log.Warn("the capture does not reach the point's moment; taking a full point", "kept", r.Module+"/"+r.Local, "at", at)
-		return nil, nil
+		return none(errNoCut)
 	}
 	if !sameStreams(ch, live) {
-		return nil, nil
+		return none(errNoCut)
 	}
 	base, err := k.readRecord(ctx, ch.base, true)
 	if err != nil {
-		return nil, nil
+		return none(err)
 	}
 	positions := base.Positions
 	for _, seg := range ch.segments[:through] {

@@ -8,6 +8,11 @@ import (
 // VerbCapture turns the capture of one kept data on or off.
 const VerbCapture = "capture-kept"
 
+// AllLocals, as snapshot-kept's local, takes every captured kept data of
+// the module at one cut, one point each; as restore-kept's (with at), it
+// restores them all to that moment.
+const AllLocals = "*"
+
 // Capture's defaults (changes.md, capture). A segment is closed after one
 // second of data or 8 MiB, whichever comes first: a second bounds what a
 // restore to a moment can miss of the newest data (the capture's lag), and

@@ -119,6 +119,9 @@ func CheckFields(verb string, r Request) error {
 	// A name given is checked whatever the verb, also where the verb does
 	// not use it: a request is refused whole rather than half read.
 	for _, n := range [...]struct{ what, s string }{{"module", r.Module}, {"local", r.Local}, {"fingerprint", r.Fingerprint}} {
+		if n.what == "local" && n.s == AllLocals && (verb == VerbSnapshot || verb == VerbRestore) {
+			continue // every kept data of the module at one cut (AllLocals)
+		}
 		if n.s != "" {
 			if err := ValidName(n.what, n.s); err != nil {
 				return err
@@ -220,6 +223,12 @@ func needPoint(r Request) error {
 	if err := ValidName("module", r.Module); err != nil {
 		return err
 	}
+	if r.Local == AllLocals {
+		if r.CatchUp != "" || r.KeepFor != 0 {
+			return Errorf(ErrBadRequest, `snapshot-kept with local "*" takes no catch-up or keep-for`)
+		}
+		return ValidName("fingerprint", r.Fingerprint)
+	}
 	if err := ValidName("local", r.Local); err != nil {
 		return err
 	}
@@ -248,11 +257,16 @@ func checkRestore(r Request) error {
 	if err := ValidName("module", r.Module); err != nil {
 		return err
 	}
-	if err := ValidName("local", r.Local); err != nil {
-		return err
+	if r.Local != AllLocals {
+		if err := ValidName("local", r.Local); err != nil {
+			return err
+		}
 	}
 	if r.Why == "" {
 		return Errorf(ErrBadRequest, "why is required for restore-kept")
+	}
+	if r.Local == AllLocals && r.At == "" {
+		return Errorf(ErrBadRequest, `restore-kept with local "*" restores every captured kept data of the module to one moment: it needs at`)
 	}
 	if r.AsideOnly {
 		// A migration hook flips AsideOnly on the request it took its
