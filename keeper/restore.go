@@ -47,21 +47,28 @@ import (
 // streams the point does not carry → record the act. If restoring fails
 // after the live streams were removed, what was half-restored is removed and
 // the aside is put back.
+//
+// A restore to a moment (at, at-seq; local "*") and a restore of an
+// incremental point make the point of their moment first (restore_at.go),
+// then restore it by this same path.
 func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
 	if err := CheckRequest(VerbRestore, r); err != nil {
 		return nil, err
 	}
-	if r.Local == allLocals {
+	switch {
+	case r.Local == allLocals:
 		return k.restoreModuleAt(ctx, r)
-	}
-	if r.At != "" || r.AtSeq != nil {
+	case r.At != "" || r.AtSeq != nil:
 		return k.restoreAt(ctx, r)
 	}
-	if !r.AsideOnly {
-		if p, _, err := k.locatePointHead(ctx, r); err == nil && p.Incremental {
-			return k.restoreIncremental(ctx, r, p)
-		}
+	if p := k.incrementalPoint(ctx, r); p != nil {
+		return k.restoreIncremental(ctx, r, p)
 	}
+	return k.restoreKept(ctx, r)
+}
+
+// restoreKept is RestoreKept of a point or an aside.
+func (k *Keeper) restoreKept(ctx context.Context, r Request) (*Reply, error) {
 	streams, err := k.streamsOf(ctx, VerbRestore, r)
 	if err != nil {
 		return nil, fmt.Errorf("%s refused: %w, so nothing was done", VerbRestore, err)

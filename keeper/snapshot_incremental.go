@@ -211,3 +211,17 @@ func (k *Keeper) restoreIncremental(ctx context.Context, r Request, p *Point) (*
 	rep.Said = fmt.Sprintf("%s is incremental: its archive is %s, made from its base and segments. %s", pointName(p), k.abs(mp.Dir), rep.Said)
 	return rep, nil
 }
+
+// incrementalPoint is the incremental point r names by form and
+// fingerprint, or nil (r names another point, an aside, or a from).
+func (k *Keeper) incrementalPoint(ctx context.Context, r Request) *Point {
+	if r.AsideOnly || r.From != "" {
+		return nil
+	}
+	data, err := k.index.Get(ctx, pointKey(r.Module, r.Local, r.Form, r.Fingerprint))
+	var p Point
+	if err != nil || decodeRecord("point", data, &p) != nil || !p.Incremental {
+		return nil
+	}
+	return &p
+}

@@ -1,0 +1,191 @@
+package keeper
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+
+	"github.com/nats-keeper/nats-keeper/busarchive"
+)
+
+// One stream of a moment's point: its archive written from the base's
+// messages and the segments', those the moment keeps, and its backup.json.
+
+// writeMomentStream writes one stream of a moment's point: its archive
+// into data (the base's messages, then the segments', those the moment
+// keeps) and its backup.json into meta.
+func (k *Keeper) writeMomentStream(ctx context.Context, pl *momentPlan, ms *momentStream, bases *openedArchive, data, meta io.Writer) error {
+	first, last := ms.first, ms.last
+	if ms.cut > 0 {
+		last = min(last, ms.cut)
+	}
+	if first > last+1 {
+		last = first - 1
+	}
+	head := busarchive.ArchiveHead{FirstSeq: first, LastSeq: last}
+	if first == 0 { // a stream that held nothing at its base
+		first = 1
+		head = busarchive.ArchiveHead{FirstSeq: first, LastSeq: max(last, first-1)}
+	}
+	// The head gives the messages and bytes before the first message, and
+	// verification holds the archive to them: a first pass counts them.
+	var n, size uint64
+	var t0, t1 int64
+	subjects := map[string]struct{}{}
+	memory := storedInMemory(ms.config)
+	count := func(m busarchive.ArchivedMessage) error {
+		if n == 0 {
+			t0 = m.Time
+		}
+		n, t1 = n+1, m.Time
+		size += storedSize(memory, m.Subject, m.Header, m.Data)
+		if len(subjects) < maxMomentSubjects {
+			subjects[m.Subject] = struct{}{}
+		}
+		return nil
+	}
+	if err := k.scanMoment(ctx, pl, ms, bases, last, count); err != nil {
+		return err
+	}
+	head.Msgs, head.Bytes = n, size
+	var consumers []Position
+	for _, p := range pl.positions {
+		if p.Stream == ms.name {
+			consumers = append(consumers, p)
+		}
+	}
+	head.Consumers = len(consumers)
+	w, err := busarchive.NewStreamArchiveWriter(data, head)
+	if err != nil {
+		return err
+	}
+	for _, p := range consumers {
+		entry, err := momentConsumer(p)
+		if err != nil {
+			return err
+		}
+		if err := w.Consumer(p.Consumer, entry); err != nil {
+			return err
+		}
+	}
+	if err := k.scanMoment(ctx, pl, ms, bases, last, w.Message); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	doc, err := tailMeta(ms.config, head, t0, t1, uint64(len(subjects)))
+	if err != nil {
+		return err
+	}
+	_, err = meta.Write(doc)
+	return err
+}
+
+// scanMoment calls fn with each message of ms's stream at the moment, up
+// to last: the base's, then the segments', in order.
+func (k *Keeper) scanMoment(ctx context.Context, pl *momentPlan, ms *momentStream, bases *openedArchive, last uint64, fn func(busarchive.ArchivedMessage) error) error {
+	seen := map[string]int{}
+	put := func(fromBase bool) func(busarchive.ArchivedMessage) error {
+		return func(m busarchive.ArchivedMessage) error {
+			if m.Seq > last || !ms.keep(pl, m, fromBase, seen) {
+				return nil
+			}
+			return fn(m)
+		}
+	}
+	if err := readStream(ctx, bases, ms.name, put(true)); err != nil {
+		return err
+	}
+	segPut := put(false)
+	return k.eachSegmentMessage(ctx, pl, ms, func(_ *momentPlan, m busarchive.ArchivedMessage) error { return segPut(m) })
+}
+
+// storedInMemory reports whether a stream's configuration keeps it in
+// memory.
+func storedInMemory(config []byte) bool {
+	var c struct {
+		Storage string `json:"storage"`
+	}
+	_ = json.Unmarshal(config, &c)
+	return c.Storage == "memory"
+}
+
+// storedSize is the bytes the server counts for one message, as
+// nats-server 2.15 counts them (filestore.go fileStoreMsgSizeRaw,
+// memstore.go memStoreMsgSizeRaw): a file stream's record with its length,
+// sequence, time, subject length, header length when there is a header,
+// and hash; a memory stream's sequence and time.
+func storedSize(memory bool, subject string, header, data []byte) uint64 {
+	n := uint64(len(subject) + len(header) + len(data))
+	switch {
+	case memory:
+		return n + 16
+	case len(header) == 0:
+		return n + 30
+	}
+	return n + 34
+}
+
+// momentConsumer is the archive entry of a sampled consumer: its
+// configuration as the server held it, and a state delivered and
+// acknowledged up to its sampled ack floor, as a stream's snapshot gives
+// a consumer with nothing pending.
+func momentConsumer(p Position) ([]byte, error) {
+	type seqs struct {
+		Consumer uint64 `json:"consumer_seq"`
+		Stream   uint64 `json:"stream_seq"`
+	}
+	at := seqs{p.AckFloor, p.AckFloor}
+	return json.Marshal(struct {
+		Config json.RawMessage `json:"config"`
+		State  struct {
+			Delivered seqs `json:"delivered"`
+			AckFloor  seqs `json:"ack_floor"`
+		} `json:"state"`
+	}{Config: p.Config, State: struct {
+		Delivered seqs `json:"delivered"`
+		AckFloor  seqs `json:"ack_floor"`
+	}{at, at}})
+}
+
+// keep reports whether a message is in the stream at the moment; fromBase
+// says it is read from the base (seen counts the base's messages per
+// subject for the per-subject limit).
+func (ms *momentStream) keep(pl *momentPlan, m busarchive.ArchivedMessage, fromBase bool, seen map[string]int) bool {
+	if !ms.inMoment(pl, m) || ms.isDeleted(m.Seq) {
+		return false
+	}
+	var l []uint64
+	if ms.perSubject > 0 {
+		l = ms.lastN[m.Subject]
+		if fromBase {
+			// Counted as countBase counts: every base message of the
+			// subject not deleted, whatever else drops it.
+			if int64(len(l)) >= ms.perSubject {
+				return false
+			}
+			if over := ms.baseExcess[m.Subject]; over > 0 && seen[m.Subject] < over {
+				seen[m.Subject]++
+				return false
+			}
+		}
+	}
+	if m.Seq < ms.rollupAll {
+		return false
+	}
+	if s, ok := ms.rollupSub[m.Subject]; ok && m.Seq < s {
+		return false
+	}
+	if ms.maxAge > 0 && ms.cut == 0 && m.Time < pl.at.Add(-ms.maxAge).UnixNano() {
+		return false
+	}
+	if ms.perSubject > 0 && !fromBase {
+		return len(l) > 0 && m.Seq >= l[0]
+	}
+	return true
+}
+
+// maxMomentSubjects bounds the subjects a moment's stream counts for its
+// backup.json (the count of a KV bucket's keys the evidence checks).
+const maxMomentSubjects = 1 << 22
