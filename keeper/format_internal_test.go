@@ -35,12 +35,12 @@ func TestFormatWrittenAndRefused(t *testing.T) {
 	}
 	var p Point
 	err = decodeRecord("index record point.billing.ledger.3.f1", []byte(`{"module":"billing","format":7}`), &p)
-	want = "index record point.billing.ledger.3.f1 was written by a newer keeper (format 7, this keeper reads up to 2); run a newer nats-keeper (one that reads format 7)"
+	want = "index record point.billing.ledger.3.f1 was written by a newer keeper (format 7, this keeper reads up to 3); run a newer nats-keeper (one that reads format 7)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("a record of format 7 without its writer: %v, want %q", err, want)
 	}
 	// The writer's version is outside input: repeated only when it reads as one.
-	err = decodeRecord("a record", []byte(`{"format":3,"written-by":"1.0; rm -rf /"}`), &p)
+	err = decodeRecord("a record", []byte(`{"format":4,"written-by":"1.0; rm -rf /"}`), &p)
 	if err == nil || strings.Contains(err.Error(), "rm -rf") {
 		t.Fatalf("a record naming a writer that is no version: %v", err)
 	}
@@ -62,12 +62,12 @@ func FuzzCheckFormat(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		err := checkFormat("a record", data, RecordFormatTails)
+		err := checkFormat("a record", data, RecordFormatIncremental)
 		if err == nil {
 			return
 		}
 		var fe *FormatError
-		if !errors.As(err, &fe) || fe.Format <= RecordFormatTails || KindOf(err) != ErrConflict {
+		if !errors.As(err, &fe) || fe.Format <= RecordFormatIncremental || KindOf(err) != ErrConflict {
 			t.Fatalf("refused with %v", err)
 		}
 		if fe.WrittenBy != "" && (len(fe.WrittenBy) > maxVersionText || !plainVersion(fe.WrittenBy)) {

@@ -40,7 +40,7 @@ func TestNewerFormatHoldsBackOnlyItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.k.ShowPlan(e.ctx, keeper.Request{Module: "other", Local: "data"})
-	if !errors.Is(err, keeper.ErrConflict) || !strings.Contains(err.Error(), "(format 4, this keeper reads up to 2); run a newer nats-keeper") {
+	if !errors.Is(err, keeper.ErrConflict) || !strings.Contains(err.Error(), "(format 4, this keeper reads up to 3); run a newer nats-keeper") {
 		t.Fatalf("show-plan of a newer plan: %v", err)
 	}
 }
@@ -60,7 +60,7 @@ func TestRebuildLeavesANewerFormatAlone(t *testing.T) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatal(err)
 	}
-	m["format"], m["written-by"] = 3, "2.0.0"
+	m["format"], m["written-by"] = 4, "2.0.0"
 	if raw, err = json.Marshal(m); err != nil {
 		t.Fatal(err)
 	}
