@@ -26,7 +26,7 @@ func FuzzRedact(f *testing.F) {
 		token := scheme + "://" + pass + "@" + rest
 		for _, u := range []string{with, token} {
 			skeleton := strings.Replace(u, pass, "", 1)
-			if len(pass) < 3 || strings.HasPrefix(u, scheme+":///") || strings.Contains(skeleton, pass) || strings.Contains(wiring.Redact(skeleton), pass) {
+			if len(pass) < 3 || hostless(u) || strings.Contains(skeleton, pass) || strings.Contains(wiring.Redact(skeleton), pass) {
 				continue // the secret is not told apart from the rest of the URL
 			}
 			if got := wiring.Redact(u); strings.Contains(got, pass) {
@@ -40,6 +40,24 @@ func FuzzRedact(f *testing.F) {
 			t.Fatalf("Redact(%q) = %q, a path changed", path, wiring.Redact(path))
 		}
 	})
+}
+
+// hostless reports whether u, read as a URL, has a scheme and then no host:
+// what follows its first "://" begins with "/", so its @ is in its path
+// (the fuzzer's scheme may hold a "://" of its own: "A:///" then
+// "://0:000@0" is the URL A:///://0:000@0, scheme A and no host).
+func hostless(u string) bool {
+	scheme, rest, ok := strings.Cut(u, "://")
+	if !ok || scheme == "" || !strings.HasPrefix(rest, "/") {
+		return false
+	}
+	for i, c := range scheme {
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (i == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return false
+		}
+	}
+	return true
 }
 
 func TestRedact(t *testing.T) {
