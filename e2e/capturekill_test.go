@@ -29,16 +29,8 @@ func TestCaptureTakenUpAfterKill(t *testing.T) {
 	const module, local = "cap", "kill"
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "keeper")
-	srv := startNatsServer(t, tools.NatsServer(t), filepath.Join(tmp, "store"))
-	nc := connect(t, srv.url())
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, nc, js := sampleOnProc(t, tmp, module, local)
 	ctx := context.Background()
-	if err := sample.Create(ctx, js, module, local); err != nil {
-		t.Fatal(err)
-	}
 	a := startKeeper(t, srv.url(), dir, tmp)
 	b := startKeeper(t, srv.url(), dir, tmp)
 	waitKeepers(t, nc, 2, a, b)

@@ -131,14 +131,7 @@ func (k *Keeper) captureRecord(ctx context.Context, module, local string) (*Capt
 // Captures lists the capture records of the bus (module and local, when
 // set, narrow it), sorted by key.
 func (k *Keeper) Captures(ctx context.Context, module, local string) ([]CaptureRecord, error) {
-	prefix := "capture."
-	if module != "" {
-		prefix += module + "."
-		if local != "" {
-			prefix += local
-		}
-	}
-	keys, err := k.index.Keys(ctx, prefix)
+	keys, err := k.index.Keys(ctx, scopePrefix("capture", module, local))
 	if err != nil {
 		return nil, err
 	}
@@ -206,3 +199,17 @@ func (k *Keeper) listCaptures(ctx context.Context, r Request, rep *Reply) {
 
 // stamp is t as a plain name's part.
 func stamp(t time.Time) string { return layout.MomentStamp(t) }
+
+// scopePrefix is the prefix of the index keys <kind>.<module>.<local> of
+// everything, of a module, or of one kept data (its local a prefix too:
+// the caller matches the local whole).
+func scopePrefix(kind, module, local string) string {
+	prefix := kind + "."
+	if module != "" {
+		prefix += module + "."
+		if local != "" {
+			prefix += local
+		}
+	}
+	return prefix
+}

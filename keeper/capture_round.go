@@ -42,7 +42,7 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 		if info.LastSeq >= f.next {
 			fresh = append(fresh, f.name)
 		}
-		if f.full || info.Messages != f.expect+countNew(info, f) {
+		if f.full || info.Messages != f.expect+countAbove(info, f.next-1) {
 			changed = true
 		}
 		seg.Streams = append(seg.Streams, ss)
@@ -110,16 +110,6 @@ type deletesSeen struct {
 	known   []uint64 // every deleted sequence then
 	counted uint64   // the live messages up to the segment's To then
 	capped  bool     // too many to track
-}
-
-// countNew is how many messages the stream holds above what was captured,
-// as far as a plain count can tell (every sequence after next, none
-// deleted): used only to see that nothing was removed.
-func countNew(info *StreamInfo, f *follow) uint64 {
-	if info.LastSeq < f.next {
-		return 0
-	}
-	return info.LastSeq - f.next + 1
 }
 
 // writeMessages writes the segment's archive: each fresh stream's messages

@@ -1,6 +1,7 @@
 package keeper
 
 import (
+	"context"
 	"encoding/json"
 
 	"github.com/nats-keeper/nats-keeper/agecrypt"
@@ -93,4 +94,15 @@ func pointJSON(p *Point, positions []byte) ([]byte, error) {
 		return nil, err
 	}
 	return layout.ShapeRecord(data)
+}
+
+// indexedPoint is the point module/local f<form>-<fingerprint> as the
+// index records it, or nil when the index has none that reads.
+func (k *Keeper) indexedPoint(ctx context.Context, module, local string, form int, fingerprint string) *Point {
+	data, err := k.index.Get(ctx, pointKey(module, local, form, fingerprint))
+	var p Point
+	if err != nil || decodeRecord("point", data, &p) != nil {
+		return nil
+	}
+	return &p
 }

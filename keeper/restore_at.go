@@ -95,11 +95,8 @@ func (k *Keeper) momentPoint(ctx context.Context, r Request, mo momentAt) (*Poin
 	if plan.unseen > 0 {
 		said += fmt.Sprintf(" %d message(s) stored around the moment were deleted before the capture read them (a KV key or an object replaced faster than segment-every), so the moment may lack what they held.", plan.unseen)
 	}
-	if rec, err := k.index.Get(ctx, pointKey(r.Module, r.Local, ch.form, fp)); err == nil {
-		var p Point
-		if err := decodeRecord("point", rec, &p); err == nil {
-			return &p, plan.positionsAge, said, nil
-		}
+	if p := k.indexedPoint(ctx, r.Module, r.Local, ch.form, fp); p != nil {
+		return p, plan.positionsAge, said, nil
 	}
 	p, err := k.writeMoment(ctx, r, ch, base, plan, fp)
 	if err != nil {

@@ -20,11 +20,8 @@ func (k *Keeper) writeMoment(ctx context.Context, r Request, ch *chain, base *Po
 		return nil, err
 	}
 	defer release()
-	if rec, err := k.index.Get(ctx, pointKey(r.Module, r.Local, ch.form, fp)); err == nil {
-		var p Point
-		if err := decodeRecord("point", rec, &p); err == nil {
-			return &p, nil // made meanwhile
-		}
+	if p := k.indexedPoint(ctx, r.Module, r.Local, ch.form, fp); p != nil {
+		return p, nil // made meanwhile
 	}
 	bases, err := k.openArchive(ctx, base.Dir, base)
 	if err != nil {

@@ -24,14 +24,7 @@ func schedLeaseKey(module, local string) string { return "lease-sched." + module
 // data with points and no policy of its own, policy.default when it has
 // every. Due, NextDue, Newest and Taken are read at the keeper's now.
 func (k *Keeper) Schedules(ctx context.Context, module, local string) ([]Scheduled, error) {
-	prefix := "policy."
-	if module != "" {
-		prefix += module + "."
-		if local != "" {
-			prefix += local
-		}
-	}
-	keys, err := k.index.Keys(ctx, prefix)
+	keys, err := k.index.Keys(ctx, scopePrefix("policy", module, local))
 	if err != nil {
 		return nil, Errorf(ErrNoBus, "listing the policies in the index: %w", err)
 	}

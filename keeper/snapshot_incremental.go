@@ -218,10 +218,8 @@ func (k *Keeper) incrementalPoint(ctx context.Context, r Request) *Point {
 	if r.AsideOnly || r.From != "" {
 		return nil
 	}
-	data, err := k.index.Get(ctx, pointKey(r.Module, r.Local, r.Form, r.Fingerprint))
-	var p Point
-	if err != nil || decodeRecord("point", data, &p) != nil || !p.Incremental {
-		return nil
+	if p := k.indexedPoint(ctx, r.Module, r.Local, r.Form, r.Fingerprint); p != nil && p.Incremental {
+		return p
 	}
-	return &p
+	return nil
 }
