@@ -32,12 +32,13 @@ const (
 	ShapeConsumers    = "consumers"    // many durable consumers of one module
 	ShapeBigKV        = "bigkv"        // one KV bucket of many keys
 	ShapeBusy         = "busybus"      // a small KV among thousands of other modules' streams with consumers
+	ShapeCapture      = "capture"      // a captured stream: incremental point, restore to a moment, lag, writers' cost, store bytes
 )
 
 // AllShapes are every shape, in the order a run measures them.
 func AllShapes() []string {
 	return []string{ShapeRandom, ShapeCompressible, ShapeModule, ShapeRollback, ShapeDelta, ShapeNonPrefix, ShapeDiff, ShapeLogical,
-		ShapePoints, ShapeConsumers, ShapeBigKV, ShapeBusy}
+		ShapePoints, ShapeConsumers, ShapeBigKV, ShapeBusy, ShapeCapture}
 }
 
 // ParseShapes reads a comma-separated list of shapes such as random,module.
@@ -99,16 +100,17 @@ type ShapeRow struct {
 
 // ShapeResult is one shape's figures.
 type ShapeResult struct {
-	Shape  string
-	Data   string // what was made, in a sentence
-	Rows   []ShapeRow
-	Notes  []string // further facts: archive sizes, checks done
-	Points []PointsTier
-	Busy   []BusyTier
-	Took   time.Duration
-	Load   string  // load average as the shape began
-	Failed string  // why the shape stopped part-way; its figures so far stay
-	Bytes  float64 // stored bytes of the kept data's streams, for the rates
+	Shape   string
+	Data    string // what was made, in a sentence
+	Rows    []ShapeRow
+	Notes   []string // further facts: archive sizes, checks done
+	Points  []PointsTier
+	Busy    []BusyTier
+	Capture *CaptureFigures // the capture shape's figures that are not timed verbs
+	Took    time.Duration
+	Load    string  // load average as the shape began
+	Failed  string  // why the shape stopped part-way; its figures so far stay
+	Bytes   float64 // stored bytes of the kept data's streams, for the rates
 }
 
 // measureShapes runs every shape of the run but random, each on its own
@@ -164,6 +166,7 @@ func (r *run) runShape(ctx context.Context, name string, sr *ShapeResult) error 
 		ShapeConsumers:    (*run).shapeConsumers,
 		ShapeBigKV:        (*run).shapeBigKV,
 		ShapeBusy:         (*run).shapeBusy,
+		ShapeCapture:      (*run).shapeCapture,
 	}[name]
 	if !ok {
 		return fmt.Errorf("no such shape %q", name)

@@ -97,6 +97,7 @@ func (res *Result) shapesMarkdown(b *strings.Builder) {
 	res.methodsMarkdown(b)
 	res.pointsMarkdown(b)
 	res.busyMarkdown(b)
+	res.captureMarkdown(b)
 	for _, s := range res.Shapes {
 		fmt.Fprintf(b, "**%s** (%s, load average as it began: %s).", s.Shape, s.Took.Round(time.Second), s.Load)
 		if s.Data != "" {

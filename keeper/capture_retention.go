@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 )
 
@@ -16,11 +17,11 @@ import (
 // captureNeeds adds to protected, by point prefix, the bases that the
 // points of module/local and its capture's window need, each with why.
 func (k *Keeper) captureNeeds(ctx context.Context, module, local string, points []Point, protected map[string]string) error {
-	for _, p := range points {
-		if p.Incremental && p.Base != "" {
-			protected[p.Base] = "the incremental point " + pointName(&p) + " is made of it and its capture's segments"
-		}
+	bases, err := k.incrementalBases(ctx, module, local, points)
+	if err != nil {
+		return err
 	}
+	maps.Copy(protected, bases)
 	rec, err := k.captureRecord(ctx, module, local)
 	if errors.Is(err, ErrNotFound) {
 		return nil
@@ -44,6 +45,28 @@ func (k *Keeper) captureNeeds(ctx context.Context, module, local string, points 
 		}
 	}
 	return nil
+}
+
+// incrementalBases is, per base point of module/local that an
+// incremental point or the aside of one is made of, why it is needed.
+func (k *Keeper) incrementalBases(ctx context.Context, module, local string, points []Point) (map[string]string, error) {
+	out := map[string]string{}
+	for _, p := range points {
+		if p.Incremental && p.Base != "" {
+			out[p.Base] = "the incremental point " + pointName(&p) + " is made of it and its capture's segments"
+		}
+	}
+	err := k.listIndex(ctx, asideKey(module+"."+local+"."), func(data []byte) error {
+		var a Aside
+		if err := decodeRecord("a set-aside copy's record of "+module+"/"+local, data, &a); err != nil {
+			return err
+		}
+		if a.Module == module && a.Local == local && a.Incremental && a.Base != "" {
+			out[a.Base] = "the set-aside copy " + a.ID + " (an incremental point replaced) is made of it and its capture's segments"
+		}
+		return nil
+	})
+	return out, err
 }
 
 // captureNeed says why the capture of module/local needs the point at rel
@@ -81,16 +104,13 @@ func (c *capturer) expireChains(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	bases, err := k.incrementalBases(ctx, c.rec.Module, c.rec.Local, points)
+	if err != nil {
+		return err
+	}
 	from := k.now().Add(-time.Duration(c.rec.Settings.Window))
 	for i, ch := range chains {
-		if !chainEnd(chains, i, k.now()).Before(from) || ch.rel == c.chain.rel {
-			continue
-		}
-		needed := false
-		for _, p := range points {
-			needed = needed || (p.Incremental && p.Base == ch.base)
-		}
-		if needed {
+		if _, needed := bases[ch.base]; needed || !chainEnd(chains, i, k.now()).Before(from) || ch.rel == c.chain.rel {
 			continue
 		}
 		act := Act{Verb: VerbCapture, Module: c.rec.Module, Local: c.rec.Local, Caller: c.req.Caller, Why: "the capture's window passed",

@@ -214,6 +214,57 @@ func TestIncrementalPoint(t *testing.T) {
 	}
 }
 
+// TestIncrementalPointReplaced: an incremental point taken again with the
+// same form and fingerprint is set aside as an incremental aside (its base
+// and segments, no archive), which keeps its base from prune-kept; that
+// aside restores the kept data as it was at the first point. The second
+// point is taken at once: the capture holds all the streams hold.
+func TestIncrementalPointReplaced(t *testing.T) {
+	e := newEnv(t)
+	stop := e.captureOn()
+	defer stop()
+	e.captureReaches(time.Now())
+	e.batch(1)
+	time.Sleep(2500 * time.Millisecond) // a positions sample after the batch
+	want := asOfMoment(e.kept(), e.names.Reader)
+	if _, err := e.k.SnapshotKept(e.ctx, req(1, "again")); err != nil {
+		t.Fatal(err)
+	}
+	e.batch(2)
+	e.captureReaches(time.Now())
+	e.captureReaches(time.Now()) // a round after the batch's found nothing new
+	asked := time.Now()
+	rep, err := e.k.SnapshotKept(e.ctx, req(1, "again"))
+	if err != nil {
+		t.Fatalf("the incremental point taken again: %v", err)
+	}
+	a := rep.Aside
+	if a == nil || !a.Incremental || a.Base == "" || a.At == nil || !rep.Point.At.Before(asked) {
+		t.Fatalf("the earlier point's aside: %+v; the point's moment %v, asked at %v\n%s", a, rep.Point.At, asked, rep.Said)
+	}
+	r := keeper.Request{Module: module, Local: local, Caller: "test", Why: "testing", DryRun: true, Policy: &kept.Policy{KeepLast: 1}}
+	pr, err := e.k.PruneKept(e.ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range pr.Pruned {
+		if d.Point.Dir == a.Base && !d.Keep {
+			t.Fatalf("prune would remove the base the aside is made of: %+v", d)
+		}
+	}
+	stop()
+	back := keeper.Request{Module: module, Local: local, From: a.Dir, Caller: "test", Why: "back to the replaced point"}
+	if _, err := e.k.RestoreKept(e.ctx, back); err != nil {
+		t.Fatalf("restore-kept from the incremental aside: %v", err)
+	}
+	if got := asOfMoment(e.kept(), e.names.Reader); got != want {
+		t.Errorf("the kept data differs from what it was at the replaced point:\n got: %s\nwant: %s", got, want)
+	}
+	if _, err := e.k.DiscardAside(e.ctx, keeper.Request{From: a.ID, Caller: "test", Why: "not needed"}); err != nil {
+		t.Fatalf("discard-aside of the incremental aside: %v", err)
+	}
+}
+
 // TestPruneKeepsWhatTheCaptureNeeds: prune-kept with a policy that keeps
 // only the newest point keeps the capture's base all the same, and its dry
 // run says why: the incremental point is made of it, and the window

@@ -56,6 +56,9 @@ func asideRecord(a *Aside) []byte {
 	if hasTails(a) {
 		r.Format = RecordFormatTails
 	}
+	if a.Incremental {
+		r.Format = RecordFormatIncremental
+	}
 	data, _ := json.Marshal(&r)
 	return data
 }

@@ -60,12 +60,8 @@ func (e *earlier) setAside(ctx context.Context) (*Aside, error) {
 	// ran: a keeper whose clock is far ahead may have judged the lease on
 	// it lapsed and swept it. An aside.json over a missing archive would
 	// lose the earlier point.
-	if info, err := k.store.Stat(ctx, e.copyKey); err != nil || info.Size != a.ArchiveSize {
-		why := fmt.Sprintf("%d bytes, not %d", info.Size, a.ArchiveSize)
-		if err != nil {
-			why = err.Error()
-		}
-		return nil, k.dropUnplaced(ctx, a.Dir, fmt.Errorf("its archive's copy %s is no longer whole in the store (%s)", k.abs(e.copyKey), why))
+	if err := k.copyWhole(ctx, a, e.copyKey); err != nil {
+		return nil, err
 	}
 	if _, err := k.putBytes(ctx, recordKey(a.Dir), e.data); err != nil {
 		return nil, k.dropUnplaced(ctx, a.Dir, fmt.Errorf("writing its aside.json: %w", k.roomRefused(err, a.ArchiveSize)))
@@ -77,6 +73,23 @@ func (e *earlier) setAside(ctx context.Context) (*Aside, error) {
 		return a, fmt.Errorf("removing its point.json after it was set aside as %s: %w", a.ID, err)
 	}
 	return a, nil
+}
+
+// copyWhole checks that the archive's copy at key is still whole; an
+// incremental point's aside has none.
+func (k *Keeper) copyWhole(ctx context.Context, a *Aside, key string) error {
+	if a.Incremental {
+		return nil
+	}
+	info, err := k.store.Stat(ctx, key)
+	if err == nil && info.Size == a.ArchiveSize {
+		return nil
+	}
+	why := fmt.Sprintf("%d bytes, not %d", info.Size, a.ArchiveSize)
+	if err != nil {
+		why = err.Error()
+	}
+	return k.dropUnplaced(ctx, a.Dir, fmt.Errorf("its archive's copy %s is no longer whole in the store (%s)", k.abs(key), why))
 }
 
 // abandon ends the preparation and, unless setAside ran, removes the copy
@@ -125,6 +138,9 @@ func (k *Keeper) copyEarlier(ctx context.Context, r Request, rel string) (*Aside
 		return nil, "", nil, err
 	}
 	a.ID, a.Dir = id, asideRel(id)
+	if old != nil && old.Incremental {
+		return incrementalAside(a, old)
+	}
 	dst := archiveKeyOf(a.Dir, &Point{Sealing: a.Sealing})
 	info, err := k.copyObject(ctx, src, dst)
 	if err != nil {
@@ -146,6 +162,22 @@ func (k *Keeper) copyEarlier(ctx context.Context, r Request, rel string) (*Aside
 		return nil, "", nil, fmt.Errorf("making its aside.json: %w", err)
 	}
 	return a, dst, data, nil
+}
+
+// incrementalAside makes the incremental point old ready to set aside as
+// a: it has no archive to copy, so the aside is its record (its base, the
+// segments it reaches and its moment), which keeps its base and segments
+// from retention as the point did (incrementalBases).
+func incrementalAside(a *Aside, old *Point) (*Aside, string, []byte, error) {
+	a.Incremental, a.Base, a.Through, a.At, a.Format = true, old.Base, old.Through, old.At, RecordFormatIncremental
+	data, err := recordJSON(a)
+	if err == nil {
+		err = checkRecordSize(recordKey(a.Dir), data)
+	}
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("making its aside.json: %w", err)
+	}
+	return a, "", data, nil
 }
 
 // withoutKeyIndexes is the streams without their key indexes: an aside

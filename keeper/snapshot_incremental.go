@@ -46,7 +46,15 @@ func (k *Keeper) snapshotIncremental(ctx context.Context, r Request, live []Stre
 	if err != nil || !rec.On {
 		return none(errNoCut)
 	}
-	ch, through, ok := k.awaitCapture(ctx, rec, at)
+	ch, through, ok := (*chain)(nil), uint64(0), false
+	if !cut {
+		// The capture may hold all the streams hold already: the point
+		// is then the moment it last saw them, with no wait.
+		ch, through, at, ok = k.captureHolds(ctx, rec, live, at)
+	}
+	if !ok {
+		ch, through, ok = k.awaitCapture(ctx, rec, at)
+	}
 	if !ok {
 		k.log.Warn("the capture does not reach the point's moment; taking a full point", "kept", r.Module+"/"+r.Local, "at", at)
 		return none(errNoCut)
@@ -108,6 +116,40 @@ func (k *Keeper) awaitCapture(ctx context.Context, rec *CaptureRecord, at time.T
 	}
 }
 
+// captureHolds reports whether the capture of rec holds every message
+// the live streams hold: its mark is its newest chain's, with every
+// segment it claimed committed, a round after the last segment closed
+// found nothing new (so that segment's deletes are before the mark), and
+// that segment reaches each stream's last sequence, of the same stream.
+// It returns that chain, its segments and the mark's moment (not after
+// now), when the kept data held the messages it holds now.
+func (k *Keeper) captureHolds(ctx context.Context, rec *CaptureRecord, live []StreamInfo, now time.Time) (*chain, uint64, time.Time, bool) {
+	var mark captureMark
+	data, err := k.index.Get(ctx, captureMarkKey(rec.Module, rec.Local))
+	if err != nil || json.Unmarshal(data, &mark) != nil || mark.At.After(now) {
+		return nil, 0, now, false
+	}
+	chains, err := k.chains(ctx, rec.Module, rec.Local)
+	if err != nil || len(chains) == 0 {
+		return nil, 0, now, false
+	}
+	ch := chains[len(chains)-1]
+	if mark.Chain != ch.rel || mark.N != uint64(len(ch.segments)) || !sameStreams(ch, live) || ch.baseTaken.After(mark.At) {
+		return nil, 0, now, false
+	}
+	last := ch.segments[len(ch.segments)-1]
+	if mark.At.Before(last.Closed) {
+		return nil, 0, now, false
+	}
+	for _, s := range live {
+		ss := last.stream(s.Name)
+		if ss.Made != s.Made || ss.To < s.LastSeq {
+			return nil, 0, now, false
+		}
+	}
+	return ch, mark.N, mark.At.UTC(), true
+}
+
 // sameStreams reports whether the chain's segments follow exactly the
 // streams of live.
 func sameStreams(ch *chain, live []StreamInfo) bool {
@@ -135,7 +177,7 @@ func (k *Keeper) commitIncremental(ctx context.Context, r Request, point *Point)
 	defer e.abandon(ctx)
 	replaced, err := e.setAside(ctx)
 	if err != nil {
-		return nil, Errorf(ErrFailed, "restore point %s was not taken: setting the earlier point of the same form and fingerprint aside: %v, so the new point was not written and the earlier one stays in place", what, err)
+		return nil, Errorf(ErrFailed, "setting the earlier point of the same form and fingerprint aside: %v, so the new point was not written and the earlier one stays in place", err)
 	}
 	var data, ps []byte
 	if ps, err = json.Marshal(point.Positions); err == nil {
@@ -145,13 +187,13 @@ func (k *Keeper) commitIncremental(ctx context.Context, r Request, point *Point)
 		_, err = k.putRecord(ctx, recordKey(point.Dir), data)
 	}
 	if err != nil {
-		err = fmt.Errorf("restore point %s was not taken: writing its point.json: %w", what, err)
+		err = fmt.Errorf("writing its point.json: %w", err)
 		if replaced != nil {
 			err = fmt.Errorf("%w; the earlier point is set aside whole as %s in %s", err, replaced.ID, k.abs(replaced.Dir))
 		}
 		return nil, withKind(ErrFailed, err)
 	}
-	if replaced != nil {
+	if replaced != nil && !replaced.Incremental {
 		// The earlier point's archive and key indexes, set aside whole,
 		// must not stay beside a point that has none.
 		for _, key := range []string{archiveKey(point.Dir), point.Dir + "/" + sealedName} {
@@ -212,13 +254,21 @@ func (k *Keeper) restoreIncremental(ctx context.Context, r Request, p *Point) (*
 	return rep, nil
 }
 
-// incrementalPoint is the incremental point r names by form and
-// fingerprint, or nil (r names another point, an aside, or a from).
+// incrementalPoint is the incremental point r names, by form and
+// fingerprint or by from (an incremental point, or the aside of a replaced
+// one), or nil (r names another point or aside). It is read before the
+// restore takes the kept data: making its moment's point needs it free.
 func (k *Keeper) incrementalPoint(ctx context.Context, r Request) *Point {
-	if r.AsideOnly || r.From != "" {
+	if r.AsideOnly {
 		return nil
 	}
-	if p := k.indexedPoint(ctx, r.Module, r.Local, r.Form, r.Fingerprint); p != nil && p.Incremental {
+	if r.From == "" {
+		if p := k.indexedPoint(ctx, r.Module, r.Local, r.Form, r.Fingerprint); p != nil && p.Incremental {
+			return p
+		}
+		return nil
+	}
+	if p, _, err := k.locatePointHead(ctx, r); err == nil && p.Incremental {
 		return p
 	}
 	return nil

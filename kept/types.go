@@ -360,6 +360,15 @@ type Aside struct {
 	ArchiveSize   int64      `json:"archive-size" was:"archive_size"`               // as Point.ArchiveSize
 	ArchiveSum    string     `json:"archive-sum,omitempty" was:"archive_sum"`       // as Point.ArchiveSum
 	Format        int        `json:"format,omitempty"`                              // as Point.Format
+	// Incremental, Base, Through and At, on the aside of an incremental
+	// point (set aside when a point of the same form and fingerprint
+	// replaced it), are the point's: it has no archive of its own, and
+	// is its base plus the capture's segments up to Through, as the kept
+	// data was at At.
+	Incremental bool       `json:"incremental,omitempty"`
+	Base        string     `json:"base,omitempty"`
+	Through     uint64     `json:"through,omitempty"`
+	At          *time.Time `json:"at,omitempty"`
 	Sealing
 }
 

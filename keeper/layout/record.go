@@ -39,7 +39,8 @@ func CheckSealing(s kept.Sealing) error {
 // AsidePoint is an aside as the Point record that restores and checks read.
 func AsidePoint(a *kept.Aside) *kept.Point {
 	return &kept.Point{Module: a.Module, Local: a.Local, Taken: a.Taken, Caller: a.Caller, Why: a.Why, Dir: a.Dir,
-		Streams: a.Streams, Positions: a.Positions, PositionCount: a.PositionCount, ArchiveSize: a.ArchiveSize, ArchiveSum: a.ArchiveSum, Sealing: a.Sealing}
+		Streams: a.Streams, Positions: a.Positions, PositionCount: a.PositionCount, ArchiveSize: a.ArchiveSize, ArchiveSum: a.ArchiveSum, Sealing: a.Sealing,
+		Incremental: a.Incremental, Base: a.Base, Through: a.Through, At: a.At}
 }
 
 // ReadRecord reads a point's or an aside's record in st as its bytes and
