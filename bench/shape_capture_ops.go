@@ -124,9 +124,13 @@ func (c *captureRun) fullRound(ctx context.Context, full fullRun, i int) (Sample
 	return s, c.afterRestore(ctx, rep)
 }
 
-// afterRestore discards the restore's aside and waits until the capture
-// has its new base and reaches past now.
+// afterRestore waits until the capture has its new base and reaches past
+// now (the base's snapshot holds the kept data meanwhile), then discards
+// the restore's aside.
 func (c *captureRun) afterRestore(ctx context.Context, rep *keeper.Reply) error {
+	if err := c.caughtUp(ctx, time.Now()); err != nil {
+		return err
+	}
 	if rep.Aside != nil {
 		q := keeperRequest("", "", 0, "")
 		q.Why = "benchmark: the aside is not needed"
@@ -134,7 +138,7 @@ func (c *captureRun) afterRestore(ctx context.Context, rep *keeper.Reply) error 
 			return fmt.Errorf("discard-aside %s: %w", rep.Aside.ID, err)
 		}
 	}
-	return c.caughtUp(ctx, time.Now())
+	return nil
 }
 
 // incrementalRounds measures snapshot-kept of the captured kept data (an

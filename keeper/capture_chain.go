@@ -26,6 +26,12 @@ type segment struct {
 	// Cut says the segment was cut at its bytes.
 	Began time.Time `json:"began"`
 	Cut   bool      `json:"cut,omitempty"`
+	// Reached is how far the segment takes the window: every message
+	// stored at or before it is in this segment or an earlier one. It is
+	// Began, or for a segment cut at its bytes the time just before the
+	// first message it left to the next (a stream's times grow with its
+	// sequences). Zero in segments of keepers before it.
+	Reached time.Time `json:"reached,omitempty"`
 	// Streams are each stream of the kept data as the segment saw it.
 	Streams []segmentStream `json:"streams"`
 	// Positions are the consumers of the kept data's streams and the

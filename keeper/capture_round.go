@@ -75,7 +75,7 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 			return false, err
 		}
 	}
-	seg.Closed = k.now().UTC()
+	seg.Closed, seg.Reached = k.now().UTC(), c.reached(seg)
 	if ctx.Err() != nil {
 		return false, context.Cause(ctx)
 	}
@@ -94,13 +94,36 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 		f.capped = f.capped || looked[i].capped
 	}
 	k.observe.Captured(c.rec.Module, c.rec.Local, seg.ArchiveSize, seg.Closed)
-	// The window reaches to when the round read the streams' last
-	// sequences: what was stored after that is in the next segment.
-	reached := seg.Began
-	if seg.Cut {
-		reached = c.marked
+	k.log.Debug("segment committed", "kept", c.kept(), "n", seg.N, "bytes", seg.ArchiveSize, "cut", seg.Cut, "took", seg.Closed.Sub(seg.Began))
+	return seg.Cut, c.mark(ctx, c.n, seg.Reached)
+}
+
+// reached is how far seg takes the window: to when its round read the
+// streams' last sequences, what was stored after is in the next segment;
+// a stream the segment was cut in holds every message stored before the
+// first one it left, which is stored after its last one. Never back.
+func (c *capturer) reached(seg *segment) time.Time {
+	at := seg.Began
+	for _, ss := range seg.Streams {
+		switch {
+		case ss.To >= ss.Through:
+		case ss.Messages > 0:
+			at = minTime(at, time.Unix(0, ss.LastTime-1).UTC())
+		default:
+			at = minTime(at, c.marked)
+		}
 	}
-	return seg.Cut, c.mark(ctx, c.n, reached)
+	if at.Before(c.marked) {
+		return c.marked
+	}
+	return at
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // deletesSeen is what a round's look at a stream's deleted details found,

@@ -101,6 +101,7 @@ func (c *capturer) run(ctx context.Context) error {
 				continue
 			}
 		}
+		began := time.Now()
 		more, err := c.round(ctx)
 		if errors.Is(err, errCaptureLost) {
 			c.k.log.Warn("another keeper took up the capture", "kept", c.kept())
@@ -118,11 +119,14 @@ func (c *capturer) run(ctx context.Context) error {
 			continue
 		}
 		c.pause = 0
-		if !more { // else a segment was cut at its bytes: the next goes on at once
+		// Rounds begin every segment-every, however long one took (a
+		// message then waits at most that and one round to be held); a
+		// segment cut at its bytes goes on at once.
+		if wait := time.Duration(c.rec.Settings.SegmentEvery) - time.Since(began); !more && wait > 0 {
 			select {
 			case <-ctx.Done():
 				return context.Cause(ctx)
-			case <-time.After(time.Duration(c.rec.Settings.SegmentEvery)):
+			case <-time.After(wait):
 			}
 		}
 		rec, err := c.k.captureRecord(ctx, c.rec.Module, c.rec.Local)

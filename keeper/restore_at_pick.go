@@ -96,6 +96,9 @@ func (k *Keeper) windowEnd(ctx context.Context, module, local string, chains []*
 // its base's.
 func chainReach(c *chain) time.Time {
 	for i := len(c.segments) - 1; i >= 0; i-- {
+		if !c.segments[i].Reached.IsZero() {
+			return c.segments[i].Reached
+		}
 		if !c.segments[i].Cut {
 			return c.segments[i].Began
 		}
