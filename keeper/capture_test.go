@@ -501,3 +501,59 @@ func TestModuleAtOneCut(t *testing.T) {
 		t.Errorf("billing/extra holds %d messages after the restore to the cut; want the 5 before it", n)
 	}
 }
+
+// TestRestoreToAMomentPassedThrough: a moment whose base messages are all
+// kept (messages only appended after the base) is made with the base's
+// archive passed through; one after a base message was deleted is not.
+// Each restores to the kept data as it was, message by message.
+func TestRestoreToAMomentPassedThrough(t *testing.T) {
+	e := newEnv(t)
+	stop := e.captureOn()
+	e.captureReaches(time.Now())
+	publish := func(batch, n int) {
+		for j := range n {
+			m := nats.NewMsg(fmt.Sprintf("%s.%s.orders.appended", module, local))
+			m.Header.Set("Batch", fmt.Sprint(batch))
+			m.Data = fmt.Appendf(nil, "appended %d message %d %s", batch, j, strings.Repeat("x", j*37))
+			if _, err := e.js.PublishMsg(e.ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish(1, 40)
+	time.Sleep(1500 * time.Millisecond)
+	appended := time.Now().UTC()
+	wantAppended := messagesOnly(e.kept())
+	time.Sleep(1500 * time.Millisecond)
+	s, err := e.js.Stream(e.ctx, e.names.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteMsg(e.ctx, info.State.FirstSeq+1); err != nil {
+		t.Fatal(err)
+	}
+	publish(2, 5)
+	time.Sleep(1500 * time.Millisecond)
+	deleted := time.Now().UTC()
+	wantDeleted := messagesOnly(e.kept())
+	e.captureReaches(deleted.Add(200 * time.Millisecond))
+	stop()
+	if wantAppended == wantDeleted {
+		t.Fatal("the two moments hold the same messages")
+	}
+	for _, c := range []struct {
+		at   time.Time
+		want string
+	}{{appended, wantAppended}, {deleted, wantDeleted}, {appended, wantAppended}} {
+		if _, err := e.k.RestoreKept(e.ctx, keeper.Request{Module: module, Local: local, At: c.at.Format(time.RFC3339Nano), Caller: "test", Why: "a moment"}); err != nil {
+			t.Fatalf("restore to %s: %v", c.at, err)
+		}
+		if got := messagesOnly(e.kept()); got != c.want {
+			t.Errorf("restored to %s, the kept data differs:\n got: %s\nwant: %s", c.at, got, c.want)
+		}
+	}
+}

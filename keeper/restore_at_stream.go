@@ -27,6 +27,16 @@ func (k *Keeper) writeMomentStream(ctx context.Context, pl *momentPlan, ms *mome
 		first = 1
 		head = busarchive.ArchiveHead{FirstSeq: first, LastSeq: max(last, first-1)}
 	}
+	var consumers []Position
+	for _, p := range pl.positions {
+		if p.Stream == ms.name {
+			consumers = append(consumers, p)
+		}
+	}
+	head.Consumers = len(consumers)
+	if done, err := k.writeMomentPassed(ctx, pl, ms, bases, head, consumers, data, meta); done || err != nil {
+		return err
+	}
 	// The head gives the messages and bytes before the first message, and
 	// verification holds the archive to them: a first pass counts them.
 	var n, size uint64
@@ -48,13 +58,6 @@ func (k *Keeper) writeMomentStream(ctx context.Context, pl *momentPlan, ms *mome
 		return err
 	}
 	head.Msgs, head.Bytes = n, size
-	var consumers []Position
-	for _, p := range pl.positions {
-		if p.Stream == ms.name {
-			consumers = append(consumers, p)
-		}
-	}
-	head.Consumers = len(consumers)
 	w, err := busarchive.NewStreamArchiveWriter(data, head)
 	if err != nil {
 		return err
@@ -147,43 +150,6 @@ func momentConsumer(p Position) ([]byte, error) {
 		Delivered seqs `json:"delivered"`
 		AckFloor  seqs `json:"ack_floor"`
 	}{at, at}})
-}
-
-// keep reports whether a message is in the stream at the moment; fromBase
-// says it is read from the base (seen counts the base's messages per
-// subject for the per-subject limit).
-func (ms *momentStream) keep(pl *momentPlan, m busarchive.ArchivedMessage, fromBase bool, seen map[string]int) bool {
-	if !ms.inMoment(pl, m) || ms.isDeleted(m.Seq) {
-		return false
-	}
-	var l []uint64
-	if ms.perSubject > 0 {
-		l = ms.lastN[m.Subject]
-		if fromBase {
-			// Counted as countBase counts: every base message of the
-			// subject not deleted, whatever else drops it.
-			if int64(len(l)) >= ms.perSubject {
-				return false
-			}
-			if over := ms.baseExcess[m.Subject]; over > 0 && seen[m.Subject] < over {
-				seen[m.Subject]++
-				return false
-			}
-		}
-	}
-	if m.Seq < ms.rollupAll {
-		return false
-	}
-	if s, ok := ms.rollupSub[m.Subject]; ok && m.Seq < s {
-		return false
-	}
-	if ms.maxAge > 0 && ms.cut == 0 && m.Time < pl.at.Add(-ms.maxAge).UnixNano() {
-		return false
-	}
-	if ms.perSubject > 0 && !fromBase {
-		return len(l) > 0 && m.Seq >= l[0]
-	}
-	return true
 }
 
 // maxMomentSubjects bounds the subjects a moment's stream counts for its

@@ -1,0 +1,244 @@
+package busarchive
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/klauspost/compress/s2"
+)
+
+// NamedEntry is one consumer entry of a stream archive: its name and its
+// JSON ({"config":…,"state":…}).
+type NamedEntry struct {
+	Name  string
+	Entry []byte
+}
+
+// SpliceStreamArchive writes to w a stream archive of head and consumers,
+// then every message of base (a stream archive), then the messages more
+// puts, in rising sequence order above base's last sequence, then the end
+// sentinel. Base's messages are not decoded: its s2 chunks after those
+// that hold its own head pass through byte for byte, but for the first
+// (after its head) and the last two, decoded and encoded again (the end
+// sentinel is dropped from them). s2 readers read the streams one after
+// another as one (see BumpLastSeq). head must count base's messages and
+// more's: nothing here counts them; a verification of the archive does.
+//
+// base is read to its end; its integrity is its reader's to check (a
+// checked reader fails a read of damaged bytes). Memory: the chunks that
+// hold base's head, at most maxSpliceHead, and three chunks.
+func SpliceStreamArchive(w io.Writer, head ArchiveHead, consumers []NamedEntry, base io.Reader, more func(put func(ArchivedMessage) error) error) error {
+	hw, err := NewStreamArchiveWriter(w, head)
+	if err != nil {
+		return err
+	}
+	for _, c := range consumers {
+		if err := hw.Consumer(c.Name, c.Entry); err != nil {
+			hw.zw.Reset(nil)
+			return err
+		}
+	}
+	if hw.consumersLeft > 0 {
+		hw.zw.Reset(nil)
+		return fmt.Errorf("the head declares %d consumers and %d were given", head.Consumers, len(consumers))
+	}
+	if err := hw.zw.Close(); err != nil { // no sentinel: the messages follow
+		return fmt.Errorf("writing the stream archive's head: %w", err)
+	}
+	after, err := passBase(w, base)
+	if err != nil {
+		return fmt.Errorf("passing the base archive's messages through: %w", err)
+	}
+	return appendMessages(w, max(after, head.FirstSeq-1), head.LastSeq, more)
+}
+
+// maxSpliceHead bounds the decoded bytes of base's head (state.json and
+// its consumer entries) SpliceStreamArchive holds.
+const maxSpliceHead = 64 << 20
+
+// passBase writes base's messages to w as s2 chunks, and returns base's
+// head's last sequence.
+func passBase(w io.Writer, r io.Reader) (uint64, error) {
+	var plain []byte
+	var start int
+	var last uint64
+	for first := true; ; first = false {
+		_, decoded, err := readChunk(r, first)
+		if err != nil {
+			return 0, err
+		}
+		plain = append(plain, decoded...)
+		var ok bool
+		if start, last, ok, err = headEnd(plain); err != nil {
+			return 0, err
+		} else if ok {
+			break
+		}
+		if len(plain) > maxSpliceHead {
+			return 0, fmt.Errorf("its head does not end within %d bytes", maxSpliceHead)
+		}
+	}
+	rest := plain[start:] // decoded bytes still to write, before the chunks held
+	var held [][]byte     // raw data chunks held back: the sentinel is in the last two
+	for {
+		chunk, err := readRawChunk(r)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+		if chunk[0] != chunkCompress && chunk[0] != chunkPlain {
+			continue // stream identifiers, the index, padding: not needed between data chunks
+		}
+		held = append(held, chunk)
+		if len(held) <= 2 {
+			continue
+		}
+		if err := encodeS2(w, rest); err != nil {
+			return 0, err
+		}
+		rest = nil
+		if _, err := w.Write(held[0]); err != nil {
+			return 0, err
+		}
+		held = held[1:]
+	}
+	for _, c := range held {
+		d, err := decodeChunk(c[0], c[4:])
+		if err != nil {
+			return 0, err
+		}
+		rest = append(rest, d...)
+	}
+	sentinel := entryBytes(nil, "", 0, 0, nil, nil)
+	if !bytes.HasSuffix(rest, sentinel) {
+		return 0, errors.New("it does not end with the end-of-backup sentinel")
+	}
+	return last, encodeS2(w, rest[:len(rest)-len(sentinel)])
+}
+
+// headEnd is where base's messages begin in plain, its first decoded
+// bytes, and its head's last sequence; ok false when plain ends before.
+func headEnd(plain []byte) (start int, last uint64, ok bool, err error) {
+	h, err := parseStateEntry(plain)
+	if err != nil || h == nil {
+		return 0, 0, false, err
+	}
+	var st snapState
+	if err := json.Unmarshal(plain[h.json:h.end], &st); err != nil {
+		return 0, 0, false, fmt.Errorf("its state.json does not decode: %w", err)
+	}
+	at := h.end
+	for range st.Consumers {
+		var f [5]uint64
+		p := at
+		for i := range f {
+			var n int
+			if i == 1 {
+				var v int64
+				v, n = binary.Varint(plain[p:])
+				f[i] = uint64(v)
+			} else {
+				f[i], n = binary.Uvarint(plain[p:])
+			}
+			if n == 0 {
+				return 0, 0, false, nil
+			}
+			if n < 0 {
+				return 0, 0, false, errors.New("a consumer entry's header overflows")
+			}
+			p += n
+		}
+		if f[0] > maxSpliceHead || f[3]+f[4] > maxConsumerEntry {
+			return 0, 0, false, errors.New("a consumer entry is over its bound")
+		}
+		p += int(f[0] + f[3] + f[4])
+		if p > len(plain) {
+			return 0, 0, false, nil
+		}
+		at = p
+	}
+	return at, st.LastSeq, true, nil
+}
+
+// readRawChunk reads one s2 chunk whole, as it is; io.EOF at the end.
+func readRawChunk(r io.Reader) ([]byte, error) {
+	var h [4]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, io.EOF
+		}
+		return nil, fmt.Errorf("s2 chunk header: %w", err)
+	}
+	n := int(h[1]) | int(h[2])<<8 | int(h[3])<<16
+	if (h[0] == chunkCompress || h[0] == chunkPlain) && n > s2.MaxEncodedLen(maxBlockLen)+4 {
+		return nil, fmt.Errorf("an s2 data chunk of %d bytes is over the bound of a block", n)
+	}
+	chunk := make([]byte, 4+n)
+	copy(chunk, h[:])
+	if _, err := io.ReadFull(r, chunk[4:]); err != nil {
+		return nil, fmt.Errorf("s2 chunk of %d bytes: %w", n, noEOF(err))
+	}
+	return chunk, nil
+}
+
+// encodeS2 writes plain to w as an s2 stream of its own (nothing when it
+// is empty).
+func encodeS2(w io.Writer, plain []byte) error {
+	if len(plain) == 0 {
+		return nil
+	}
+	zw := s2.NewWriter(w, s2.WriterConcurrency(1))
+	_, err := zw.Write(plain)
+	return errors.Join(err, zw.Close())
+}
+
+// appendMessages writes to w, as an s2 stream of its own, the messages
+// more puts, each above after and at most last, then the end sentinel.
+func appendMessages(w io.Writer, after, last uint64, more func(put func(ArchivedMessage) error) error) error {
+	zw := s2.NewWriter(w)
+	var buf []byte
+	put := func(m ArchivedMessage) error {
+		switch {
+		case m.Seq <= after:
+			return fmt.Errorf("message %d is out of order: a message must be above sequence %d", m.Seq, after)
+		case m.Seq > last:
+			return fmt.Errorf("message %d is above the head's last sequence %d", m.Seq, last)
+		case m.Subject == "":
+			return fmt.Errorf("message %d has no subject", m.Seq)
+		case len(m.Header)+len(m.Data) > maxMessageEntry:
+			return fmt.Errorf("message %d is %d bytes, over the bound of %d", m.Seq, len(m.Header)+len(m.Data), maxMessageEntry)
+		}
+		after = m.Seq
+		buf = entryBytes(buf[:0], m.Subject, m.Seq, m.Time, m.Header, m.Data)
+		_, err := zw.Write(buf)
+		return err
+	}
+	err := more(put)
+	if err == nil {
+		_, err = zw.Write(entryBytes(nil, "", 0, 0, nil, nil))
+	}
+	if err != nil {
+		zw.Reset(nil)
+		return err
+	}
+	return zw.Close()
+}
+
+// entryBytes appends to b one NATSARC1 entry as the archive writer writes
+// it: its name's length, timestamp, sequence, header size and payload
+// size, then its name, header block and payload.
+func entryBytes(b []byte, name string, seq uint64, ts int64, hdr, data []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(name)))
+	b = binary.AppendVarint(b, ts)
+	b = binary.AppendUvarint(b, seq)
+	b = binary.AppendUvarint(b, uint64(len(hdr)))
+	b = binary.AppendUvarint(b, uint64(len(data)))
+	b = append(b, name...)
+	return append(append(b, hdr...), data...)
+}
