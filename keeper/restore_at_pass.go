@@ -157,9 +157,10 @@ func readBaseState(bases *openedArchive, stream string) (*baseState, error) {
 }
 
 // keepsAllOf reports whether the moment keeps every message of the base's
-// stream, whose state is bs, below last: none is recorded deleted, below
-// the stream's first sequence then, rolled up, over the per-subject limit
-// or the age limit, or after the moment.
+// stream, whose state is bs, below last: none is recorded deleted (a gap
+// the base already had is no message), below the stream's first sequence
+// then, rolled up, over the per-subject limit or the age limit, or after
+// the moment.
 func (ms *momentStream) keepsAllOf(pl *momentPlan, bs *baseState, last uint64) bool {
 	if bs.Msgs == 0 {
 		return bs.LastSeq <= last
@@ -174,10 +175,15 @@ func (ms *momentStream) keepsAllOf(pl *momentPlan, bs *baseState, last uint64) b
 	case ms.maxAge > 0 && ms.cut == 0 && (bs.FirstTime.IsZero() || bs.FirstTime.Before(pl.at.Add(-ms.maxAge))):
 		return false
 	}
+	// Deletes recorded inside the base's range are its own gaps (the
+	// chain's first segment lists them all) or messages deleted since: it
+	// keeps them all only when the ones listed there are exactly as many
+	// as its gaps, and every gap is listed.
+	var listed uint64
 	for _, d := range ms.deleted {
-		if d[0] <= bs.LastSeq && d[1] >= bs.FirstSeq {
-			return false
+		if lo, hi := max(d[0], bs.FirstSeq), min(d[1], bs.LastSeq); lo <= hi {
+			listed += hi - lo + 1
 		}
 	}
-	return true
+	return listed == 0 || (ms.listsBase && listed == bs.LastSeq-bs.FirstSeq+1-bs.Msgs)
 }

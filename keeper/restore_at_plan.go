@@ -27,6 +27,10 @@ type momentStream struct {
 	cut         uint64 // at-seq: the last sequence (0: by time)
 	first, last uint64
 	deleted     [][2]uint64 // sorted ranges recorded by the segments closed by the moment
+	// listsBase says deleted holds every sequence the base's stream had
+	// no message at: the chain's first segment, which records the
+	// stream's whole deleted list, is closed by the moment.
+	listsBase bool
 	rollupAll   uint64
 	rollupSub   map[string]uint64
 	perSubject  int64
@@ -70,6 +74,7 @@ func (k *Keeper) planMoment(ctx context.Context, ch *chain, base *Point, mo mome
 			if ms := pl.streams[ss.Name]; ms != nil {
 				ms.deleted = append(ms.deleted, ss.Deleted...)
 				ms.first = max(ms.first, ss.StreamFirst)
+				ms.listsBase = true
 			}
 		}
 	}
