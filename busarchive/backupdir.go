@@ -58,6 +58,10 @@ type BackupDir struct {
 	DataSize int64        // the data file's size
 	DataSum  string       // its SHA-256, lower-case hex
 	Report   StreamReport // what the snapshot holds, decoded
+	// Held, set when the snapshot holds fewer messages than its state
+	// says (a point's cut, exported), is what it holds, for the manifest
+	// (Writer.SetCut): the first sequence left out is not known.
+	Held *StreamCut
 }
 
 // CheckBackupDir reads the directory whole before anything is made of it:
@@ -161,6 +165,8 @@ func (bd *BackupDir) checkData(ctx context.Context, f *os.File, meta *backupMeta
 	dec := newPlainSnapDecoder(io.MultiReader(bytes.NewReader(head), plain))
 	rep := StreamReport{Name: bd.Stream}
 	var state *snapState
+	var stored uint64 // the messages' bytes as the server counts them
+	memory := StoredInMemory(meta.Config.Raw)
 	for !rep.Complete {
 		item, err := dec.next()
 		if err != nil {
@@ -171,6 +177,9 @@ func (bd *BackupDir) checkData(ctx context.Context, f *os.File, meta *backupMeta
 		}
 		if item == itemState {
 			state = &dec.state
+		}
+		if item == itemMessage {
+			stored += StoredSize(memory, len(dec.hdr.Name), int(dec.hdr.HeaderSize), int(dec.hdr.PayloadSize))
 		}
 		dec.tally(item, &rep)
 	}
@@ -183,6 +192,9 @@ func (bd *BackupDir) checkData(ctx context.Context, f *os.File, meta *backupMeta
 		return fmt.Errorf("disagrees with %s: %v", MetaName, errors.Join(ps...))
 	}
 	bd.DataSize, bd.DataSum, bd.Report = r.n, hex.EncodeToString(h.Sum(nil)), rep
+	if rep.Messages < want.Msgs {
+		bd.Held = &StreamCut{Msgs: rep.Messages, Bytes: stored, FirstSeq: rep.FirstSeq, LastSeq: rep.LastSeq}
+	}
 	return nil
 }
 

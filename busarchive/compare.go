@@ -54,3 +54,28 @@ func compareState(entry string, want StreamState, st *snapState, rep *StreamRepo
 	}
 	return out
 }
+
+// compareCut compares what the archive of a stream cut at a moment holds
+// (rep, and its messages' bytes as the server counts them: stored) with
+// what the manifest's cut records (StreamCut): the messages, their bytes
+// and first and last sequence exactly; the first sequence left out after
+// the last held and within the state's sequences.
+func compareCut(entry string, sm *StreamManifest, rep *StreamReport, stored uint64) []error {
+	c := sm.Cut
+	if c == nil {
+		return nil
+	}
+	var out []error
+	bad := func(format string, args ...any) {
+		out = append(out, &EntryError{Entry: entry, Kind: ErrMismatch, Detail: fmt.Sprintf(format, args...)})
+	}
+	if rep.Messages != c.Msgs || stored != c.Bytes || rep.FirstSeq != c.FirstSeq || rep.LastSeq != c.LastSeq {
+		bad("the snapshot holds %d messages, %d bytes, sequences %d to %d; the manifest's cut %d messages, %d bytes, sequences %d to %d",
+			rep.Messages, stored, rep.FirstSeq, rep.LastSeq, c.Msgs, c.Bytes, c.FirstSeq, c.LastSeq)
+	}
+	if c.From != 0 && (c.From <= c.LastSeq || c.From < sm.State.FirstSeq || c.From > sm.State.LastSeq) {
+		bad("the manifest's cut leaves messages out from sequence %d, which is not after its last message %d within the state's %d to %d",
+			c.From, c.LastSeq, sm.State.FirstSeq, sm.State.LastSeq)
+	}
+	return out
+}

@@ -31,6 +31,10 @@
 // never lowers a stream's last sequence, rewriting only the head's s2
 // chunks (streamarc.go, streamarc_write.go, bump.go).
 //
+// A server's snapshot can be cut as it passes: CutWriter ends it before
+// the first message stamped after a time, re-encoding only the chunk that
+// holds that message (cut.go, cut_scan.go).
+//
 // A stream archive can also be read in part: a KeyIndex, built from its
 // bytes as they are written (Indexer), records where each chosen message's
 // entry and each s2 chunk lies, with SHA-256s that check a read of it;

@@ -36,10 +36,13 @@ type Manifest struct {
 
 // StreamManifest describes one stream of the archive.
 type StreamManifest struct {
-	Name    string       `json:"name"`
-	Config  StreamConfig `json:"config"`
-	State   StreamState  `json:"state"`
-	Entries []EntrySum   `json:"entries"`
+	Name   string       `json:"name"`
+	Config StreamConfig `json:"config"`
+	State  StreamState  `json:"state"`
+	// Cut, set when the stream's snapshot was cut at a moment (CutWriter),
+	// is what its archive holds; State stays the server's.
+	Cut     *StreamCut `json:"cut,omitempty"`
+	Entries []EntrySum `json:"entries"`
 }
 
 // StreamConfig is the stream's configuration as the manifest records it:

@@ -181,6 +181,8 @@ func (a *Archive) decode(ctx context.Context, sm *StreamManifest, r io.Reader, s
 	}
 	var problems []error
 	var state *snapState
+	var stored uint64 // the messages' bytes as the server counts them, for a stream cut
+	memory := sm.Cut != nil && StoredInMemory(sm.Config.Raw)
 	dec := newSnapDecoder(r)
 	for !rep.Complete {
 		item, err := dec.next()
@@ -199,11 +201,15 @@ func (a *Archive) decode(ctx context.Context, sm *StreamManifest, r io.Reader, s
 			state = &dec.state
 		}
 		dec.tally(item, rep)
+		if item == itemMessage && sm.Cut != nil {
+			stored += StoredSize(memory, len(dec.hdr.Name), int(dec.hdr.HeaderSize), int(dec.hdr.PayloadSize))
+		}
 	}
 	if state == nil {
 		return problems
 	}
-	return append(problems, compareState(name, sm.State, state, rep)...)
+	problems = append(problems, compareState(name, sm.State, state, rep)...)
+	return append(problems, compareCut(name, sm, rep, stored)...)
 }
 
 // tally counts one decoded item into rep: a consumer, a message (and the

@@ -467,7 +467,7 @@ func (a *Adapter) Restore(ctx context.Context, stream string, data, meta io.Read
 		return err
 	}
 	if st.Msgs != bm.State.Msgs {
-		a.log.Warn("restored stream holds a different number of messages than its archive says (limits such as max age may have removed some)",
+		a.log.Info("restored stream holds a different number of messages than its snapshot's state says (a point at a cut leaves out those stored after it; limits such as max age may have removed some)",
 			"stream", stream, "restored", st.Msgs, "archived", bm.State.Msgs)
 	}
 	a.log.Info("restored stream", "stream", stream, "replicas", bm.Config.Replicas, "took", time.Since(start))

@@ -29,8 +29,10 @@ type streamSource func(ctx context.Context, stream string, data, meta io.WriteCl
 // goes, and returns its manifest and its Writer, not yet committed: the
 // caller commits it (or aborts it) when the order of steps allows, and
 // records k.sealingOf(the Writer). serverVersion is recorded in the
-// manifest.
-func (k *Keeper) writeArchive(ctx context.Context, rel string, streams []string, take streamSource, serverVersion string, parallel int, p Progress) (*busarchive.Manifest, store.Writer, error) {
+// manifest; each of amend is given the writer before its commit, to
+// record in the manifest what the takes learnt (snapshot_cut.go).
+func (k *Keeper) writeArchive(ctx context.Context, rel string, streams []string, take streamSource, serverVersion string, parallel int, p Progress,
+	amend ...func(*busarchive.Writer) error) (*busarchive.Manifest, store.Writer, error) {
 	key := archiveKey(rel)
 	if k.seal != nil {
 		key = rel + "/" + sealedName
@@ -72,6 +74,11 @@ func (k *Keeper) writeArchive(ctx context.Context, rel string, streams []string,
 	}
 	if before >= releaseAfter {
 		defer debug.FreeOSMemory()
+	}
+	for _, a := range amend {
+		if err := a(w); err != nil {
+			return nil, nil, fmt.Errorf("commit archive: %w", err)
+		}
 	}
 	m, err := w.Commit()
 	if err != nil {

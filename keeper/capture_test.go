@@ -434,10 +434,11 @@ func TestPointAtOneCut(t *testing.T) {
 	t.Logf("the point's cut holds %v of the writer's rounds", rounds)
 }
 
-// TestModuleAtOneCut: snapshot-kept with local "*" is refused while a kept
-// data of the module is not captured, naming it; with both captured it
-// takes one incremental point of each at one moment, and restore-kept with
-// local "*" and at restores both to a moment.
+// TestModuleAtOneCut: snapshot-kept with local "*" takes a kept data of
+// the module that is not captured as a full point cut at the module's cut,
+// beside the captured one's incremental point at the same moment; with
+// both captured it takes one incremental point of each at one moment, and
+// restore-kept with local "*" and at restores both to a moment.
 func TestModuleAtOneCut(t *testing.T) {
 	e := newEnv(t)
 	if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: module + "_extra", Subjects: []string{module + ".extra.>"}}); err != nil {
@@ -450,10 +451,17 @@ func TestModuleAtOneCut(t *testing.T) {
 	stop := e.captureOn()
 	defer stop()
 	e.captureReaches(time.Now())
-	all := keeper.Request{Module: module, Local: "*", Form: 1, Fingerprint: "cut", Caller: "test", Why: "one cut"}
-	if _, err := e.k.SnapshotKept(e.ctx, all); err == nil || !strings.Contains(err.Error(), "billing/{extra} of module billing are not captured") {
+	mixed := keeper.Request{Module: module, Local: "*", Form: 1, Fingerprint: "mixed", Caller: "test", Why: "one cut"}
+	got, err := e.k.SnapshotKept(e.ctx, mixed)
+	if err != nil {
 		t.Fatalf("a cut with a kept data not captured: %v", err)
 	}
+	if len(got.Points) != 2 || got.Points[0].Local != "extra" || got.Points[0].Incremental || got.Points[0].At == nil ||
+		!got.Points[1].Incremental || !got.Points[0].At.Equal(*got.Points[1].At) {
+		t.Fatalf("snapshot-kept of the module with billing/extra not captured: %s %+v", got.Said, got.Points)
+	}
+	mustContain(t, got.Said, "1 incremental", "1 full, cut at it")
+	all := keeper.Request{Module: module, Local: "*", Form: 1, Fingerprint: "cut", Caller: "test", Why: "one cut"}
 	on := keeper.Request{Module: module, Local: "extra", Capture: "on", Caller: "test", Why: "testing"}
 	if _, err := e.k.CaptureKept(e.ctx, on); err != nil {
 		t.Fatal(err)

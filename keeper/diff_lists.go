@@ -11,16 +11,17 @@ import (
 // sequences, and a bucket's keys or a store's objects.
 func (k *Keeper) diffLists(ctx context.Context, a *openedArchive, sm *busarchive.StreamManifest, i int, pg *diffPage,
 	d *streamDiff, ls liveSeqs, c seqCounts, prefix string) error {
+	span := sm.Span() // a stream cut: up to the first message it left out
 	if want, after := pg.from(i, kept.DiffAppended); want && c.appended > 0 {
 		rl := &rangeList{after: after.Seq, limit: pg.limit}
-		appendedRanges(sm.State.LastSeq, ls, rl)
+		appendedRanges(span.LastSeq, ls, rl)
 		d.Change.AppendedSeqs, d.cut[0] = rl.strings(), rl.cut
 	}
 	var removed *rangeList
 	if want, after := pg.from(i, kept.DiffRemoved); want && c.removed > 0 {
 		removed = &rangeList{after: after.Seq, limit: pg.limit}
 		if c.gaps == 0 {
-			removedRanges(sm.State.FirstSeq, sm.State.LastSeq, ls, removed)
+			removedRanges(span.FirstSeq, span.LastSeq, ls, removed)
 		}
 	}
 	var kd *keyDiff

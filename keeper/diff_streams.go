@@ -62,7 +62,7 @@ func (k *Keeper) diffPointStreams(ctx context.Context, p *Point, a *openedArchiv
 // diffStream diffs one stream of the point (sm, at index i of the page's
 // order).
 func (k *Keeper) diffStream(ctx context.Context, a *openedArchive, sm *busarchive.StreamManifest, i int, pg *diffPage) (streamDiff, error) {
-	st := sm.State
+	st := sm.Span() // a stream cut: up to the first message it left out
 	d := streamDiff{Change: kept.StreamChange{Stream: sm.Name,
 		Then: &kept.SeqState{FirstSeq: st.FirstSeq, LastSeq: st.LastSeq, Messages: st.Msgs, Bytes: st.Bytes}}}
 	kind, prefix := streamKind(sm.Name, sm.Config.Subjects)

@@ -149,10 +149,10 @@ func (x *restoreRun) checkRestored(ctx context.Context) {
 		}
 		streams = append(streams, f)
 		if bucket, ok := strings.CutPrefix(s, "KV_"); ok && hasSubject(sm, "$KV."+bucket+".>") {
-			kv = append(kv, x.kvFigures(s, si, keysFloor))
+			kv = append(kv, x.kvFigures(sm, si, keysFloor))
 		}
 		if bucket, ok := strings.CutPrefix(s, "OBJ_"); ok && hasSubject(sm, "$O."+bucket+".M.>") {
-			obj = append(obj, x.objectFigures(ctx, s, bucket, si))
+			obj = append(obj, x.objectFigures(ctx, sm, bucket, si))
 		}
 	}
 	ev.SetCheck(itemsCheck(CheckStreams, streams, "restored stream(s) hold the messages, bytes and first and last sequence of their manifest"))
@@ -170,7 +170,8 @@ func (x *restoreRun) checkRestored(ctx context.Context) {
 // its last sequence bumped where the restore kept the live one (with no
 // message, the first sequence is then one past it, as the server has it).
 func (x *restoreRun) wantOf(s string, sm *busarchive.StreamManifest) *StreamCount {
-	want := &StreamCount{Messages: sm.State.Msgs, Bytes: sm.State.Bytes, FirstSeq: sm.State.FirstSeq, LastSeq: sm.State.LastSeq}
+	st := sm.Held() // a stream cut: what its archive holds
+	want := &StreamCount{Messages: st.Msgs, Bytes: st.Bytes, FirstSeq: st.FirstSeq, LastSeq: st.LastSeq}
 	if h, ok := x.composed[s]; ok { // a delta's tail put back whole (composeTail)
 		want = &StreamCount{Messages: h.Msgs, Bytes: h.Bytes, FirstSeq: h.FirstSeq, LastSeq: h.LastSeq}
 	}
@@ -256,11 +257,17 @@ func hasSubject(sm *busarchive.StreamManifest, subject string) bool {
 }
 
 // pointSubjects is how many subjects the stream held when its point was
-// taken, as the server wrote it in the snapshot's backup.json.
-func (x *restoreRun) pointSubjects(stream string) (uint64, error) {
-	r, err := x.arch.StreamMeta(stream)
+// taken: for a stream cut, as its manifest counts them; else as the server
+// wrote it in the snapshot's backup.json, which for a stream that holds
+// fewer messages than its state is only the most it holds (upTo).
+func (x *restoreRun) pointSubjects(sm *busarchive.StreamManifest) (n uint64, upTo bool, err error) {
+	if c := sm.Cut; c != nil && c.Subjects != nil {
+		return *c.Subjects, false, nil
+	}
+	upTo = sm.Cut != nil && sm.Cut.Msgs < sm.State.Msgs
+	r, err := x.arch.StreamMeta(sm.Name)
 	if err != nil {
-		return 0, err
+		return 0, upTo, err
 	}
 	defer r.Close()
 	var meta struct {
@@ -270,12 +277,12 @@ func (x *restoreRun) pointSubjects(stream string) (uint64, error) {
 	}
 	data, err := io.ReadAll(io.LimitReader(r, maxRecordSize))
 	if err != nil {
-		return 0, err
+		return 0, upTo, err
 	}
 	if err := json.Unmarshal(data, &meta); err != nil {
-		return 0, fmt.Errorf("its backup.json does not decode: %w", err)
+		return 0, upTo, fmt.Errorf("its backup.json does not decode: %w", err)
 	}
-	return meta.State.NumSubjects, nil
+	return meta.State.NumSubjects, upTo, nil
 }
 
 // kvFigures counts a restored KV bucket's keys: the stream's subjects, each
@@ -284,17 +291,20 @@ func (x *restoreRun) pointSubjects(stream string) (uint64, error) {
 //
 // floor, when not nil, is the fewest keys the stream's limits may leave
 // (judgeLimits): the bucket passes with any count from it to the point's.
-func (x *restoreRun) kvFigures(stream string, si *StreamInfo, floor *uint64) StreamFigures {
-	f := StreamFigures{Stream: stream, Verdict: Fail}
-	want, err := x.pointSubjects(stream)
+func (x *restoreRun) kvFigures(sm *busarchive.StreamManifest, si *StreamInfo, floor *uint64) StreamFigures {
+	f := StreamFigures{Stream: sm.Name, Verdict: Fail}
+	want, upTo, err := x.pointSubjects(sm)
 	if err != nil {
 		f.Note = "not checked: the point's count of keys could not be read: " + err.Error()
 		return f
 	}
 	got := si.NumSubjects
 	f.Count = &SubjectFigures{Want: want, Got: got}
-	f.Verdict = verdictOf(got == want || (floor != nil && got >= *floor && got <= want))
+	f.Verdict = verdictOf(got == want || (floor != nil && got >= *floor && got <= want) || (upTo && got <= want))
 	f.Note = fmt.Sprintf("%d key(s) in the point, %d on the bus", want, got)
+	if upTo {
+		f.Note = fmt.Sprintf("at most %d key(s) in the point (it holds fewer messages than its state and counts no keys), %d on the bus", want, got)
+	}
 	if floor != nil && got != want {
 		f.Note += fmt.Sprintf("; the stream's limits leave at least %d", *floor)
 	}
@@ -307,9 +317,10 @@ func (x *restoreRun) kvFigures(stream string, si *StreamInfo, floor *uint64) Str
 // records no count of objects of its own, only of subjects (its
 // backup.json): the check passes when the stream holds that many subjects
 // and they are all of objects and their chunks.
-func (x *restoreRun) objectFigures(ctx context.Context, stream, bucket string, si *StreamInfo) StreamFigures {
+func (x *restoreRun) objectFigures(ctx context.Context, sm *busarchive.StreamManifest, bucket string, si *StreamInfo) StreamFigures {
+	stream := sm.Name
 	f := StreamFigures{Stream: stream, Verdict: Fail}
-	want, err := x.pointSubjects(stream)
+	want, upTo, err := x.pointSubjects(sm)
 	if err != nil {
 		f.Note = "not checked: the point's count of subjects could not be read: " + err.Error()
 		return f
@@ -326,8 +337,11 @@ func (x *restoreRun) objectFigures(ctx context.Context, stream, bucket string, s
 	}
 	got := si.NumSubjects
 	f.Count = &SubjectFigures{Want: want, Got: got, Objects: &objects, Chunks: &chunks}
-	f.Verdict = verdictOf(got == want && objects+chunks == want)
+	f.Verdict = verdictOf((got == want || upTo && got <= want) && objects+chunks == got)
 	f.Note = fmt.Sprintf("%d object(s) and %d chunk subject(s) on the bus make %d subject(s); the point held %d",
 		objects, chunks, objects+chunks, want)
+	if upTo {
+		f.Note += " at most (it holds fewer messages than its state and counts no subjects)"
+	}
 	return f
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nats-keeper/nats-keeper/busarchive"
 	"github.com/nats-keeper/nats-keeper/keeper/layout"
 	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/transfer"
@@ -77,7 +78,7 @@ func (k *Keeper) ImportKept(ctx context.Context, r Request, dirs []string) (*Rep
 	e := k.prepareReplace(ctx, r, rel)
 	defer e.abandon(ctx)
 	m, w, err := k.writeArchive(ctx, rel, streams, transfer.FromBackups(backups), "", 1, // its files are read one stream after the other
-		Progress{Verb: VerbImport, Module: r.Module, Local: r.Local, Step: "import", BytesTotal: size})
+		Progress{Verb: VerbImport, Module: r.Module, Local: r.Local, Step: "import", BytesTotal: size}, heldOf(backups))
 	if err != nil {
 		return fail(withKind(ErrFailed, fmt.Errorf("%w, so no point was written", err)))
 	}
@@ -87,4 +88,20 @@ func (k *Keeper) ImportKept(ctx context.Context, r Request, dirs []string) (*Rep
 			what, len(dirs), kept.Plural(len(dirs), "y", "ies"), strings.Join(dirs, ", "), len(p.Streams), totalMessages(p.Streams),
 			HumanBytes(p.ArchiveSize), k.abs(rel))
 	})
+}
+
+// heldOf records in the manifest what each directory's snapshot holds
+// when it holds fewer messages than its state says (a point's cut,
+// exported), as its check counted them.
+func heldOf(backups []*busarchive.BackupDir) func(*busarchive.Writer) error {
+	return func(w *busarchive.Writer) error {
+		for _, b := range backups {
+			if b.Held != nil {
+				if err := w.SetCut(b.Stream, *b.Held); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
 }

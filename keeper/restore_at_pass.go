@@ -38,7 +38,7 @@ func (k *Keeper) writeMomentPassed(ctx context.Context, pl *momentPlan, ms *mome
 	var n, size uint64
 	var t1 int64
 	subjects := map[string]struct{}{}
-	memory := storedInMemory(ms.config)
+	memory := busarchive.StoredInMemory(ms.config)
 	seen := map[string]int{}
 	each := func(put func(busarchive.ArchivedMessage) error) error {
 		return k.eachSegmentMessage(ctx, pl, ms, func(_ *momentPlan, m busarchive.ArchivedMessage) error {
@@ -49,7 +49,7 @@ func (k *Keeper) writeMomentPassed(ctx context.Context, pl *momentPlan, ms *mome
 		})
 	}
 	err = each(func(m busarchive.ArchivedMessage) error {
-		n, t1, size = n+1, m.Time, size+storedSize(memory, m.Subject, m.Header, m.Data)
+		n, t1, size = n+1, m.Time, size+busarchive.StoredSize(memory, len(m.Subject), len(m.Header), len(m.Data))
 		subjects[m.Subject] = struct{}{}
 		return nil
 	})

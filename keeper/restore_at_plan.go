@@ -30,14 +30,14 @@ type momentStream struct {
 	// listsBase says deleted holds every sequence the base's stream had
 	// no message at: the chain's first segment, which records the
 	// stream's whole deleted list, is closed by the moment.
-	listsBase bool
-	rollupAll   uint64
-	rollupSub   map[string]uint64
-	perSubject  int64
-	lastN       map[string][]uint64 // per subject the last perSubject sequences the segments keep
-	baseExcess  map[string]int      // per subject how many of the base's messages the limit drops, oldest first
-	maxAge      time.Duration
-	config      json.RawMessage
+	listsBase  bool
+	rollupAll  uint64
+	rollupSub  map[string]uint64
+	perSubject int64
+	lastN      map[string][]uint64 // per subject the last perSubject sequences the segments keep
+	baseExcess map[string]int      // per subject how many of the base's messages the limit drops, oldest first
+	maxAge     time.Duration
+	config     json.RawMessage
 }
 
 // planMoment reads the chain's segment records and, for each stream, what

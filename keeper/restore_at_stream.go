@@ -42,13 +42,13 @@ func (k *Keeper) writeMomentStream(ctx context.Context, pl *momentPlan, ms *mome
 	var n, size uint64
 	var t0, t1 int64
 	subjects := map[string]struct{}{}
-	memory := storedInMemory(ms.config)
+	memory := busarchive.StoredInMemory(ms.config)
 	count := func(m busarchive.ArchivedMessage) error {
 		if n == 0 {
 			t0 = m.Time
 		}
 		n, t1 = n+1, m.Time
-		size += storedSize(memory, m.Subject, m.Header, m.Data)
+		size += busarchive.StoredSize(memory, len(m.Subject), len(m.Header), len(m.Data))
 		if len(subjects) < maxMomentSubjects {
 			subjects[m.Subject] = struct{}{}
 		}
@@ -102,32 +102,6 @@ func (k *Keeper) scanMoment(ctx context.Context, pl *momentPlan, ms *momentStrea
 	}
 	segPut := put(false)
 	return k.eachSegmentMessage(ctx, pl, ms, func(_ *momentPlan, m busarchive.ArchivedMessage) error { return segPut(m) })
-}
-
-// storedInMemory reports whether a stream's configuration keeps it in
-// memory.
-func storedInMemory(config []byte) bool {
-	var c struct {
-		Storage string `json:"storage"`
-	}
-	_ = json.Unmarshal(config, &c)
-	return c.Storage == "memory"
-}
-
-// storedSize is the bytes the server counts for one message, as
-// nats-server 2.15 counts them (filestore.go fileStoreMsgSizeRaw,
-// memstore.go memStoreMsgSizeRaw): a file stream's record with its length,
-// sequence, time, subject length, header length when there is a header,
-// and hash; a memory stream's sequence and time.
-func storedSize(memory bool, subject string, header, data []byte) uint64 {
-	n := uint64(len(subject) + len(header) + len(data))
-	switch {
-	case memory:
-		return n + 16
-	case len(header) == 0:
-		return n + 30
-	}
-	return n + 34
 }
 
 // momentConsumer is the archive entry of a sampled consumer: its

@@ -54,17 +54,17 @@ func (k *Keeper) planExpired(ctx context.Context, pl *restorePlan) error {
 			continue
 		}
 		lim := limitsOf(sm.Config.Raw)
-		if !lim.any() || sm.State.Msgs == 0 {
+		if !lim.any() || sm.Held().Msgs == 0 {
 			continue
 		}
-		n, err := countExpired(ctx, pl.arch, c.Stream, sm.State.Msgs, lim, now)
+		n, err := countExpired(ctx, pl.arch, c.Stream, sm.Held().Msgs, lim, now)
 		if err != nil {
 			return Errorf(ErrFailed, "counting the messages of stream %s that its limits remove once restored: %v", c.Stream, err)
 		}
 		c.Expired = n
 		if n > 0 {
 			pl.around = append(pl.around, fmt.Sprintf("%d of the %d message(s) stream %s holds in the point are past its %s: the server removes them as soon as they are restored.",
-				n, sm.State.Msgs, c.Stream, lim))
+				n, sm.Held().Msgs, c.Stream, lim))
 		}
 	}
 	return nil

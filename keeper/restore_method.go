@@ -143,7 +143,7 @@ func (k *Keeper) checkTails(ctx context.Context, pl *restorePlan) error {
 		if err != nil {
 			return fmt.Errorf("point %s, which the tail of stream %s follows, is damaged: %w", st.Base, st.Name, err)
 		}
-		if sm == nil || sm.State.LastSeq != st.TailAfter || st.FirstSeq != st.TailAfter+1 {
+		if sm == nil || sm.Span().LastSeq != st.TailAfter || st.FirstSeq != st.TailAfter+1 {
 			return Errorf(ErrConflict, "%s holds the tail of stream %s after sequence %s of point %s, but that point no longer ends there (it was taken again since), so the stream cannot be put back exactly",
 				pl.Point, st.Name, count(st.TailAfter), st.Base)
 		}
@@ -154,7 +154,7 @@ func (k *Keeper) checkTails(ctx context.Context, pl *restorePlan) error {
 // pickMethod is the method of one stream of the point (sm; isLive: it is
 // on the bus) and why, with, for delta, what the delta does.
 func (k *Keeper) pickMethod(ctx context.Context, r Request, pl *restorePlan, sm *busarchive.StreamManifest, isLive bool) (kept.StreamChange, *deltaStream, error) {
-	st := sm.State
+	st := sm.Span() // a stream cut: up to the first message it left out
 	kind, _ := streamKind(sm.Name, sm.Config.Subjects)
 	ch := kept.StreamChange{Stream: sm.Name, Kind: kind,
 		Then: &kept.SeqState{FirstSeq: st.FirstSeq, LastSeq: st.LastSeq, Messages: st.Msgs, Bytes: st.Bytes}}

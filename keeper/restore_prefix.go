@@ -73,7 +73,7 @@ const maxPointGaps = 1 << 20
 // live stream d, on their states; a point with gaps of its own is then
 // confirmed against its archive (confirm).
 func checkPrefix(sm *busarchive.StreamManifest, d *StreamDetail) *prefixOf {
-	st := sm.State
+	st := sm.Span() // a stream cut: up to the first message it left out
 	p := &prefixOf{}
 	if d.LastSeq < st.LastSeq {
 		p.why = fmt.Sprintf("the stream's last sequence %s is below the point's %s (it was made again or purged)", count(d.LastSeq), count(st.LastSeq))
@@ -161,9 +161,10 @@ func pointGaps(ctx context.Context, a *openedArchive, sm *busarchive.StreamManif
 	}
 	defer r.Close()
 	out := make([]uint64, 0, gaps)
-	next := sm.State.FirstSeq
+	span := sm.Span()
+	next := span.FirstSeq
 	_, err = busarchive.ReadStreamArchive(r, nil, func(m busarchive.ArchivedMessage) error {
-		for ; next < m.Seq && next <= sm.State.LastSeq; next++ {
+		for ; next < m.Seq && next <= span.LastSeq; next++ {
 			if uint64(len(out)) == gaps {
 				return fmt.Errorf("it skips more sequences than its state says (%s)", count(gaps))
 			}

@@ -83,7 +83,19 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	e := k.prepareReplace(ctx, r, rel)
 	defer e.abandon(ctx)
 	ki := newKeyIndexes(live, k.log)
-	m, w, err := k.snapshotArchive(ctx, rel, streamNames(live), pb, ki,
+	// The cut: the wall clock (k.now may be set back or ahead), which on
+	// one server is the clock that stamps the messages (snapshot_cut.go).
+	// A capture's base is not cut: its chain goes on after its last
+	// sequence, so it holds every message up to it.
+	var at time.Time
+	if !captureBase(r) {
+		at = time.Now().UTC()
+		if c, ok := cutOf(ctx); ok { // a module's cut (snapshot_module.go)
+			at = c
+		}
+		k.hook("snapshot:cut") // for tests: what is stored from here on is after the cut
+	}
+	m, w, err := k.snapshotArchive(ctx, rel, streamNames(live), at, pb, ki,
 		Progress{Verb: VerbSnapshot, Module: r.Module, Local: r.Local, Step: "snapshot", BytesTotal: storedBytes(live)})
 	if err != nil {
 		return fail(withKind(ErrFailed, fmt.Errorf("%w, so no point was written", err)))
@@ -97,8 +109,16 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 		return fail(fmt.Errorf("%w, so no point was made", err))
 	}
 	return k.commitPoint(ctx, VerbSnapshot, r, rel, m, w, ki, positions, e, fail, func(p *Point) string {
-		return fmt.Sprintf("Took restore point %s: %d stream(s), %d message(s), %d consumer position(s), %s, in %s.",
-			what, len(p.Streams), totalMessages(p.Streams), len(positions), HumanBytes(p.ArchiveSize), k.abs(rel))
+		cut := ""
+		if p.At != nil {
+			cut = " at the cut " + p.At.Format(time.RFC3339Nano)
+		}
+		return fmt.Sprintf("Took restore point %s%s: %d stream(s), %d message(s), %d consumer position(s), %s, in %s.",
+			what, cut, len(p.Streams), totalMessages(p.Streams), len(positions), HumanBytes(p.ArchiveSize), k.abs(rel))
+	}, func(p *Point) {
+		if !at.IsZero() {
+			p.At = &at
+		}
 	})
 }
 
@@ -237,8 +257,9 @@ func (k *Keeper) copyObject(ctx context.Context, src, dst string) (store.Info, e
 func streamSums(m *busarchive.Manifest) []StreamSum {
 	out := make([]StreamSum, 0, len(m.Streams))
 	for _, s := range m.Streams {
-		out = append(out, StreamSum{Name: s.Name, Messages: s.State.Msgs, Bytes: s.State.Bytes,
-			FirstSeq: s.State.FirstSeq, LastSeq: s.State.LastSeq, Consumers: s.State.Consumers})
+		st := s.Held() // a stream cut: what its archive holds
+		out = append(out, StreamSum{Name: s.Name, Messages: st.Msgs, Bytes: st.Bytes,
+			FirstSeq: st.FirstSeq, LastSeq: st.LastSeq, Consumers: st.Consumers})
 	}
 	return out
 }

@@ -28,23 +28,18 @@ const incrementalWait = 10 * time.Second
 // point, no error) when the kept data is not captured or the capture does
 // not reach the moment in time: the caller takes a full point then.
 func (k *Keeper) snapshotIncremental(ctx context.Context, r Request, live []StreamInfo) (*Reply, error) {
-	if strings.HasPrefix(r.Fingerprint, baseFingerprintPrefix) && r.Caller == captureCaller {
+	if captureBase(r) {
 		return nil, nil // a capture's base is a full point
 	}
 	at, cut := cutOf(ctx)
 	if !cut {
 		at = k.now().UTC()
 	}
-	// At a cut no full point may stand in: it would not be at the cut.
-	none := func(err error) (*Reply, error) {
-		if cut {
-			return nil, err
-		}
-		return nil, nil
-	}
+	// A full point stands in for one that cannot be taken, cut at the same
+	// moment (SnapshotKept).
 	rec, err := k.captureRecord(ctx, r.Module, r.Local)
 	if err != nil || !rec.On {
-		return none(errNoCut)
+		return nil, nil
 	}
 	ch, through, ok := (*chain)(nil), uint64(0), false
 	if !cut {
@@ -57,14 +52,17 @@ func (k *Keeper) snapshotIncremental(ctx context.Context, r Request, live []Stre
 	}
 	if !ok {
 		k.log.Warn("the capture does not reach the point's moment; taking a full point", "kept", r.Module+"/"+r.Local, "at", at)
-		return none(errNoCut)
+		return nil, nil
 	}
 	if !sameStreams(ch, live) {
-		return none(errNoCut)
+		return nil, nil
 	}
 	base, err := k.readRecord(ctx, ch.base, true)
 	if err != nil {
-		return none(err)
+		if cut {
+			return nil, err
+		}
+		return nil, nil
 	}
 	positions := base.Positions
 	for _, seg := range ch.segments[:through] {
@@ -272,4 +270,9 @@ func (k *Keeper) incrementalPoint(ctx context.Context, r Request) *Point {
 		return p
 	}
 	return nil
+}
+
+// captureBase reports whether r takes a capture's base.
+func captureBase(r Request) bool {
+	return strings.HasPrefix(r.Fingerprint, baseFingerprintPrefix) && r.Caller == captureCaller
 }

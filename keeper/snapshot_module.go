@@ -2,7 +2,6 @@ package keeper
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,13 +10,14 @@ import (
 	"github.com/nats-keeper/nats-keeper/kept"
 )
 
-// snapshot-kept with local "*" takes every captured kept data of the module
-// at one cut: one incremental point each, all at the same moment, each
-// stream of each holding exactly the messages its leader stamped at or
-// before it. restore-kept with local "*" and at restores each of them to
-// that moment, one after the other. A kept data of the module that is not
-// captured cannot be taken at the cut: the request is refused naming it,
-// and nothing is taken.
+// snapshot-kept with local "*" takes every kept data of the module at one
+// cut, all at the same moment, each stream of each holding exactly the
+// messages its leader stamped at or before it: an incremental point of
+// each captured one whose capture reaches the cut, a full point cut at it
+// (snapshot_cut.go) of every other. restore-kept with local "*" and at
+// restores each captured kept data to that moment, one after the other; a
+// kept data of the module that is not captured cannot be restored to a
+// moment: that request is refused naming it, and nothing is restored.
 
 // allLocals is kept.AllLocals.
 const allLocals = kept.AllLocals
@@ -31,12 +31,16 @@ func cutOf(ctx context.Context) (time.Time, bool) {
 	return at, ok
 }
 
-// snapshotModule is snapshot-kept of every captured kept data of r.Module
-// at one cut.
+// snapshotModule is snapshot-kept of every kept data of r.Module at one
+// cut.
 func (k *Keeper) snapshotModule(ctx context.Context, r Request) (*Reply, error) {
-	locals, err := k.capturedLocals(ctx, r.Module)
+	on, off, err := k.moduleLocals(ctx, r.Module)
 	if err != nil {
 		return nil, err
+	}
+	locals := slices.Sorted(slices.Values(append(on, off...)))
+	if len(locals) == 0 {
+		return nil, Errorf(ErrNotFound, "module %s has no kept data with a point, a plan or a capture, so nothing was done", r.Module)
 	}
 	at := k.now().UTC()
 	ctx = context.WithValue(ctx, cutKey{}, at)
@@ -56,8 +60,14 @@ func (k *Keeper) snapshotModule(ctx context.Context, r Request) (*Reply, error) 
 		rep.Points = append(rep.Points, *one.Point)
 		said = append(said, r.Module+"/"+local)
 	}
-	rep.Said = fmt.Sprintf("Took %d point(s) of %s at one cut, %s: %s, each incremental (its base and the capture's segments).",
-		len(rep.Points), r.Module, at.Format(time.RFC3339Nano), strings.Join(said, ", "))
+	incremental := 0
+	for _, p := range rep.Points {
+		if p.Incremental {
+			incremental++
+		}
+	}
+	rep.Said = fmt.Sprintf("Took %d point(s) of %s at one cut, %s: %s; %d incremental (its base and the capture's segments), %d full, cut at it.",
+		len(rep.Points), r.Module, at.Format(time.RFC3339Nano), strings.Join(said, ", "), incremental, len(rep.Points)-incremental)
 	k.record(ctx, Act{Verb: VerbSnapshot, Module: r.Module, Local: kept.AllLocals, Caller: r.Caller, BusIdentity: r.BusIdentity, Why: r.Why,
 		What: rep.Said, Outcome: "done"})
 	return rep, nil
@@ -101,11 +111,27 @@ func (k *Keeper) restoreModuleAt(ctx context.Context, r Request) (*Reply, error)
 // a kept data of the module with a point or a plan but no capture refuses
 // the cut.
 func (k *Keeper) capturedLocals(ctx context.Context, module string) ([]string, error) {
-	recs, err := k.Captures(ctx, module, "")
+	on, off, err := k.moduleLocals(ctx, module)
 	if err != nil {
 		return nil, err
 	}
-	var on []string
+	switch {
+	case len(off) > 0:
+		return nil, Errorf(ErrConflict, "%s/{%s} of module %s are not captured, so they cannot be restored to a moment with the others (capture-kept turns capture on), and nothing was done",
+			module, strings.Join(off, ","), module)
+	case len(on) == 0:
+		return nil, Errorf(ErrNotFound, "no kept data of module %s is captured (capture-kept turns capture on), so nothing was done", module)
+	}
+	return on, nil
+}
+
+// moduleLocals are the kept data of module whose capture is on, and those
+// with a point or a plan but no capture, each sorted.
+func (k *Keeper) moduleLocals(ctx context.Context, module string) (on, off []string, err error) {
+	recs, err := k.Captures(ctx, module, "")
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, rec := range recs {
 		if rec.On {
 			on = append(on, rec.Local)
@@ -113,9 +139,8 @@ func (k *Keeper) capturedLocals(ctx context.Context, module string) ([]string, e
 	}
 	keys, err := k.index.KeysUnder(ctx, []string{"point." + module + ".", "plan." + module + "."})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var off []string
 	for _, key := range keys {
 		parts := strings.Split(key, ".")
 		if len(parts) < 3 || slices.Contains(on, parts[2]) || slices.Contains(off, parts[2]) {
@@ -125,15 +150,5 @@ func (k *Keeper) capturedLocals(ctx context.Context, module string) ([]string, e
 	}
 	slices.Sort(on)
 	slices.Sort(off)
-	switch {
-	case len(off) > 0:
-		return nil, Errorf(ErrConflict, "%s/{%s} of module %s are not captured, so they cannot be taken at one cut with the others (capture-kept turns capture on), and nothing was done",
-			module, strings.Join(off, ","), module)
-	case len(on) == 0:
-		return nil, Errorf(ErrNotFound, "no kept data of module %s is captured (capture-kept turns capture on), so nothing was done", module)
-	}
-	return on, nil
+	return on, off, nil
 }
-
-// errNoCut: a kept data of a cut whose capture does not reach the cut.
-var errNoCut = errors.New("its capture does not reach the cut, so it cannot be taken at it")

@@ -23,19 +23,28 @@ const (
 	busPauseMax = 5 * time.Second
 )
 
-// snapshotArchive is writeArchive of the streams' snapshots, which reads
+// snapshotArchive is writeArchive of the streams' snapshots, each cut at
+// at (snapshot_cut.go; a zero at: not cut), which reads
 // the consumers of each as it passes (pb.take) and builds the key index of
 // each KV bucket and object store (ki.take), begun again from the start
 // (a new object, the old one aborted) when it failed because the bus went
 // away, up to busTries times while ctx lasts.
-func (k *Keeper) snapshotArchive(ctx context.Context, rel string, streams []string, pb *positionsBefore, ki *keyIndexes, p Progress) (*busarchive.Manifest, store.Writer, error) {
-	return k.snapshotArchiveWith(ctx, rel, streams, ki.take(pb.take(k.bus.Snapshot)), p)
+func (k *Keeper) snapshotArchive(ctx context.Context, rel string, streams []string, at time.Time, pb *positionsBefore, ki *keyIndexes, p Progress) (*busarchive.Manifest, store.Writer, error) {
+	if at.IsZero() {
+		return k.snapshotArchiveWith(ctx, rel, streams, ki.take(pb.take(k.bus.Snapshot)), p)
+	}
+	c := newCuts(at, k.log)
+	return k.snapshotArchiveWith(ctx, rel, streams, ki.take(pb.take(c.take(k.bus.Snapshot))), p,
+		func(w *busarchive.Writer) error { return c.record(w, ki) })
 }
 
 // snapshotArchiveWith is snapshotArchive with each stream taken by take.
-func (k *Keeper) snapshotArchiveWith(ctx context.Context, rel string, streams []string, take streamSource, p Progress) (*busarchive.Manifest, store.Writer, error) {
+// amend, when given, records in the manifest what the takes learnt, before
+// it is committed.
+func (k *Keeper) snapshotArchiveWith(ctx context.Context, rel string, streams []string, take streamSource, p Progress,
+	amend ...func(*busarchive.Writer) error) (*busarchive.Manifest, store.Writer, error) {
 	for try := 1; ; try++ {
-		m, w, err := k.writeArchive(ctx, rel, streams, take, k.bus.ServerVersion(), k.parallel, p)
+		m, w, err := k.writeArchive(ctx, rel, streams, take, k.bus.ServerVersion(), k.parallel, p, amend...)
 		if err == nil || try == busTries || !errors.Is(err, ErrNoBus) || ctx.Err() != nil {
 			return m, w, err
 		}

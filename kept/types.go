@@ -309,7 +309,9 @@ type Point struct {
 	Format    int    `json:"format,omitempty"`
 	WrittenBy string `json:"written-by,omitempty"`
 	// At, on a point made by a restore to a moment, is that moment, and
-	// Base the base point its chain of captured segments extends.
+	// Base the base point its chain of captured segments extends. On a
+	// full point taken by snapshot-kept (not a capture's base), At is its
+	// cut: each stream holds the messages stamped at or before it.
 	At   *time.Time `json:"at,omitempty"`
 	Base string     `json:"base,omitempty"`
 	// Incremental, on a point taken while its kept data was captured, says

@@ -37,7 +37,10 @@ func printSaid(w io.Writer, rep *kept.Reply) error {
 			fmt.Fprintf(w, "  point:     %s/%s form %d before %s, taken %s\n", p.Module, p.Local, p.Form, p.Fingerprint,
 				p.Taken.UTC().Format("2006-01-02 15:04:05Z"))
 		}
-		if p.At != nil { // made by a restore to a moment
+		switch {
+		case p.At != nil && isCut(p): // a full point, each stream cut at one moment
+			fmt.Fprintf(w, "  cut:       %s, each stream holding the messages its leader stamped at or before it\n", p.At.UTC().Format(time.RFC3339Nano))
+		case p.At != nil: // incremental, or made by a restore to a moment
 			fmt.Fprintf(w, "  moment:    %s, made from the base %s and its segments\n", momentText(*p.At), dash(p.Base))
 		}
 		if rep.Report == nil {
@@ -214,4 +217,10 @@ func printSchedules(w io.Writer, scheds []kept.Scheduled) error {
 			s.NextDue.UTC().Format("2006-01-02 15:04Z"), kept.ScheduledFingerprint(s.NextDue), s.Policy)
 	}
 	return tw.Flush()
+}
+
+// isCut reports whether a point with At is a full point taken at a cut:
+// neither incremental nor made by a restore to a moment (f<form>-at-…).
+func isCut(p *kept.Point) bool {
+	return !p.Incremental && !strings.HasPrefix(p.Fingerprint, "at-")
 }

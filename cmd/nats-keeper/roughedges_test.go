@@ -111,3 +111,23 @@ func TestDemoExplainsGapsAndUnacked(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintSaidCutOrMoment: a full point with At prints its cut; an
+// incremental point and a moment's point (f<form>-at-…) print the moment.
+func TestPrintSaidCutOrMoment(t *testing.T) {
+	at := time.Date(2026, 12, 6, 3, 0, 0, 123456789, time.UTC)
+	for _, c := range []struct {
+		p         kept.Point
+		want, not string
+	}{
+		{kept.Point{Module: "orders", Local: "data", Form: 1, Fingerprint: "v2", At: &at}, "cut:       2026-12-06T03:00:00.123456789Z", "moment:"},
+		{kept.Point{Module: "orders", Local: "data", Form: 1, Fingerprint: "v2", At: &at, Incremental: true, Base: "b"}, "moment:    2026-12-06T03:00:00.123Z", "cut:"},
+		{kept.Point{Module: "orders", Local: "data", Form: 1, Fingerprint: "at-20261206T030000.123Z", At: &at, Base: "b"}, "moment:", "cut:"},
+	} {
+		var b bytes.Buffer
+		_ = printSaid(&b, &kept.Reply{Said: "Took it.", Point: &c.p})
+		if out := b.String(); !strings.Contains(out, c.want) || strings.Contains(out, c.not) {
+			t.Errorf("%+v:\n%s\nwant %q, not %q", c.p, out, c.want, c.not)
+		}
+	}
+}
