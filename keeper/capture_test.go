@@ -2,6 +2,7 @@ package keeper_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -23,8 +24,13 @@ import (
 // runs it on e's keeper until the returned stop is called.
 func (e *env) captureOn() (stop func()) {
 	e.t.Helper()
-	r := keeper.Request{Module: module, Local: local, Capture: "on", Caller: "test", Why: "testing capture",
-		Settings: &kept.CaptureSettings{SegmentEvery: kept.Duration(time.Second)}}
+	return e.captureWith(kept.CaptureSettings{SegmentEvery: kept.Duration(time.Second)})
+}
+
+// captureWith is captureOn with the settings given.
+func (e *env) captureWith(settings kept.CaptureSettings) (stop func()) {
+	e.t.Helper()
+	r := keeper.Request{Module: module, Local: local, Capture: "on", Caller: "test", Why: "testing capture", Settings: &settings}
 	if _, err := e.k.CaptureKept(e.ctx, r); err != nil {
 		e.t.Fatal(err)
 	}
@@ -563,5 +569,66 @@ func TestRestoreToAMomentPassedThrough(t *testing.T) {
 		if got := messagesOnly(e.kept()); got != c.want {
 			t.Errorf("restored to %s, the kept data differs:\n got: %s\nwant: %s", c.at, got, c.want)
 		}
+	}
+}
+
+// TestMomentInsideCutSegments: messages written faster than the segment's
+// bytes are cut into several segments in one round; a restore to a moment
+// between two bursts, inside those segments' ranges, gives back exactly
+// the messages stored by then, and the segments cut say how far each took
+// the window (reached, before the round's own time).
+func TestMomentInsideCutSegments(t *testing.T) {
+	e := newEnv(t)
+	stop := e.captureWith(kept.CaptureSettings{SegmentEvery: kept.Duration(time.Second), SegmentBytes: 64 << 10})
+	defer stop()
+	e.captureReaches(time.Now())
+	burst := func(n int) {
+		for j := range n {
+			if _, err := e.js.Publish(e.ctx, fmt.Sprintf("%s.%s.orders.burst", module, local), fmt.Appendf(nil, "%01024d", j)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	burst(300)
+	mid := time.Now()
+	want := messagesOnly(e.kept())
+	time.Sleep(20 * time.Millisecond)
+	burst(300)
+	e.captureReaches(time.Now())
+	stop()
+	records, err := filepath.Glob(filepath.Join(e.dir, "capture", module, local, "*", "s*", "segment.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := 0
+	for _, name := range records {
+		var seg struct {
+			Cut     bool      `json:"cut"`
+			Began   time.Time `json:"began"`
+			Reached time.Time `json:"reached"`
+		}
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, &seg); err != nil {
+			t.Fatal(err)
+		}
+		if seg.Cut {
+			cut++
+			if seg.Reached.IsZero() || !seg.Reached.Before(seg.Began) {
+				t.Errorf("%s: a segment cut at its bytes took the window to %v, its round began %v", name, seg.Reached, seg.Began)
+			}
+		}
+	}
+	if cut == 0 {
+		t.Fatalf("none of %d segments was cut at its 64 KiB", len(records))
+	}
+	r := keeper.Request{Module: module, Local: local, At: mid.UTC().Format(time.RFC3339Nano), Caller: "test", Why: "between two bursts"}
+	if _, err := e.k.RestoreKept(e.ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if got := messagesOnly(e.kept()); got != want {
+		t.Errorf("the kept data differs from what it was between the bursts:\n got: %s\nwant: %s", got, want)
 	}
 }
