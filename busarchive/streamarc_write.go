@@ -46,7 +46,12 @@ func NewStreamArchiveWriter(w io.Writer, head ArchiveHead) (*StreamArchiveWriter
 	if err := checkHeadSeqs(head); err != nil {
 		return nil, fmt.Errorf("the archive's head %w, so nothing was written", err)
 	}
-	zw := s2.NewWriter(w)
+	// One encoder of 1 MiB blocks: a writer per segment of a capture is
+	// made every second or so, and the default (a 4 MiB block per core,
+	// encoded concurrently) would hold some 20 MiB each time, which a
+	// keeper under its memory limit would collect and give back to the
+	// system as often; one core encodes over 1 GB/s.
+	zw := s2.NewWriter(w, s2.WriterConcurrency(1), s2.WriterBlockSize(1<<20))
 	sw := &StreamArchiveWriter{
 		zw: zw, aw: archive.NewWriter(zw), head: head, now: time.Now().UnixNano(),
 		consumersLeft: head.Consumers, lastSeq: head.FirstSeq - 1,
