@@ -2,7 +2,6 @@ package keeper
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path"
 	"slices"
@@ -63,8 +62,8 @@ type segmentStream struct {
 	// StreamFirst is the stream's first sequence when the segment was
 	// closed: what limits removed from its head was gone by then.
 	StreamFirst uint64 `json:"stream-first"`
-	// Deleted are the sequences below From seen deleted since the segment
-	// before (ranges, inclusive), the stream's head excepted.
+	// Deleted are the sequences up to To seen deleted since the segment
+	// before (ranges, inclusive, in order), the stream's head excepted.
 	Deleted [][2]uint64 `json:"deleted,omitempty"`
 	// Made is when the stream was made (Unix ns): one made again does
 	// not continue the chain.
@@ -126,15 +125,15 @@ func (k *Keeper) chains(ctx context.Context, module, local string) ([]*chain, er
 			byRel[rel] = c
 			order = append(order, c)
 		}
-		var seg segment
+		var seg *segment
 		data, err := k.readSmall(ctx, o.Key, layout.MaxRecordSize)
 		if err == nil {
-			err = json.Unmarshal(data, &seg)
+			seg, err = decodeSegment(data, rel, parts[4])
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading the capture segment %s: %w", k.abs(o.Key), err)
 		}
-		c.segments = append(c.segments, &seg)
+		c.segments = append(c.segments, seg)
 	}
 	out := order[:0]
 	for _, c := range order {
