@@ -2,15 +2,12 @@ package transfer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path"
 	"strings"
-	"time"
 
-	"github.com/nats-keeper/nats-keeper/keeper/archives"
 	"github.com/nats-keeper/nats-keeper/keeper/layout"
 	"github.com/nats-keeper/nats-keeper/kept"
 	"github.com/nats-keeper/nats-keeper/store"
@@ -43,6 +40,9 @@ type CopyReport struct {
 // is copied as it is stored, its ciphertext checked against the checksum
 // its record names; it is not decrypted, so no key is needed, and its
 // contents are verified only by a keeper with the identity (verify-kept).
+// An incremental point is copied as a full point, the archive of the point
+// of its moment under its own record (copy_incremental.go); one whose
+// moment's point is not made yet fails, naming it.
 func CopyStores(ctx context.Context, from, to store.Store, module, local string, log *slog.Logger) (*CopyReport, error) {
 	if log == nil {
 		log = slog.Default()
@@ -111,96 +111,6 @@ func recordPrefixes(ctx context.Context, st store.Store) ([]string, error) {
 	return out, nil
 }
 
-// copyOne copies one point or aside; false means it was there, equal.
-// sealed says its archive is encrypted, so it was copied as ciphertext and
-// checked by its checksum only.
-func copyOne(ctx context.Context, from, to store.Store, rel string) (copied, sealed bool, err error) {
-	raw, rec, err := layout.ReadRecord(ctx, from, rel)
-	if err != nil {
-		return false, false, fmt.Errorf("its record does not read: %w", err)
-	}
-	if err := layout.CheckSealing(rec.Sealing); err != nil {
-		return false, false, err
-	}
-	if rec.Incremental {
-		return false, false, fmt.Errorf("it is an incremental point, made of its base and the capture's segments, which copy does not carry yet; "+
-			"copy the point of its moment, %s (verify-kept of it makes it)", layout.MomentRel(rec.Base, ptrTime(rec.At)))
-	}
-	sealed = rec.Encrypted != nil
-	key := layout.ArchiveKeyOf(rel, rec)
-	src, err := from.Stat(ctx, key)
-	if err != nil {
-		return false, sealed, fmt.Errorf("its archive: %w", err)
-	}
-	if _, trec, err := layout.ReadRecord(ctx, to, rel); err == nil && sameRecord(rec, trec) {
-		if dst, err := to.Stat(ctx, key); err == nil && dst.Size == src.Size &&
-			(trec.ArchiveSum == "" || dst.Sum == "" || dst.Sum == trec.ArchiveSum) {
-			// Equal; a restore since the last copy may have written
-			// evidence beside it, and a copy by a keeper before key
-			// indexes left them out.
-			if err := copyKeyIndexes(ctx, from, to, rel, rec); err != nil {
-				return false, sealed, err
-			}
-			return false, sealed, copyEvidence(ctx, from, to, rel)
-		}
-	}
-	if sealed && rec.ArchiveSum == "" {
-		return false, sealed, fmt.Errorf("its archive is encrypted and its record names no checksum, so the copy could not be checked without the key and was not made")
-	}
-	info, err := store.CopyObject(ctx, from, key, to, key)
-	if err != nil {
-		return false, sealed, err
-	}
-	if rec.ArchiveSum != "" && info.Sum != rec.ArchiveSum {
-		return false, sealed, fmt.Errorf("the copy's checksum %s differs from its record's %s", info.Sum, rec.ArchiveSum)
-	}
-	if !sealed {
-		// An encrypted archive's ciphertext was checked whole above; its
-		// contents are not decrypted here (copy needs no key).
-		a, err := archives.Open(ctx, to, rel, rec, to.Describe().URL+"/"+key, nil)
-		if err != nil {
-			return false, sealed, fmt.Errorf("the copy does not open: %w", err)
-		}
-		m, _, err := archives.Verify(ctx, a)
-		a.Close()
-		if err != nil {
-			return false, sealed, fmt.Errorf("the copy does not verify: %w", err)
-		}
-		if got, want := m.StreamNames(), kept.StreamSumNames(rec.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
-			return false, sealed, fmt.Errorf("its record names streams %v but its archive holds %v", want, got)
-		}
-	}
-	if err := copyKeyIndexes(ctx, from, to, rel, rec); err != nil {
-		return false, sealed, err
-	}
-	if err := copyEvidence(ctx, from, to, rel); err != nil {
-		return false, sealed, err
-	}
-	if rec.ArchiveSum == "" {
-		// Taken before stores named checksums: the copy's record names it.
-		var v map[string]any
-		if err := json.Unmarshal(raw, &v); err == nil {
-			v["archive-sum"] = info.Sum
-			if kept.WriteOldKeys { // both keys, as the keeper writes them (kept/wirecase.go)
-				v["archive_sum"] = info.Sum
-			}
-			if b, err := layout.RecordJSON(v); err == nil {
-				raw = b
-			}
-		}
-	}
-	w, err := to.Create(ctx, layout.RecordKey(rel))
-	if err != nil {
-		return false, sealed, err
-	}
-	defer w.Abort()
-	if _, err := w.Write(raw); err != nil {
-		return false, sealed, err
-	}
-	_, err = w.Commit(ctx)
-	return err == nil, sealed, err
-}
-
 // copyEvidence copies the evidence report of the restores beside rel
 // (evidence.json and summary.md), where there is one, before the record
 // that makes the copy visible; it streams, so its size needs no bound.
@@ -233,12 +143,4 @@ func copyEvidence(ctx context.Context, from, to store.Store, rel string) error {
 func sameRecord(s, t *kept.Point) bool {
 	return s.Taken.Equal(t.Taken) && s.ArchiveSize == t.ArchiveSize && (s.ArchiveSum == "" || s.ArchiveSum == t.ArchiveSum) &&
 		strings.Join(kept.StreamSumNames(s.Streams), ",") == strings.Join(kept.StreamSumNames(t.Streams), ",")
-}
-
-// ptrTime is *t, or the zero time.
-func ptrTime(t *time.Time) time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	return *t
 }

@@ -56,14 +56,9 @@ func ExportKept(ctx context.Context, st store.Store, e Export) (*ExportReport, e
 	}
 	if rec.Incremental {
 		// Its archive is the point of its moment, once a keeper made it.
-		if rec.At == nil || rec.Base == "" {
-			return nil, kept.Errorf(kept.ErrFailed, "the incremental point %s names no moment or base, so nothing was exported", where)
-		}
-		mrel := layout.MomentRel(rec.Base, *rec.At)
-		_, mrec, err := layout.ReadRecord(ctx, st, mrel)
+		mrel, mrec, err := momentOf(ctx, st, rec, where)
 		if err != nil {
-			return nil, kept.Errorf(kept.ErrNotFound, "%s is an incremental point (its base and capture segments) and the point of its moment, %s, is not made yet "+
-				"(verify-kept of it makes it), so nothing was exported", where, st.Describe().URL+"/"+mrel)
+			return nil, kept.WithKind(kept.ErrFailed, fmt.Errorf("%w, so nothing was exported", err))
 		}
 		rel, rec = mrel, mrec
 	}
