@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -74,6 +75,19 @@ func TestCopyIncrementalPoint(t *testing.T) {
 		got["fingerprint"] != "inc" || got["archive-sum"] != moment["archive-sum"] || got["archive-size"] != moment["archive-size"] {
 		t.Fatalf("the copy's record is not the full point of the moment under the incremental point's names:\n%v\nthe moment's:\n%v", got, moment)
 	}
+	if !reflect.DeepEqual(got["streams"], moment["streams"]) {
+		t.Fatalf("the copy's record names streams\n%v\nnot the moment's\n%v", got["streams"], moment["streams"])
+	}
+	var indexes int
+	for _, s := range moment["streams"].([]any) {
+		if ki, _ := s.(map[string]any)["key-index"].(map[string]any); ki != nil {
+			indexes++
+			if _, err := os.Stat(filepath.Join(to, rel, ki["object"].(string))); err != nil {
+				t.Fatalf("the copy lacks the key index the moment's point names: %v", err)
+			}
+		}
+	}
+	t.Logf("the copy carries %d key index(es) of the moment's point", indexes)
 	if rep, err := copyAll(); err != nil || !slices.Contains(rep.Skipped, rel) {
 		t.Fatalf("copy again: %+v, %v; want the incremental point skipped", rep, err)
 	}
