@@ -244,3 +244,40 @@ func TestCutPointExportsAndImports(t *testing.T) {
 		t.Fatalf("the restored stream holds %d messages to %d; want %d, to at least %d", st.Msgs, st.LastSeq, was.Msgs, was.LastSeq+5)
 	}
 }
+
+// TestOneStreamPointIsNotCut: a kept data of one stream is not cut: its
+// point is its snapshot whole, with no at, messages stored after the
+// keeper read its clock included (a leader whose clock runs ahead of the
+// keeper's would otherwise stamp them after the cut).
+func TestOneStreamPointIsNotCut(t *testing.T) {
+	var after func()
+	e := newAutoEnv(t, func(c *keeper.Config) {
+		c.StepHook = func(step string) {
+			if step == "snapshot:cut" && after != nil {
+				after()
+			}
+		}
+	})
+	for _, s := range []string{e.names.KVStream, e.names.ObjStrm} {
+		if err := e.js.DeleteStream(e.ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := e.js.Stream(e.ctx, e.names.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	was := before.CachedInfo().State
+	after = func() { publishAfter(e, 5) }
+	rep := e.snapshot(1, "one")
+	after = nil
+	if rep.Point.At != nil || len(rep.Point.Streams) != 1 {
+		t.Fatalf("the point of one stream: at %v, %d streams; want no cut and one stream", rep.Point.At, len(rep.Point.Streams))
+	}
+	if s := rep.Point.Streams[0]; s.Messages != was.Msgs+5 || s.LastSeq != was.LastSeq+5 {
+		t.Errorf("the point's stream holds %d messages to %d; want the %d there and the 5 stored as it was taken, to %d", s.Messages, s.LastSeq, was.Msgs, was.LastSeq+5)
+	}
+	if _, err := e.k.VerifyKept(e.ctx, req(1, "one")); err != nil {
+		t.Fatalf("verify-kept: %v", err)
+	}
+}

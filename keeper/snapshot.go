@@ -86,12 +86,16 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	// The cut: the wall clock (k.now may be set back or ahead), which on
 	// one server is the clock that stamps the messages (snapshot_cut.go).
 	// A capture's base is not cut: its chain goes on after its last
-	// sequence, so it holds every message up to it.
+	// sequence, so it holds every message up to it. Nor is a kept data of
+	// one stream, outside a module's cut: it needs no cut to be one
+	// moment, and a leader whose clock runs ahead of the keeper's would
+	// stamp a message stored just before the request after it.
 	var at time.Time
 	if !captureBase(r) {
-		at = time.Now().UTC()
 		if c, ok := cutOf(ctx); ok { // a module's cut (snapshot_module.go)
 			at = c
+		} else if len(live) > 1 {
+			at = time.Now().UTC()
 		}
 		k.hook("snapshot:cut") // for tests: what is stored from here on is after the cut
 	}

@@ -20,9 +20,11 @@ import (
 // at the cut, by its own leader's clock; the point records the cut as At,
 // and each stream's manifest what its archive holds (busarchive.StreamCut:
 // messages, bytes, first and last sequence, where leaving out began),
-// counted as the snapshot passes, with no second pass. A one-stream kept
-// data is cut too, so that every point means the same. A capture's base is
-// not cut: its chain goes on from the base's last sequence.
+// counted as the snapshot passes, with no second pass. A kept data of one
+// stream is not cut (but in a module's cut): its snapshot is one moment
+// already, and the keeper's clock could leave out a message its leader
+// stamped ahead of it. A capture's base is not cut: its chain goes on from
+// the base's last sequence.
 
 // cuts is one snapshot's cut: its moment, and what each stream's archive
 // holds, from its last snapshot (an archive written again after the bus
