@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -630,5 +631,40 @@ func TestMomentInsideCutSegments(t *testing.T) {
 	}
 	if got := messagesOnly(e.kept()); got != want {
 		t.Errorf("the kept data differs from what it was between the bursts:\n got: %s\nwant: %s", got, want)
+	}
+}
+
+// TestVerbWaitsForTheCapturesBase: a person's snapshot-kept that comes
+// while the capture takes its base (holding the kept data) waits for it
+// and is taken, rather than refused as busy.
+func TestVerbWaitsForTheCapturesBase(t *testing.T) {
+	var armed atomic.Bool
+	var once sync.Once
+	done := make(chan error, 1)
+	var e *env
+	e = newAutoEnv(t, func(c *keeper.Config) {
+		c.StepHook = func(step string) {
+			if step != "snapshot:room-checked" || !armed.Load() {
+				return
+			}
+			once.Do(func() {
+				go func() {
+					_, err := e.k.SnapshotKept(e.ctx, req(1, "person"))
+					done <- err
+				}()
+				time.Sleep(500 * time.Millisecond) // the base holds the kept data meanwhile
+			})
+		}
+	})
+	armed.Store(true)
+	stop := e.captureOn()
+	defer stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("snapshot-kept while the capture took its base: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("snapshot-kept did not answer in a minute")
 	}
 }

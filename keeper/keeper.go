@@ -330,7 +330,35 @@ func (k *Keeper) recordAct(ctx context.Context, a Act, now bool) error {
 // the verb may touch (streams), so that kept data whose names collide on
 // the bus never interleave. The returned context ends if a lease is lost
 // while the verb runs, with errLeaseLost as its cause (leaseLost).
+//
+// A kept data held by its capture taking a base is waited for, up to
+// captureYield, looking every 250 ms: a person's verb does not fail for
+// the keeper's own background work.
 func (k *Keeper) lock(ctx context.Context, verb string, r Request, streams ...string) (context.Context, func(), error) {
+	deadline := time.Now().Add(captureYield)
+	for said := false; ; said = true {
+		vctx, release, err := k.lockOnce(ctx, verb, r, streams...)
+		var c capturing
+		if err == nil || r.Caller == captureCaller || !errors.As(err, &c) || time.Now().After(deadline) {
+			return vctx, release, err
+		}
+		if !said {
+			k.log.Info("the kept data's capture is taking its base; waiting for it", "verb", verb, "kept", r.Module+"/"+r.Local)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// captureYield bounds how long a verb waits for a capture's base (a full
+// snapshot: some seconds a GiB).
+const captureYield = 2 * time.Minute
+
+// lockOnce is one try of lock.
+func (k *Keeper) lockOnce(ctx context.Context, verb string, r Request, streams ...string) (context.Context, func(), error) {
 	release, err := k.locks.take(r.Module, r.Local, verb, r.Caller, k.now())
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s refused: %w, so nothing was done", verb, err)

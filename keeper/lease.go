@@ -150,8 +150,8 @@ func (k *Keeper) takeOver(ctx context.Context, key string, data []byte) (uint64,
 		if l.Kept != "" && strings.HasPrefix(key, "lease-") {
 			of = " of " + l.Kept
 		}
-		return 0, Errorf(ErrBusy, "%s is held by keeper %s running %s%s for %s since %s (lease until %s)",
-			leaseName(key), l.Holder, l.Verb, of, who, l.Since.Format(time.RFC3339), l.Expires.Format(time.RFC3339))
+		return 0, heldBy(l.Caller, Errorf(ErrBusy, "%s is held by keeper %s running %s%s for %s since %s (lease until %s)",
+			leaseName(key), l.Holder, l.Verb, of, who, l.Since.Format(time.RFC3339), l.Expires.Format(time.RFC3339)))
 	}
 	k.log.Warn("taking over an expired lease", "key", key, "holder", l.Holder, "expired", l.Expires)
 	n, err := k.index.Update(ctx, key, data, rev)

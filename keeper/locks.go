@@ -29,8 +29,8 @@ func (l *locks) take(module, local, verb, caller string, now time.Time) (release
 		if who == "" {
 			who = "an unnamed caller"
 		}
-		return nil, Errorf(ErrBusy, "%s is held by %s for %s since %s", key, who, h.Verb,
-			h.Since.UTC().Format(time.RFC3339))
+		return nil, heldBy(h.Caller, Errorf(ErrBusy, "%s is held by %s for %s since %s", key, who, h.Verb,
+			h.Since.UTC().Format(time.RFC3339)))
 	}
 	if l.held == nil {
 		l.held = map[string]holder{}
@@ -44,4 +44,18 @@ func (l *locks) take(module, local, verb, caller string, now time.Time) (release
 			l.mu.Unlock()
 		})
 	}, nil
+}
+
+// capturing is a busy kept data's error when its holder is the capture
+// taking its base: a verb waits for it (lock) rather than refuse.
+type capturing struct{ error }
+
+func (e capturing) Unwrap() error { return e.error }
+
+// heldBy marks err as capturing when caller is the capture's.
+func heldBy(caller string, err error) error {
+	if caller == captureCaller {
+		return capturing{err}
+	}
+	return err
 }
