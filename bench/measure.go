@@ -270,13 +270,32 @@ func (r *run) checkRestored(ctx context.Context, by string) error {
 			return fmt.Errorf("stream %s holds %d messages, not %d", name, got, msgs)
 		}
 	}
-	if _, err := js.Consumer(ctx, dataStream, consumer); err != nil {
+	if err := waitConsumer(ctx, js, dataStream, consumer); err != nil {
 		return fmt.Errorf("consumer %s is not there: %w", consumer, err)
 	}
 	if r.cfg.Cluster {
 		return r.checkReplicas(ctx, js, by)
 	}
 	return nil
+}
+
+// waitConsumer waits, up to 30 s, for a restored stream's consumer: on a
+// cluster a restore answers once its stream is restored, and its
+// consumers, proposed to the cluster after, may be unknown for a moment
+// more to the server asked (404, consumer not found).
+func waitConsumer(ctx context.Context, js jetstream.JetStream, stream, name string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := js.Consumer(ctx, stream, name)
+		if err == nil || !errors.Is(err, jetstream.ErrConsumerNotFound) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // cliRestoreRefused reports whether a nats CLI restore failed in a way
