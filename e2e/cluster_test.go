@@ -212,6 +212,21 @@ func callRiding(logf func(string, ...any), nc *nats.Conn, prefix, verb string, r
 // others finish its restore (the time is logged).
 func TestClusterServerDies(t *testing.T) {
 	const module, local = "ha", "ledger"
+	// What failed is said again, one line each, as the test's last lines:
+	// a CI that shows only the end of a long output still shows why.
+	var failures []string
+	errorf := func(format string, args ...any) {
+		t.Helper()
+		msg := fmt.Sprintf(format, args...)
+		first, _, _ := strings.Cut(msg, "\n")
+		failures = append(failures, first)
+		t.Error(msg)
+	}
+	t.Cleanup(func() {
+		if len(failures) > 0 {
+			t.Logf("what failed, in order:\n%s", strings.Join(failures, "\n"))
+		}
+	})
 	tmp := t.TempDir()
 	c := startNatsCluster(t, tools.NatsServer(t), tmp)
 	s3 := startS3(t, "keeper-points")
@@ -300,7 +315,7 @@ func TestClusterServerDies(t *testing.T) {
 			case r.Code == 200:
 				succeeded++
 			case r.Err != nil || r.Said == "":
-				t.Errorf("%s, round %d (server %d killed): %s with no sentence\nkeeper 1:\n%s\nkeeper 2:\n%s", phase, round, victim+1, r,
+				errorf("%s, round %d (server %d killed): %s with no sentence\nkeeper 1:\n%s\nkeeper 2:\n%s", phase, round, victim+1, r,
 					tail(keepers[0].p.log.String()), tail(keepers[1].p.log.String()))
 			default:
 				t.Logf("%s, round %d (server %d killed): %s", phase, round, victim+1, r)
@@ -322,20 +337,22 @@ func TestClusterServerDies(t *testing.T) {
 			c.revive(t, victim, watched...)
 			t.Logf("%s, round %d: server %d killed, %s answered %d in %s; the cluster whole again after %s", phase, round, victim+1, verb, r.Code,
 				took.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
-			waitReadersGone(t, cjs, names.Streams())
+			if left := waitReadersGone(t, cjs, names.Streams()); left != "" {
+				errorf("%s, round %d (server %d killed): %s", phase, round, victim+1, left)
+			}
 			got := dumpState(t, cjs, module, local)
 			want := live
 			if verb == "restore-kept" && r.Code == 200 {
 				want = point
 			}
 			if d := want.diff(got); d != "" && (verb != "restore-kept" || point.diff(got) != "") {
-				t.Errorf("%s, round %d (server %d killed): the kept data is not whole: %s\n%s", phase, round, victim+1, r, d)
+				errorf("%s, round %d (server %d killed): the kept data is not whole: %s\n%s", phase, round, victim+1, r, d)
 				keepLogs()
 			}
 		}
 		t.Logf("%s: %d of 10 verbs succeeded while a server was down", phase, succeeded)
 		if succeeded < 9 {
-			t.Errorf("%s: only %d of 10 verbs succeeded while a server was down; want at least 9", phase, succeeded)
+			errorf("%s: only %d of 10 verbs succeeded while a server was down; want at least 9", phase, succeeded)
 		}
 	}
 
@@ -358,7 +375,9 @@ func TestClusterServerDies(t *testing.T) {
 	}
 	killed := time.Now()
 	waitNoJournal(t, js, module, local)
-	waitReadersGone(t, js, names.Streams())
+	if left := waitReadersGone(t, js, names.Streams()); left != "" {
+		errorf("after the killed keeper's restore: %s", left)
+	}
 	if d := point.diff(dumpState(t, js, module, local)); d != "" {
 		t.Fatalf("the restore a killed keeper began was not finished by the others:\n%s", d)
 	}
@@ -389,8 +408,8 @@ func fillStream(t *testing.T, js jetstream.JetStream, subject string, n int) {
 // the cluster, from before the delete, and it stays until the server's
 // inactive threshold (1 minute) removes it: seen for 1 to 4 minutes here.
 // That consumer is the keeper's, not the kept data's, so the kept data is
-// compared once it is gone.
-func waitReadersGone(t *testing.T, js jetstream.JetStream, streams []string) {
+// compared once it is gone. It returns what is wrong ("" for nothing).
+func waitReadersGone(t *testing.T, js jetstream.JetStream, streams []string) string {
 	t.Helper()
 	const readersGoneWithin = 6 * time.Minute
 	began := time.Now()
@@ -411,11 +430,10 @@ func waitReadersGone(t *testing.T, js jetstream.JetStream, streams []string) {
 			if waited := time.Since(began); waited > time.Second {
 				t.Logf("the keeper's read consumers were gone %s after the round (a restarted server brought them back)", waited.Round(time.Second))
 			}
-			return
+			return ""
 		}
 		if time.Since(began) > readersGoneWithin {
-			t.Errorf("consumers of the keeper's reads are still on the kept data's streams %s after the round: %v", readersGoneWithin, left)
-			return
+			return fmt.Sprintf("consumers of the keeper's reads are still on the kept data's streams %s after the round: %v", readersGoneWithin, left)
 		}
 		time.Sleep(2 * time.Second)
 	}
