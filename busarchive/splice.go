@@ -135,29 +135,17 @@ func headEnd(plain []byte) (start int, last uint64, ok bool, err error) {
 	}
 	at := h.end
 	for range st.Consumers {
-		var f [5]uint64
-		p := at
-		for i := range f {
-			var n int
-			if i == 1 {
-				var v int64
-				v, n = binary.Varint(plain[p:])
-				f[i] = uint64(v)
-			} else {
-				f[i], n = binary.Uvarint(plain[p:])
-			}
-			if n == 0 {
-				return 0, 0, false, nil
-			}
-			if n < 0 {
-				return 0, 0, false, errors.New("a consumer entry's header overflows")
-			}
-			p += n
+		eh, n, err := parseEntryHeader(plain[at:])
+		if err != nil {
+			return 0, 0, false, fmt.Errorf("a consumer entry: %w", err)
 		}
-		if f[0] > maxSpliceHead || f[3]+f[4] > maxConsumerEntry {
+		if n == 0 {
+			return 0, 0, false, nil
+		}
+		if eh.name > maxSpliceHead || eh.size > maxConsumerEntry {
 			return 0, 0, false, errors.New("a consumer entry is over its bound")
 		}
-		p += int(f[0] + f[3] + f[4])
+		p := at + n + int(eh.name) + int(eh.size)
 		if p > len(plain) {
 			return 0, 0, false, nil
 		}
