@@ -33,12 +33,13 @@ const (
 	ShapeBigKV        = "bigkv"        // one KV bucket of many keys
 	ShapeBusy         = "busybus"      // a small KV among thousands of other modules' streams with consumers
 	ShapeCapture      = "capture"      // a captured stream: incremental point, restore to a moment, lag, writers' cost, store bytes
+	ShapeCaptureZip   = "capture-zip"  // the capture shape with compressible payloads
 )
 
 // AllShapes are every shape, in the order a run measures them.
 func AllShapes() []string {
 	return []string{ShapeRandom, ShapeCompressible, ShapeModule, ShapeRollback, ShapeDelta, ShapeNonPrefix, ShapeDiff, ShapeLogical,
-		ShapePoints, ShapeConsumers, ShapeBigKV, ShapeBusy, ShapeCapture}
+		ShapePoints, ShapeConsumers, ShapeBigKV, ShapeBusy, ShapeCapture, ShapeCaptureZip}
 }
 
 // ParseShapes reads a comma-separated list of shapes such as random,module.
@@ -167,6 +168,7 @@ func (r *run) runShape(ctx context.Context, name string, sr *ShapeResult) error 
 		ShapeBigKV:        (*run).shapeBigKV,
 		ShapeBusy:         (*run).shapeBusy,
 		ShapeCapture:      (*run).shapeCapture,
+		ShapeCaptureZip:   (*run).shapeCaptureZip,
 	}[name]
 	if !ok {
 		return fmt.Errorf("no such shape %q", name)

@@ -29,6 +29,7 @@ const (
 // CaptureFigures are the capture shape's figures that are not timed
 // verbs.
 type CaptureFigures struct {
+	Shape    string          // the shape they are of
 	Rate     float64         // what the paced writer asked, bytes a second
 	Achieved float64         // what it wrote, bytes a second
 	Paced    time.Duration   // how long it wrote
@@ -42,19 +43,39 @@ type CaptureFigures struct {
 	StoreBytes, Written int64
 }
 
+// captureData is what a capture shape's stream is filled and written with.
+type captureData struct {
+	local        string      // the kept data bench/<local>, its stream bench_<local>
+	fill, writes payloadFunc // the stream's first bytes, and what its writers append
+	what         string      // the payloads, for the report
+}
+
 // shapeCapture: one stream of cfg.Size random bytes with a durable
 // consumer part-way, the kept data bench/cp.
 func (r *run) shapeCapture(ctx context.Context, sr *ShapeResult) error {
-	const stream, prefix = "bench_cp", "bench.cp"
-	msgs, floor, err := r.readStream(ctx, stream, prefix, randomPayload())
+	return r.captureShape(ctx, sr, captureData{local: "cp", fill: randomPayload(), writes: migrationPayload(), what: "random bytes"})
+}
+
+// shapeCaptureZip is shapeCapture with compressible payloads, filled and
+// written (a JSON-like reading each), the kept data bench/cz: what the
+// capture costs when its segments shrink in the store.
+func (r *run) shapeCaptureZip(ctx context.Context, sr *ShapeResult) error {
+	return r.captureShape(ctx, sr, captureData{local: "cz", fill: compressiblePayload, writes: compressiblePayload, what: "compressible bytes (a JSON-like reading each)"})
+}
+
+// captureShape measures the capture targets on one stream of cfg.Size
+// bytes of d's payloads.
+func (r *run) captureShape(ctx context.Context, sr *ShapeResult, d captureData) error {
+	stream, prefix := "bench_"+d.local, "bench."+d.local
+	msgs, floor, err := r.readStream(ctx, stream, prefix, d.fill)
 	if err != nil {
 		return err
 	}
-	k := kept{module: module, local: "cp", streams: []string{stream}}
-	c := &captureRun{r: r, sr: sr, k: k, prefix: prefix, pay: migrationPayload(), fig: &CaptureFigures{Rate: captureRate}}
+	k := kept{module: module, local: d.local, streams: []string{stream}}
+	c := &captureRun{r: r, sr: sr, k: k, prefix: prefix, pay: d.writes, fig: &CaptureFigures{Rate: captureRate, Shape: sr.Shape}}
 	sr.Capture = c.fig
-	sr.Data = fmt.Sprintf("kept data `bench/cp` = stream `%s`, %d messages of %d random bytes, durable consumer `%s_reader` at ack floor %d, captured with the default "+
-		"settings (a segment each second or 8 MiB)", stream, msgs, r.cfg.MsgSize, stream, floor)
+	sr.Data = fmt.Sprintf("kept data `bench/%s` = stream `%s`, %d messages of %d %s, durable consumer `%s_reader` at ack floor %d, captured with the default "+
+		"settings (a segment each second or 8 MiB)", d.local, stream, msgs, r.cfg.MsgSize, d.what, stream, floor)
 	full, err := c.fullPoints(ctx)
 	if err != nil {
 		return err

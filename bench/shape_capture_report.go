@@ -19,7 +19,7 @@ func (res *Result) captureMarkdown(b *strings.Builder) {
 }
 
 func (f *CaptureFigures) markdown(b *strings.Builder) {
-	b.WriteString("#### Capture against its targets\n\n")
+	fmt.Fprintf(b, "#### Capture against its targets (shape %s)\n\n", f.Shape)
 	b.WriteString("| figure | value | target | met |\n|---|---|---|---|\n")
 	if len(f.Lags) > 0 {
 		p50, p99, most := quantile(f.Lags, 0.50), quantile(f.Lags, 0.99), slices.Max(f.Lags)
