@@ -20,26 +20,27 @@ import (
 // own, started for it and removed after it, so that no shape's data weighs
 // on another's figures.
 const (
-	ShapeRandom       = "random"       // 1 KiB random payloads in one stream, and a KV bucket (the figures above)
-	ShapeCompressible = "compressible" // one stream of highly compressible messages
-	ShapeModule       = "module"       // a KV bucket, an object store and a stream: a quarter, a quarter and a half of the bytes
-	ShapeRollback     = "rollback"     // restore-kept with the kept data live against backup + rm + restore by hand
-	ShapeDelta        = "delta"        // restore-kept method auto (delta) after 1 MiB appended, against backup + rm + restore by hand
-	ShapeNonPrefix    = "nonprefix"    // restore-kept method auto (full) after a message of the point deleted, against method full
-	ShapeDiff         = "diff"         // diff-kept of a stream after 1 MiB appended, against its target
-	ShapeLogical      = "logical"      // restore-kept method logical of a KV bucket after 100 keys rewritten, against backup + rm + restore by hand
-	ShapePoints       = "points"       // many points over as many kept data
-	ShapeConsumers    = "consumers"    // many durable consumers of one module
-	ShapeBigKV        = "bigkv"        // one KV bucket of many keys
-	ShapeBusy         = "busybus"      // a small KV among thousands of other modules' streams with consumers
-	ShapeCapture      = "capture"      // a captured stream: incremental point, restore to a moment, lag, writers' cost, store bytes
-	ShapeCaptureZip   = "capture-zip"  // the capture shape with compressible payloads
+	ShapeRandom       = "random"         // 1 KiB random payloads in one stream, and a KV bucket (the figures above)
+	ShapeCompressible = "compressible"   // one stream of highly compressible messages
+	ShapeModule       = "module"         // a KV bucket, an object store and a stream: a quarter, a quarter and a half of the bytes
+	ShapeRollback     = "rollback"       // restore-kept with the kept data live against backup + rm + restore by hand
+	ShapeDelta        = "delta"          // restore-kept method auto (delta) after 1 MiB appended, against backup + rm + restore by hand
+	ShapeNonPrefix    = "nonprefix"      // restore-kept method auto (full) after a message of the point deleted, against method full
+	ShapeDiff         = "diff"           // diff-kept of a stream after 1 MiB appended, against its target
+	ShapeLogical      = "logical"        // restore-kept method logical of a KV bucket after 100 keys rewritten, against backup + rm + restore by hand
+	ShapePoints       = "points"         // many points over as many kept data
+	ShapeConsumers    = "consumers"      // many durable consumers of one module
+	ShapeBigKV        = "bigkv"          // one KV bucket of many keys
+	ShapeBusy         = "busybus"        // a small KV among thousands of other modules' streams with consumers
+	ShapeCapture      = "capture"        // a captured stream: incremental point, restore to a moment, lag, writers' cost, store bytes
+	ShapeCaptureZip   = "capture-zip"    // the capture shape with compressible payloads
+	ShapeCaptureMod   = "capture-module" // the capture shape on a KV bucket, an object store and a stream
 )
 
 // AllShapes are every shape, in the order a run measures them.
 func AllShapes() []string {
 	return []string{ShapeRandom, ShapeCompressible, ShapeModule, ShapeRollback, ShapeDelta, ShapeNonPrefix, ShapeDiff, ShapeLogical,
-		ShapePoints, ShapeConsumers, ShapeBigKV, ShapeBusy, ShapeCapture, ShapeCaptureZip}
+		ShapePoints, ShapeConsumers, ShapeBigKV, ShapeBusy, ShapeCapture, ShapeCaptureZip, ShapeCaptureMod}
 }
 
 // ParseShapes reads a comma-separated list of shapes such as random,module.
@@ -169,6 +170,7 @@ func (r *run) runShape(ctx context.Context, name string, sr *ShapeResult) error 
 		ShapeBusy:         (*run).shapeBusy,
 		ShapeCapture:      (*run).shapeCapture,
 		ShapeCaptureZip:   (*run).shapeCaptureZip,
+		ShapeCaptureMod:   (*run).shapeCaptureModule,
 	}[name]
 	if !ok {
 		return fmt.Errorf("no such shape %q", name)

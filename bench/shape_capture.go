@@ -43,39 +43,59 @@ type CaptureFigures struct {
 	StoreBytes, Written int64
 }
 
-// captureData is what a capture shape's stream is filled and written with.
+// captureData is a capture shape's kept data: how it is filled and what
+// its writers append.
 type captureData struct {
-	local        string      // the kept data bench/<local>, its stream bench_<local>
-	fill, writes payloadFunc // the stream's first bytes, and what its writers append
-	what         string      // the payloads, for the report
+	local   string                                            // the kept data bench/<local>
+	streams []string                                          // its streams, the one the writers append to first
+	fill    func(ctx context.Context, r *run) (string, error) // fills it, and says what it made
+	writes  payloadFunc
 }
 
 // shapeCapture: one stream of cfg.Size random bytes with a durable
 // consumer part-way, the kept data bench/cp.
 func (r *run) shapeCapture(ctx context.Context, sr *ShapeResult) error {
-	return r.captureShape(ctx, sr, captureData{local: "cp", fill: randomPayload(), writes: migrationPayload(), what: "random bytes"})
+	return r.captureShape(ctx, sr, captureData{local: "cp", streams: []string{"bench_cp"},
+		fill: streamFill("cp", randomPayload(), "random bytes"), writes: migrationPayload()})
 }
 
 // shapeCaptureZip is shapeCapture with compressible payloads, filled and
 // written (a JSON-like reading each), the kept data bench/cz: what the
 // capture costs when its segments shrink in the store.
 func (r *run) shapeCaptureZip(ctx context.Context, sr *ShapeResult) error {
-	return r.captureShape(ctx, sr, captureData{local: "cz", fill: compressiblePayload, writes: compressiblePayload, what: "compressible bytes (a JSON-like reading each)"})
+	return r.captureShape(ctx, sr, captureData{local: "cz", streams: []string{"bench_cz"},
+		fill: streamFill("cz", compressiblePayload, "compressible bytes (a JSON-like reading each)"), writes: compressiblePayload})
 }
 
-// captureShape measures the capture targets on one stream of cfg.Size
-// bytes of d's payloads.
+// shapeCaptureModule is shapeCapture on a kept data as a module keeps it:
+// a KV bucket, an object store and a stream (the module shape's), the
+// writers appending to the stream; the kept data bench/cm.
+func (r *run) shapeCaptureModule(ctx context.Context, sr *ShapeResult) error {
+	return r.captureShape(ctx, sr, captureData{local: "cm", streams: []string{"bench_cm", "KV_bench_cm", "OBJ_bench_cm"},
+		fill: func(ctx context.Context, r *run) (string, error) { return r.fillModule(ctx, "cm") }, writes: migrationPayload()})
+}
+
+// streamFill fills the kept data bench/<local>'s one stream with cfg.Size
+// bytes of pay, its durable consumer part-way.
+func streamFill(local string, pay payloadFunc, what string) func(context.Context, *run) (string, error) {
+	return func(ctx context.Context, r *run) (string, error) {
+		stream := "bench_" + local
+		msgs, floor, err := r.readStream(ctx, stream, "bench."+local, pay)
+		return fmt.Sprintf("kept data `bench/%s` = stream `%s`, %d messages of %d %s, durable consumer `%s_reader` at ack floor %d",
+			local, stream, msgs, r.cfg.MsgSize, what, stream, floor), err
+	}
+}
+
+// captureShape measures the capture targets on d's kept data.
 func (r *run) captureShape(ctx context.Context, sr *ShapeResult, d captureData) error {
-	stream, prefix := "bench_"+d.local, "bench."+d.local
-	msgs, floor, err := r.readStream(ctx, stream, prefix, d.fill)
+	made, err := d.fill(ctx, r)
 	if err != nil {
 		return err
 	}
-	k := kept{module: module, local: d.local, streams: []string{stream}}
-	c := &captureRun{r: r, sr: sr, k: k, prefix: prefix, pay: d.writes, fig: &CaptureFigures{Rate: captureRate, Shape: sr.Shape}}
+	k := kept{module: module, local: d.local, streams: d.streams}
+	c := &captureRun{r: r, sr: sr, k: k, prefix: "bench." + d.local, pay: d.writes, fig: &CaptureFigures{Rate: captureRate, Shape: sr.Shape}}
 	sr.Capture = c.fig
-	sr.Data = fmt.Sprintf("kept data `bench/%s` = stream `%s`, %d messages of %d %s, durable consumer `%s_reader` at ack floor %d, captured with the default "+
-		"settings (a segment each second or 8 MiB)", d.local, stream, msgs, r.cfg.MsgSize, d.what, stream, floor)
+	sr.Data = made + ", captured with the default settings (a segment each second or 8 MiB)"
 	full, err := c.fullPoints(ctx)
 	if err != nil {
 		return err

@@ -7,12 +7,13 @@ import (
 )
 
 // TestCaptureShape runs small capture shapes, of random and of
-// compressible payloads: both timed comparisons have their samples, the lag
+// compressible payloads, and of a module's KV bucket, object store and
+// stream: both timed comparisons have their samples, the lag
 // was sampled, the writers were measured both ways, and the chain's
 // segments hold at least what the stream gained (every message is in them)
 // without being far above it, or, compressed, less than it.
 func TestCaptureShape(t *testing.T) {
-	shapes := []string{ShapeCapture, ShapeCaptureZip}
+	shapes := []string{ShapeCapture, ShapeCaptureZip, ShapeCaptureMod}
 	res, err := Run(context.Background(), Config{Size: 4 << 20, Rounds: 2, SmallRounds: 2, Shapes: shapes, Work: t.TempDir(),
 		Command: "go test ./bench -run TestCaptureShape"})
 	if err != nil {
@@ -29,6 +30,7 @@ func TestCaptureShape(t *testing.T) {
 	}
 	md := res.Markdown()
 	for _, want := range []string{"#### Capture against its targets (shape capture)", "#### Capture against its targets (shape capture-zip)",
+		"#### Capture against its targets (shape capture-module)",
 		"the capture's lag", "writers' throughput with capture", "`restore-kept` at a moment"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report does not say %q:\n%s", want, md)

@@ -34,37 +34,50 @@ func (r *run) shapeCompressible(ctx context.Context, sr *ShapeResult) error {
 // on the stream; snapshot and restore of the kept data against the CLI's
 // three commands one after the other.
 func (r *run) shapeModule(ctx context.Context, sr *ShapeResult) error {
-	js, err := r.shapeJS()
+	data, err := r.fillModule(ctx, "mod")
 	if err != nil {
 		return err
 	}
-	pay := randomPayload()
-	quarter := r.cfg.Size / 4
-	keys := int(max(quarter/int64(r.cfg.MsgSize), 1))
-	if err := r.fillKV(ctx, js, "bench_mod", keys, r.cfg.MsgSize, pay); err != nil {
-		return err
-	}
-	osize := int(min(int64(objectSize), max(quarter, 1)))
-	objects, err := r.fillObjects(ctx, js, "bench_mod", quarter, osize, pay)
-	if err != nil {
-		return err
-	}
-	msgs, err := r.fillStream(ctx, js, "bench_mod", "bench.mod", 2*quarter, r.cfg.MsgSize, r.cfg.Subjects, pay)
-	if err != nil {
-		return err
-	}
-	floor, err := partWay(ctx, js, "bench_mod", "bench_mod_reader", uint64(msgs))
-	if err != nil {
-		return err
-	}
-	sr.Data = fmt.Sprintf("kept data `bench/mod` = KV bucket `bench_mod` (%d keys of %d random bytes) + object store `bench_mod` (%d objects of %s) + stream `bench_mod` (%d messages of %d random bytes, durable consumer `bench_mod_reader` at ack floor %d)",
-		keys, r.cfg.MsgSize, objects, mib(float64(osize)), msgs, r.cfg.MsgSize, floor)
+	sr.Data = data
 	if err := r.noteBytes(ctx, sr, "KV_bench_mod", "OBJ_bench_mod", "bench_mod"); err != nil {
 		return err
 	}
 	// Issue 18: the module's kept data snapshots and restores in at most
 	// 0.6× the CLI's three commands one after the other.
 	return r.keptPairs(ctx, sr, kept{module: module, local: "mod", streams: []string{"KV_bench_mod", "OBJ_bench_mod", "bench_mod"}, target: 0.6})
+}
+
+// fillModule fills the kept data bench/<local> as a module keeps it, with
+// cfg.Size random bytes: KV bucket, object store and stream bench_<local>,
+// a quarter, a quarter and a half of the bytes, the stream's durable
+// consumer part-way; it says what it made.
+func (r *run) fillModule(ctx context.Context, local string) (string, error) {
+	js, err := r.shapeJS()
+	if err != nil {
+		return "", err
+	}
+	name := "bench_" + local
+	pay := randomPayload()
+	quarter := r.cfg.Size / 4
+	keys := int(max(quarter/int64(r.cfg.MsgSize), 1))
+	if err := r.fillKV(ctx, js, name, keys, r.cfg.MsgSize, pay); err != nil {
+		return "", err
+	}
+	osize := int(min(int64(objectSize), max(quarter, 1)))
+	objects, err := r.fillObjects(ctx, js, name, quarter, osize, pay)
+	if err != nil {
+		return "", err
+	}
+	msgs, err := r.fillStream(ctx, js, name, "bench."+local, 2*quarter, r.cfg.MsgSize, r.cfg.Subjects, pay)
+	if err != nil {
+		return "", err
+	}
+	floor, err := partWay(ctx, js, name, name+"_reader", uint64(msgs))
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("kept data `bench/%s` = KV bucket `%s` (%d keys of %d random bytes) + object store `%s` (%d objects of %s) + stream `%s` (%d messages of %d random bytes, durable consumer `%s_reader` at ack floor %d)",
+		local, name, keys, r.cfg.MsgSize, name, objects, mib(float64(osize)), name, msgs, r.cfg.MsgSize, name, floor), nil
 }
 
 // shapeRollback: one stream of cfg.Size random bytes with a durable

@@ -15,10 +15,10 @@
 //
 // -shapes names the data shapes to measure (default all: random, compressible,
 // module, rollback, delta, nonprefix, diff, logical, points, consumers, bigkv,
-// busybus, capture, capture-zip), each against the nats CLI (busybus: a small
-// KV's snapshot and dry run among other modules' streams; nonprefix: against
-// the keeper's own full rollback; diff: against its target; capture and
-// capture-zip: against issue 41's targets):
+// busybus, capture, capture-zip, capture-module), each against the nats CLI
+// (busybus: a small KV's snapshot and dry run among other modules' streams;
+// nonprefix: against the keeper's own full rollback; diff: against its
+// target; the capture shapes: against issue 41's targets):
 //
 //	go run ./cmd/keeper-bench -shapes compressible,rollback -size 64MiB -rounds 3 -out -
 //
