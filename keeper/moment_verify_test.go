@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -74,7 +75,8 @@ func (e *env) restoreSteps(r keeper.Request) (*keeper.Reply, []string, error) {
 // makes as it writes it and does not read it whole again (no verify step);
 // its evidence's point check passes and says so, in the reply and in
 // evidence.json. A dry run of a new moment plans from its point verified as
-// written and changes nothing. A second restore of the same moment finds
+// written and changes nothing. The restore's streams take the full and
+// delta methods (auto). A second restore of the same moment finds
 // the point made and verifies it whole beside the set-aside, as any point.
 // Each restore gives back the kept data as it was at its moment.
 func TestMomentVerifiedAsWritten(t *testing.T) {
@@ -105,6 +107,9 @@ func TestMomentVerifiedAsWritten(t *testing.T) {
 		t.Errorf("restored to the moment, the kept data differs:\n got: %s\nwant: %s", got, want)
 	}
 	pointChecked(t, rep, "verified as this restore wrote it")
+	// Both methods took the verification made as written: the streams
+	// only appended to since the moment are rolled back by delta.
+	mustContain(t, rep.Said, "restored whole", "rolled back by delta", "billing_ledger delta")
 
 	e.appendMessages(3, 4)
 	rep, steps, err = e.restoreSteps(req)
@@ -202,5 +207,58 @@ func TestMomentRefusedAsWritten(t *testing.T) {
 	}
 	if got := messagesOnly(e.kept()); got != want {
 		t.Errorf("restored to the moment, the kept data differs:\n got: %s\nwant: %s", got, want)
+	}
+}
+
+// flippedObject is a stored object whose byte at flip reads changed, as a
+// store that damaged it after it was written would give it back.
+type flippedObject struct {
+	store.Object
+	flip int64
+}
+
+func (o *flippedObject) ReadAt(p []byte, off int64) (int, error) {
+	n, err := o.Object.ReadAt(p, off)
+	if o.flip >= off && o.flip < off+int64(n) {
+		p[o.flip-off] ^= 0x01
+	}
+	return n, err
+}
+
+func (o *flippedObject) Reader(_ context.Context, off, n int64) (io.ReadCloser, error) {
+	return io.NopCloser(io.NewSectionReader(o, off, n)), nil
+}
+
+// TestMomentDamagedInTheStoreFailsItsRestore: the point of a moment,
+// verified as it was written and not read whole again, is damaged in the
+// store after it was written (a byte of its first stream's data reads
+// changed): the restore's read of that stream for the server checks it
+// against the manifest's SHA-256 and fails, and the live data set aside is
+// put back as it was.
+func TestMomentDamagedInTheStoreFailsItsRestore(t *testing.T) {
+	fs := &fault.Store{}
+	e := newEnv(t, fs.Wrap)
+	at, _ := e.captureMoment()
+	var damaged atomic.Bool
+	fs.OnOpen(func(ctx context.Context, key string, next fault.OpenFunc) (store.Object, error) {
+		o, err := next(ctx, key)
+		if err != nil || !strings.Contains(key, "-at-") || !strings.HasSuffix(key, "/bus.tar") {
+			return o, err
+		}
+		damaged.Store(true)
+		// Inside the first stream's data: after its 512-byte tar header.
+		return &flippedObject{Object: o, flip: 512 + 100}, nil
+	})
+	before := e.kept()
+	_, err := e.k.RestoreKept(e.ctx, keeper.Request{Module: module, Local: local, At: at.Format(time.RFC3339Nano), Caller: "test", Why: "a moment"})
+	if !damaged.Load() {
+		t.Fatalf("the moment's point was not read from the store (%v)", err)
+	}
+	if err == nil {
+		t.Fatal("a moment's point damaged in the store after it was written was restored")
+	}
+	mustContain(t, err.Error(), "stream.arc.s2: entry does not match its checksum: SHA-256", "the live data was put back from aside")
+	if d := sample.Diff(before, e.kept()); d != "" {
+		t.Errorf("a failed restore did not put the live data back as it was:\n%s", d)
 	}
 }
