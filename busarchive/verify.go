@@ -69,7 +69,6 @@ func VerifyFile(ctx context.Context, path string) (*Report, error) {
 // verifyStream checks one stream's two entries. It returns the stream's
 // report, the bytes it read and its problems.
 func (a *Archive) verifyStream(ctx context.Context, sm *StreamManifest) (StreamReport, int64, []error) {
-	rep := StreamReport{Name: sm.Name}
 	var problems []error
 	dataName := DataEntry(sm.Name)
 
@@ -83,7 +82,8 @@ func (a *Archive) verifyStream(ctx context.Context, sm *StreamManifest) (StreamR
 	h := newVerifyHash()
 	tee := startHashTee(ctx, a.dataSource(ctx, loc), h, 1)
 	dec := tee.sides[0]
-	decodeProblems := a.decode(ctx, sm, dec, dec.stopped, &rep)
+	d := decodeStream(ctx, sm.Name, dec, dec.stopped)
+	rep, decodeProblems := d.rep, d.heldTo(sm)
 	n, err := tee.wait()
 	if err != nil {
 		problems = append(problems, fmt.Errorf("verification of %s stopped: %w", dataName, err))
@@ -125,12 +125,19 @@ func (a *Archive) verifyMeta(ctx context.Context, sm *StreamManifest) (int64, []
 		return mr.n, []error{fmt.Errorf("verification of %s stopped: %w", metaName, err)}
 	}
 	problems := sumProblems(sm.Entries[1], mr.n, mr.h)
+	return mr.n, append(problems, metaProblems(sm, raw)...)
+}
+
+// metaProblems checks a stream's backup.json, raw: that it decodes and
+// that it names the stream.
+func metaProblems(sm *StreamManifest, raw []byte) []error {
+	metaName := MetaEntry(sm.Name)
 	if meta, err := decodeMeta(raw); err != nil {
-		problems = append(problems, &EntryError{Entry: metaName, Kind: ErrFormat, Detail: err.Error()})
+		return []error{&EntryError{Entry: metaName, Kind: ErrFormat, Detail: err.Error()}}
 	} else if meta.Config.Name != sm.Name {
-		problems = append(problems, &EntryError{Entry: metaName, Kind: ErrFormat, Detail: fmt.Sprintf("backup.json describes stream %q, so a restore would be refused", printable(meta.Config.Name))})
+		return []error{&EntryError{Entry: metaName, Kind: ErrFormat, Detail: fmt.Sprintf("backup.json describes stream %q, so a restore would be refused", printable(meta.Config.Name))}}
 	}
-	return mr.n, problems
+	return nil
 }
 
 // sumProblems compares what was read (n bytes hashed into h) with the
@@ -169,62 +176,3 @@ func (h *hashingReader) Read(p []byte) (int, error) {
 
 // verifyBlock is the size of the verification's reads.
 const verifyBlock = 1 << 20
-
-// decode reads the stream archive through r to its end sentinel (see
-// snapDecoder) and compares what it holds with the manifest. A state.json
-// or consumer entry over its bound is the one problem then reported: the
-// snapshot is not decoded further and nothing of it is counted.
-func (a *Archive) decode(ctx context.Context, sm *StreamManifest, r io.Reader, stopped func() bool, rep *StreamReport) []error {
-	name := DataEntry(sm.Name)
-	bad := func(kind error, format string, args ...any) error {
-		return &EntryError{Entry: name, Kind: kind, Detail: fmt.Sprintf(format, args...)}
-	}
-	var problems []error
-	var state *snapState
-	var stored uint64 // the messages' bytes as the server counts them, for a stream cut
-	memory := sm.Cut != nil && StoredInMemory(sm.Config.Raw)
-	dec := newSnapDecoder(r)
-	for !rep.Complete {
-		item, err := dec.next()
-		if err != nil {
-			if ctx.Err() != nil || stopped() {
-				return problems // the caller reports the stop
-			}
-			if big := (*entryTooLarge)(nil); errors.As(err, &big) {
-				*rep = StreamReport{Name: rep.Name}
-				return []error{bad(ErrTooLarge, "%v, so it was not decoded", err)}
-			}
-			problems = append(problems, bad(ErrFormat, "the snapshot does not decode: %v", err))
-			break
-		}
-		if item == itemState {
-			state = &dec.state
-		}
-		dec.tally(item, rep)
-		if item == itemMessage && sm.Cut != nil {
-			stored += StoredSize(memory, len(dec.hdr.Name), int(dec.hdr.HeaderSize), int(dec.hdr.PayloadSize))
-		}
-	}
-	if state == nil {
-		return problems
-	}
-	problems = append(problems, compareState(name, sm.State, state, rep)...)
-	return append(problems, compareCut(name, sm, rep, stored)...)
-}
-
-// tally counts one decoded item into rep: a consumer, a message (and the
-// first and last sequence), the end sentinel (rep is then complete).
-func (d *snapDecoder) tally(item snapItem, rep *StreamReport) {
-	switch item {
-	case itemConsumer:
-		rep.Consumers++
-	case itemMessage:
-		rep.Messages++
-		if rep.FirstSeq == 0 {
-			rep.FirstSeq = d.seq
-		}
-		rep.LastSeq = d.seq
-	case itemEnd:
-		rep.Complete = true
-	}
-}

@@ -43,7 +43,7 @@ func startEvidence(j *journal, pl *restorePlan, aside *Aside, asideRep *busarchi
 		ev.PointSum = pl.point.ArchiveSum
 	}
 	if pl.verified != nil {
-		ev.SetCheck(pointCheck(pl.point, pl.manifest, pl.verified, true))
+		ev.SetCheck(pointCheck(pl.point, pl.manifest, pl.verified, pl.verifiedHow()))
 		ev.Timed("verify", pl.verifyBegan, pl.verifyEnded)
 	}
 	if aside != nil && asideRep != nil {
@@ -53,19 +53,39 @@ func startEvidence(j *journal, pl *restorePlan, aside *Aside, asideRep *busarchi
 	return ev
 }
 
-// pointCheck is the point-verified check of what a restore restores from:
-// read whole, beside the set-aside, before the aside counted and anything
-// was removed (whole), or, when none of the
-// kept data was live, checked stream by stream as the restore read it.
-func pointCheck(p *Point, m *busarchive.Manifest, rep *busarchive.Report, whole bool) Check {
-	fig := &ArchiveFigures{Size: p.ArchiveSize, Sum: p.ArchiveSum, Streams: len(m.Streams)}
-	if whole {
+// How a restore's point was verified (pointCheck).
+const (
+	// pointReadBeside: read whole, beside the set-aside, before the aside
+	// counted and anything was removed.
+	pointReadBeside = "read whole and checked against its manifest while the live data was set aside, before that aside was committed and before anything was removed"
+	// pointAsWritten: a moment's point this restore wrote, checked as it
+	// wrote it (restore_at_check.go), and not read whole again.
+	pointAsWritten = "verified as this restore wrote it (the point of the moment): each stream's archive decoded message by message and held to its manifest " +
+		"before the point was committed, before anything was set aside or removed; not read whole again, and each stream's data checked " +
+		"against its manifest's SHA-256 as the restore read it for the server"
+	// pointAsRead: none of the kept data was live; checked stream by
+	// stream as the restore read it.
+	pointAsRead = "none of the kept data was live, so nothing could be touched; each stream's data was checked " +
+		"against its manifest's SHA-256 as the restore read it, and its end sent to the server only once it matched"
+)
+
+// verifiedHow is how the plan's point was verified.
+func (pl *restorePlan) verifiedHow() string {
+	if pl.asWritten {
+		return pointAsWritten
+	}
+	return pointReadBeside
+}
+
+// pointCheck is the point-verified check of what a restore restores from,
+// verified as how says: with the report rep of its verification, or (rep
+// nil) checked stream by stream as the restore read it.
+func pointCheck(p *Point, m *busarchive.Manifest, rep *busarchive.Report, how string) Check {
+	fig := &ArchiveFigures{Size: p.ArchiveSize, Sum: p.ArchiveSum, Streams: len(m.Streams), How: how}
+	if rep != nil {
 		fig.BytesChecked = rep.Bytes
-		fig.How = "read whole and checked against its manifest while the live data was set aside, before that aside was committed and before anything was removed"
 	} else {
 		fig.BytesChecked = dataBytes(m)
-		fig.How = "none of the kept data was live, so nothing could be touched; each stream's data was checked " +
-			"against its manifest's SHA-256 as the restore read it, and its end sent to the server only once it matched"
 	}
 	ok := fig.BytesChecked > 0 || len(m.Streams) == 0
 	return Check{Name: CheckPointVerified, Verdict: verdictOf(ok), Archive: fig,
@@ -124,7 +144,7 @@ func (x *restoreRun) checkRestored(ctx context.Context) {
 	m := x.arch.Manifest()
 	if ev.Find(CheckPointVerified) == nil && x.point != nil && len(x.j.Restore) > 0 {
 		// A restore into absent data checked the point as it read it.
-		ev.SetCheck(pointCheck(x.point, m, nil, false))
+		ev.SetCheck(pointCheck(x.point, m, nil, pointAsRead))
 	}
 	var streams, kv, obj []StreamFigures
 	for _, s := range x.j.Restore {

@@ -325,7 +325,7 @@ func (k *Keeper) recoverIntoAbsent(ctx context.Context, j *journal) (string, err
 		k.record(ctx, Act{Verb: VerbRestore, Module: j.Module, Local: j.Local, Caller: j.Caller, Why: j.Why, What: said, Outcome: "failed"})
 		return said, nil
 	}
-	rep, err := k.restoreLocked(ctx, r, false)
+	rep, err := k.restoreLocked(ctx, r, false, nil)
 	var ee *EvidenceError
 	if errors.As(err, &ee) {
 		// Done, but its evidence fails: the restore's journal is closed.

@@ -50,8 +50,16 @@ import (
 //
 // A restore to a moment (at, at-seq; local "*") and a restore of an
 // incremental point make the point of their moment first (restore_at.go),
-// then restore it by this same path.
+// then restore it by this same path. A moment's point the request wrote
+// was verified as it was written: its whole verification is that one, and
+// it is not read whole again beside the set-aside.
 func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
+	return k.restore(ctx, r, nil)
+}
+
+// restore is RestoreKept; made is the point r names when this request
+// made it, verified as it was written (a moment's point), else nil.
+func (k *Keeper) restore(ctx context.Context, r Request, made *madePoint) (*Reply, error) {
 	if err := CheckRequest(VerbRestore, r); err != nil {
 		return nil, err
 	}
@@ -64,11 +72,11 @@ func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
 	if p := k.incrementalPoint(ctx, r); p != nil {
 		return k.restoreIncremental(ctx, r, p)
 	}
-	return k.restoreKept(ctx, r)
+	return k.restoreKept(ctx, r, made)
 }
 
 // restoreKept is RestoreKept of a point or an aside.
-func (k *Keeper) restoreKept(ctx context.Context, r Request) (*Reply, error) {
+func (k *Keeper) restoreKept(ctx context.Context, r Request, made *madePoint) (*Reply, error) {
 	streams, err := k.streamsOf(ctx, VerbRestore, r)
 	if err != nil {
 		return nil, fmt.Errorf("%s refused: %w, so nothing was done", VerbRestore, err)
@@ -81,18 +89,19 @@ func (k *Keeper) restoreKept(ctx context.Context, r Request) (*Reply, error) {
 	if err := k.unfinished(ctx, VerbRestore, r.Module, r.Local); err != nil {
 		return nil, err
 	}
-	return k.restoreLocked(ctx, r, true)
+	return k.restoreLocked(ctx, r, true, made)
 }
 
 // restoreLocked is RestoreKept once the kept data's lock is held; hand says
-// whether a person asked for it (recovery also runs it). It plans, sets the
+// whether a person asked for it (recovery also runs it), made is the point
+// this request made and verified as it wrote it, or nil. It plans, sets the
 // live data aside, writes the journal, and hands the rest to the restore
 // run (restore_run.go), which owns the journal and the evidence from then.
-func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool) (*Reply, error) {
+func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool, made *madePoint) (*Reply, error) {
 	act := Act{Verb: VerbRestore, Module: r.Module, Local: r.Local, Caller: r.Caller, BusIdentity: r.BusIdentity, Why: r.Why, Hand: hand}
 	fail := func(err error) (*Reply, error) { return nil, k.restoreFailed(ctx, act, err) }
 	began := k.now()
-	pl, err := k.planRestore(ctx, r)
+	pl, err := k.planRestore(ctx, r, made)
 	if err != nil {
 		return fail(fmt.Errorf("restore-kept of %s/%s: %w, so nothing was set aside or removed", r.Module, r.Local, err))
 	}

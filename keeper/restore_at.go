@@ -16,9 +16,11 @@ import (
 // deletes they recorded and what the streams' own limits had removed by
 // then, written as one archive per stream (restore_at_compose.go) into a
 // point of its own, points/<module>/<local>/f<form>-at-<moment>. That point
-// is verified, set aside first and restored by the usual path, and stays,
-// so the same moment restores again without being made again; prune-kept
-// removes it as any point.
+// is verified as it is written (restore_at_check.go), and the restore that
+// made it does not read it whole again; the live data is set aside first
+// and the point restored by the usual path. It stays, so the same moment
+// restores again without being made again (verified then beside the
+// set-aside, as any point); prune-kept removes it as any point.
 
 // momentAt is the moment a restore asks for.
 type momentAt struct {
@@ -52,7 +54,9 @@ func (k *Keeper) restoreAt(ctx context.Context, r Request) (*Reply, error) {
 	}
 	rr := r
 	rr.At, rr.AtSeq, rr.Form, rr.Fingerprint = "", nil, p.Form, p.Fingerprint
-	rep, err := k.RestoreKept(ctx, rr)
+	// A point this request wrote was verified as it was written: its
+	// restore takes that verification and does not read it whole again.
+	rep, err := k.restore(ctx, rr, p)
 	if err != nil {
 		return nil, fmt.Errorf("%s; %w", said, err)
 	}
@@ -62,9 +66,10 @@ func (k *Keeper) restoreAt(ctx context.Context, r Request) (*Reply, error) {
 	return rep, nil
 }
 
-// momentPoint finds or makes the point of the moment mo, and says how old
-// its positions sample is.
-func (k *Keeper) momentPoint(ctx context.Context, r Request, mo momentAt) (*Point, time.Duration, string, error) {
+// momentPoint finds or makes the point of the moment mo (with, when it
+// made it, its verification as written), and says how old its positions
+// sample is.
+func (k *Keeper) momentPoint(ctx context.Context, r Request, mo momentAt) (*madePoint, time.Duration, string, error) {
 	chains, err := k.chains(ctx, r.Module, r.Local)
 	if err != nil {
 		return nil, 0, "", err
@@ -96,7 +101,7 @@ func (k *Keeper) momentPoint(ctx context.Context, r Request, mo momentAt) (*Poin
 		said += fmt.Sprintf(" %d message(s) stored around the moment were deleted before the capture read them (a KV key or an object replaced faster than segment-every), so the moment may lack what they held.", plan.unseen)
 	}
 	if p := k.indexedPoint(ctx, r.Module, r.Local, ch.form, fp); p != nil {
-		return p, plan.positionsAge, said, nil
+		return &madePoint{Point: p}, plan.positionsAge, said, nil
 	}
 	p, err := k.writeMoment(ctx, r, ch, base, plan, fp)
 	if err != nil {

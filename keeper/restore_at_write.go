@@ -9,8 +9,10 @@ import (
 
 // writeMoment writes and commits the point of a moment, fingerprint fp, at
 // the chain's form: each stream's archive made of the base's messages then
-// the segments', as planned, the positions those of the sample.
-func (k *Keeper) writeMoment(ctx context.Context, r Request, ch *chain, base *Point, pl *momentPlan, fp string) (*Point, error) {
+// the segments', as planned, the positions those of the sample. It is
+// verified as it is written (restore_at_check.go), and committed only once
+// that passed.
+func (k *Keeper) writeMoment(ctx context.Context, r Request, ch *chain, base *Point, pl *momentPlan, fp string) (*madePoint, error) {
 	pr := Request{Module: r.Module, Local: r.Local, Form: ch.form, Fingerprint: fp, CatchUp: base.CatchUp, Caller: r.Caller, Why: "the moment of: " + r.Why}
 	rel := pointRel(r.Module, r.Local, ch.form, fp)
 	// Under the kept data's lease: two verbs that make the same moment at
@@ -21,17 +23,21 @@ func (k *Keeper) writeMoment(ctx context.Context, r Request, ch *chain, base *Po
 	}
 	defer release()
 	if p := k.indexedPoint(ctx, r.Module, r.Local, ch.form, fp); p != nil {
-		return p, nil // made meanwhile
+		return &madePoint{Point: p}, nil // made meanwhile
 	}
 	bases, err := k.openArchive(ctx, base.Dir, base)
 	if err != nil {
 		return nil, fmt.Errorf("opening the base %s: %w", base.Dir, err)
 	}
 	defer bases.Close()
+	checks := newMomentChecks(k.now())
+	defer checks.stop()
 	take := func(ctx context.Context, stream string, data, meta io.WriteCloser) error {
 		defer data.Close()
 		defer meta.Close()
-		return k.writeMomentStream(ctx, pl, pl.streams[stream], bases, data, meta)
+		d, m, end := checks.tee(ctx, stream, data, meta)
+		defer end()
+		return k.writeMomentStream(ctx, pl, pl.streams[stream], bases, d, m)
 	}
 	names := make([]string, 0, len(base.Streams))
 	for _, s := range base.Streams {
@@ -47,6 +53,10 @@ func (k *Keeper) writeMoment(ctx context.Context, r Request, ch *chain, base *Po
 		return nil, fmt.Errorf("writing the point of the moment: %w, so no point was written", err)
 	}
 	defer w.Abort()
+	made, err := k.checkedAsWritten(checks, rel, m)
+	if err != nil {
+		return nil, err
+	}
 	var failed error
 	fail := func(err error) (*Reply, error) { failed = err; return nil, err }
 	rep, err := k.commitPoint(ctx, VerbRestore, pr, rel, m, w, nil, slices.Clone(pl.positions), e, fail, func(p *Point) string {
@@ -61,5 +71,6 @@ func (k *Keeper) writeMoment(ctx context.Context, r Request, ch *chain, base *Po
 	if failed != nil {
 		return nil, failed
 	}
-	return rep.Point, nil
+	made.Point = rep.Point
+	return made, nil
 }

@@ -26,6 +26,9 @@ type restorePlan struct {
 	verified                 *busarchive.Report
 	verifyBegan, verifyEnded time.Time
 	verifyLater              bool
+	// asWritten: verified is the verification made as this very request
+	// wrote the point (a moment's, restore_at_check.go), not a read of it.
+	asWritten bool
 	// expect is what each consumer set back must be once the restore is
 	// done (expectConsumer).
 	expect []ConsumerFigures
@@ -63,7 +66,11 @@ type restorePlan struct {
 // (restoreArchive). A point that fails then leaves nothing behind: the
 // restore removes what it began. That saves a whole read of the point, and
 // the bytes sent are the very bytes verified.
-func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, error) {
+//
+// A point this very request wrote and verified as it wrote it (made, a
+// moment's; nil otherwise) is not read whole again: that verification is
+// the plan's (takeWritten).
+func (k *Keeper) planRestore(ctx context.Context, r Request, made *madePoint) (*restorePlan, error) {
 	if m := kept.MethodOf(r); r.AsideOnly && m != kept.MethodAuto && m != kept.MethodFull {
 		return nil, Errorf(ErrBadRequest, "method %s restores, and aside-only restores nothing", m)
 	}
@@ -92,7 +99,9 @@ func (k *Keeper) planRestore(ctx context.Context, r Request) (*restorePlan, erro
 		return nil, Errorf(ErrNotFound, "no kept data %s/%s on the bus%s to set aside (looked for %s)", r.Module, r.Local, k.busDomain(), strings.Join(looked, ", "))
 	}
 	switch {
-	case r.AsideOnly || (len(live) == 0 && !r.DryRun):
+	case r.AsideOnly:
+	case pl.takeWritten(made):
+	case len(live) == 0 && !r.DryRun:
 	case r.DryRun:
 		if err := k.verifyPoint(ctx, r, pl); err != nil {
 			return nil, err

@@ -231,7 +231,7 @@ func (k *Keeper) materialize(ctx context.Context, p *Point) (*Point, error) {
 	if err != nil {
 		return nil, fmt.Errorf("making the archive of the incremental point %s from its base and segments: %w", pointName(p), err)
 	}
-	return mp, nil
+	return mp.Point, nil
 }
 
 // restoreIncremental restores an incremental point: the point of its

@@ -1,0 +1,128 @@
+package keeper
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/kept"
+)
+
+// The point of a moment is verified as writeMoment writes it: each
+// stream's archive is decoded, on a goroutine of its own (the second
+// core), from the very bytes the archive's writer takes and hashes
+// (busarchive.StreamCheck), and once the archive is written, before it is
+// committed, held with its backup.json to its manifest entry, as a
+// verification of the point read back would. The restore that made the
+// point takes that verification (madePoint) and does not read the point
+// whole again; its read of each stream for the server still checks the
+// SHA-256 against the manifest, so bytes the store changed since fail it.
+
+// madePoint is the point of a moment as momentPoint gives it: checked is
+// the verification made as this request wrote it, from checkBegan to
+// checkEnded; nil when the point was there already (made by an earlier
+// request), which a restore then verifies as any point.
+type madePoint struct {
+	*Point
+	checked                *busarchive.Report
+	checkBegan, checkEnded time.Time
+}
+
+// momentChecks is the check of each stream of a moment's point as it is
+// written.
+type momentChecks struct {
+	mu      sync.Mutex
+	began   time.Time
+	streams map[string]*momentCheck
+}
+
+type momentCheck struct {
+	data *busarchive.StreamCheck
+	meta bytes.Buffer // backup.json as written
+}
+
+func newMomentChecks(now time.Time) *momentChecks {
+	return &momentChecks{began: now, streams: map[string]*momentCheck{}}
+}
+
+// tee is data and meta of stream, what is written to them checked too
+// (after it went to them); call end once the stream is written.
+func (mc *momentChecks) tee(ctx context.Context, stream string, data, meta io.Writer) (_, _ io.Writer, end func()) {
+	c := &momentCheck{data: busarchive.NewStreamCheck(ctx, stream)}
+	mc.mu.Lock()
+	if old := mc.streams[stream]; old != nil {
+		old.data.Close() // taken again: the last take is the one written
+	}
+	mc.streams[stream] = c
+	mc.mu.Unlock()
+	return io.MultiWriter(data, c.data), io.MultiWriter(meta, &c.meta), func() { c.data.Close() }
+}
+
+// report holds each stream's check to m, the manifest of the archive
+// written, and returns the verification's report as Verify gives it, and
+// the problems found, one error a stream.
+func (mc *momentChecks) report(m *busarchive.Manifest) (*busarchive.Report, []error) {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	rep := &busarchive.Report{Streams: make([]busarchive.StreamReport, 0, len(m.Streams))}
+	var problems []error
+	for i := range m.Streams {
+		sm := &m.Streams[i]
+		c := mc.streams[sm.Name]
+		if c == nil {
+			problems = append(problems, fmt.Errorf("stream %s was not checked as it was written", sm.Name))
+			continue
+		}
+		sr, n, err := c.data.Hold(sm, c.meta.Bytes())
+		rep.Streams = append(rep.Streams, sr)
+		rep.Bytes += n
+		if err != nil {
+			problems = append(problems, err)
+		}
+	}
+	return rep, problems
+}
+
+// stop ends every check (a write that failed).
+func (mc *momentChecks) stop() {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	for _, c := range mc.streams {
+		c.data.Close()
+	}
+}
+
+// checkedAsWritten is the verification of the moment's point at rel,
+// written with manifest m, or its failure (a *kept.DamagedError): the
+// point is then not to be committed.
+func (k *Keeper) checkedAsWritten(mc *momentChecks, rel string, m *busarchive.Manifest) (*madePoint, error) {
+	rep, problems := mc.report(m)
+	if len(problems) > 0 {
+		var said []string
+		for _, err := range problems {
+			said = append(said, problemSentences(err)...)
+		}
+		return nil, fmt.Errorf("the point of the moment was checked as it was written and %w, so it was not committed and nothing was set aside or removed",
+			&kept.DamagedError{Path: k.abs(rel), Problems: said})
+	}
+	return &madePoint{checked: rep, checkBegan: mc.began, checkEnded: k.now()}, nil
+}
+
+// takeWritten takes made's verification, made as this request wrote the
+// point, as the plan's, when made is the plan's very point (as committed),
+// and reports whether it did.
+func (pl *restorePlan) takeWritten(made *madePoint) bool {
+	if made == nil || made.checked == nil || made.Point == nil || pl.point == nil {
+		return false
+	}
+	p, w := pl.point, made.Point
+	if pl.pointRel != w.Dir || p.ArchiveSize != w.ArchiveSize || p.ArchiveSum != w.ArchiveSum || !p.Taken.Equal(w.Taken) {
+		return false
+	}
+	pl.verified, pl.verifyBegan, pl.verifyEnded, pl.asWritten = made.checked, made.checkBegan, made.checkEnded, true
+	return true
+}
