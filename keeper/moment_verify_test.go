@@ -262,3 +262,34 @@ func TestMomentDamagedInTheStoreFailsItsRestore(t *testing.T) {
 		t.Errorf("a failed restore did not put the live data back as it was:\n%s", d)
 	}
 }
+
+// TestIncrementalPointVerifiedAsWritten: restore-kept of an incremental
+// point whose moment's point is not made yet makes it, verified as it is
+// written, and does not read it whole again: its evidence says so.
+func TestIncrementalPointVerifiedAsWritten(t *testing.T) {
+	e := newEnv(t)
+	stop := e.captureOn()
+	defer stop()
+	e.captureReaches(time.Now())
+	e.batch(1)
+	time.Sleep(2500 * time.Millisecond) // a positions sample after the batch
+	want := asOfMoment(e.kept(), e.names.Reader)
+	if rep, err := e.k.SnapshotKept(e.ctx, req(1, "incremental")); err != nil || !rep.Point.Incremental {
+		t.Fatalf("snapshot-kept with capture on: %v", err)
+	}
+	e.batch(2)
+	stop()
+	r := req(1, "incremental")
+	r.Why = "back to the incremental point"
+	rep, steps, err := e.restoreSteps(r)
+	if err != nil {
+		t.Fatalf("restore-kept of the incremental point: %v", err)
+	}
+	if !slices.Contains(steps, "moment") || slices.Contains(steps, "verify") {
+		t.Errorf("the restore that made the incremental point's archive reported the steps %v: it must write it and not verify it again", steps)
+	}
+	pointChecked(t, rep, "verified as this restore wrote it")
+	if got := asOfMoment(e.kept(), e.names.Reader); got != want {
+		t.Errorf("the kept data differs from what it was at the point:\n got: %s\nwant: %s", got, want)
+	}
+}

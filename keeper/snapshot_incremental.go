@@ -223,6 +223,16 @@ func (k *Keeper) commitIncremental(ctx context.Context, r Request, point *Point)
 // materialize is the point of an incremental point's moment, made from its
 // base and segments when it is not made yet.
 func (k *Keeper) materialize(ctx context.Context, p *Point) (*Point, error) {
+	mp, err := k.materializeMade(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return mp.Point, nil
+}
+
+// materializeMade is materialize with, when it made the moment's point
+// just now, its verification as written (madePoint).
+func (k *Keeper) materializeMade(ctx context.Context, p *Point) (*madePoint, error) {
 	if p.At == nil || p.Base == "" {
 		return nil, errors.New("the incremental point names no moment or base")
 	}
@@ -231,20 +241,21 @@ func (k *Keeper) materialize(ctx context.Context, p *Point) (*Point, error) {
 	if err != nil {
 		return nil, fmt.Errorf("making the archive of the incremental point %s from its base and segments: %w", pointName(p), err)
 	}
-	return mp.Point, nil
+	return mp, nil
 }
 
 // restoreIncremental restores an incremental point: the point of its
 // moment, made from its base and segments if it is not made yet, restored
 // by the usual path.
 func (k *Keeper) restoreIncremental(ctx context.Context, r Request, p *Point) (*Reply, error) {
-	mp, err := k.materialize(ctx, p)
+	mp, err := k.materializeMade(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("%s of %s refused: %w, so nothing was done", VerbRestore, pointName(p), err)
 	}
 	rr := r
 	rr.From, rr.Form, rr.Fingerprint = "", mp.Form, mp.Fingerprint
-	rep, err := k.RestoreKept(ctx, rr)
+	// The moment's point made just now was verified as it was written.
+	rep, err := k.restore(ctx, rr, mp)
 	if err != nil {
 		return nil, err
 	}
