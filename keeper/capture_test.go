@@ -185,7 +185,7 @@ func TestRestoreToAMoment(t *testing.T) {
 
 // TestIncrementalPoint: with capture on, snapshot-kept takes an incremental
 // point (its base and segments, no archive of its own); verify-kept checks
-// it, and restore-kept of it after more changes gives back the kept data as
+// its base and segments and writes nothing, and restore-kept of it after more changes gives back the kept data as
 // it was when it was taken.
 func TestIncrementalPoint(t *testing.T) {
 	e := newEnv(t)
@@ -207,8 +207,17 @@ func TestIncrementalPoint(t *testing.T) {
 		t.Fatalf("the incremental point has an archive of its own: %v", err)
 	}
 	e.batch(2)
-	if _, err := e.k.VerifyKept(e.ctx, req(1, "incremental")); err != nil {
+	vrep, err := e.k.VerifyKept(e.ctx, req(1, "incremental"))
+	if err != nil {
 		t.Fatalf("verify-kept of the incremental point: %v", err)
+	}
+	mustContain(t, vrep.Said, "it is incremental, and its base", "no archive of it was written")
+	if vrep.Report == nil || vrep.Report.Bytes <= 0 {
+		t.Errorf("verify-kept of the incremental point reports %+v; want the bytes it read", vrep.Report)
+	}
+	// A verb that only reads writes nothing: no moment's point was made.
+	if made, _ := filepath.Glob(filepath.Join(e.dir, "points", module, local, "*-at-*")); len(made) > 0 {
+		t.Errorf("verify-kept of the incremental point wrote %v", made)
 	}
 	stop()
 	r := req(1, "incremental")

@@ -293,3 +293,37 @@ func TestIncrementalPointVerifiedAsWritten(t *testing.T) {
 		t.Errorf("the kept data differs from what it was at the point:\n got: %s\nwant: %s", got, want)
 	}
 }
+
+// TestIncrementalPointDamagedSegment: verify-kept of an incremental point
+// reads its segments whole: one whose archive was damaged in the store
+// fails it, naming the segment.
+func TestIncrementalPointDamagedSegment(t *testing.T) {
+	e := newEnv(t)
+	stop := e.captureOn()
+	defer stop()
+	e.captureReaches(time.Now())
+	e.batch(1)
+	e.captureReaches(time.Now())
+	if _, err := e.k.SnapshotKept(e.ctx, req(1, "incremental")); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	archives, _ := filepath.Glob(filepath.Join(e.dir, "capture", module, local, "*", "s*", "bus.tar"))
+	if len(archives) == 0 {
+		t.Fatal("no segment archive in the store")
+	}
+	last := archives[len(archives)-1]
+	data, err := os.ReadFile(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(last, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.k.VerifyKept(e.ctx, req(1, "incremental"))
+	if !errors.Is(err, keeper.ErrDamaged) {
+		t.Fatalf("verify-kept with a damaged segment: got %v, want damaged", err)
+	}
+	mustContain(t, err.Error(), "segment", "does not verify", "failed verification", "it must not be restored")
+}

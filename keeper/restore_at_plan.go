@@ -205,8 +205,11 @@ func (k *Keeper) eachSegmentMessage(ctx context.Context, pl *momentPlan, ms *mom
 		}
 		err = readStream(ctx, a, ms.name, func(m busarchive.ArchivedMessage) error { return fn(pl, m) })
 		a.Close()
+		if len(busarchive.Problems(err)) > 0 {
+			err = &DamagedError{Path: a.Where, Problems: problemSentences(err)}
+		}
 		if err != nil {
-			return err
+			return fmt.Errorf("reading segment %d: %w", seg.N, err)
 		}
 	}
 	return nil
