@@ -23,6 +23,7 @@ var errSegmentFull = errors.New("the segment is full")
 // round that finds nothing new writes nothing.
 func (c *capturer) round(ctx context.Context) (more bool, err error) {
 	k := c.k
+	times := newRoundTimes()
 	seg := &segment{Chain: c.chain.rel, Base: c.chain.base, N: c.n + 1, Began: k.now().UTC(), WrittenBy: k.version}
 	var fresh []string
 	changed := false
@@ -47,10 +48,12 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 		}
 		seg.Streams = append(seg.Streams, ss)
 	}
+	times.lap("info")
 	positions, err := c.sample(ctx)
 	if err != nil {
 		return false, err
 	}
+	times.lap("sample")
 	seg.Positions, seg.PositionsAt = positions, k.now().UTC()
 	sampled, _ := json.Marshal(positions)
 	if len(fresh) == 0 && !changed && bytes.Equal(sampled, c.sampled) {
@@ -63,8 +66,9 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 	if err := c.mark(ctx, seg.N, c.marked); err != nil {
 		return false, err
 	}
+	times.lap("claim")
 	if len(fresh) > 0 {
-		if err := c.writeMessages(ctx, seg, fresh); err != nil {
+		if err := c.writeMessages(ctx, seg, fresh, times); err != nil {
 			return false, err
 		}
 	}
@@ -75,6 +79,7 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 			return false, err
 		}
 	}
+	times.lap("deletes")
 	seg.Closed, seg.Reached = k.now().UTC(), c.reached(seg)
 	if ctx.Err() != nil {
 		return false, context.Cause(ctx)
@@ -82,6 +87,7 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 	if _, err := k.putJSON(ctx, segmentRel(c.chain.rel, seg.N)+"/"+segmentFile, seg); err != nil {
 		return false, fmt.Errorf("committing segment %d: %w", seg.N, err)
 	}
+	times.lap("record")
 	// Only a committed segment moves the capture on: a round that failed
 	// is made again from where the last one ended, its deletes with it.
 	c.n, c.sampled = seg.N, sampled
@@ -94,8 +100,11 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 		f.capped = f.capped || looked[i].capped
 	}
 	k.observe.Captured(c.rec.Module, c.rec.Local, seg.ArchiveSize, seg.Closed)
-	k.log.Debug("segment committed", "kept", c.kept(), "n", seg.N, "bytes", seg.ArchiveSize, "cut", seg.Cut, "took", seg.Closed.Sub(seg.Began))
-	return seg.Cut, c.mark(ctx, c.n, seg.Reached)
+	err = c.mark(ctx, c.n, seg.Reached)
+	times.lap("mark")
+	k.log.Debug("segment committed", append([]any{"kept", c.kept(), "n", seg.N, "bytes", seg.ArchiveSize, "cut", seg.Cut,
+		"took", seg.Closed.Sub(seg.Began)}, times.steps...)...)
+	return seg.Cut, err
 }
 
 // reached is how far seg takes the window: to when its round read the
@@ -138,7 +147,7 @@ type deletesSeen struct {
 // writeMessages writes the segment's archive: each fresh stream's messages
 // from its next sequence up to its last when the round began, cut once the
 // segment holds its bytes.
-func (c *capturer) writeMessages(ctx context.Context, seg *segment, fresh []string) error {
+func (c *capturer) writeMessages(ctx context.Context, seg *segment, fresh []string, times *roundTimes) error {
 	k := c.k
 	budget := c.rec.Settings.SegmentBytes
 	take := func(ctx context.Context, stream string, data, meta io.WriteCloser) error {
@@ -163,6 +172,7 @@ func (c *capturer) writeMessages(ctx context.Context, seg *segment, fresh []stri
 			held = append(held, busarchive.ArchivedMessage{Seq: m.Seq, Time: m.Time, Subject: m.Subject, Header: m.Header, Data: m.Data})
 			return nil
 		})
+		times.lap("read")
 		if errors.Is(err, errSegmentFull) {
 			seg.Cut, err = true, nil
 		}
@@ -201,6 +211,7 @@ func (c *capturer) writeMessages(ctx context.Context, seg *segment, fresh []stri
 		return fmt.Errorf("writing segment %d: %w", seg.N, err)
 	}
 	defer w.Abort()
+	times.lap("write")
 	if m == nil {
 		return errors.New("the segment's archive has no manifest")
 	}
@@ -211,6 +222,7 @@ func (c *capturer) writeMessages(ctx context.Context, seg *segment, fresh []stri
 	if err != nil {
 		return fmt.Errorf("committing segment %d's archive: %w", seg.N, err)
 	}
+	times.lap("commit")
 	seg.HasArchive, seg.ArchiveSize, seg.ArchiveSum, seg.Sealing = true, info.Size, info.Sum, k.sealingOf(w)
 	return nil
 }
