@@ -20,43 +20,36 @@ var errSegmentFull = errors.New("the segment is full")
 // round writes the next segment: what each stream gained since the last
 // one (up to the segment's bytes; more reports that it was cut there), the
 // deletes seen, the streams' first sequences and a positions sample. A
-// round that finds nothing new writes nothing.
+// round that finds nothing new writes nothing. A segment cut at its bytes
+// has the next one gathered while it is put (capture_gather.go).
 func (c *capturer) round(ctx context.Context) (more bool, err error) {
-	k := c.k
-	times := newRoundTimes()
-	seg := &segment{Chain: c.chain.rel, Base: c.chain.base, N: c.n + 1, Began: k.now().UTC(), WrittenBy: k.version}
-	var fresh []string
-	changed := false
-	for _, f := range c.follows {
-		info, err := k.bus.Stream(ctx, f.name)
-		if errors.Is(err, ErrNoStream) {
-			return false, fmt.Errorf("%w: stream %s is gone", errChainBroken, f.name)
-		}
-		if err != nil {
-			return false, err
-		}
-		if info.Made != f.made || info.LastSeq+1 < f.next {
-			return false, fmt.Errorf("%w: stream %s was made again or lost its tail (last sequence %d, captured up to %d)",
-				errChainBroken, f.name, info.LastSeq, f.next-1)
-		}
-		ss := segmentStream{Name: f.name, From: f.next, To: f.next - 1, StreamFirst: info.FirstSeq, Made: f.made, Through: info.LastSeq}
-		if info.LastSeq >= f.next {
-			fresh = append(fresh, f.name)
-		}
-		if f.full || info.Messages != f.expect+countAbove(info, f.next-1) {
-			changed = true
-		}
-		seg.Streams = append(seg.Streams, ss)
-	}
-	times.lap("info")
-	positions, err := c.sample(ctx)
+	g, err := c.next(ctx)
 	if err != nil {
 		return false, err
 	}
-	times.lap("sample")
-	seg.Positions, seg.PositionsAt = positions, k.now().UTC()
-	sampled, _ := json.Marshal(positions)
-	if len(fresh) == 0 && !changed && bytes.Equal(sampled, c.sampled) {
+	if g.seg.Cut {
+		c.gatherAhead(ctx, g)
+	}
+	more, err = c.put(ctx, g)
+	if err != nil {
+		c.dropAhead()
+	}
+	return more, err
+}
+
+// put writes and commits the gathered segment g, the one after the last
+// committed, and moves the capture on to it.
+func (c *capturer) put(ctx context.Context, g *gathered) (more bool, err error) {
+	k, seg, times := c.k, g.seg, g.times
+	times.lap("wait")
+	changed := false
+	for i, f := range c.follows {
+		if info := g.infos[i]; f.full || info.Messages != f.expect+countAbove(info, f.next-1) {
+			changed = true
+		}
+	}
+	sampled, _ := json.Marshal(seg.Positions)
+	if len(g.fresh) == 0 && !changed && bytes.Equal(sampled, c.sampled) {
 		return false, c.mark(ctx, c.n, seg.Began)
 	}
 	// The segment's number is claimed in the index first: a keeper that
@@ -67,8 +60,8 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 		return false, err
 	}
 	times.lap("claim")
-	if len(fresh) > 0 {
-		if err := c.writeMessages(ctx, seg, fresh, times); err != nil {
+	if len(g.fresh) > 0 {
+		if err := c.writeMessages(ctx, g); err != nil {
 			return false, err
 		}
 	}
@@ -88,8 +81,18 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 		return false, fmt.Errorf("committing segment %d: %w", seg.N, err)
 	}
 	times.lap("record")
-	// Only a committed segment moves the capture on: a round that failed
-	// is made again from where the last one ended, its deletes with it.
+	c.committed(seg, sampled, looked)
+	err = c.mark(ctx, c.n, seg.Reached)
+	times.lap("mark")
+	k.log.Debug("segment committed", append([]any{"kept", c.kept(), "n", seg.N, "bytes", seg.ArchiveSize, "cut", seg.Cut,
+		"took", seg.Closed.Sub(seg.Began)}, times.steps...)...)
+	return seg.Cut, err
+}
+
+// committed moves the capture on to seg, just committed. Only a committed
+// segment does: a round that failed is made again from where the last one
+// ended, its deletes with it.
+func (c *capturer) committed(seg *segment, sampled []byte, looked []deletesSeen) {
 	c.n, c.sampled = seg.N, sampled
 	for i, f := range c.follows {
 		ss := seg.Streams[i]
@@ -99,12 +102,7 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 		}
 		f.capped = f.capped || looked[i].capped
 	}
-	k.observe.Captured(c.rec.Module, c.rec.Local, seg.ArchiveSize, seg.Closed)
-	err = c.mark(ctx, c.n, seg.Reached)
-	times.lap("mark")
-	k.log.Debug("segment committed", append([]any{"kept", c.kept(), "n", seg.N, "bytes", seg.ArchiveSize, "cut", seg.Cut,
-		"took", seg.Closed.Sub(seg.Began)}, times.steps...)...)
-	return seg.Cut, err
+	c.k.observe.Captured(c.rec.Module, c.rec.Local, seg.ArchiveSize, seg.Closed)
 }
 
 // reached is how far seg takes the window: to when its round read the
@@ -144,56 +142,25 @@ type deletesSeen struct {
 	capped  bool     // too many to track
 }
 
-// writeMessages writes the segment's archive: each fresh stream's messages
-// from its next sequence up to its last when the round began, cut once the
-// segment holds its bytes.
-func (c *capturer) writeMessages(ctx context.Context, seg *segment, fresh []string, times *roundTimes) error {
-	k := c.k
-	budget := c.rec.Settings.SegmentBytes
+// writeMessages writes the segment's archive: each fresh stream's
+// messages as gathered, each let go once written.
+func (c *capturer) writeMessages(ctx context.Context, g *gathered) error {
+	k, seg, times := c.k, g.seg, g.times
 	take := func(ctx context.Context, stream string, data, meta io.WriteCloser) error {
 		defer data.Close()
 		defer meta.Close()
-		ss := seg.stream(stream)
-		// Held whole (the segment's bytes bound it): the head gives the
-		// messages and bytes before the first, and verification holds the
-		// archive to them.
-		var held []busarchive.ArchivedMessage
-		err := k.bus.Messages(ctx, stream, ss.From, ss.Through, func(m Message) error {
-			if budget <= 0 {
-				return errSegmentFull
-			}
-			if ss.Messages == 0 {
-				ss.FirstTime = m.Time
-			}
-			ss.Messages, ss.LastTime, ss.To = ss.Messages+1, m.Time, m.Seq
-			n := int64(len(m.Subject) + len(m.Header) + len(m.Data))
-			ss.Bytes += uint64(n)
-			budget -= n
-			held = append(held, busarchive.ArchivedMessage{Seq: m.Seq, Time: m.Time, Subject: m.Subject, Header: m.Header, Data: m.Data})
-			return nil
-		})
-		times.lap("read")
-		if errors.Is(err, errSegmentFull) {
-			seg.Cut, err = true, nil
-		}
-		if err != nil {
-			return fmt.Errorf("reading stream %s from sequence %d: %w", stream, ss.From, err)
-		}
-		if !seg.Cut {
-			ss.To = ss.Through // the sequences after the last message read were deleted before it
-		}
-		if ss.To >= ss.From {
-			ss.Unseen = ss.To - ss.From + 1 - ss.Messages
-		}
+		ss, held := seg.stream(stream), g.held[stream]
+		delete(g.held, stream)
 		head := busarchive.ArchiveHead{FirstSeq: ss.From, LastSeq: max(ss.To, ss.From-1), Msgs: ss.Messages, Bytes: ss.Bytes}
 		w, err := busarchive.NewStreamArchiveWriter(data, head)
 		if err != nil {
 			return err
 		}
-		for _, m := range held {
-			if err := w.Message(m); err != nil {
+		for i := range held {
+			if err := w.Message(held[i]); err != nil {
 				return err
 			}
+			held[i] = busarchive.ArchivedMessage{}
 		}
 		if err := w.Close(); err != nil {
 			return err
@@ -206,7 +173,7 @@ func (c *capturer) writeMessages(ctx context.Context, seg *segment, fresh []stri
 		return err
 	}
 	rel := segmentRel(c.chain.rel, seg.N)
-	m, w, err := k.writeArchive(ctx, rel, fresh, take, k.bus.ServerVersion(), 1, Progress{Verb: VerbCapture, Module: c.rec.Module, Local: c.rec.Local, Step: "segment"})
+	m, w, err := k.writeArchive(ctx, rel, g.fresh, take, k.bus.ServerVersion(), 1, Progress{Verb: VerbCapture, Module: c.rec.Module, Local: c.rec.Local, Step: "segment"})
 	if err != nil {
 		return fmt.Errorf("writing segment %d: %w", seg.N, err)
 	}

@@ -74,6 +74,7 @@ type capturer struct {
 	pause   time.Duration
 	markRev uint64    // the revision of the capture's mark this capture read or wrote last
 	marked  time.Time // the mark's time
+	ahead   *ahead    // the next segment, gathered while the one before is put
 }
 
 // follow is where the capture of one stream stands.
@@ -88,9 +89,11 @@ type follow struct {
 }
 
 func (c *capturer) run(ctx context.Context) error {
+	defer c.dropAhead()
 	for {
 		if c.chain != nil && c.k.now().Sub(c.chain.baseTaken) >= time.Duration(c.rec.Settings.BaseEvery) {
 			c.k.log.Info("the capture's base is older than base-every; a new base begins the next chain", "kept", c.kept(), "base", c.chain.base)
+			c.dropAhead()
 			c.chain = nil
 		}
 		if c.chain == nil {

@@ -1,0 +1,197 @@
+package keeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-keeper/nats-keeper/busarchive"
+)
+
+// A round is two steps: gather reads the bus (each stream's state, the
+// positions sample, the messages the segment takes, held: the segment's
+// bytes bound them), then put writes and commits the segment. When a
+// segment is cut at its bytes, the next one is gathered ahead, while that
+// one is put: the bus is read while the store writes. Only put moves the
+// capture on, and only after the segment before was committed; a segment
+// gathered ahead of one that failed is dropped, and the next round
+// gathers again from the last committed segment.
+
+// gathered is a segment read from the bus and not yet written.
+type gathered struct {
+	seg   *segment
+	infos []*StreamInfo // each stream's state when the round began, in c.follows' order
+	fresh []string      // the streams that gained messages
+	held  map[string][]busarchive.ArchivedMessage
+	times *roundTimes
+}
+
+// ahead is the gathering of the next segment, begun while the one before
+// is put.
+type ahead struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	g      *gathered
+	err    error
+}
+
+// next is the segment of this round: the one gathered ahead, when it
+// continues the last committed segment, else one gathered now (a
+// gathering ahead that failed is made again here, from the last committed
+// segment).
+func (c *capturer) next(ctx context.Context) (*gathered, error) {
+	if a := c.ahead; a != nil {
+		c.ahead = nil
+		<-a.done
+		a.cancel()
+		if a.err == nil && c.continues(a.g) {
+			return a.g, nil
+		}
+		if a.err != nil {
+			c.k.log.Debug("the segment gathered ahead failed; gathering it again", "kept", c.kept(), "n", c.n+1, "err", a.err)
+		}
+	}
+	from := make([]uint64, len(c.follows))
+	for i, f := range c.follows {
+		from[i] = f.next
+	}
+	return c.gather(ctx, c.n+1, from, nil, c.rec.Settings)
+}
+
+// continues reports whether g is the segment after the last committed one.
+func (c *capturer) continues(g *gathered) bool {
+	if g.seg.N != c.n+1 || len(g.seg.Streams) != len(c.follows) {
+		return false
+	}
+	for i, f := range c.follows {
+		if g.seg.Streams[i].Name != f.name || g.seg.Streams[i].From != f.next {
+			return false
+		}
+	}
+	return true
+}
+
+// gatherAhead begins gathering the segment after g, which was cut at its
+// bytes, from where g ends.
+func (c *capturer) gatherAhead(ctx context.Context, g *gathered) {
+	from := make([]uint64, len(g.seg.Streams))
+	for i, ss := range g.seg.Streams {
+		from[i] = ss.To + 1
+	}
+	actx, cancel := context.WithCancel(ctx)
+	a := &ahead{cancel: cancel, done: make(chan struct{})}
+	settings := c.rec.Settings
+	go func() {
+		defer close(a.done)
+		a.g, a.err = c.gather(actx, g.seg.N+1, from, g.seg, settings)
+	}()
+	c.ahead = a
+}
+
+// dropAhead stops a gathering ahead, if any, and forgets it.
+func (c *capturer) dropAhead() {
+	if a := c.ahead; a != nil {
+		c.ahead = nil
+		a.cancel()
+		<-a.done
+	}
+}
+
+// gather reads segment n from the bus: each stream from from[i] up to its
+// last sequence now, within the segment's bytes. prev is the segment cut
+// at its bytes that this one goes on from, when gathered ahead (nil else).
+// It reads nothing of the capturer that put changes: it may run beside it.
+func (c *capturer) gather(ctx context.Context, n uint64, from []uint64, prev *segment, settings CaptureSettings) (*gathered, error) {
+	k := c.k
+	g := &gathered{times: newRoundTimes(), held: map[string][]busarchive.ArchivedMessage{}}
+	g.seg = &segment{Chain: c.chain.rel, Base: c.chain.base, N: n, Began: k.now().UTC(), WrittenBy: k.version}
+	for i, f := range c.follows {
+		info, err := k.bus.Stream(ctx, f.name)
+		if errors.Is(err, ErrNoStream) {
+			return nil, fmt.Errorf("%w: stream %s is gone", errChainBroken, f.name)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if info.Made != f.made || info.LastSeq+1 < from[i] {
+			return nil, fmt.Errorf("%w: stream %s was made again or lost its tail (last sequence %d, captured up to %d)",
+				errChainBroken, f.name, info.LastSeq, from[i]-1)
+		}
+		g.seg.Streams = append(g.seg.Streams, segmentStream{Name: f.name, From: from[i], To: from[i] - 1, StreamFirst: info.FirstSeq, Made: f.made, Through: info.LastSeq})
+		if info.LastSeq >= from[i] {
+			g.fresh = append(g.fresh, f.name)
+		}
+		g.infos = append(g.infos, info)
+	}
+	g.times.lap("info")
+	if err := c.positions(ctx, g.seg, prev, time.Duration(settings.SegmentEvery)); err != nil {
+		return nil, err
+	}
+	g.times.lap("sample")
+	if err := c.readFresh(ctx, g, settings.SegmentBytes); err != nil {
+		return nil, err
+	}
+	g.times.lap("read")
+	return g, nil
+}
+
+// positions gives seg its positions sample. A segment gathered straight
+// after one cut at its bytes (prev) carries prev's sample while that is
+// younger than segment-every: the consumers are sampled once a
+// segment-every, as when no segment is cut, not once a segment.
+func (c *capturer) positions(ctx context.Context, seg, prev *segment, every time.Duration) error {
+	if prev != nil && seg.Began.Sub(prev.PositionsAt) < every {
+		seg.Positions, seg.PositionsAt = prev.Positions, prev.PositionsAt
+		return nil
+	}
+	positions, err := c.sample(ctx)
+	if err != nil {
+		return err
+	}
+	seg.Positions, seg.PositionsAt = positions, c.k.now().UTC()
+	return nil
+}
+
+// readFresh reads and holds the messages of each fresh stream from its
+// From up to its last when the round began (its Through), in turn, cut
+// once the segment holds budget bytes.
+func (c *capturer) readFresh(ctx context.Context, g *gathered, budget int64) error {
+	seg := g.seg
+	for _, stream := range g.fresh {
+		ss := seg.stream(stream)
+		// Held whole (the segment's bytes bound it): the head gives the
+		// messages and bytes before the first, and verification holds the
+		// archive to them.
+		var held []busarchive.ArchivedMessage
+		err := c.k.bus.Messages(ctx, stream, ss.From, ss.Through, func(m Message) error {
+			if budget <= 0 {
+				return errSegmentFull
+			}
+			if ss.Messages == 0 {
+				ss.FirstTime = m.Time
+			}
+			ss.Messages, ss.LastTime, ss.To = ss.Messages+1, m.Time, m.Seq
+			n := int64(len(m.Subject) + len(m.Header) + len(m.Data))
+			ss.Bytes += uint64(n)
+			budget -= n
+			held = append(held, busarchive.ArchivedMessage{Seq: m.Seq, Time: m.Time, Subject: m.Subject, Header: m.Header, Data: m.Data})
+			return nil
+		})
+		if errors.Is(err, errSegmentFull) {
+			seg.Cut, err = true, nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading stream %s from sequence %d: %w", stream, ss.From, err)
+		}
+		if !seg.Cut {
+			ss.To = ss.Through // the sequences after the last message read were deleted before it
+		}
+		if ss.To >= ss.From {
+			ss.Unseen = ss.To - ss.From + 1 - ss.Messages
+		}
+		g.held[stream] = slices.Clip(held)
+	}
+	return nil
+}
