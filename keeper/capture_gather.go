@@ -21,6 +21,7 @@ import (
 
 // gathered is a segment read from the bus and not yet written.
 type gathered struct {
+	began time.Time // when it began to be gathered (monotonic)
 	seg   *segment
 	infos []*StreamInfo // each stream's state when the round began, in c.follows' order
 	fresh []string      // the streams that gained messages
@@ -105,7 +106,7 @@ func (c *capturer) dropAhead() {
 // It reads nothing of the capturer that put changes: it may run beside it.
 func (c *capturer) gather(ctx context.Context, n uint64, from []uint64, prev *segment, settings CaptureSettings) (*gathered, error) {
 	k := c.k
-	g := &gathered{times: newRoundTimes(), held: map[string][]busarchive.ArchivedMessage{}}
+	g := &gathered{began: time.Now(), times: newRoundTimes(), held: map[string][]busarchive.ArchivedMessage{}}
 	g.seg = &segment{Chain: c.chain.rel, Base: c.chain.base, N: n, Began: k.now().UTC(), WrittenBy: k.version}
 	for i, f := range c.follows {
 		info, err := k.bus.Stream(ctx, f.name)

@@ -27,6 +27,7 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	c.looked = g.began
 	if g.seg.Cut {
 		c.gatherAhead(ctx, g)
 	}

@@ -75,6 +75,7 @@ type capturer struct {
 	markRev uint64    // the revision of the capture's mark this capture read or wrote last
 	marked  time.Time // the mark's time
 	ahead   *ahead    // the next segment, gathered while the one before is put
+	looked  time.Time // when this round's segment began to be gathered (monotonic)
 }
 
 // follow is where the capture of one stream stands.
@@ -104,7 +105,7 @@ func (c *capturer) run(ctx context.Context) error {
 				continue
 			}
 		}
-		began := time.Now()
+		c.looked = time.Now()
 		more, err := c.round(ctx)
 		if errors.Is(err, errCaptureLost) {
 			c.k.log.Warn("another keeper took up the capture", "kept", c.kept())
@@ -122,10 +123,10 @@ func (c *capturer) run(ctx context.Context) error {
 			continue
 		}
 		c.pause = 0
-		// Rounds begin every segment-every, however long one took (a
-		// message then waits at most that and one round to be held); a
-		// segment cut at its bytes goes on at once.
-		if wait := time.Duration(c.rec.Settings.SegmentEvery) - time.Since(began); !more && wait > 0 {
+		// Rounds look at the streams every segment-every, however long one
+		// took (a message then waits at most that and one round to be
+		// held); a segment cut at its bytes goes on at once.
+		if wait := time.Duration(c.rec.Settings.SegmentEvery) - time.Since(c.looked); !more && wait > 0 {
 			select {
 			case <-ctx.Done():
 				return context.Cause(ctx)
