@@ -12,16 +12,14 @@ import (
 
 // A round is two steps: gather reads the bus (each stream's state, the
 // positions sample, the messages the segment takes, held: the segment's
-// bytes bound them), then put writes and commits the segment. When a
-// segment is cut at its bytes, the next one is gathered ahead, while that
-// one is put: the bus is read while the store writes. Only put moves the
-// capture on, and only after the segment before was committed; a segment
-// gathered ahead of one that failed is dropped, and the next round
-// gathers again from the last committed segment.
+// bytes bound them), then put writes and commits the segment; only put
+// moves the capture on. A segment read while the one before was written
+// (tried: segments gathered ahead) made no segment cheaper on a 2-core
+// machine whose bus and writers use both cores: the read is the bus's
+// work, and both steps then went slower.
 
 // gathered is a segment read from the bus and not yet written.
 type gathered struct {
-	began time.Time // when it began to be gathered (monotonic)
 	seg   *segment
 	infos []*StreamInfo // each stream's state when the round began, in c.follows' order
 	fresh []string      // the streams that gained messages
@@ -29,85 +27,17 @@ type gathered struct {
 	times *roundTimes
 }
 
-// ahead is the gathering of the next segment, begun while the one before
-// is put.
-type ahead struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	g      *gathered
-	err    error
-}
-
-// next is the segment of this round: the one gathered ahead, when it
-// continues the last committed segment, else one gathered now (a
-// gathering ahead that failed is made again here, from the last committed
-// segment).
-func (c *capturer) next(ctx context.Context) (*gathered, error) {
-	if a := c.ahead; a != nil {
-		c.ahead = nil
-		<-a.done
-		a.cancel()
-		if a.err == nil && c.continues(a.g) {
-			return a.g, nil
-		}
-		if a.err != nil {
-			c.k.log.Debug("the segment gathered ahead failed; gathering it again", "kept", c.kept(), "n", c.n+1, "err", a.err)
-		}
-	}
+// gather reads the next segment from the bus: each stream from where the
+// last committed segment ended up to its last sequence now, within the
+// segment's bytes.
+func (c *capturer) gather(ctx context.Context) (*gathered, error) {
+	k, settings := c.k, c.rec.Settings
+	g := &gathered{times: newRoundTimes(), held: map[string][]busarchive.ArchivedMessage{}}
+	g.seg = &segment{Chain: c.chain.rel, Base: c.chain.base, N: c.n + 1, Began: k.now().UTC(), WrittenBy: k.version}
 	from := make([]uint64, len(c.follows))
 	for i, f := range c.follows {
 		from[i] = f.next
 	}
-	return c.gather(ctx, c.n+1, from, nil, c.rec.Settings)
-}
-
-// continues reports whether g is the segment after the last committed one.
-func (c *capturer) continues(g *gathered) bool {
-	if g.seg.N != c.n+1 || len(g.seg.Streams) != len(c.follows) {
-		return false
-	}
-	for i, f := range c.follows {
-		if g.seg.Streams[i].Name != f.name || g.seg.Streams[i].From != f.next {
-			return false
-		}
-	}
-	return true
-}
-
-// gatherAhead begins gathering the segment after g, which was cut at its
-// bytes, from where g ends.
-func (c *capturer) gatherAhead(ctx context.Context, g *gathered) {
-	from := make([]uint64, len(g.seg.Streams))
-	for i, ss := range g.seg.Streams {
-		from[i] = ss.To + 1
-	}
-	actx, cancel := context.WithCancel(ctx)
-	a := &ahead{cancel: cancel, done: make(chan struct{})}
-	settings := c.rec.Settings
-	go func() {
-		defer close(a.done)
-		a.g, a.err = c.gather(actx, g.seg.N+1, from, g.seg, settings)
-	}()
-	c.ahead = a
-}
-
-// dropAhead stops a gathering ahead, if any, and forgets it.
-func (c *capturer) dropAhead() {
-	if a := c.ahead; a != nil {
-		c.ahead = nil
-		a.cancel()
-		<-a.done
-	}
-}
-
-// gather reads segment n from the bus: each stream from from[i] up to its
-// last sequence now, within the segment's bytes. prev is the segment cut
-// at its bytes that this one goes on from, when gathered ahead (nil else).
-// It reads nothing of the capturer that put changes: it may run beside it.
-func (c *capturer) gather(ctx context.Context, n uint64, from []uint64, prev *segment, settings CaptureSettings) (*gathered, error) {
-	k := c.k
-	g := &gathered{began: time.Now(), times: newRoundTimes(), held: map[string][]busarchive.ArchivedMessage{}}
-	g.seg = &segment{Chain: c.chain.rel, Base: c.chain.base, N: n, Began: k.now().UTC(), WrittenBy: k.version}
 	for i, f := range c.follows {
 		info, err := k.bus.Stream(ctx, f.name)
 		if errors.Is(err, ErrNoStream) {
@@ -127,7 +57,7 @@ func (c *capturer) gather(ctx context.Context, n uint64, from []uint64, prev *se
 		g.infos = append(g.infos, info)
 	}
 	g.times.lap("info")
-	if err := c.positions(ctx, g.seg, prev, time.Duration(settings.SegmentEvery)); err != nil {
+	if err := c.positions(ctx, g.seg, c.cut, time.Duration(settings.SegmentEvery)); err != nil {
 		return nil, err
 	}
 	g.times.lap("sample")
@@ -139,8 +69,8 @@ func (c *capturer) gather(ctx context.Context, n uint64, from []uint64, prev *se
 }
 
 // positions gives seg its positions sample. A segment gathered straight
-// after one cut at its bytes (prev) carries prev's sample while that is
-// younger than segment-every: the consumers are sampled once a
+// after one cut at its bytes (prev, else nil) carries prev's sample while
+// that is younger than segment-every: the consumers are sampled once a
 // segment-every, as when no segment is cut, not once a segment.
 func (c *capturer) positions(ctx context.Context, seg, prev *segment, every time.Duration) error {
 	if prev != nil && seg.Began.Sub(prev.PositionsAt) < every {

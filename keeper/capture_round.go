@@ -19,29 +19,19 @@ var errSegmentFull = errors.New("the segment is full")
 // round writes the next segment: what each stream gained since the last
 // one (up to the segment's bytes; more reports that it was cut there), the
 // deletes seen, the streams' first sequences and a positions sample. A
-// round that finds nothing new writes nothing. A segment cut at its bytes
-// has the next one gathered while it is put (capture_gather.go).
+// round that finds nothing new writes nothing.
 func (c *capturer) round(ctx context.Context) (more bool, err error) {
-	g, err := c.next(ctx)
+	g, err := c.gather(ctx)
 	if err != nil {
 		return false, err
 	}
-	c.looked = g.began
-	if g.seg.Cut {
-		c.gatherAhead(ctx, g)
-	}
-	more, err = c.put(ctx, g)
-	if err != nil {
-		c.dropAhead()
-	}
-	return more, err
+	return c.put(ctx, g)
 }
 
 // put writes and commits the gathered segment g, the one after the last
 // committed, and moves the capture on to it.
 func (c *capturer) put(ctx context.Context, g *gathered) (more bool, err error) {
 	k, seg, times := c.k, g.seg, g.times
-	times.lap("wait")
 	changed := false
 	for i, f := range c.follows {
 		if info := g.infos[i]; f.full || info.Messages != f.expect+countAbove(info, f.next-1) {
@@ -93,7 +83,10 @@ func (c *capturer) put(ctx context.Context, g *gathered) (more bool, err error) 
 // segment does: a round that failed is made again from where the last one
 // ended, its deletes with it.
 func (c *capturer) committed(seg *segment, sampled []byte, looked []deletesSeen) {
-	c.n, c.sampled = seg.N, sampled
+	c.n, c.sampled, c.cut = seg.N, sampled, nil
+	if seg.Cut {
+		c.cut = seg
+	}
 	for i, f := range c.follows {
 		ss := seg.Streams[i]
 		f.next, f.expect, f.full = ss.To+1, f.expect+ss.Messages, false

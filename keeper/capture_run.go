@@ -73,8 +73,7 @@ type capturer struct {
 	pause   time.Duration
 	markRev uint64    // the revision of the capture's mark this capture read or wrote last
 	marked  time.Time // the mark's time
-	ahead   *ahead    // the next segment, gathered while the one before is put
-	looked  time.Time // when this round's segment began to be gathered (monotonic)
+	cut     *segment  // the last committed segment, when it was cut at its bytes
 }
 
 // follow is where the capture of one stream stands.
@@ -89,11 +88,9 @@ type follow struct {
 }
 
 func (c *capturer) run(ctx context.Context) error {
-	defer c.dropAhead()
 	for {
 		if c.chain != nil && c.k.now().Sub(c.chain.baseTaken) >= time.Duration(c.rec.Settings.BaseEvery) {
 			c.k.log.Info("the capture's base is older than base-every; a new base begins the next chain", "kept", c.kept(), "base", c.chain.base)
-			c.dropAhead()
 			c.chain = nil
 		}
 		if c.chain == nil {
@@ -104,7 +101,7 @@ func (c *capturer) run(ctx context.Context) error {
 				continue
 			}
 		}
-		c.looked = time.Now()
+		began := time.Now()
 		more, err := c.round(ctx)
 		if errors.Is(err, errCaptureLost) {
 			c.k.log.Warn("another keeper took up the capture", "kept", c.kept())
@@ -122,10 +119,10 @@ func (c *capturer) run(ctx context.Context) error {
 			continue
 		}
 		c.pause = 0
-		// Rounds look at the streams every segment-every, however long one
-		// took (a message then waits at most that and one round to be
-		// held); a segment cut at its bytes goes on at once.
-		if wait := time.Duration(c.rec.Settings.SegmentEvery) - time.Since(c.looked); !more && wait > 0 {
+		// Rounds begin every segment-every, however long one took (a
+		// message then waits at most that and one round to be held); a
+		// segment cut at its bytes goes on at once.
+		if wait := time.Duration(c.rec.Settings.SegmentEvery) - time.Since(began); !more && wait > 0 {
 			select {
 			case <-ctx.Done():
 				return context.Cause(ctx)

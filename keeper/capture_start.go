@@ -124,7 +124,7 @@ func (c *capturer) begin(ctx context.Context, ch *chain, base *Point, follows []
 	case err != nil:
 		return fmt.Errorf("reading the capture's mark: %w", err)
 	}
-	c.chain, c.follows, c.config, c.sampled, c.markRev, c.marked = ch, follows, cfg, nil, rev, ch.baseTaken
+	c.chain, c.follows, c.config, c.sampled, c.cut, c.markRev, c.marked = ch, follows, cfg, nil, nil, rev, ch.baseTaken
 	return nil
 }
 

@@ -20,7 +20,7 @@ import (
 )
 
 // failFirstCutRecord fails, once, the commit of the record of the first
-// segment cut at its bytes: the segment after it was gathered meanwhile.
+// segment cut at its bytes (its archive committed already).
 type failFirstCutRecord struct {
 	mu     sync.Mutex
 	failed string // the record's key, once failed
@@ -56,8 +56,9 @@ func (f *failFirstCutRecord) wrap(c *keeper.Config) {
 
 // segmentRecord is what TestCutSegmentsFollowOn reads of a segment.json.
 type segmentRecord struct {
-	N       uint64 `json:"n"`
-	Cut     bool   `json:"cut"`
+	N           uint64    `json:"n"`
+	Cut         bool      `json:"cut"`
+	PositionsAt time.Time `json:"positions-at"`
 	Streams []struct {
 		Name     string `json:"name"`
 		From     uint64 `json:"from"`
@@ -66,12 +67,13 @@ type segmentRecord struct {
 	} `json:"streams"`
 }
 
-// TestCutSegmentsFollowOn: a burst cut into many segments, each gathered
-// while the one before was written, and the record of the first cut one
-// failing once (the next one gathered already): the chain's segments are
-// numbered without a gap, each stream's ranges follow on from one segment
-// to the next, no message is held twice, and a restore to a moment after
-// the burst gives back the kept data as it is.
+// TestCutSegmentsFollowOn: a burst cut into many segments, each after the
+// first carrying the positions sample of the one before, and the record
+// of the first cut one failing once: the chain's segments are numbered
+// without a gap, each stream's ranges follow on from one segment to the
+// next, no message is held twice, the consumers were sampled less often
+// than once a segment, and a restore to a moment after the burst gives
+// back the kept data as it is.
 func TestCutSegmentsFollowOn(t *testing.T) {
 	fail := &failFirstCutRecord{}
 	e := newEnv(t, fail.wrap)
@@ -111,6 +113,13 @@ func TestCutSegmentsFollowOn(t *testing.T) {
 	}
 	if cut < 2 {
 		t.Fatalf("%d segment(s) cut at 64 KiB; the burst should make several", cut)
+	}
+	samples := map[time.Time]bool{}
+	for _, r := range recs {
+		samples[r.PositionsAt] = true
+	}
+	if len(samples) >= len(recs) {
+		t.Errorf("%d segments carry %d positions samples: a segment after one cut should carry the sample before it", len(recs), len(samples))
 	}
 	if orders := held[e.names.Stream]; orders != 800 {
 		t.Errorf("the segments hold %d messages of %s; the burst wrote 800 since the base", orders, e.names.Stream)
