@@ -34,11 +34,7 @@ func (c *capturer) gather(ctx context.Context) (*gathered, error) {
 	k, settings := c.k, c.rec.Settings
 	g := &gathered{times: newRoundTimes(), held: map[string][]busarchive.ArchivedMessage{}}
 	g.seg = &segment{Chain: c.chain.rel, Base: c.chain.base, N: c.n + 1, Began: k.now().UTC(), WrittenBy: k.version}
-	from := make([]uint64, len(c.follows))
-	for i, f := range c.follows {
-		from[i] = f.next
-	}
-	for i, f := range c.follows {
+	for _, f := range c.follows {
 		info, err := k.bus.Stream(ctx, f.name)
 		if errors.Is(err, ErrNoStream) {
 			return nil, fmt.Errorf("%w: stream %s is gone", errChainBroken, f.name)
@@ -46,12 +42,12 @@ func (c *capturer) gather(ctx context.Context) (*gathered, error) {
 		if err != nil {
 			return nil, err
 		}
-		if info.Made != f.made || info.LastSeq+1 < from[i] {
+		if info.Made != f.made || info.LastSeq+1 < f.next {
 			return nil, fmt.Errorf("%w: stream %s was made again or lost its tail (last sequence %d, captured up to %d)",
-				errChainBroken, f.name, info.LastSeq, from[i]-1)
+				errChainBroken, f.name, info.LastSeq, f.next-1)
 		}
-		g.seg.Streams = append(g.seg.Streams, segmentStream{Name: f.name, From: from[i], To: from[i] - 1, StreamFirst: info.FirstSeq, Made: f.made, Through: info.LastSeq})
-		if info.LastSeq >= from[i] {
+		g.seg.Streams = append(g.seg.Streams, segmentStream{Name: f.name, From: f.next, To: f.next - 1, StreamFirst: info.FirstSeq, Made: f.made, Through: info.LastSeq})
+		if info.LastSeq >= f.next {
 			g.fresh = append(g.fresh, f.name)
 		}
 		g.infos = append(g.infos, info)
