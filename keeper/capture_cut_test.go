@@ -59,7 +59,7 @@ type segmentRecord struct {
 	N           uint64    `json:"n"`
 	Cut         bool      `json:"cut"`
 	PositionsAt time.Time `json:"positions-at"`
-	Streams []struct {
+	Streams     []struct {
 		Name     string `json:"name"`
 		From     uint64 `json:"from"`
 		To       uint64 `json:"to"`
