@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
@@ -22,38 +21,25 @@ var errSegmentFull = errors.New("the segment is full")
 // deletes seen, the streams' first sequences and a positions sample. A
 // round that finds nothing new writes nothing.
 func (c *capturer) round(ctx context.Context) (more bool, err error) {
-	k := c.k
-	seg := &segment{Chain: c.chain.rel, Base: c.chain.base, N: c.n + 1, Began: k.now().UTC(), WrittenBy: k.version}
-	var fresh []string
-	changed := false
-	for _, f := range c.follows {
-		info, err := k.bus.Stream(ctx, f.name)
-		if errors.Is(err, ErrNoStream) {
-			return false, fmt.Errorf("%w: stream %s is gone", errChainBroken, f.name)
-		}
-		if err != nil {
-			return false, err
-		}
-		if info.Made != f.made || info.LastSeq+1 < f.next {
-			return false, fmt.Errorf("%w: stream %s was made again or lost its tail (last sequence %d, captured up to %d)",
-				errChainBroken, f.name, info.LastSeq, f.next-1)
-		}
-		ss := segmentStream{Name: f.name, From: f.next, To: f.next - 1, StreamFirst: info.FirstSeq, Made: f.made, Through: info.LastSeq}
-		if info.LastSeq >= f.next {
-			fresh = append(fresh, f.name)
-		}
-		if f.full || info.Messages != f.expect+countAbove(info, f.next-1) {
-			changed = true
-		}
-		seg.Streams = append(seg.Streams, ss)
-	}
-	positions, err := c.sample(ctx)
+	g, err := c.gather(ctx)
 	if err != nil {
 		return false, err
 	}
-	seg.Positions, seg.PositionsAt = positions, k.now().UTC()
-	sampled, _ := json.Marshal(positions)
-	if len(fresh) == 0 && !changed && bytes.Equal(sampled, c.sampled) {
+	return c.put(ctx, g)
+}
+
+// put writes and commits the gathered segment g, the one after the last
+// committed, and moves the capture on to it.
+func (c *capturer) put(ctx context.Context, g *gathered) (more bool, err error) {
+	k, seg, times := c.k, g.seg, g.times
+	changed := false
+	for i, f := range c.follows {
+		if info := g.infos[i]; f.full || info.Messages != f.expect+countAbove(info, f.next-1) {
+			changed = true
+		}
+	}
+	sampled, _ := json.Marshal(seg.Positions)
+	if len(g.fresh) == 0 && !changed && bytes.Equal(sampled, c.sampled) {
 		return false, c.mark(ctx, c.n, seg.Began)
 	}
 	// The segment's number is claimed in the index first: a keeper that
@@ -63,8 +49,9 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 	if err := c.mark(ctx, seg.N, c.marked); err != nil {
 		return false, err
 	}
-	if len(fresh) > 0 {
-		if err := c.writeMessages(ctx, seg, fresh); err != nil {
+	times.lap("claim")
+	if len(g.fresh) > 0 {
+		if err := c.writeMessages(ctx, g); err != nil {
 			return false, err
 		}
 	}
@@ -75,6 +62,7 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 			return false, err
 		}
 	}
+	times.lap("deletes")
 	seg.Closed, seg.Reached = k.now().UTC(), c.reached(seg)
 	if ctx.Err() != nil {
 		return false, context.Cause(ctx)
@@ -82,9 +70,23 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 	if _, err := k.putJSON(ctx, segmentRel(c.chain.rel, seg.N)+"/"+segmentFile, seg); err != nil {
 		return false, fmt.Errorf("committing segment %d: %w", seg.N, err)
 	}
-	// Only a committed segment moves the capture on: a round that failed
-	// is made again from where the last one ended, its deletes with it.
-	c.n, c.sampled = seg.N, sampled
+	times.lap("record")
+	c.committed(seg, sampled, looked)
+	err = c.mark(ctx, c.n, seg.Reached)
+	times.lap("mark")
+	k.log.Debug("segment committed", append([]any{"kept", c.kept(), "n", seg.N, "bytes", seg.ArchiveSize, "cut", seg.Cut,
+		"took", seg.Closed.Sub(seg.Began)}, times.steps...)...)
+	return seg.Cut, err
+}
+
+// committed moves the capture on to seg, just committed. Only a committed
+// segment does: a round that failed is made again from where the last one
+// ended, its deletes with it.
+func (c *capturer) committed(seg *segment, sampled []byte, looked []deletesSeen) {
+	c.n, c.sampled, c.cut = seg.N, sampled, nil
+	if seg.Cut {
+		c.cut = seg
+	}
 	for i, f := range c.follows {
 		ss := seg.Streams[i]
 		f.next, f.expect, f.full = ss.To+1, f.expect+ss.Messages, false
@@ -93,9 +95,7 @@ func (c *capturer) round(ctx context.Context) (more bool, err error) {
 		}
 		f.capped = f.capped || looked[i].capped
 	}
-	k.observe.Captured(c.rec.Module, c.rec.Local, seg.ArchiveSize, seg.Closed)
-	k.log.Debug("segment committed", "kept", c.kept(), "n", seg.N, "bytes", seg.ArchiveSize, "cut", seg.Cut, "took", seg.Closed.Sub(seg.Began))
-	return seg.Cut, c.mark(ctx, c.n, seg.Reached)
+	c.k.observe.Captured(c.rec.Module, c.rec.Local, seg.ArchiveSize, seg.Closed)
 }
 
 // reached is how far seg takes the window: to when its round read the
@@ -126,64 +126,25 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-// deletesSeen is what a round's look at a stream's deleted details found,
-// for the capture to take once its segment is committed.
-type deletesSeen struct {
-	read    bool     // the details were read
-	known   []uint64 // every deleted sequence then
-	counted uint64   // the live messages up to the segment's To then
-	capped  bool     // too many to track
-}
-
-// writeMessages writes the segment's archive: each fresh stream's messages
-// from its next sequence up to its last when the round began, cut once the
-// segment holds its bytes.
-func (c *capturer) writeMessages(ctx context.Context, seg *segment, fresh []string) error {
-	k := c.k
-	budget := c.rec.Settings.SegmentBytes
+// writeMessages writes the segment's archive: each fresh stream's
+// messages as gathered, each let go once written.
+func (c *capturer) writeMessages(ctx context.Context, g *gathered) error {
+	k, seg, times := c.k, g.seg, g.times
 	take := func(ctx context.Context, stream string, data, meta io.WriteCloser) error {
 		defer data.Close()
 		defer meta.Close()
-		ss := seg.stream(stream)
-		// Held whole (the segment's bytes bound it): the head gives the
-		// messages and bytes before the first, and verification holds the
-		// archive to them.
-		var held []busarchive.ArchivedMessage
-		err := k.bus.Messages(ctx, stream, ss.From, ss.Through, func(m Message) error {
-			if budget <= 0 {
-				return errSegmentFull
-			}
-			if ss.Messages == 0 {
-				ss.FirstTime = m.Time
-			}
-			ss.Messages, ss.LastTime, ss.To = ss.Messages+1, m.Time, m.Seq
-			n := int64(len(m.Subject) + len(m.Header) + len(m.Data))
-			ss.Bytes += uint64(n)
-			budget -= n
-			held = append(held, busarchive.ArchivedMessage{Seq: m.Seq, Time: m.Time, Subject: m.Subject, Header: m.Header, Data: m.Data})
-			return nil
-		})
-		if errors.Is(err, errSegmentFull) {
-			seg.Cut, err = true, nil
-		}
-		if err != nil {
-			return fmt.Errorf("reading stream %s from sequence %d: %w", stream, ss.From, err)
-		}
-		if !seg.Cut {
-			ss.To = ss.Through // the sequences after the last message read were deleted before it
-		}
-		if ss.To >= ss.From {
-			ss.Unseen = ss.To - ss.From + 1 - ss.Messages
-		}
+		ss, held := seg.stream(stream), g.held[stream]
+		delete(g.held, stream)
 		head := busarchive.ArchiveHead{FirstSeq: ss.From, LastSeq: max(ss.To, ss.From-1), Msgs: ss.Messages, Bytes: ss.Bytes}
 		w, err := busarchive.NewStreamArchiveWriter(data, head)
 		if err != nil {
 			return err
 		}
-		for _, m := range held {
-			if err := w.Message(m); err != nil {
+		for i := range held {
+			if err := w.Message(held[i]); err != nil {
 				return err
 			}
+			held[i] = busarchive.ArchivedMessage{}
 		}
 		if err := w.Close(); err != nil {
 			return err
@@ -196,11 +157,12 @@ func (c *capturer) writeMessages(ctx context.Context, seg *segment, fresh []stri
 		return err
 	}
 	rel := segmentRel(c.chain.rel, seg.N)
-	m, w, err := k.writeArchive(ctx, rel, fresh, take, k.bus.ServerVersion(), 1, Progress{Verb: VerbCapture, Module: c.rec.Module, Local: c.rec.Local, Step: "segment"})
+	m, w, err := k.writeArchive(ctx, rel, g.fresh, take, k.bus.ServerVersion(), 1, Progress{Verb: VerbCapture, Module: c.rec.Module, Local: c.rec.Local, Step: "segment"})
 	if err != nil {
 		return fmt.Errorf("writing segment %d: %w", seg.N, err)
 	}
 	defer w.Abort()
+	times.lap("write")
 	if m == nil {
 		return errors.New("the segment's archive has no manifest")
 	}
@@ -211,143 +173,7 @@ func (c *capturer) writeMessages(ctx context.Context, seg *segment, fresh []stri
 	if err != nil {
 		return fmt.Errorf("committing segment %d's archive: %w", seg.N, err)
 	}
+	times.lap("commit")
 	seg.HasArchive, seg.ArchiveSize, seg.ArchiveSum, seg.Sealing = true, info.Size, info.Sum, k.sealingOf(w)
 	return nil
-}
-
-// deletes records in ss the sequences up to ss.To deleted since the last
-// look (all of them, at a chain's first round), reading the stream's
-// deleted details only when its count says something was removed. What it
-// found is taken by the capture once the segment is committed.
-func (c *capturer) deletes(ctx context.Context, f *follow, ss *segmentStream) (deletesSeen, error) {
-	if f.capped {
-		return deletesSeen{}, nil
-	}
-	if !f.full {
-		info, err := c.k.bus.Stream(ctx, f.name)
-		if err != nil {
-			return deletesSeen{}, err
-		}
-		if info.Messages == f.expect+ss.Messages+countAbove(info, ss.To) && info.FirstSeq == ss.StreamFirst {
-			return deletesSeen{}, nil
-		}
-	}
-	d, err := c.k.bus.StreamDetail(ctx, f.name)
-	if err != nil {
-		return deletesSeen{}, err
-	}
-	if len(d.Deleted) > maxTrackedDeletes {
-		c.k.log.Warn("a captured stream holds too many deleted sequences to track; its deletes are recorded no further", "stream", f.name, "deleted", len(d.Deleted))
-		return deletesSeen{capped: true}, nil
-	}
-	// Every sequence up to To deleted since the last look, those this
-	// segment read included (deleted after it read them: a moment before
-	// the segment's close still holds them).
-	var fresh []uint64
-	for _, seq := range d.Deleted {
-		if seq > ss.To {
-			break
-		}
-		if _, found := slices.BinarySearch(f.known, seq); !found || f.full {
-			fresh = append(fresh, seq)
-		}
-	}
-	ss.Deleted = ranges(fresh)
-	ss.StreamFirst = d.FirstSeq
-	return deletesSeen{read: true, known: slices.Clone(d.Deleted), counted: liveBelow(d, ss.To+1)}, nil
-}
-
-// countAbove is how many sequences the stream holds above seq, none of
-// them deleted as far as a count tells.
-func countAbove(info *StreamInfo, seq uint64) uint64 {
-	if info.LastSeq <= seq {
-		return 0
-	}
-	return info.LastSeq - seq
-}
-
-// ranges folds sorted sequences into inclusive ranges.
-func ranges(seqs []uint64) [][2]uint64 {
-	var out [][2]uint64
-	for _, s := range seqs {
-		if n := len(out); n > 0 && out[n-1][1]+1 == s {
-			out[n-1][1] = s
-			continue
-		}
-		out = append(out, [2]uint64{s, s})
-	}
-	return out
-}
-
-// sample reads the positions of every durable consumer on the kept data's
-// streams and of the module's consumers on other streams.
-func (c *capturer) sample(ctx context.Context) ([]Position, error) {
-	k, module, local := c.k, c.rec.Module, c.rec.Local
-	named, err := k.planConsumers(ctx, module, local)
-	if err != nil {
-		return nil, err
-	}
-	streams, all, err := k.census(ctx, CensusQuery{Module: module, Named: named})
-	if err != nil {
-		return nil, err
-	}
-	o, err := k.owners(ctx, streams, module, consumerNames(all))
-	if err != nil {
-		return nil, err
-	}
-	out := []Position{}
-	for _, p := range all {
-		if slices.ContainsFunc(c.follows, func(f *follow) bool { return f.name == p.Stream }) || o.owns(module, local, p) {
-			out = append(out, p)
-		}
-	}
-	return out, nil
-}
-
-// captureMark is capture-mark.<module>.<local> in the index: how far the
-// capture of the chain has seen (At), with N segments committed, or
-// segment N claimed and not yet committed.
-type captureMark struct {
-	Chain string    `json:"chain"`
-	N     uint64    `json:"n"`
-	At    time.Time `json:"at"`
-}
-
-// errCaptureLost: another keeper wrote the capture's mark since this one
-// did: it captures the kept data now.
-var errCaptureLost = errors.New("another keeper wrote the capture's mark: it captures this kept data now")
-
-// mark records in the index that the chain has n segments (or claims the
-// n-th) and that the capture saw its streams at at: the window reaches to
-// at even when no segment was written since. It writes over the mark this
-// capture read or wrote last, and only that one.
-func (c *capturer) mark(ctx context.Context, n uint64, at time.Time) error {
-	data, err := json.Marshal(captureMark{Chain: c.chain.rel, N: n, At: at})
-	if err != nil {
-		return err
-	}
-	key := captureMarkKey(c.rec.Module, c.rec.Local)
-	var rev uint64
-	if c.markRev == 0 {
-		rev, err = c.k.index.Create(ctx, key, data)
-	} else {
-		rev, err = c.k.index.Update(ctx, key, data, c.markRev)
-	}
-	if errors.Is(err, ErrExists) || errors.Is(err, ErrRevision) {
-		return errCaptureLost
-	}
-	if err != nil {
-		return fmt.Errorf("writing the capture's mark: %w", err)
-	}
-	c.markRev, c.marked = rev, at
-	c.k.observe.Captured(c.rec.Module, c.rec.Local, 0, at)
-	return nil
-}
-
-func captureMarkKey(module, local string) string { return "capture-mark." + module + "." + local }
-
-// readMeta reads a backup.json whole, within its bound.
-func readMeta(r io.ReadCloser) ([]byte, error) {
-	defer r.Close()
-	return io.ReadAll(io.LimitReader(r, busarchive.MaxMetaSize))
 }
