@@ -28,9 +28,6 @@ func (k *Keeper) VerifyKept(ctx context.Context, r Request) (*Reply, error) {
 	}
 	progressFrom(ctx)(Progress{Verb: VerbVerify, Module: p.Module, Local: p.Local, Step: "verify",
 		StreamsTotal: len(p.Streams), BytesTotal: p.ArchiveSize})
-	if p.Incremental {
-		return k.verifyIncremental(ctx, p)
-	}
 	a, err := k.openArchive(ctx, rel, p)
 	if errors.Is(err, ErrLocked) {
 		return nil, k.verifyCiphertext(ctx, rel, p, err)
