@@ -191,14 +191,7 @@ func TestIncrementalPoint(t *testing.T) {
 	e := newEnv(t)
 	stop := e.captureOn()
 	defer stop()
-	e.captureReaches(time.Now())
-	e.batch(1)
-	time.Sleep(2500 * time.Millisecond) // a positions sample after the batch
-	want := asOfMoment(e.kept(), e.names.Reader)
-	rep, err := e.k.SnapshotKept(e.ctx, req(1, "incremental"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	want, rep := e.incrementalPoint()
 	p := rep.Point
 	if !p.Incremental || p.Base == "" || p.At == nil || p.Through == 0 || !strings.Contains(rep.Said, "no server snapshot was read") {
 		t.Fatalf("snapshot-kept with capture on: %+v\n%s", p, rep.Said)
@@ -223,6 +216,22 @@ func TestIncrementalPoint(t *testing.T) {
 	if got := asOfMoment(e.kept(), e.names.Reader); got != want {
 		t.Errorf("the kept data differs from what it was at the point:\n got: %s\nwant: %s", got, want)
 	}
+}
+
+// incrementalPoint appends a batch to the captured sample kept data, waits
+// for a positions sample after it, and takes incremental point 1
+// "incremental"; it returns the kept data as it was then, and the reply.
+func (e *env) incrementalPoint() (string, *keeper.Reply) {
+	e.t.Helper()
+	e.captureReaches(time.Now())
+	e.batch(1)
+	time.Sleep(2500 * time.Millisecond) // a positions sample after the batch
+	want := asOfMoment(e.kept(), e.names.Reader)
+	rep, err := e.k.SnapshotKept(e.ctx, req(1, "incremental"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return want, rep
 }
 
 // TestIncrementalPointReplaced: an incremental point taken again with the
