@@ -141,6 +141,11 @@ func pointChecked(t *testing.T, rep *keeper.Reply, how string) {
 	}
 }
 
+// momentArchive reports whether key is the archive of a moment's point.
+func momentArchive(key string) bool {
+	return strings.Contains(key, "-at-") && strings.HasSuffix(key, "/bus.tar")
+}
+
 // isS2DataChunk reports whether p is one whole s2 data chunk, as the
 // archive's writer hands it over.
 func isS2DataChunk(p []byte) bool {
@@ -160,7 +165,7 @@ func TestMomentRefusedAsWritten(t *testing.T) {
 	var flipped atomic.Bool
 	fs.OnCreate(func(ctx context.Context, key string, next fault.CreateFunc) (store.Writer, error) {
 		w, err := next(ctx, key)
-		if err != nil || !strings.Contains(key, "-at-") || !strings.HasSuffix(key, "/bus.tar") {
+		if err != nil || !momentArchive(key) {
 			return w, err
 		}
 		return &fault.Writer{Writer: w, OnWrite: func(p []byte, _ int64) error {
@@ -242,7 +247,7 @@ func TestMomentDamagedInTheStoreFailsItsRestore(t *testing.T) {
 	var damaged atomic.Bool
 	fs.OnOpen(func(ctx context.Context, key string, next fault.OpenFunc) (store.Object, error) {
 		o, err := next(ctx, key)
-		if err != nil || !strings.Contains(key, "-at-") || !strings.HasSuffix(key, "/bus.tar") {
+		if err != nil || !momentArchive(key) {
 			return o, err
 		}
 		damaged.Store(true)
