@@ -124,7 +124,8 @@ func AwaitReplicated(ctx context.Context, a *Adapter, stream string, replicas in
 // counts zeroed as a lagging leader counts them (the fault), and gives the
 // names wrongZeroPending finds counting a wrong 0, the names a restore's
 // wait asks to step down when it sees that list twice, and whether that
-// second look ends the wait.
+// second look ends the wait. A look the cluster does not answer (between
+// leaders, under load) is taken again, up to 10 times, as the wait does.
 func ZeroPendingCounts(ctx context.Context, a *Adapter, stream string) (wrong, asked []string, settled bool, err error) {
 	cs, missing, err := a.consumers(ctx, stream)
 	if err != nil || len(missing) > 0 {
@@ -137,19 +138,62 @@ func ZeroPendingCounts(ctx context.Context, a *Adapter, stream string) (wrong, a
 	for i := range cs {
 		cs[i].NumPending = 0
 	}
-	found, err := a.wrongZeroPending(ctx, stream, info.State.LastSeq, cs)
-	if err != nil {
+	var found []wrongCount
+	if err := again(func() (err error) {
+		found, err = a.wrongZeroPending(ctx, stream, info.State.LastSeq, cs)
+		return err
+	}); err != nil {
 		return nil, nil, false, err
 	}
 	for _, w := range found {
 		wrong = append(wrong, w.name)
 	}
 	pc := &pendingCheck{stream: stream, lastSeq: info.State.LastSeq}
-	if pc.settled(ctx, a, cs) || len(pc.asked) != 0 {
+	var first bool
+	if err := again(func() (err error) { first, err = pc.look(ctx, a, cs); return err }); err != nil {
+		return nil, nil, false, err
+	}
+	if first || len(pc.asked) != 0 {
 		return nil, nil, false, fmt.Errorf("the first look at a wrong count settled or asked %v to step down", pc.asked)
 	}
-	settled = pc.settled(ctx, a, cs)
+	if err := again(func() (err error) { settled, err = pc.look(ctx, a, cs); return err }); err != nil {
+		return nil, nil, false, err
+	}
 	return wrong, pc.asked, settled, nil
+}
+
+// again calls f until it returns no error, 10 times at most, 200 ms apart,
+// and gives its last error.
+func again(f func() error) error {
+	var err error
+	for range 10 {
+		if err = f(); err == nil {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("10 looks failed, the last: %w", err)
+}
+
+// PendingLooksOnAFailingBus gives what the restore's wait makes of four
+// looks at the stream's consumers' counts when the bus answers none (the
+// consumers counted 0 pending, the requests made on a context ended).
+func PendingLooksOnAFailingBus(ctx context.Context, a *Adapter, stream string) ([]bool, error) {
+	cs, _, err := a.consumers(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	for i := range cs {
+		cs[i].NumPending = 0
+	}
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	pc := &pendingCheck{stream: stream, lastSeq: ^uint64(0)}
+	var out []bool
+	for range 4 {
+		out = append(out, pc.settled(ended, a, cs))
+	}
+	return out, nil
 }
 
 // ListDownstreams is Downstreams as it answers without the census book:

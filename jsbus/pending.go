@@ -33,14 +33,21 @@ const pendingStepDowns = 6
 // (a message read each, or one per filter).
 const pendingChecks = 64
 
+// pendingLookFailures bounds the looks that may fail before the wait gives
+// the counts up: a look fails when the cluster is between leaders (the
+// server answers 10008 at once), which a restore on a cluster under load
+// meets.
+const pendingLookFailures = 3
+
 // pendingCheck is what the restore's wait keeps between looks: the
-// consumers found counting none pending at the last look, and those asked
-// to step down so far, in order.
+// consumers found counting none pending at the last look that answered,
+// those asked to step down so far, in order, and the looks that failed.
 type pendingCheck struct {
 	stream   string
 	lastSeq  uint64
 	suspects map[string]bool
 	asked    []string
+	failed   int
 }
 
 // settled reports whether the restore's wait may end as far as the counts
@@ -49,17 +56,33 @@ type pendingCheck struct {
 // to step down; a consumer of one replica is not (no other can lead it, and
 // the server takes its step-down and gives it the same leader back), and
 // once only such are left, pendingStepDowns were asked, or a step-down
-// fails, the wait ends with a warning. An error of the bus ends it too:
-// the count is a nicety the restore does not fail for.
+// fails, the wait ends with a warning. A look the bus does not answer
+// changes nothing (the next look goes on from the last that answered), and
+// after pendingLookFailures such looks the wait ends with a warning: the
+// count is a nicety the restore does not fail for.
 func (p *pendingCheck) settled(ctx context.Context, a *Adapter, cs []rawConsumer) bool {
+	done, err := p.look(ctx, a, cs)
+	if err == nil {
+		return done
+	}
+	if p.failed++; p.failed < pendingLookFailures {
+		a.log.Debug("could not check the restored consumers' pending counts; looking again",
+			"stream", p.stream, "err", err)
+		return false
+	}
+	a.log.Warn("could not check the restored consumers' pending counts; going on",
+		"stream", p.stream, "looks", p.failed, "err", err)
+	return true
+}
+
+// look is one look of settled, with the bus's error when it did not answer.
+func (p *pendingCheck) look(ctx context.Context, a *Adapter, cs []rawConsumer) (bool, error) {
 	wrong, err := a.wrongZeroPending(ctx, p.stream, p.lastSeq, cs)
 	if err != nil {
-		a.log.Warn("could not check the restored consumers' pending counts; going on",
-			"stream", p.stream, "err", err)
-		return true
+		return false, err
 	}
 	if len(wrong) == 0 {
-		return true
+		return true, nil
 	}
 	seen := p.suspects
 	p.suspects = map[string]bool{}
@@ -79,13 +102,13 @@ func (p *pendingCheck) settled(ctx context.Context, a *Adapter, cs []rawConsumer
 		if len(p.asked) >= pendingStepDowns {
 			a.log.Warn("restored consumers still count no message pending though some wait for them; their messages are delivered all the same",
 				"stream", p.stream, "consumers", p.names(), "step-downs", len(p.asked))
-			return true
+			return true, nil
 		}
 		err := a.requestOnce(ctx, "$JS.API.CONSUMER.LEADER.STEPDOWN."+p.stream+"."+name, nil, &struct{}{})
 		if err != nil {
 			a.log.Warn("a restored consumer counts no message pending though some wait for it, and its leader could not step down; its messages are delivered all the same",
 				"stream", p.stream, "consumer", name, "err", err)
-			return true
+			return true, nil
 		}
 		p.asked = append(p.asked, name)
 		a.log.Info("a restored consumer counted no message pending though some wait for it; its leader was asked to step down",
@@ -94,11 +117,11 @@ func (p *pendingCheck) settled(ctx context.Context, a *Adapter, cs []rawConsumer
 	// Consumers of one replica alone are left as they are, once they were
 	// looked at twice.
 	if len(single) < len(wrong) || len(seen) == 0 {
-		return false
+		return false, nil
 	}
 	a.log.Warn("restored consumers of one replica count no message pending though some wait for them; no other replica can lead them and count afresh, and their messages are delivered all the same",
 		"stream", p.stream, "consumers", single)
-	return true
+	return true, nil
 }
 
 // names is the consumers still counting a wrong 0, for a log line.
