@@ -154,7 +154,12 @@ func ZeroPendingCounts(ctx context.Context, a *Adapter, stream string) (wrong, a
 		return nil, nil, false, err
 	}
 	if first || len(pc.asked) != 0 {
-		return nil, nil, false, fmt.Errorf("the first look at a wrong count settled or asked %v to step down", pc.asked)
+		var seen []string
+		for _, c := range cs {
+			seen = append(seen, fmt.Sprintf("%s delivered %d", c.Name, c.Delivered.Stream))
+		}
+		return nil, nil, false, fmt.Errorf("the first look at a wrong count settled or asked %v to step down (last sequence %d, consumers %v, found %v)",
+			pc.asked, info.State.LastSeq, seen, wrong)
 	}
 	if err := again(func() (err error) { settled, err = pc.look(ctx, a, cs); return err }); err != nil {
 		return nil, nil, false, err
