@@ -19,8 +19,9 @@ import (
 //   - restore_aside.go: the live data set aside (restore_delta_aside.go:
 //     of a delta stream, only its tail); aside_check.go: verified before it
 //     is committed;
-//   - restore_begin.go: the run begun, its journal written first
-//     (journal_encode.go: the journal's head as the index holds it);
+//   - restore_begin.go: once the aside is made (restoreAfterAside), the
+//     run begun, its journal written first (journal_encode.go: the
+//     journal's head as the index holds it);
 //   - restore_run.go: the run (restoreRun), which owns the journal and the
 //     evidence from there; execute takes its
 //     steps, each in its file: restore_remove.go (the live streams
@@ -49,10 +50,12 @@ import (
 // the aside is put back.
 //
 // A restore to a moment (at, at-seq; local "*") and a restore of an
-// incremental point make the point of their moment first (restore_at.go),
-// then restore it by this same path. A moment's point the request wrote
-// was verified as it was written: its whole verification is that one, and
-// it is not read whole again beside the set-aside.
+// incremental point make the point of their moment (restore_at.go), then
+// restore it by this same path; a moment's point is written beside the
+// set-aside where the plan is known before it (restore_at_beside.go). A
+// moment's point the request wrote was verified as it was written: its
+// whole verification is that one, and it is not read whole again beside
+// the set-aside.
 func (k *Keeper) RestoreKept(ctx context.Context, r Request) (*Reply, error) {
 	return k.restore(ctx, r, nil)
 }
@@ -63,16 +66,19 @@ func (k *Keeper) restore(ctx context.Context, r Request, made *madePoint) (*Repl
 	if err := CheckRequest(VerbRestore, r); err != nil {
 		return nil, err
 	}
+	var inc *Point // the incremental point r names
+	if r.Local != allLocals && r.At == "" && r.AtSeq == nil {
+		if inc = k.incrementalPoint(ctx, r); inc == nil {
+			return k.restoreKept(ctx, r, made)
+		}
+	}
 	switch {
 	case r.Local == allLocals:
 		return k.restoreModuleAt(ctx, r)
-	case r.At != "" || r.AtSeq != nil:
-		return k.restoreAt(ctx, r)
+	case inc != nil:
+		return k.restoreIncremental(ctx, r, inc)
 	}
-	if p := k.incrementalPoint(ctx, r); p != nil {
-		return k.restoreIncremental(ctx, r, p)
-	}
-	return k.restoreKept(ctx, r, made)
+	return k.restoreAt(ctx, r)
 }
 
 // restoreKept is RestoreKept of a point or an aside.
@@ -118,33 +124,7 @@ func (k *Keeper) restoreLocked(ctx context.Context, r Request, hand bool, made *
 	if err != nil {
 		return fail(err)
 	}
-	x, err := k.beginRun(ctx, r, pl, aside, asideRep, began, asideBegan, !hand)
-	if err != nil {
-		return fail(err)
-	}
-	set, err := x.execute(ctx)
-	if err != nil {
-		if x.done() {
-			// The streams are restored; only the positions failed. The
-			// evidence says which consumers are not where they must be.
-			ev, werr := x.finishEvidence(ctx)
-			return fail(newEvidenceError(ev, fmt.Errorf("%w.%s", err, x.evidenceSaid(ev, werr))))
-		}
-		return fail(err)
-	}
-	defer x.journals.close(ctx, x.j) // after the act below is recorded
-	if pl.point != nil {
-		k.observe.Restored(r.Module, r.Local, pl.point.ArchiveSize, k.now().UTC())
-	}
-	rep := k.restoredReply(r, pl, aside, set)
-	ev, werr := x.finishEvidence(ctx)
-	rep.Evidence = ev
-	if ev != nil && ev.Verdict != Pass {
-		// Done, and failed: the journal goes, as for any finished restore.
-		return fail(x.evidenceFailed(pl, ev, werr))
-	}
-	rep.Said += x.evidenceSaid(ev, werr)
-	return k.done(ctx, act, rep)
+	return k.restoreAfterAside(ctx, act, r, pl, aside, asideRep, began, asideBegan)
 }
 
 // restoreFailed records the act of a restore that failed, with its

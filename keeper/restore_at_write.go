@@ -13,8 +13,7 @@ import (
 // verified as it is written (restore_at_check.go), and committed only once
 // that passed.
 func (k *Keeper) writeMoment(ctx context.Context, r Request, ch *chain, base *Point, pl *momentPlan, fp string) (*madePoint, error) {
-	pr := Request{Module: r.Module, Local: r.Local, Form: ch.form, Fingerprint: fp, CatchUp: base.CatchUp, Caller: r.Caller, Why: "the moment of: " + r.Why}
-	rel := pointRel(r.Module, r.Local, ch.form, fp)
+	pr := momentRequest(r, ch, base, fp)
 	// Under the kept data's lease: two verbs that make the same moment at
 	// once would each commit its archive under the other's record.
 	ctx, release, err := k.lock(ctx, VerbRestore, pr)
@@ -22,6 +21,13 @@ func (k *Keeper) writeMoment(ctx context.Context, r Request, ch *chain, base *Po
 		return nil, err
 	}
 	defer release()
+	return k.writeMomentLocked(ctx, r, ch, base, pl, fp)
+}
+
+// writeMomentLocked is writeMoment once the kept data's lease is held.
+func (k *Keeper) writeMomentLocked(ctx context.Context, r Request, ch *chain, base *Point, pl *momentPlan, fp string) (*madePoint, error) {
+	pr := momentRequest(r, ch, base, fp)
+	rel := pointRel(r.Module, r.Local, ch.form, fp)
 	if p := k.indexedPoint(ctx, r.Module, r.Local, ch.form, fp); p != nil {
 		return &madePoint{Point: p}, nil // made meanwhile
 	}
@@ -73,4 +79,10 @@ func (k *Keeper) writeMoment(ctx context.Context, r Request, ch *chain, base *Po
 	}
 	made.Point = rep.Point
 	return made, nil
+}
+
+// momentRequest is the request that makes the point of the moment fp of
+// r's kept data, from the chain ch and its base.
+func momentRequest(r Request, ch *chain, base *Point, fp string) Request {
+	return Request{Module: r.Module, Local: r.Local, Form: ch.form, Fingerprint: fp, CatchUp: base.CatchUp, Caller: r.Caller, Why: "the moment of: " + r.Why}
 }

@@ -2,10 +2,45 @@ package keeper
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
 )
+
+// restoreAfterAside is the rest of restoreLocked once the live data the
+// plan removes is set aside (aside; nil when none was live): it writes the
+// journal and runs the restore, then records the act.
+func (k *Keeper) restoreAfterAside(ctx context.Context, act Act, r Request, pl *restorePlan, aside *Aside, asideRep *busarchive.Report, began, asideBegan time.Time) (*Reply, error) {
+	fail := func(err error) (*Reply, error) { return nil, k.restoreFailed(ctx, act, err) }
+	x, err := k.beginRun(ctx, r, pl, aside, asideRep, began, asideBegan, !act.Hand)
+	if err != nil {
+		return fail(err)
+	}
+	set, err := x.execute(ctx)
+	if err != nil {
+		if x.done() {
+			// The streams are restored; only the positions failed. The
+			// evidence says which consumers are not where they must be.
+			ev, werr := x.finishEvidence(ctx)
+			return fail(newEvidenceError(ev, fmt.Errorf("%w.%s", err, x.evidenceSaid(ev, werr))))
+		}
+		return fail(err)
+	}
+	defer x.journals.close(ctx, x.j) // after the act below is recorded
+	if pl.point != nil {
+		k.observe.Restored(r.Module, r.Local, pl.point.ArchiveSize, k.now().UTC())
+	}
+	rep := k.restoredReply(r, pl, aside, set)
+	ev, werr := x.finishEvidence(ctx)
+	rep.Evidence = ev
+	if ev != nil && ev.Verdict != Pass {
+		// Done, and failed: the journal goes, as for any finished restore.
+		return fail(x.evidenceFailed(pl, ev, werr))
+	}
+	rep.Said += x.evidenceSaid(ev, werr)
+	return k.done(ctx, act, rep)
+}
 
 // beginRun writes the journal of the restore about to run, with its
 // evidence so far, and returns the run that carries it on. Nothing was

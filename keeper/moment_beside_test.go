@@ -1,0 +1,175 @@
+package keeper_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-keeper/nats-keeper/internal/fault"
+	"github.com/nats-keeper/nats-keeper/internal/sample"
+	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
+	"github.com/nats-keeper/nats-keeper/store"
+)
+
+// asideArchive reports whether key is the archive of an aside.
+func asideArchive(key string) bool {
+	return strings.HasPrefix(key, "aside/") && strings.HasSuffix(key, "/bus.tar")
+}
+
+// TestMomentWrittenBesideTheAside: a restore to a moment with method full
+// writes the moment's point while the live data is set aside, not before:
+// the point's archive is begun only once the aside's was (the test holds
+// it back until then, and a point written first would wait in vain). The
+// aside names the moment's point, the point's check is the one made as it
+// was written, and the kept data is as it was at the moment.
+func TestMomentWrittenBesideTheAside(t *testing.T) {
+	fs := &fault.Store{}
+	e := newAutoEnv(t, fs.Wrap)
+	at, want := e.captureMoment()
+	asideBegun := make(chan struct{})
+	var once sync.Once
+	var beside atomic.Bool
+	fs.OnCreate(func(ctx context.Context, key string, next fault.CreateFunc) (store.Writer, error) {
+		switch {
+		case asideArchive(key):
+			once.Do(func() { close(asideBegun) })
+		case momentArchive(key):
+			select {
+			case <-asideBegun:
+				beside.Store(true)
+			case <-time.After(10 * time.Second):
+			}
+		}
+		return next(ctx, key)
+	})
+	req := keeper.Request{Module: module, Local: local, At: at.Format(time.RFC3339Nano), Method: kept.MethodFull, Caller: "test", Why: "a moment beside"}
+	rep, steps, err := e.restoreSteps(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !beside.Load() {
+		t.Error("the point of the moment was begun before the live data's aside was: it was not written beside it")
+	}
+	if !slices.Contains(steps, "moment") || !slices.Contains(steps, "aside") || slices.Contains(steps, "verify") {
+		t.Errorf("steps %v: want the moment and the aside, and no verification read", steps)
+	}
+	if got := messagesOnly(e.kept()); got != want {
+		t.Errorf("restored to the moment, the kept data differs:\n got: %s\nwant: %s", got, want)
+	}
+	pointChecked(t, rep, "verified as this restore wrote it")
+	if rep.Aside == nil || !strings.Contains(rep.Aside.Point, "-at-") || rep.Point == nil || rep.Aside.Point != rep.Point.Dir {
+		t.Errorf("the aside %+v does not name the moment's point %+v", rep.Aside, rep.Point)
+	}
+	mustContain(t, rep.Said, "billing_ledger full: the request asks for it")
+}
+
+// TestMomentBesideRefusedAsWritten: with method full, a byte of the
+// moment's point damaged as it is written (the archive's SHA-256 matching
+// the damage) fails its check as written while the live data is being
+// set aside: the request fails naming it, the aside is not committed and
+// is removed, the point not committed, the bus unchanged.
+func TestMomentBesideRefusedAsWritten(t *testing.T) {
+	fs := &fault.Store{}
+	e := newAutoEnv(t, fs.Wrap)
+	at, want := e.captureMoment()
+	var flipped atomic.Bool
+	fs.OnCreate(func(ctx context.Context, key string, next fault.CreateFunc) (store.Writer, error) {
+		w, err := next(ctx, key)
+		if err != nil || !momentArchive(key) {
+			return w, err
+		}
+		return &fault.Writer{Writer: w, OnWrite: func(p []byte, _ int64) error {
+			if isS2DataChunk(p) && flipped.CompareAndSwap(false, true) {
+				p[len(p)-1] ^= 0x01
+			}
+			return nil
+		}}, nil
+	})
+	before := e.kept()
+	req := keeper.Request{Module: module, Local: local, At: at.Format(time.RFC3339Nano), Method: kept.MethodFull, Caller: "test", Why: "a moment beside"}
+	_, err := e.k.RestoreKept(e.ctx, req)
+	if !flipped.Load() || !errors.Is(err, keeper.ErrDamaged) {
+		t.Fatalf("a moment's point damaged as written beside the aside: flipped %v, got %v, want damaged", flipped.Load(), err)
+	}
+	mustContain(t, err.Error(), "checked as it was written", "it was not committed and nothing was set aside or removed")
+	noAsideNoMoment(t, e, before)
+	fs.OnCreate(nil)
+	if _, err := e.k.RestoreKept(e.ctx, req); err != nil {
+		t.Fatalf("the same moment once the fault is gone: %v", err)
+	}
+	if got := messagesOnly(e.kept()); got != want {
+		t.Errorf("restored to the moment, the kept data differs:\n got: %s\nwant: %s", got, want)
+	}
+}
+
+// TestMomentBesideAsideFails: with method full, the aside's archive cannot
+// be written while the moment's point is: the request fails saying the
+// live data could not be set aside and nothing was removed; no aside is
+// left and the bus is unchanged. The moment's point, written whole
+// meanwhile or stopped, restores the moment once the fault is gone.
+func TestMomentBesideAsideFails(t *testing.T) {
+	fs := &fault.Store{}
+	e := newAutoEnv(t, fs.Wrap)
+	at, want := e.captureMoment()
+	fs.OnCreate(func(ctx context.Context, key string, next fault.CreateFunc) (store.Writer, error) {
+		w, err := next(ctx, key)
+		if err != nil || !asideArchive(key) {
+			return w, err
+		}
+		return &fault.Writer{Writer: w, OnWrite: func(p []byte, written int64) error {
+			if written > 0 {
+				return errors.New("the disk is gone")
+			}
+			return nil
+		}}, nil
+	})
+	before := e.kept()
+	req := keeper.Request{Module: module, Local: local, At: at.Format(time.RFC3339Nano), Method: kept.MethodFull, Caller: "test", Why: "a moment beside"}
+	_, err := e.k.RestoreKept(e.ctx, req)
+	if err == nil {
+		t.Fatal("a restore whose aside could not be written succeeded")
+	}
+	mustContain(t, err.Error(), "setting the live data aside failed", "the disk is gone", "so nothing was removed")
+	if d := sample.Diff(before, e.kept()); d != "" {
+		t.Errorf("a failed restore changed the bus:\n%s", d)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(e.dir, "aside")); len(ents) != 0 {
+		t.Errorf("a failed restore left %d aside entries", len(ents))
+	}
+	fs.OnCreate(nil)
+	if _, err := e.k.RestoreKept(e.ctx, req); err != nil {
+		t.Fatalf("the same moment once the fault is gone: %v", err)
+	}
+	if got := messagesOnly(e.kept()); got != want {
+		t.Errorf("restored to the moment, the kept data differs:\n got: %s\nwant: %s", got, want)
+	}
+}
+
+// noAsideNoMoment checks that a refused restore to a moment left the bus
+// as before, no aside and no committed point of a moment.
+func noAsideNoMoment(t *testing.T, e *env, before *sample.Snapshot) {
+	t.Helper()
+	if d := sample.Diff(before, e.kept()); d != "" {
+		t.Errorf("a refused restore changed the bus:\n%s", d)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(e.dir, "aside")); len(ents) != 0 {
+		t.Errorf("a refused restore left %d aside entries", len(ents))
+	}
+	list, err := e.k.ListKept(e.ctx, keeper.Request{Module: module, Local: local})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range list.Points {
+		if strings.Contains(p.Fingerprint, "at-") {
+			t.Errorf("the point that failed as written was committed: %s", p.Dir)
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package keeper
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// The moment of a restore planned from its chain (planMomentOf), and its
+// point found or made (momentPoint), as restore-kept of an incremental
+// point makes it.
+
+// momentPoint finds or makes the point of the moment mo (with, when it
+// made it, its verification as written), and says how old its positions
+// sample is.
+func (k *Keeper) momentPoint(ctx context.Context, r Request, mo momentAt) (*madePoint, time.Duration, string, error) {
+	pm, err := k.planMomentOf(ctx, r, mo)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	if p := k.indexedPoint(ctx, r.Module, r.Local, pm.ch.form, pm.fp); p != nil {
+		return &madePoint{Point: p}, pm.plan.positionsAge, pm.said, nil
+	}
+	p, err := k.writeMoment(ctx, r, pm.ch, pm.base, pm.plan, pm.fp)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	return p, pm.plan.positionsAge, pm.said, nil
+}
+
+// plannedMoment is a moment planned from its chain: the chain, its base
+// point, the plan, the fingerprint of the moment's point and the sentence
+// that says where it comes from.
+type plannedMoment struct {
+	ch   *chain
+	base *Point
+	plan *momentPlan
+	fp   string
+	said string
+}
+
+// planMomentOf plans the moment mo of r's kept data from the chain that
+// holds it, reading its base point's record and its segments' records.
+func (k *Keeper) planMomentOf(ctx context.Context, r Request, mo momentAt) (*plannedMoment, error) {
+	chains, err := k.chains(ctx, r.Module, r.Local)
+	if err != nil {
+		return nil, err
+	}
+	if len(chains) == 0 {
+		return nil, Errorf(ErrNotFound, "%s/%s has no captured window (capture-kept turns capture on)", r.Module, r.Local)
+	}
+	from, to := chains[0].baseTaken, k.windowEnd(ctx, r.Module, r.Local, chains)
+	window := fmt.Sprintf("the captured window is %s to %s", from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
+	ch, err := pickChain(chains, mo, to)
+	if err != nil {
+		return nil, Errorf(ErrNotFound, "%v; %s", err, window)
+	}
+	base, err := k.readBase(ctx, ch.base)
+	if err != nil {
+		return nil, fmt.Errorf("reading the base %s: %w", ch.base, err)
+	}
+	plan, err := k.planMoment(ctx, ch, base, mo, to)
+	if err != nil {
+		return nil, err
+	}
+	fp := momentFingerprintPrefix + stamp(plan.at)
+	if mo.seq != nil {
+		fp = momentFingerprintPrefix + "seq-" + seqDigest(mo.seq, ch.rel)
+	}
+	said := fmt.Sprintf("The point of the moment %s is %s, made from the base %s and %d segment(s).",
+		mo.label, pointRel(r.Module, r.Local, ch.form, fp), ch.base, len(plan.segs))
+	if plan.unseen > 0 {
+		said += fmt.Sprintf(" %d message(s) stored around the moment were deleted before the capture read them (a KV key or an object replaced faster than segment-every), so the moment may lack what they held.", plan.unseen)
+	}
+	return &plannedMoment{ch: ch, base: base, plan: plan, fp: fp, said: said}, nil
+}
