@@ -34,22 +34,7 @@ func TestMomentWrittenBesideTheAside(t *testing.T) {
 	fs := &fault.Store{}
 	e := newAutoEnv(t, fs.Wrap)
 	at, want := e.captureMoment()
-	asideBegun := make(chan struct{})
-	var once sync.Once
-	var beside atomic.Bool
-	fs.OnCreate(func(ctx context.Context, key string, next fault.CreateFunc) (store.Writer, error) {
-		switch {
-		case asideArchive(key):
-			once.Do(func() { close(asideBegun) })
-		case momentArchive(key):
-			select {
-			case <-asideBegun:
-				beside.Store(true)
-			case <-time.After(10 * time.Second):
-			}
-		}
-		return next(ctx, key)
-	})
+	beside := holdMomentUntilAside(fs)
 	req := keeper.Request{Module: module, Local: local, At: at.Format(time.RFC3339Nano), Method: kept.MethodFull, Caller: "test", Why: "a moment beside"}
 	rep, steps, err := e.restoreSteps(req)
 	if err != nil {
@@ -69,6 +54,61 @@ func TestMomentWrittenBesideTheAside(t *testing.T) {
 		t.Errorf("the aside %+v does not name the moment's point %+v", rep.Aside, rep.Point)
 	}
 	mustContain(t, rep.Said, "billing_ledger full: the request asks for it")
+}
+
+// holdMomentUntilAside makes fs hold the creation of a moment's point's
+// archive back until an aside's archive is created, for 10 s at most, and
+// reports whether it was created after one.
+func holdMomentUntilAside(fs *fault.Store) *atomic.Bool {
+	asideBegun := make(chan struct{})
+	var once sync.Once
+	var beside atomic.Bool
+	fs.OnCreate(func(ctx context.Context, key string, next fault.CreateFunc) (store.Writer, error) {
+		switch {
+		case asideArchive(key):
+			once.Do(func() { close(asideBegun) })
+		case momentArchive(key):
+			select {
+			case <-asideBegun:
+				beside.Store(true)
+			case <-time.After(10 * time.Second):
+			}
+		}
+		return next(ctx, key)
+	})
+	return &beside
+}
+
+// TestIncrementalPointWrittenBesideTheAside: restore-kept of an
+// incremental point with method full writes its moment's point beside
+// the set-aside, verified as written, and gives back the kept data as it
+// was at the point.
+func TestIncrementalPointWrittenBesideTheAside(t *testing.T) {
+	fs := &fault.Store{}
+	e := newAutoEnv(t, fs.Wrap)
+	stop := e.captureOn()
+	defer stop()
+	want, taken := e.incrementalPoint()
+	if !taken.Point.Incremental {
+		t.Fatalf("snapshot-kept with capture on took a full point: %s", taken.Said)
+	}
+	e.batch(2)
+	stop()
+	beside := holdMomentUntilAside(fs)
+	r := req(1, "incremental")
+	r.Method, r.Why = kept.MethodFull, "back to the incremental point"
+	rep, steps, err := e.restoreSteps(r)
+	if err != nil {
+		t.Fatalf("restore-kept of the incremental point: %v", err)
+	}
+	if !beside.Load() || !slices.Contains(steps, "moment") || slices.Contains(steps, "verify") {
+		t.Errorf("written beside the aside: %v, steps %v; want beside, the moment written and not verified again", beside.Load(), steps)
+	}
+	pointChecked(t, rep, "verified as this restore wrote it")
+	mustContain(t, rep.Said, "is incremental: its archive is")
+	if got := asOfMoment(e.kept(), e.names.Reader); got != want {
+		t.Errorf("the kept data differs from what it was at the point:\n got: %s\nwant: %s", got, want)
+	}
 }
 
 // TestMomentBesideRefusedAsWritten: with method full, a byte of the

@@ -223,16 +223,6 @@ func (k *Keeper) commitIncremental(ctx context.Context, r Request, point *Point)
 // materialize is the point of an incremental point's moment, made from its
 // base and segments when it is not made yet.
 func (k *Keeper) materialize(ctx context.Context, p *Point) (*Point, error) {
-	mp, err := k.materializeMade(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	return mp.Point, nil
-}
-
-// materializeMade is materialize with, when it made the moment's point
-// just now, its verification as written (madePoint).
-func (k *Keeper) materializeMade(ctx context.Context, p *Point) (*madePoint, error) {
 	if p.At == nil || p.Base == "" {
 		return nil, errors.New("the incremental point names no moment or base")
 	}
@@ -241,25 +231,44 @@ func (k *Keeper) materializeMade(ctx context.Context, p *Point) (*madePoint, err
 	if err != nil {
 		return nil, fmt.Errorf("making the archive of the incremental point %s from its base and segments: %w", pointName(p), err)
 	}
-	return mp, nil
+	return mp.Point, nil
 }
 
 // restoreIncremental restores an incremental point: the point of its
 // moment, made from its base and segments if it is not made yet, restored
 // by the usual path.
 func (k *Keeper) restoreIncremental(ctx context.Context, r Request, p *Point) (*Reply, error) {
-	mp, err := k.materializeMade(ctx, p)
+	refused := func(err error) error {
+		return fmt.Errorf("%s of %s refused: making the archive of the incremental point %s from its base and segments: %w, so nothing was done",
+			VerbRestore, pointName(p), pointName(p), err)
+	}
+	if p.At == nil || p.Base == "" {
+		return nil, refused(errors.New("the incremental point names no moment or base"))
+	}
+	mr := Request{Module: p.Module, Local: p.Local, Caller: p.Caller, Why: "the archive of the incremental point " + pointName(p)}
+	pm, err := k.planMomentOf(ctx, mr, momentAt{at: *p.At, label: p.At.Format(time.RFC3339Nano), base: p.Base})
 	if err != nil {
-		return nil, fmt.Errorf("%s of %s refused: %w, so nothing was done", VerbRestore, pointName(p), err)
+		return nil, refused(err)
 	}
 	rr := r
-	rr.From, rr.Form, rr.Fingerprint = "", mp.Form, mp.Fingerprint
-	// The moment's point made just now was verified as it was written.
-	rep, err := k.restore(ctx, rr, mp)
+	rr.From, rr.Form, rr.Fingerprint = "", pm.ch.form, pm.fp
+	var rep *Reply
+	if made := k.indexedPoint(ctx, p.Module, p.Local, pm.ch.form, pm.fp); made != nil {
+		rep, err = k.restore(ctx, rr, &madePoint{Point: made})
+	} else {
+		// Made now, verified as it is written, beside the set-aside where
+		// it can be (restore_at_beside.go).
+		rep, err = k.restoreMomentMade(ctx, mr, rr, pm)
+	}
+	var notMade momentNotMade
+	if errors.As(err, &notMade) {
+		return nil, refused(notMade.err)
+	}
 	if err != nil {
 		return nil, err
 	}
-	rep.Said = fmt.Sprintf("%s is incremental: its archive is %s, made from its base and segments. %s", pointName(p), k.abs(mp.Dir), rep.Said)
+	rep.Said = fmt.Sprintf("%s is incremental: its archive is %s, made from its base and segments. %s",
+		pointName(p), k.abs(pointRel(p.Module, p.Local, pm.ch.form, pm.fp)), rep.Said)
 	return rep, nil
 }
 
