@@ -120,19 +120,7 @@ func TestMomentBesideRefusedAsWritten(t *testing.T) {
 	fs := &fault.Store{}
 	e := newAutoEnv(t, fs.Wrap)
 	at, want := e.captureMoment()
-	var flipped atomic.Bool
-	fs.OnCreate(func(ctx context.Context, key string, next fault.CreateFunc) (store.Writer, error) {
-		w, err := next(ctx, key)
-		if err != nil || !momentArchive(key) {
-			return w, err
-		}
-		return &fault.Writer{Writer: w, OnWrite: func(p []byte, _ int64) error {
-			if isS2DataChunk(p) && flipped.CompareAndSwap(false, true) {
-				p[len(p)-1] ^= 0x01
-			}
-			return nil
-		}}, nil
-	})
+	flipped := flipAMomentChunk(fs)
 	before := e.kept()
 	req := keeper.Request{Module: module, Local: local, At: at.Format(time.RFC3339Nano), Method: kept.MethodFull, Caller: "test", Why: "a moment beside"}
 	_, err := e.k.RestoreKept(e.ctx, req)
@@ -203,13 +191,16 @@ func noAsideNoMoment(t *testing.T, e *env, before *sample.Snapshot) {
 	if ents, _ := os.ReadDir(filepath.Join(e.dir, "aside")); len(ents) != 0 {
 		t.Errorf("a refused restore left %d aside entries", len(ents))
 	}
+	if points, _ := filepath.Glob(filepath.Join(e.dir, "points", module, local, "*-at-*", "point.json")); len(points) > 0 {
+		t.Errorf("the point that failed as written was committed: %v", points)
+	}
 	list, err := e.k.ListKept(e.ctx, keeper.Request{Module: module, Local: local})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range list.Points {
 		if strings.Contains(p.Fingerprint, "at-") {
-			t.Errorf("the point that failed as written was committed: %s", p.Dir)
+			t.Errorf("the point that failed as written was recorded: %s", p.Dir)
 		}
 	}
 }

@@ -59,17 +59,8 @@ func (k *Keeper) restoreAt(ctx context.Context, r Request) (*Reply, error) {
 		return nil, refused(err)
 	}
 	rr := r
-	rr.At, rr.AtSeq, rr.Form, rr.Fingerprint = "", nil, pm.ch.form, pm.fp
-	var rep *Reply
-	if p := k.indexedPoint(ctx, r.Module, r.Local, pm.ch.form, pm.fp); p != nil {
-		// Made by an earlier request: verified beside the set-aside, as
-		// any point.
-		rep, err = k.restore(ctx, rr, &madePoint{Point: p})
-	} else {
-		// Made now, under the kept data's lease, beside the set-aside
-		// where it can be (restore_at_beside.go).
-		rep, err = k.restoreMomentMade(ctx, r, rr, pm)
-	}
+	rr.At, rr.AtSeq = "", nil
+	rep, err := k.restoreMoment(ctx, r, rr, pm)
 	var notMade momentNotMade
 	if errors.As(err, &notMade) {
 		return nil, refused(notMade.err)

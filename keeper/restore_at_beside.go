@@ -39,6 +39,19 @@ func (e momentNotMade) Unwrap() error { return e.err }
 // setting aside other than the aside taken beside the write.
 var errAnotherPlan = errors.New("the restore planned from the point of the moment sets aside other than what was set aside beside it")
 
+// restoreMoment restores the point of the moment pm as rr asks (rr names
+// the kept data; its point is set to the moment's): a point made by an
+// earlier request is verified beside the set-aside, as any point; one not
+// made yet is made now, as r asks, by restoreMomentMade. An error that
+// made nothing is a momentNotMade.
+func (k *Keeper) restoreMoment(ctx context.Context, r, rr Request, pm *plannedMoment) (*Reply, error) {
+	rr.Form, rr.Fingerprint = pm.ch.form, pm.fp
+	if p := k.indexedPoint(ctx, rr.Module, rr.Local, pm.ch.form, pm.fp); p != nil {
+		return k.restore(ctx, rr, &madePoint{Point: p})
+	}
+	return k.restoreMomentMade(ctx, r, rr, pm)
+}
+
 // restoreMomentMade makes the point of the moment pm under the kept
 // data's lease and restores it (rr names it): beside the set-aside where
 // the plan allows, else one after the other.

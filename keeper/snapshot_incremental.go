@@ -251,15 +251,8 @@ func (k *Keeper) restoreIncremental(ctx context.Context, r Request, p *Point) (*
 		return nil, refused(err)
 	}
 	rr := r
-	rr.From, rr.Form, rr.Fingerprint = "", pm.ch.form, pm.fp
-	var rep *Reply
-	if made := k.indexedPoint(ctx, p.Module, p.Local, pm.ch.form, pm.fp); made != nil {
-		rep, err = k.restore(ctx, rr, &madePoint{Point: made})
-	} else {
-		// Made now, verified as it is written, beside the set-aside where
-		// it can be (restore_at_beside.go).
-		rep, err = k.restoreMomentMade(ctx, mr, rr, pm)
-	}
+	rr.From = ""
+	rep, err := k.restoreMoment(ctx, mr, rr, pm)
 	var notMade momentNotMade
 	if errors.As(err, &notMade) {
 		return nil, refused(notMade.err)
