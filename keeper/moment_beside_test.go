@@ -204,3 +204,53 @@ func noAsideNoMoment(t *testing.T, e *env, before *sample.Snapshot) {
 		}
 	}
 }
+
+// TestCrashWhileAMomentIsWrittenBesideTheAside stops a restore to a moment
+// with method full, as a killed keeper would, once its aside is whole and
+// waits for the moment's point still being written: no journal was written
+// and nothing removed, so a keeper started again finds nothing to recover
+// and no aside, the live data is as it was, and the same moment asked
+// again is restored.
+func TestCrashWhileAMomentIsWrittenBesideTheAside(t *testing.T) {
+	var hookOn atomic.Bool
+	e := newAutoEnv(t, func(c *keeper.Config) {
+		c.StepHook = func(s string) {
+			if hookOn.Load() && s == "aside:point-wait" {
+				panic(crash{s})
+			}
+		}
+	})
+	at, want := e.captureMoment()
+	live := e.kept()
+	req := keeper.Request{Module: module, Local: local, At: at.Format(time.RFC3339Nano), Method: kept.MethodFull, Caller: "test", Why: "a moment beside"}
+	func() {
+		hookOn.Store(true)
+		defer func() {
+			hookOn.Store(false)
+			if _, ok := recover().(crash); !ok {
+				t.Fatal("the restore to a moment did not stop while its aside waited for the point")
+			}
+		}()
+		e.k.RestoreKept(e.ctx, req)
+	}()
+	if d := diffKept(e, live); d != "" {
+		t.Fatalf("a crash before the aside counted changed the live data:\n%s", d)
+	}
+	k2, err := e.keeperOn(e.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if said, err := k2.Recover(e.ctx); err != nil || len(said) != 0 {
+		t.Fatalf("recover after a crash before the journal: %v %q", err, said)
+	}
+	list, err := k2.ListKept(e.ctx, keeper.Request{Module: module})
+	if err != nil || len(list.Asides) != 0 {
+		t.Fatalf("list after the crash: %v, asides %+v", err, list.Asides)
+	}
+	if _, err := k2.RestoreKept(e.ctx, req); err != nil {
+		t.Fatalf("the same moment after the crash: %v", err)
+	}
+	if got := messagesOnly(e.kept()); got != want {
+		t.Errorf("restored to the moment, the kept data differs:\n got: %s\nwant: %s", got, want)
+	}
+}
