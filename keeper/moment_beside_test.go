@@ -233,16 +233,7 @@ func TestCrashWhileAMomentIsWrittenBesideTheAside(t *testing.T) {
 		}()
 		e.k.RestoreKept(e.ctx, req)
 	}()
-	if d := diffKept(e, live); d != "" {
-		t.Fatalf("a crash before the aside counted changed the live data:\n%s", d)
-	}
-	k2, err := e.keeperOn(e.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if said, err := k2.Recover(e.ctx); err != nil || len(said) != 0 {
-		t.Fatalf("recover after a crash before the journal: %v %q", err, said)
-	}
+	k2 := restartedWithNothingToRecover(t, e, live)
 	list, err := k2.ListKept(e.ctx, keeper.Request{Module: module})
 	if err != nil || len(list.Asides) != 0 {
 		t.Fatalf("list after the crash: %v, asides %+v", err, list.Asides)

@@ -71,16 +71,7 @@ func TestCrashWhileTheAsideWaitsForThePoint(t *testing.T) {
 	e.change()
 	live := e.kept()
 	stop()
-	if d := diffKept(e, live); d != "" {
-		t.Fatalf("a crash before the aside counted changed the live data:\n%s", d)
-	}
-	k2, err := e.keeperOn(e.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if said, err := k2.Recover(e.ctx); err != nil || len(said) != 0 {
-		t.Fatalf("recover after a crash before the journal: %v %q", err, said)
-	}
+	k2 := restartedWithNothingToRecover(t, e, live)
 	list, err := k2.ListKept(e.ctx, keeper.Request{Module: module})
 	if err != nil || len(list.Asides) != 0 || len(list.Points) != 1 {
 		t.Fatalf("list after the crash: %v %+v", err, list)
@@ -104,6 +95,25 @@ func TestCrashWhileTheAsideWaitsForThePoint(t *testing.T) {
 	if _, err := e.bus.Get(e.ctx, "journal."+module+"."+local); !errors.Is(err, keeper.ErrNotFound) {
 		t.Errorf("journal left: %v", err)
 	}
+}
+
+// restartedWithNothingToRecover checks, after a restore stopped before its
+// aside counted, that the live data is live as it was, and that a keeper
+// started again on e's directory finds nothing to recover; it returns
+// that keeper.
+func restartedWithNothingToRecover(t *testing.T, e *env, live *sample.Snapshot) *keeper.Keeper {
+	t.Helper()
+	if d := diffKept(e, live); d != "" {
+		t.Fatalf("a crash before the aside counted changed the live data:\n%s", d)
+	}
+	k2, err := e.keeperOn(e.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if said, err := k2.Recover(e.ctx); err != nil || len(said) != 0 {
+		t.Fatalf("recover after a crash before the journal: %v %q", err, said)
+	}
+	return k2
 }
 
 // TestRollbackRefusesAPointThatChangedAfterItsVerification: the point is
