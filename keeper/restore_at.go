@@ -21,9 +21,9 @@ import (
 // made it does not read it whole again; the live data is set aside (beside
 // the point's write, where the plan is known before it:
 // restore_at_beside.go) and the point restored by the usual path. It
-// stays, so the same moment
-// restores again without being made again (verified then beside the
-// set-aside, as any point); prune-kept removes it as any point.
+// stays, so the same moment restores again without being made again
+// (verified then beside the set-aside, as any point); prune-kept removes
+// it as any point.
 
 // momentAt is the moment a restore asks for.
 type momentAt struct {
