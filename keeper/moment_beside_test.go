@@ -86,14 +86,7 @@ func holdMomentUntilAside(fs *fault.Store) *atomic.Bool {
 func TestIncrementalPointWrittenBesideTheAside(t *testing.T) {
 	fs := &fault.Store{}
 	e := newAutoEnv(t, fs.Wrap)
-	stop := e.captureOn()
-	defer stop()
-	want, taken := e.incrementalPoint()
-	if !taken.Point.Incremental {
-		t.Fatalf("snapshot-kept with capture on took a full point: %s", taken.Said)
-	}
-	e.batch(2)
-	stop()
+	want := e.incrementalPointChanged()
 	beside := holdMomentUntilAside(fs)
 	r := req(1, "incremental")
 	r.Method, r.Why = kept.MethodFull, "back to the incremental point"

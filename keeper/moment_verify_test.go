@@ -259,19 +259,27 @@ func TestMomentDamagedInTheStoreFailsItsRestore(t *testing.T) {
 	}
 }
 
+// incrementalPointChanged takes the incremental point req(1,
+// "incremental") with capture on, changes the kept data after it, turns
+// capture off, and returns the kept data as it was at the point.
+func (e *env) incrementalPointChanged() string {
+	e.t.Helper()
+	stop := e.captureOn()
+	defer stop()
+	want, taken := e.incrementalPoint()
+	if !taken.Point.Incremental {
+		e.t.Fatalf("snapshot-kept with capture on took a full point: %s", taken.Said)
+	}
+	e.batch(2)
+	return want
+}
+
 // TestIncrementalPointVerifiedAsWritten: restore-kept of an incremental
 // point whose moment's point is not made yet makes it, verified as it is
 // written, and does not read it whole again: its evidence says so.
 func TestIncrementalPointVerifiedAsWritten(t *testing.T) {
 	e := newEnv(t)
-	stop := e.captureOn()
-	defer stop()
-	want, taken := e.incrementalPoint()
-	if !taken.Point.Incremental {
-		t.Fatalf("snapshot-kept with capture on took a full point: %s", taken.Said)
-	}
-	e.batch(2)
-	stop()
+	want := e.incrementalPointChanged()
 	r := req(1, "incremental")
 	r.Why = "back to the incremental point"
 	rep, steps, err := e.restoreSteps(r)
