@@ -18,6 +18,11 @@ import (
 // changing between the two reads (a store or disk that returns something
 // else the second time); the SHA-256 the first read matched against the
 // sealed manifest is what ties them to the point.
+//
+// An archive checked as it was written (StreamCheck) is not read whole
+// before it is sent either: its writer notes the CRC-32C of the bytes the
+// check held to the manifest (NoteWritten) on the Archive it then opens, and
+// CheckedStreamData checks against that as after a Verify.
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -37,8 +42,8 @@ func (h *verifyHash) Write(p []byte) (int, error) {
 	return h.Hash.Write(p)
 }
 
-// noteVerified notes that stream's data entry read whole and matched the
-// manifest, with the CRC-32C of what was read.
+// noteVerified notes that stream's data entry read whole (or was checked as
+// written) and matched the manifest, with the CRC-32C of what was read.
 func (a *Archive) noteVerified(stream string, crc uint32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -47,6 +52,15 @@ func (a *Archive) noteVerified(stream string, crc uint32) {
 	}
 	a.verified[stream] = crc
 }
+
+// NoteWritten notes that the data entry of stream was checked as it was
+// written (a StreamCheck whose Hold found it whole and matching its manifest
+// entry) and that crc (StreamCheck.CRC) is the CRC-32C of the bytes written:
+// a later CheckedStreamData of a reads the entry checked against crc instead
+// of hashing it with SHA-256. Note only what this process checked as it
+// wrote it, on an archive whose sealed manifest is the one the check held
+// the stream to.
+func (a *Archive) NoteWritten(stream string, crc uint32) { a.noteVerified(stream, crc) }
 
 // verifiedCRC is the CRC-32C noted by a Verify that found stream's data whole.
 func (a *Archive) verifiedCRC(stream string) (uint32, bool) {
@@ -65,7 +79,7 @@ func crcProblems(e EntrySum, n int64, h hash.Hash32, want uint32) []error {
 	}
 	if got := h.Sum32(); got != want {
 		out = append(out, &EntryError{Entry: e.Name, Kind: ErrChecksum,
-			Detail: fmt.Sprintf("read again for the restore, its CRC-32C is %08x, but the verification just made read %08x: it changed in the store since", got, want)})
+			Detail: fmt.Sprintf("read again for the restore, its CRC-32C is %08x, but it was %08x when it was verified: it changed in the store since", got, want)})
 	}
 	return out
 }

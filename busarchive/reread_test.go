@@ -2,6 +2,8 @@ package busarchive_test
 
 import (
 	"bytes"
+	"fmt"
+	"hash/crc32"
 	"io"
 	"strings"
 	"testing"
@@ -78,5 +80,53 @@ func TestCheckedStreamDataAfterAFailedVerifyHashesAgain(t *testing.T) {
 	expectProblems(t, err, problem{name, busarchive.ErrChecksum})
 	if !strings.Contains(err.Error(), "SHA-256 is") {
 		t.Errorf("error %q is not the SHA-256 check against the manifest", err)
+	}
+}
+
+// An archive checked as it was written (StreamCheck) is not verified whole
+// before it is sent: the CRC-32C of the bytes the check took is noted on the
+// archive (NoteWritten), and the read for the restore is checked against it.
+// The entry as stored reads whole; a byte changed in the store since is
+// refused before the entry's end, and named as a change since the check.
+func TestCheckedStreamDataAfterNoteWritten(t *testing.T) {
+	b := checkedArchive(t)
+	const name = "streams/A/stream.arc.s2"
+	off, size := tartest.DataRange(t, b, name)
+	c := busarchive.NewStreamCheck(t.Context(), "A")
+	for p := b[off : off+size]; len(p) > 0; {
+		n := min(len(p), 65_537)
+		if _, err := c.Write(p[:n]); err != nil {
+			t.Fatal(err)
+		}
+		p = p[n:]
+	}
+	crc := c.CRC()
+	if want := crc32.Checksum(b[off:off+size], crc32.MakeTable(crc32.Castagnoli)); crc != want {
+		t.Fatalf("the check as written took CRC-32C %08x, the bytes written have %08x", crc, want)
+	}
+	read := func() ([]byte, error) {
+		a, err := busarchive.Open(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.NoteWritten("A", crc)
+		r, err := a.CheckedStreamData(t.Context(), "A")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		return io.ReadAll(r)
+	}
+	if got, err := read(); err != nil || !bytes.Equal(got, b[off:off+size]) {
+		t.Fatalf("unchanged: read %d of %d bytes, %v", len(got), size, err)
+	}
+	b[off+size/2] ^= 0x08
+	got, err := read()
+	if int64(len(got)) >= size {
+		t.Fatalf("changed: handed out %d of %d bytes, the end included", len(got), size)
+	}
+	expectProblems(t, err, problem{name, busarchive.ErrChecksum})
+	if want := "but it was " + fmt.Sprintf("%08x", crc) + " when it was verified: it changed in the store since"; !strings.Contains(err.Error(), want) {
+		t.Errorf("changed: error %q does not say %q", err, want)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
+	"hash/crc32"
 	"io"
 )
 
@@ -17,7 +19,9 @@ import (
 //
 // The data entry's SHA-256 is not computed a second time: the manifest's is
 // the writer's, of these same bytes, and what a store later gives back is
-// checked against it by whoever reads it (Verify, CheckedStreamData).
+// checked against it by whoever reads it (Verify, CheckedStreamData). Its
+// CRC-32C is (CRC), so that a reader of the archive the check held can
+// check its bytes against that instead (Archive.NoteWritten).
 //
 // One goroutine writes; Close ends the data. Memory: checkBlocks blocks.
 type StreamCheck struct {
@@ -26,8 +30,9 @@ type StreamCheck struct {
 	done chan struct{}
 	// Set before done is closed.
 	dec *decodedStream
-	n   int64 // the bytes written through it
-	err error // why reading stopped early (ctx ended)
+	n   int64  // the bytes written through it
+	crc uint32 // their CRC-32C
+	err error  // why reading stopped early (ctx ended)
 }
 
 // NewStreamCheck begins checking the stream archive of stream as it is
@@ -41,7 +46,7 @@ func NewStreamCheck(ctx context.Context, stream string) *StreamCheck {
 func (c *StreamCheck) run(ctx context.Context) {
 	defer close(c.done)
 	defer close(c.pipe.gone)
-	r := &hashingReader{ctx: ctx, r: c.pipe} // counts
+	r := &hashingReader{ctx: ctx, r: c.pipe, h: crc32.New(castagnoli)} // counts
 	c.dec = decodeStream(ctx, c.name, r, func() bool { return false })
 	// What follows the end sentinel, or what did not decode: read to the
 	// end, so the writer never waits for a reader gone, and counted.
@@ -49,6 +54,14 @@ func (c *StreamCheck) run(ctx context.Context) {
 		c.err = err
 	}
 	c.n = r.n
+	c.crc = r.h.(hash.Hash32).Sum32()
+}
+
+// CRC is the CRC-32C of the bytes written through the check, once Close
+// returned.
+func (c *StreamCheck) CRC() uint32 {
+	c.Close()
+	return c.crc
 }
 
 // Write takes the next bytes of the stream archive.

@@ -229,7 +229,7 @@ func (o *flippedObject) Reader(_ context.Context, off, n int64) (io.ReadCloser, 
 // verified as it was written and not read whole again, is damaged in the
 // store after it was written (a byte of its first stream's data reads
 // changed): the restore's read of that stream for the server checks it
-// against the manifest's SHA-256 and fails, and the live data set aside is
+// against the CRC-32C of what was written and fails, and the live data set aside is
 // put back as it was.
 func TestMomentDamagedInTheStoreFailsItsRestore(t *testing.T) {
 	fs := &fault.Store{}
@@ -253,7 +253,7 @@ func TestMomentDamagedInTheStoreFailsItsRestore(t *testing.T) {
 	if err == nil {
 		t.Fatal("a moment's point damaged in the store after it was written was restored")
 	}
-	mustContain(t, err.Error(), "stream.arc.s2: entry does not match its checksum: SHA-256", "the live data was put back from aside")
+	mustContain(t, err.Error(), "stream.arc.s2: entry does not match its checksum: read again for the restore, its CRC-32C is", "when it was verified: it changed in the store since", "the live data was put back from aside")
 	if d := sample.Diff(before, e.kept()); d != "" {
 		t.Errorf("a failed restore did not put the live data back as it was:\n%s", d)
 	}

@@ -19,8 +19,9 @@ import (
 // committed, held with its backup.json to its manifest entry, as a
 // verification of the point read back would. The restore that made the
 // point takes that verification (madePoint) and does not read the point
-// whole again; its read of each stream for the server still checks the
-// SHA-256 against the manifest, so bytes the store changed since fail it.
+// whole again; its read of each stream for the server checks the bytes
+// against the CRC-32C of those written (busarchive.Archive.NoteWritten), so
+// bytes the store changed since fail it, as after a whole verification.
 
 // madePoint is the point of a moment as momentPoint gives it: checked is
 // the verification made as this request wrote it, from checkBegan to
@@ -30,6 +31,7 @@ type madePoint struct {
 	*Point
 	checked                *busarchive.Report
 	checkBegan, checkEnded time.Time
+	crcs                   map[string]uint32 // each stream's data as written (StreamCheck.CRC)
 }
 
 // momentChecks is the check of each stream of a moment's point as it is
@@ -63,12 +65,14 @@ func (mc *momentChecks) tee(ctx context.Context, stream string, data, meta io.Wr
 }
 
 // report holds each stream's check to m, the manifest of the archive
-// written, and returns the verification's report as Verify gives it, and
-// the problems found, one error a stream.
-func (mc *momentChecks) report(m *busarchive.Manifest) (*busarchive.Report, []error) {
+// written, and returns the verification's report as Verify gives it, the
+// CRC-32C of each stream's data as written, and the problems found, one
+// error a stream.
+func (mc *momentChecks) report(m *busarchive.Manifest) (*busarchive.Report, map[string]uint32, []error) {
 	mc.mu.Lock()
 	defer mc.mu.Unlock()
 	rep := &busarchive.Report{Streams: make([]busarchive.StreamReport, 0, len(m.Streams))}
+	crcs := make(map[string]uint32, len(m.Streams))
 	var problems []error
 	for i := range m.Streams {
 		sm := &m.Streams[i]
@@ -82,9 +86,11 @@ func (mc *momentChecks) report(m *busarchive.Manifest) (*busarchive.Report, []er
 		rep.Bytes += n
 		if err != nil {
 			problems = append(problems, err)
+			continue
 		}
+		crcs[sm.Name] = c.data.CRC()
 	}
-	return rep, problems
+	return rep, crcs, problems
 }
 
 // stop ends every check (a write that failed).
@@ -100,7 +106,7 @@ func (mc *momentChecks) stop() {
 // written with manifest m, or its failure (a *kept.DamagedError): the
 // point is then not to be committed.
 func (k *Keeper) checkedAsWritten(mc *momentChecks, rel string, m *busarchive.Manifest) (*madePoint, error) {
-	rep, problems := mc.report(m)
+	rep, crcs, problems := mc.report(m)
 	if len(problems) > 0 {
 		var said []string
 		for _, err := range problems {
@@ -109,12 +115,13 @@ func (k *Keeper) checkedAsWritten(mc *momentChecks, rel string, m *busarchive.Ma
 		return nil, fmt.Errorf("the point of the moment was checked as it was written and %w, so it was not committed and nothing was set aside or removed",
 			&kept.DamagedError{Path: k.abs(rel), Problems: said})
 	}
-	return &madePoint{checked: rep, checkBegan: mc.began, checkEnded: k.now()}, nil
+	return &madePoint{checked: rep, checkBegan: mc.began, checkEnded: k.now(), crcs: crcs}, nil
 }
 
 // takeWritten takes made's verification, made as this request wrote the
 // point, as the plan's, when made is the plan's very point (as committed),
-// and reports whether it did.
+// and reports whether it did. The CRC-32C of each stream as written is
+// noted on the plan's archive, which its reads for the server check.
 func (pl *restorePlan) takeWritten(made *madePoint) bool {
 	if made == nil || made.checked == nil || made.Point == nil || pl.point == nil {
 		return false
@@ -124,5 +131,8 @@ func (pl *restorePlan) takeWritten(made *madePoint) bool {
 		return false
 	}
 	pl.verified, pl.verifyBegan, pl.verifyEnded, pl.asWritten = made.checked, made.checkBegan, made.checkEnded, true
+	for stream, crc := range made.crcs {
+		pl.arch.NoteWritten(stream, crc)
+	}
 	return true
 }
