@@ -84,8 +84,10 @@ func passBase(w io.Writer, r io.Reader) (uint64, error) {
 	}
 	rest := plain[start:] // decoded bytes still to write, before the chunks held
 	var held [][]byte     // raw data chunks held back: the sentinel is in the last two
+	var spare []byte      // a chunk written, its memory read into again
 	for {
-		chunk, err := readRawChunk(r)
+		chunk, err := readRawChunk(r, spare)
+		spare = nil
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -106,7 +108,7 @@ func passBase(w io.Writer, r io.Reader) (uint64, error) {
 		if _, err := w.Write(held[0]); err != nil {
 			return 0, err
 		}
-		held = held[1:]
+		spare, held = held[0], held[1:]
 	}
 	for _, c := range held {
 		d, err := decodeChunk(c[0], c[4:])
@@ -154,8 +156,10 @@ func headEnd(plain []byte) (start int, last uint64, ok bool, err error) {
 	return at, st.LastSeq, true, nil
 }
 
-// readRawChunk reads one s2 chunk whole, as it is; io.EOF at the end.
-func readRawChunk(r io.Reader) ([]byte, error) {
+// readRawChunk reads one s2 chunk whole, as it is, into buf where it fits
+// (a chunk is up to a block: not allocated again for each of a GiB of
+// them); io.EOF at the end.
+func readRawChunk(r io.Reader, buf []byte) ([]byte, error) {
 	var h [4]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -167,7 +171,11 @@ func readRawChunk(r io.Reader) ([]byte, error) {
 	if (h[0] == chunkCompress || h[0] == chunkPlain) && n > s2.MaxEncodedLen(maxBlockLen)+4 {
 		return nil, fmt.Errorf("an s2 data chunk of %d bytes is over the bound of a block", n)
 	}
-	chunk := make([]byte, 4+n)
+	chunk := buf[:0]
+	if cap(chunk) < 4+n {
+		chunk = make([]byte, 0, max(4+n, s2.MaxEncodedLen(maxBlockLen)+8))
+	}
+	chunk = chunk[:4+n]
 	copy(chunk, h[:])
 	if _, err := io.ReadFull(r, chunk[4:]); err != nil {
 		return nil, fmt.Errorf("s2 chunk of %d bytes: %w", n, noEOF(err))
