@@ -173,7 +173,7 @@ func readRawChunk(r io.Reader, buf []byte) ([]byte, error) {
 	}
 	chunk := buf[:0]
 	if cap(chunk) < 4+n {
-		chunk = make([]byte, 0, max(4+n, s2.MaxEncodedLen(maxBlockLen)+8))
+		chunk = make([]byte, 0, 4+n)
 	}
 	chunk = chunk[:4+n]
 	copy(chunk, h[:])
