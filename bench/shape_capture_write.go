@@ -73,12 +73,18 @@ func (c *captureRun) sampleLag(ctx context.Context, stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
+		asked := time.Now()
 		ci, err := c.captureOf(ctx)
 		if err != nil || ci.To == nil {
 			c.r.cfg.Log.Warn("the capture's lag could not be read", "err", err)
 			continue
 		}
-		c.fig.Lags = append(c.fig.Lags, max(0, time.Since(*ci.To)))
+		lag := max(0, time.Since(*ci.To))
+		if lag > captureLagTarget*3/4 {
+			c.r.cfg.Log.Info("shape capture: a long lag", "lag", lag, "keeper's", time.Duration(ci.LagMS)*time.Millisecond,
+				"asked", asked.Format(time.RFC3339Nano), "list-kept took", time.Since(asked), "to", ci.To.Format(time.RFC3339Nano))
+		}
+		c.fig.Lags = append(c.fig.Lags, lag)
 	}
 }
 

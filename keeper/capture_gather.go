@@ -64,23 +64,6 @@ func (c *capturer) gather(ctx context.Context) (*gathered, error) {
 	return g, nil
 }
 
-// positions gives seg its positions sample. A segment gathered straight
-// after one cut at its bytes (prev, else nil) carries prev's sample while
-// that is younger than segment-every: the consumers are sampled once a
-// segment-every, as when no segment is cut, not once a segment.
-func (c *capturer) positions(ctx context.Context, seg, prev *segment, every time.Duration) error {
-	if prev != nil && seg.Began.Sub(prev.PositionsAt) < every {
-		seg.Positions, seg.PositionsAt = prev.Positions, prev.PositionsAt
-		return nil
-	}
-	positions, err := c.sample(ctx)
-	if err != nil {
-		return err
-	}
-	seg.Positions, seg.PositionsAt = positions, c.k.now().UTC()
-	return nil
-}
-
 // readFresh reads and holds the messages of each fresh stream from its
 // From up to its last when the round began (its Through), in turn, cut
 // once the segment holds budget bytes.

@@ -6,36 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
 )
-
-// sample reads the positions of every durable consumer on the kept data's
-// streams and of the module's consumers on other streams.
-func (c *capturer) sample(ctx context.Context) ([]Position, error) {
-	k, module, local := c.k, c.rec.Module, c.rec.Local
-	named, err := k.planConsumers(ctx, module, local)
-	if err != nil {
-		return nil, err
-	}
-	streams, all, err := k.census(ctx, CensusQuery{Module: module, Named: named})
-	if err != nil {
-		return nil, err
-	}
-	o, err := k.owners(ctx, streams, module, consumerNames(all))
-	if err != nil {
-		return nil, err
-	}
-	out := []Position{}
-	for _, p := range all {
-		if slices.ContainsFunc(c.follows, func(f *follow) bool { return f.name == p.Stream }) || o.owns(module, local, p) {
-			out = append(out, p)
-		}
-	}
-	return out, nil
-}
 
 // captureMark is capture-mark.<module>.<local> in the index: how far the
 // capture of the chain has seen (At), with N segments committed, or

@@ -84,6 +84,7 @@ func (c *capturer) put(ctx context.Context, g *gathered) (more bool, err error) 
 // ended, its deletes with it.
 func (c *capturer) committed(seg *segment, sampled []byte, looked []deletesSeen) {
 	c.n, c.sampled, c.cut = seg.N, sampled, nil
+	c.lastSample, c.lastSampleAt = seg.Positions, seg.PositionsAt
 	if seg.Cut {
 		c.cut = seg
 	}

@@ -74,6 +74,11 @@ type capturer struct {
 	markRev uint64    // the revision of the capture's mark this capture read or wrote last
 	marked  time.Time // the mark's time
 	cut     *segment  // the last committed segment, when it was cut at its bytes
+	// The last positions sample committed, carried by a segment whose own
+	// is slow (capture_sample.go), and that sample, when one is under way.
+	lastSample   []Position
+	lastSampleAt time.Time
+	sampling     *sampleJob
 }
 
 // follow is where the capture of one stream stands.

@@ -125,6 +125,7 @@ func (c *capturer) begin(ctx context.Context, ch *chain, base *Point, follows []
 		return fmt.Errorf("reading the capture's mark: %w", err)
 	}
 	c.chain, c.follows, c.config, c.sampled, c.cut, c.markRev, c.marked = ch, follows, cfg, nil, nil, rev, ch.baseTaken
+	c.lastSample, c.lastSampleAt, c.sampling = nil, time.Time{}, nil // a sample under way is of the chain before
 	return nil
 }
 
