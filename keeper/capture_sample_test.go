@@ -66,13 +66,15 @@ func TestSlowSampleDoesNotHoldTheWindow(t *testing.T) {
 	released := time.Now()
 	close(release)
 	f.OnCensus(nil)
-	for j := range 3 {
+	// A message each round, so that each round commits a segment: the one
+	// after the census answered may still carry the last sample (the sample
+	// under way is taken once it is done, not waited for).
+	deadline := time.Now().Add(30 * time.Second)
+	for j := 0; ; j++ {
 		if _, err := e.js.Publish(e.ctx, fmt.Sprintf("%s.%s.orders.after", module, local), fmt.Appendf(nil, "after the census answered %d", j)); err != nil {
 			t.Fatal(err)
 		}
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+		e.captureReaches(time.Now())
 		recs = readSegmentRecords(t, e.dir)
 		if last := recs[len(recs)-1]; last.PositionsAt.After(released) {
 			break
@@ -80,6 +82,5 @@ func TestSlowSampleDoesNotHoldTheWindow(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("30 s after the census answered, the newest segment %d still has a sample of %s", recs[len(recs)-1].N, recs[len(recs)-1].PositionsAt)
 		}
-		e.captureReaches(time.Now())
 	}
 }
