@@ -37,11 +37,17 @@ type CaptureFigures struct {
 	// Writers' throughput (bytes a second) of unpaced runs without and
 	// with capture, in pairs.
 	Without, With []float64
+	// The CPU the keeper and the server used during each of those runs.
+	WithoutCPU, WithCPU []WriterCPU
 	RunBytes      int64 // what each unpaced run wrote
 	// StoreBytes is what the chain's segments hold in the store, Written
 	// what the stream's stored bytes grew by since the chain's base.
 	StoreBytes, Written int64
 }
+
+// WriterCPU is the CPU the keeper and the server used during one unpaced
+// writers' run.
+type WriterCPU struct{ Keeper, Server time.Duration }
 
 // captureData is a capture shape's kept data: how it is filled and what
 // its writers append.

@@ -35,6 +35,10 @@ func (f *CaptureFigures) markdown(b *strings.Builder) {
 		st := summarize(ratios)
 		fmt.Fprintf(b, "| writers' throughput with capture ÷ without (unpaced runs of %s each, in pairs; median of the pairs' ratios): without %.0f MB/s, with %.0f MB/s (medians) | %.2f× (%.2f–%.2f) | ≥ %.2f× | %s |\n",
 			mib(float64(f.RunBytes)), summarize(f.Without).med/1e6, summarize(f.With).med/1e6, st.med, st.lo, st.hi, writerCostTarget, yes(st.med >= writerCostTarget))
+		if len(f.WithCPU) > 0 && len(f.WithoutCPU) > 0 {
+			fmt.Fprintf(b, "| the CPU of a writers' run without / with capture (medians): the server's; the keeper's | %s / %s; %s / %s | — | — |\n",
+				sec(medianCPU(f.WithoutCPU, false)), sec(medianCPU(f.WithCPU, false)), sec(medianCPU(f.WithoutCPU, true)), sec(medianCPU(f.WithCPU, true)))
+		}
 	}
 	if f.Written > 0 {
 		ratio := float64(f.StoreBytes) / float64(f.Written)
@@ -54,3 +58,15 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 
 // sec is d in seconds, to the millisecond.
 func sec(d time.Duration) string { return fmt.Sprintf("%.3f s", d.Seconds()) }
+
+// medianCPU is the median CPU of runs, the keeper's or the server's.
+func medianCPU(runs []WriterCPU, keeper bool) time.Duration {
+	ds := make([]time.Duration, len(runs))
+	for i, r := range runs {
+		ds[i] = r.Server
+		if keeper {
+			ds[i] = r.Keeper
+		}
+	}
+	return quantile(ds, 0.5)
+}

@@ -143,18 +143,49 @@ func (c *captureRun) writerRuns(ctx context.Context) error {
 			if err := c.turnFor(ctx, on); err != nil {
 				return err
 			}
-			took, err := c.writeN(ctx, n)
+			took, used, err := c.writerRun(ctx, n, on)
 			if err != nil {
 				return err
 			}
 			if on {
 				c.fig.With = append(c.fig.With, float64(n)/took.Seconds())
+				c.fig.WithCPU = append(c.fig.WithCPU, used)
 			} else {
 				c.fig.Without = append(c.fig.Without, float64(n)/took.Seconds())
+				c.fig.WithoutCPU = append(c.fig.WithoutCPU, used)
 			}
 		}
 	}
 	return c.turnFor(ctx, true)
+}
+
+// writerRun is one unpaced run of n bytes, profiled (the first with
+// capture on and the first without) when the run profiles: how long it
+// took and the CPU the keeper and the server used meanwhile.
+func (c *captureRun) writerRun(ctx context.Context, n int64, on bool) (time.Duration, WriterCPU, error) {
+	kpid, servers := c.r.file().proc.pid(), c.r.serverPIDs()
+	pids := append([]int{kpid}, servers...)
+	before, err := cpuOf(pids)
+	if err != nil {
+		return 0, WriterCPU{}, err
+	}
+	name := "capture-writers-off"
+	if on {
+		name = "capture-writers-on"
+	}
+	rec := c.r.prof.start(c.sr.Shape+"-"+name, c.r.cfg.Log, pids...)
+	took, err := c.writeN(ctx, n)
+	if perr := rec.stop(ctx); perr != nil {
+		c.r.cfg.Log.Warn("profiling failed", "err", perr)
+	}
+	if err != nil {
+		return 0, WriterCPU{}, err
+	}
+	after, err := cpuOf(pids)
+	if err != nil {
+		return 0, WriterCPU{}, err
+	}
+	return took, WriterCPU{Keeper: after[0].sub(before[0]).all, Server: sumCPU(before[1:], after[1:]).all}, nil
 }
 
 // turnFor turns capture on (and waits until it holds everything) or off
