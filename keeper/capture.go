@@ -156,22 +156,23 @@ func (k *Keeper) Captures(ctx context.Context, module, local string) ([]CaptureR
 // captureInfo is what the store holds of rec's kept data's capture.
 func (k *Keeper) captureInfo(ctx context.Context, rec CaptureRecord) (*CaptureInfo, error) {
 	info := &CaptureInfo{Module: rec.Module, Local: rec.Local, On: rec.On, Settings: rec.Settings}
-	chains, err := k.chains(ctx, rec.Module, rec.Local)
+	chains, err := k.listChains(ctx, rec.Module, rec.Local)
 	if err != nil {
 		return info, err
 	}
 	for _, c := range chains {
 		info.Bases++
-		info.Segments += len(c.segments)
+		info.Segments += len(c.listed)
+		info.Bytes += c.listedBytes
 		if info.From == nil {
 			t := c.baseTaken
 			info.From = &t
 		}
-		for _, s := range c.segments {
-			info.Bytes += s.ArchiveSize
-		}
 	}
 	if len(chains) > 0 {
+		if err := k.readReach(ctx, chains[len(chains)-1]); err != nil {
+			return info, err
+		}
 		t := k.windowEnd(ctx, rec.Module, rec.Local, chains)
 		info.To = &t
 	}

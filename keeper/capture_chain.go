@@ -85,7 +85,10 @@ type chain struct {
 	baseFP    string
 	baseTaken time.Time
 	segments  []*segment
-	bytes     int64
+	// listed are its committed segments as the store lists them, in
+	// order, and listedBytes their archives' bytes (listChains).
+	listed      []listedSegment
+	listedBytes int64
 }
 
 // segmentOf returns the segment of stream name in s, or nil.
@@ -103,47 +106,95 @@ func (s *segment) stream(name string) *segmentStream {
 // segment). A chain stops at its first missing number: what a keeper wrote
 // after a gap is not part of it.
 func (k *Keeper) chains(ctx context.Context, module, local string) ([]*chain, error) {
+	chains, err := k.listChains(ctx, module, local)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range chains {
+		if err := k.readChain(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	return chains, nil
+}
+
+// readChain reads the records of every segment of listed chain c into
+// c.segments.
+func (k *Keeper) readChain(ctx context.Context, c *chain) error {
+	segs := make([]*segment, 0, len(c.listed))
+	for _, ls := range c.listed {
+		seg, err := k.readSegment(ctx, c, ls)
+		if err != nil {
+			return err
+		}
+		segs = append(segs, seg)
+	}
+	c.segments = segs
+	return nil
+}
+
+// listedSegment is a committed segment as the store lists it: its
+// number, its record's key and the bytes of the rest of its directory
+// (its archive).
+type listedSegment struct {
+	n       uint64
+	key     string
+	archive int64
+}
+
+// listChains lists the chains of module/local in the store as chains does,
+// oldest base first, from the store's listing alone: each chain's
+// committed segments are listed (c.listed, c.listedBytes), not read. What
+// needs only counts and bytes (list-kept) reads no segment record, however
+// long the window.
+func (k *Keeper) listChains(ctx context.Context, module, local string) ([]*chain, error) {
 	objs, err := k.store.List(ctx, path.Join(captureDir, module, local)+"/")
 	if err != nil {
 		return nil, fmt.Errorf("listing the capture of %s/%s: %w", module, local, err)
 	}
 	byRel := map[string]*chain{}
+	dirs := map[string]map[uint64]*listedSegment{}
 	var order []*chain
 	for _, o := range objs {
 		parts := strings.Split(o.Key, "/")
-		if len(parts) != 6 || parts[5] != segmentFile {
+		if len(parts) != 6 {
 			continue
 		}
 		form, fp, ok := parseChainName(parts[3])
 		if !ok {
 			continue
 		}
-		rel := path.Join(parts[:4]...)
-		c := byRel[rel]
-		if c == nil {
-			c = &chain{rel: rel, base: pointRel(module, local, form, fp), form: form, baseFP: fp}
-			byRel[rel] = c
-			order = append(order, c)
-		}
-		var seg *segment
-		data, err := k.readSmall(ctx, o.Key, layout.MaxRecordSize)
-		if err == nil {
-			seg, err = decodeSegment(data, rel, parts[4])
-		}
+		n, err := segmentNumber(parts[4])
 		if err != nil {
-			return nil, fmt.Errorf("reading the capture segment %s: %w", k.abs(o.Key), err)
+			if parts[5] == segmentFile {
+				return nil, fmt.Errorf("reading the capture segment %s: %w", k.abs(o.Key), err)
+			}
+			continue
 		}
-		c.segments = append(c.segments, seg)
+		rel := path.Join(parts[:4]...)
+		if byRel[rel] == nil {
+			byRel[rel], dirs[rel] = &chain{rel: rel, base: pointRel(module, local, form, fp), form: form, baseFP: fp}, map[uint64]*listedSegment{}
+			order = append(order, byRel[rel])
+		}
+		ls := dirs[rel][n]
+		if ls == nil {
+			ls = &listedSegment{n: n}
+			dirs[rel][n] = ls
+		}
+		if parts[5] == segmentFile {
+			ls.key = o.Key
+		} else {
+			ls.archive += o.Size
+		}
 	}
 	out := order[:0]
 	for _, c := range order {
-		slices.SortFunc(c.segments, func(a, b *segment) int { return compareUint(a.N, b.N) })
-		for i, s := range c.segments {
-			if s.N != uint64(i+1) {
-				c.segments = c.segments[:i]
-				break
-			}
-			c.bytes += s.ArchiveSize
+		for n := uint64(1); dirs[c.rel][n] != nil && dirs[c.rel][n].key != ""; n++ {
+			c.listed = append(c.listed, *dirs[c.rel][n])
+			c.listedBytes += dirs[c.rel][n].archive
+		}
+		if len(c.listed) == 0 {
+			continue // archives without a record: no segment committed
 		}
 		rec, err := k.index.Get(ctx, pointKey(module, local, c.form, c.baseFP))
 		if err != nil {
@@ -158,6 +209,48 @@ func (k *Keeper) chains(ctx context.Context, module, local string) ([]*chain, er
 	}
 	slices.SortFunc(out, func(a, b *chain) int { return a.baseTaken.Compare(b.baseTaken) })
 	return out, nil
+}
+
+// readReach reads the records of listed chain c from its newest back to
+// the one chainReach stops at (the newest, but for segments of keepers
+// before Reached was recorded), into c.segments, in order.
+func (k *Keeper) readReach(ctx context.Context, c *chain) error {
+	var tail []*segment
+	for i := len(c.listed) - 1; i >= 0; i-- {
+		seg, err := k.readSegment(ctx, c, c.listed[i])
+		if err != nil {
+			return err
+		}
+		tail = append(tail, seg)
+		if !seg.Reached.IsZero() || !seg.Cut {
+			break
+		}
+	}
+	slices.Reverse(tail)
+	c.segments = tail
+	return nil
+}
+
+// segmentOf is c's i-th committed segment (from 0): the one chains or
+// readReach read, else read now.
+func (k *Keeper) segmentOf(ctx context.Context, c *chain, i int) (*segment, error) {
+	if off := len(c.listed) - len(c.segments); i >= off {
+		return c.segments[i-off], nil
+	}
+	return k.readSegment(ctx, c, c.listed[i])
+}
+
+// readSegment reads and checks the record of c's listed segment ls.
+func (k *Keeper) readSegment(ctx context.Context, c *chain, ls listedSegment) (*segment, error) {
+	data, err := k.readSmall(ctx, ls.key, layout.MaxRecordSize)
+	var seg *segment
+	if err == nil {
+		seg, err = decodeSegment(data, c.rel, path.Base(path.Dir(ls.key)))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the capture segment %s: %w", k.abs(ls.key), err)
+	}
+	return seg, nil
 }
 
 // parseChainName reads f<form>-<fingerprint>.

@@ -137,12 +137,8 @@ func TestCutSegmentsFollowOn(t *testing.T) {
 // dir, in number order.
 func readSegmentRecords(t *testing.T, dir string) []segmentRecord {
 	t.Helper()
-	names, err := filepath.Glob(filepath.Join(dir, "capture", module, local, "*", "s*", "segment.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var recs []segmentRecord
-	for _, name := range names {
+	for _, name := range segmentFiles(t, dir, "segment.json") {
 		data, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)
@@ -155,4 +151,15 @@ func readSegmentRecords(t *testing.T, dir string) []segmentRecord {
 	}
 	slices.SortFunc(recs, func(a, b segmentRecord) int { return int(a.N) - int(b.N) })
 	return recs
+}
+
+// segmentFiles lists the files named name (a glob) in the segments of the
+// one chain under dir.
+func segmentFiles(t *testing.T, dir, name string) []string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "capture", module, local, "*", "s*", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
 }

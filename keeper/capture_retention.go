@@ -29,7 +29,7 @@ func (k *Keeper) captureNeeds(ctx context.Context, module, local string, points 
 	if err != nil {
 		return err
 	}
-	chains, err := k.chains(ctx, module, local)
+	chains, err := k.listChains(ctx, module, local)
 	if err != nil {
 		return err
 	}
@@ -40,7 +40,7 @@ func (k *Keeper) captureNeeds(ctx context.Context, module, local string, points 
 		}
 		if !chainEnd(chains, i, k.now()).Before(from) {
 			protected[c.base] = fmt.Sprintf("the capture's window (%s back) restores from its chain", rec.Settings.Window)
-		} else if len(c.segments) > 0 {
+		} else if len(c.listed) > 0 {
 			protected[c.base] = "its capture chain's segments are not removed yet (the next base removes them)"
 		}
 	}
@@ -96,7 +96,7 @@ func chainEnd(chains []*chain, i int, now time.Time) time.Time {
 // an act before each.
 func (c *capturer) expireChains(ctx context.Context) error {
 	k := c.k
-	chains, err := k.chains(ctx, c.rec.Module, c.rec.Local)
+	chains, err := k.listChains(ctx, c.rec.Module, c.rec.Local)
 	if err != nil {
 		return err
 	}
@@ -114,7 +114,7 @@ func (c *capturer) expireChains(ctx context.Context) error {
 			continue
 		}
 		act := Act{Verb: VerbCapture, Module: c.rec.Module, Local: c.rec.Local, Caller: c.req.Caller, Why: "the capture's window passed",
-			What:    fmt.Sprintf("remove the %d segment(s) of the capture chain %s (%s), which ended before the window of %s", len(ch.segments), ch.rel, HumanBytes(ch.bytes), c.rec.Settings.Window),
+			What:    fmt.Sprintf("remove the %d segment(s) of the capture chain %s (%s), which ended before the window of %s", len(ch.listed), ch.rel, HumanBytes(ch.listedBytes), c.rec.Settings.Window),
 			Outcome: "intent"}
 		if err := k.recordNow(ctx, act); err != nil {
 			return fmt.Errorf("the act to remove the chain %s could not be recorded (%v), so it was not removed", ch.rel, err)
@@ -125,8 +125,8 @@ func (c *capturer) expireChains(ctx context.Context) error {
 		}
 		// The records first, newest first: what is left is a shorter
 		// chain, never one with a gap inside.
-		for j := len(ch.segments) - 1; j >= 0; j-- {
-			if err := k.store.Delete(ctx, segmentRel(ch.rel, ch.segments[j].N)+"/"+segmentFile); err != nil {
+		for j := len(ch.listed) - 1; j >= 0; j-- {
+			if err := k.store.Delete(ctx, ch.listed[j].key); err != nil {
 				return err
 			}
 		}

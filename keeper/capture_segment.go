@@ -18,10 +18,9 @@ const maxSegmentStreams = 1024
 // sequences, and its deletes lie up to its end in ordered ranges; it reached
 // no later than its round began, and closed after.
 func decodeSegment(data []byte, rel, dir string) (*segment, error) {
-	digits, ok := strings.CutPrefix(dir, "s")
-	n, err := strconv.ParseUint(digits, 10, 64)
-	if !ok || len(digits) != 12 || err != nil || n == 0 {
-		return nil, fmt.Errorf("%q is not the directory of a segment (s and twelve digits)", dir)
+	n, err := segmentNumber(dir)
+	if err != nil {
+		return nil, err
 	}
 	var seg segment
 	if err := json.Unmarshal(data, &seg); err != nil {
@@ -66,4 +65,14 @@ func checkSegmentStream(ss *segmentStream) error {
 		after = d[1]
 	}
 	return nil
+}
+
+// segmentNumber reads a segment's directory name: s and twelve digits.
+func segmentNumber(dir string) (uint64, error) {
+	digits, ok := strings.CutPrefix(dir, "s")
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if !ok || len(digits) != 12 || err != nil || n == 0 {
+		return 0, fmt.Errorf("%q is not the directory of a segment (s and twelve digits)", dir)
+	}
+	return n, nil
 }

@@ -13,7 +13,7 @@ import (
 // young enough and the streams still continue it; else it takes a new
 // base.
 func (c *capturer) start(ctx context.Context) error {
-	chains, err := c.k.chains(ctx, c.rec.Module, c.rec.Local)
+	chains, err := c.k.listChains(ctx, c.rec.Module, c.rec.Local)
 	if err != nil {
 		return err
 	}
@@ -26,12 +26,16 @@ func (c *capturer) start(ctx context.Context) error {
 	return c.newBase(ctx)
 }
 
-// takeUp goes on with ch from its last segment, if its streams continue it.
+// takeUp goes on with ch, listed, from its last segment (the one record
+// of it read), if its streams continue it.
 func (c *capturer) takeUp(ctx context.Context, ch *chain) (bool, error) {
-	if len(ch.segments) == 0 {
+	if len(ch.listed) == 0 {
 		return false, nil
 	}
-	last := ch.segments[len(ch.segments)-1]
+	last, err := c.k.segmentOf(ctx, ch, len(ch.listed)-1)
+	if err != nil {
+		return false, err
+	}
 	base, err := c.k.readRecord(ctx, ch.base, false)
 	if err != nil {
 		return false, nil

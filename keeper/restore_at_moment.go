@@ -41,8 +41,10 @@ type plannedMoment struct {
 
 // planMomentOf plans the moment mo of r's kept data from the chain that
 // holds it, reading its base point's record and its segments' records.
+// A moment in time reads the records of that chain only (and the newest
+// of each other): a week's window holds some 600,000.
 func (k *Keeper) planMomentOf(ctx context.Context, r Request, mo momentAt) (*plannedMoment, error) {
-	chains, err := k.chains(ctx, r.Module, r.Local)
+	chains, err := k.momentChains(ctx, r.Module, r.Local, mo)
 	if err != nil {
 		return nil, err
 	}
@@ -54,6 +56,11 @@ func (k *Keeper) planMomentOf(ctx context.Context, r Request, mo momentAt) (*pla
 	ch, err := pickChain(chains, mo, to)
 	if err != nil {
 		return nil, Errorf(ErrNotFound, "%v; %s", err, window)
+	}
+	if len(ch.segments) < len(ch.listed) {
+		if err := k.readChain(ctx, ch); err != nil {
+			return nil, err
+		}
 	}
 	base, err := k.readBase(ctx, ch.base)
 	if err != nil {
@@ -73,4 +80,23 @@ func (k *Keeper) planMomentOf(ctx context.Context, r Request, mo momentAt) (*pla
 		said += fmt.Sprintf(" %d message(s) stored around the moment were deleted before the capture read them (a KV key or an object replaced faster than segment-every), so the moment may lack what they held.", plan.unseen)
 	}
 	return &plannedMoment{ch: ch, base: base, plan: plan, fp: fp, said: said}, nil
+}
+
+// momentChains lists the chains of module/local for the moment mo: for a
+// moment in time each with the records chainReach needs (its newest), for
+// one by sequences with all of them (pickChain reads each chain's first).
+func (k *Keeper) momentChains(ctx context.Context, module, local string, mo momentAt) ([]*chain, error) {
+	if mo.seq != nil {
+		return k.chains(ctx, module, local)
+	}
+	chains, err := k.listChains(ctx, module, local)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range chains {
+		if err := k.readReach(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	return chains, nil
 }

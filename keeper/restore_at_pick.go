@@ -84,7 +84,7 @@ func (k *Keeper) windowEnd(ctx context.Context, module, local string, chains []*
 		return end
 	}
 	var mark captureMark
-	if json.Unmarshal(data, &mark) == nil && mark.Chain == last.rel && mark.N == uint64(len(last.segments)) && mark.At.After(end) {
+	if json.Unmarshal(data, &mark) == nil && mark.Chain == last.rel && mark.N == uint64(len(last.listed)) && mark.At.After(end) {
 		return mark.At
 	}
 	return end

@@ -65,9 +65,16 @@ func (k *Keeper) snapshotIncremental(ctx context.Context, r Request, live []Stre
 		return nil, nil
 	}
 	positions := base.Positions
-	for _, seg := range ch.segments[:through] {
+	// The newest sample at or before the point: read back from its last
+	// segment, most often that one.
+	for i := int(through) - 1; i >= 0; i-- {
+		seg, err := k.segmentOf(ctx, ch, i)
+		if err != nil {
+			return nil, err
+		}
 		if !seg.PositionsAt.After(at) {
 			positions = seg.Positions
+			break
 		}
 	}
 	rel := pointRel(r.Module, r.Local, r.Form, r.Fingerprint)
@@ -95,11 +102,13 @@ func (k *Keeper) awaitCapture(ctx context.Context, rec *CaptureRecord, at time.T
 		var mark captureMark
 		data, err := k.index.Get(ctx, captureMarkKey(rec.Module, rec.Local))
 		if err == nil && json.Unmarshal(data, &mark) == nil && !mark.At.Before(at) {
-			chains, err := k.chains(ctx, rec.Module, rec.Local)
+			chains, err := k.listChains(ctx, rec.Module, rec.Local)
 			if err == nil && len(chains) > 0 {
 				ch := chains[len(chains)-1]
-				if end := k.windowEnd(ctx, rec.Module, rec.Local, chains); !end.Before(at) && !ch.baseTaken.After(at) {
-					return ch, uint64(len(ch.segments)), true
+				if err := k.readReach(ctx, ch); err == nil {
+					if end := k.windowEnd(ctx, rec.Module, rec.Local, chains); !end.Before(at) && !ch.baseTaken.After(at) {
+						return ch, uint64(len(ch.listed)), true
+					}
 				}
 			}
 		}
@@ -127,12 +136,15 @@ func (k *Keeper) captureHolds(ctx context.Context, rec *CaptureRecord, live []St
 	if err != nil || json.Unmarshal(data, &mark) != nil || mark.At.After(now) {
 		return nil, 0, now, false
 	}
-	chains, err := k.chains(ctx, rec.Module, rec.Local)
+	chains, err := k.listChains(ctx, rec.Module, rec.Local)
 	if err != nil || len(chains) == 0 {
 		return nil, 0, now, false
 	}
 	ch := chains[len(chains)-1]
-	if mark.Chain != ch.rel || mark.N != uint64(len(ch.segments)) || !sameStreams(ch, live) || ch.baseTaken.After(mark.At) {
+	if err := k.readReach(ctx, ch); err != nil {
+		return nil, 0, now, false
+	}
+	if mark.Chain != ch.rel || mark.N != uint64(len(ch.listed)) || !sameStreams(ch, live) || ch.baseTaken.After(mark.At) {
 		return nil, 0, now, false
 	}
 	last := ch.segments[len(ch.segments)-1]
