@@ -299,6 +299,8 @@ func (a *Adapter) readFrom(ctx context.Context, r orderedRead, c jetstream.Consu
 				return fmt.Errorf("the consumer delivered nothing after sequence %d for %d waits of %s while messages up to %d are left",
 					cursor, readIdleTries, readIdle, r.end)
 			}
+			a.log.Debug("a read waited for its next message and got none", "stream", r.stream, "after", cursor, "end", r.end,
+				"waited", readIdle, "waits", idle)
 			if fin, err := a.finished(ctx, &r, cursor); err != nil || fin {
 				return cmpErr(err, w.drain())
 			}
