@@ -154,6 +154,7 @@ func (k *Keeper) listChains(ctx context.Context, module, local string) ([]*chain
 	}
 	byRel := map[string]*chain{}
 	dirs := map[string]map[uint64]*listedSegment{}
+	recorded := map[string]bool{} // a chain is one once a record of it is stored
 	var order []*chain
 	for _, o := range objs {
 		parts := strings.Split(o.Key, "/")
@@ -182,7 +183,7 @@ func (k *Keeper) listChains(ctx context.Context, module, local string) ([]*chain
 			dirs[rel][n] = ls
 		}
 		if parts[5] == segmentFile {
-			ls.key = o.Key
+			ls.key, recorded[rel] = o.Key, true
 		} else {
 			ls.archive += o.Size
 		}
@@ -193,7 +194,7 @@ func (k *Keeper) listChains(ctx context.Context, module, local string) ([]*chain
 			c.listed = append(c.listed, *dirs[c.rel][n])
 			c.listedBytes += dirs[c.rel][n].archive
 		}
-		if len(c.listed) == 0 {
+		if !recorded[c.rel] {
 			continue // archives without a record: no segment committed
 		}
 		rec, err := k.index.Get(ctx, pointKey(module, local, c.form, c.baseFP))

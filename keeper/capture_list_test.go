@@ -2,6 +2,7 @@ package keeper_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -101,4 +102,64 @@ func segmentArchives(t *testing.T, dir string) []string {
 		}
 	}
 	return out
+}
+
+// TestWindowHoldsWhileASegmentIsClaimed: while a round writes its segment,
+// the capture's mark claims it, with the moment of the mark before (a
+// round that found nothing new, a second after the last segment). list-kept's
+// window keeps that moment then, instead of stepping back to the last
+// segment's: a list-kept that came while a round wrote said the capture lagged
+// by a second more than it did.
+func TestWindowHoldsWhileASegmentIsClaimed(t *testing.T) {
+	e := newEnv(t)
+	stop := e.captureOn()
+	e.captureReaches(time.Now())
+	e.batch(1)
+	time.Sleep(2500 * time.Millisecond) // rounds that find nothing new move the mark past the last segment
+	e.captureReaches(time.Now().Add(-500 * time.Millisecond))
+	stop()
+	kv, err := e.js.KeyValue(e.ctx, "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "capture-mark." + module + "." + local
+	entry, err := kv.Get(e.ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mark struct {
+		Chain string    `json:"chain"`
+		N     uint64    `json:"n"`
+		At    time.Time `json:"at"`
+	}
+	if err := json.Unmarshal(entry.Value(), &mark); err != nil {
+		t.Fatal(err)
+	}
+	recs := readSegmentRecords(t, e.dir)
+	if uint64(len(recs)) != mark.N {
+		t.Fatalf("the mark says %d segments, the store holds %d", mark.N, len(recs))
+	}
+	window := func() time.Time {
+		t.Helper()
+		rep, err := e.k.ListKept(e.ctx, keeper.Request{Module: module, Local: local})
+		if err != nil || len(rep.Captures) != 1 || rep.Captures[0].To == nil {
+			t.Fatalf("list-kept: %v, %+v", err, rep)
+		}
+		return *rep.Captures[0].To
+	}
+	if got := window(); !got.Equal(mark.At) {
+		t.Fatalf("the window ends at %s, the mark says %s", got, mark.At)
+	}
+	// The claim of the next segment, as a round writes it before the segment.
+	mark.N++
+	claim, err := json.Marshal(mark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(e.ctx, key, claim); err != nil {
+		t.Fatal(err)
+	}
+	if got := window(); !got.Equal(mark.At) {
+		t.Errorf("with segment %d claimed, the window ends at %s, not at the mark's %s", mark.N, got, mark.At)
+	}
 }

@@ -72,7 +72,11 @@ func seqDigest(seqs map[string]uint64, chain string) string {
 }
 
 // windowEnd is the newest moment the capture reached: its mark when it
-// is of the newest chain, else that chain's newest segment.
+// is of the newest chain, else that chain's newest segment. A mark that
+// claims the segment after the newest committed one (written before that
+// segment is) keeps the moment of the mark before it, which the committed
+// segments reach: list-kept's window does not step back while a round
+// writes.
 func (k *Keeper) windowEnd(ctx context.Context, module, local string, chains []*chain) time.Time {
 	last := chains[len(chains)-1]
 	end := chainReach(last)
@@ -84,7 +88,8 @@ func (k *Keeper) windowEnd(ctx context.Context, module, local string, chains []*
 		return end
 	}
 	var mark captureMark
-	if json.Unmarshal(data, &mark) == nil && mark.Chain == last.rel && mark.N == uint64(len(last.listed)) && mark.At.After(end) {
+	n := uint64(len(last.listed))
+	if json.Unmarshal(data, &mark) == nil && mark.Chain == last.rel && (mark.N == n || mark.N == n+1) && mark.At.After(end) {
 		return mark.At
 	}
 	return end
