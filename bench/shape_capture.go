@@ -39,7 +39,7 @@ type CaptureFigures struct {
 	Without, With []float64
 	// The CPU the keeper and the server used during each of those runs.
 	WithoutCPU, WithCPU []WriterCPU
-	RunBytes      int64 // what each unpaced run wrote
+	RunBytes            int64 // what each unpaced run wrote
 	// StoreBytes is what the chain's segments hold in the store, Written
 	// what the stream's stored bytes grew by since the chain's base.
 	StoreBytes, Written int64
