@@ -106,12 +106,18 @@ func (s *segment) stream(name string) *segmentStream {
 // segment). A chain stops at its first missing number: what a keeper wrote
 // after a gap is not part of it.
 func (k *Keeper) chains(ctx context.Context, module, local string) ([]*chain, error) {
+	return k.chainsRead(ctx, module, local, k.readChain)
+}
+
+// chainsRead lists the chains of module/local (listChains) and reads into
+// each the records read asks for (readChain: all, readReach: the newest).
+func (k *Keeper) chainsRead(ctx context.Context, module, local string, read func(context.Context, *chain) error) ([]*chain, error) {
 	chains, err := k.listChains(ctx, module, local)
 	if err != nil {
 		return nil, err
 	}
 	for _, c := range chains {
-		if err := k.readChain(ctx, c); err != nil {
+		if err := read(ctx, c); err != nil {
 			return nil, err
 		}
 	}
@@ -119,25 +125,25 @@ func (k *Keeper) chains(ctx context.Context, module, local string) ([]*chain, er
 }
 
 // readChain reads the records of every segment of listed chain c into
-// c.segments.
+// c.segments, but for those read already (c.segments is always the tail
+// of c.listed).
 func (k *Keeper) readChain(ctx context.Context, c *chain) error {
+	head := len(c.listed) - len(c.segments)
 	segs := make([]*segment, 0, len(c.listed))
-	for _, ls := range c.listed {
+	for _, ls := range c.listed[:head] {
 		seg, err := k.readSegment(ctx, c, ls)
 		if err != nil {
 			return err
 		}
 		segs = append(segs, seg)
 	}
-	c.segments = segs
+	c.segments = append(segs, c.segments...)
 	return nil
 }
 
 // listedSegment is a committed segment as the store lists it: its
-// number, its record's key and the bytes of the rest of its directory
-// (its archive).
+// record's key and the bytes of the rest of its directory (its archive).
 type listedSegment struct {
-	n       uint64
 	key     string
 	archive int64
 }
@@ -179,7 +185,7 @@ func (k *Keeper) listChains(ctx context.Context, module, local string) ([]*chain
 		}
 		ls := dirs[rel][n]
 		if ls == nil {
-			ls = &listedSegment{n: n}
+			ls = &listedSegment{}
 			dirs[rel][n] = ls
 		}
 		if parts[5] == segmentFile {

@@ -57,10 +57,8 @@ func (k *Keeper) planMomentOf(ctx context.Context, r Request, mo momentAt) (*pla
 	if err != nil {
 		return nil, Errorf(ErrNotFound, "%v; %s", err, window)
 	}
-	if len(ch.segments) < len(ch.listed) {
-		if err := k.readChain(ctx, ch); err != nil {
-			return nil, err
-		}
+	if err := k.readChain(ctx, ch); err != nil {
+		return nil, err
 	}
 	base, err := k.readBase(ctx, ch.base)
 	if err != nil {
@@ -89,14 +87,5 @@ func (k *Keeper) momentChains(ctx context.Context, module, local string, mo mome
 	if mo.seq != nil {
 		return k.chains(ctx, module, local)
 	}
-	chains, err := k.listChains(ctx, module, local)
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range chains {
-		if err := k.readReach(ctx, c); err != nil {
-			return nil, err
-		}
-	}
-	return chains, nil
+	return k.chainsRead(ctx, module, local, k.readReach)
 }
