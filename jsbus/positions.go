@@ -350,6 +350,13 @@ type consumerResponse struct {
 // another configuration.
 const codeConsumerExists = 10148
 
+// codeConsumerCreate is the server's general consumer create failure and
+// codeConsumerStore its failure to make the consumer's store.
+const (
+	codeConsumerCreate = 10012
+	codeConsumerStore  = 10104
+)
+
 // resetTries bounds how often a reset that met no responder is sent again:
 // only the consumer's leader subscribes to the reset subject, so right after
 // a clustered consumer is made or loses its leader, and until its leader's
@@ -446,9 +453,7 @@ func recordedConfig(p keeper.Position) (map[string]json.RawMessage, error) {
 func (a *Adapter) makeConsumer(ctx context.Context, p keeper.Position, cfg map[string]json.RawMessage) (*consumerResponse, error) {
 	name, _ := json.Marshal(p.Consumer)
 	cfg["durable_name"], cfg["name"] = name, name
-	var created consumerResponse
-	err := a.request(ctx, "$JS.API.CONSUMER.CREATE."+p.Stream+"."+p.Consumer,
-		map[string]any{"stream_name": p.Stream, "config": cfg, "action": "create"}, &created)
+	err := a.createConsumer(ctx, p, cfg)
 	switch {
 	case err == nil:
 		a.log.Info("made missing consumer from its recorded configuration", "stream", p.Stream, "consumer", p.Consumer)
@@ -472,6 +477,47 @@ func (a *Adapter) makeConsumer(ctx context.Context, p keeper.Position, cfg map[s
 		}
 		return nil, busErr(fmt.Errorf("jsbus: make the missing consumer %s on %s failed; it may or may not have been made, and it was not moved: %w",
 			p.Consumer, p.Stream, err))
+	}
+}
+
+// makeTries bounds how often a create the server failed on its own side
+// (createFailedOnServer) is sent; makePause is the wait between two, longer
+// than the 100 ms a consumer's store waits between writes of its state.
+const (
+	makeTries = 3
+	makePause = 250 * time.Millisecond
+)
+
+// createFailedOnServer reports whether a consumer create failed on the
+// server's side rather than being refused for its configuration: a 500 with
+// the general create code or the store's. A consumer deleted just before is one
+// cause: nats-server (2.15.3) does not wait for the old consumer's state write
+// in flight, which can rename its o.dat over the new one's and fail the
+// create ("rename …/o.dat.tmp …/o.dat: no such file or directory"). The
+// server removes what the failed create made.
+func createFailedOnServer(err error) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.Code >= 500 &&
+		(ae.ErrCode == codeConsumerCreate || ae.ErrCode == codeConsumerStore)
+}
+
+// createConsumer asks the server to make p.Consumer from cfg, sending the
+// create again (makeTries) while it fails on the server's side.
+func (a *Adapter) createConsumer(ctx context.Context, p keeper.Position, cfg map[string]json.RawMessage) error {
+	body := map[string]any{"stream_name": p.Stream, "config": cfg, "action": "create"}
+	for try := 1; ; try++ {
+		var created consumerResponse
+		err := a.request(ctx, "$JS.API.CONSUMER.CREATE."+p.Stream+"."+p.Consumer, body, &created)
+		if !createFailedOnServer(err) || try == makeTries {
+			return err
+		}
+		a.log.Warn("the server failed to make a missing consumer; asking again",
+			"stream", p.Stream, "consumer", p.Consumer, "try", try, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(makePause):
+		}
 	}
 }
 

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-keeper/nats-keeper/internal/sample"
@@ -489,6 +491,92 @@ func TestSetPositionMakesAMissingConsumer(t *testing.T) {
 		}
 		if got := nextDelivered(t, b, "APP", name); got != tc.next {
 			t.Fatalf("%s delivered %d next, want %d", name, got, tc.next)
+		}
+	}
+}
+
+// faultyAPI answers the JetStream API of domain "fault" by passing each
+// request on to the server's own API, except that the first fail creates of
+// the consumer named create answer a server-side failure, as nats-server does
+// when a consumer deleted just before still writes its state. It counts the
+// creates of that consumer. It answers until the returned connection is closed.
+func faultyAPI(t *testing.T, b *bus, create string, fail int) (*atomic.Int32, *nats.Conn) {
+	t.Helper()
+	nc, err := nats.Connect(b.srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	var creates atomic.Int32
+	const prefix = "$JS.fault.API."
+	_, err = nc.Subscribe(prefix+">", func(m *nats.Msg) {
+		subject := "$JS.API." + strings.TrimPrefix(m.Subject, prefix)
+		if subject == "$JS.API.CONSUMER.CREATE."+create {
+			if n := creates.Add(1); int(n) <= fail {
+				m.Respond([]byte(`{"type":"io.nats.jetstream.api.v1.consumer_create_response","error":{"code":500,"err_code":10012,` +
+					`"description":"rename o.dat.tmp o.dat: no such file or directory"}}`))
+				return
+			}
+		}
+		resp, err := nc.RequestMsg(&nats.Msg{Subject: subject, Header: m.Header, Data: m.Data}, 5*time.Second)
+		if err != nil {
+			t.Errorf("pass %s on: %v", subject, err)
+			return
+		}
+		m.RespondMsg(&nats.Msg{Header: resp.Header, Data: resp.Data})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return &creates, nc
+}
+
+// TestSetPositionMakesAMissingConsumerAfterAServerFailure: a create of a
+// missing consumer the server fails on its own side (nats-server 2.15.3 does
+// so when the consumer was deleted while it still wrote its state) is sent
+// again, a bounded number of times; one that keeps failing says so and leaves
+// nothing made.
+func TestSetPositionMakesAMissingConsumerAfterAServerFailure(t *testing.T) {
+	ctx := testCtx(t)
+	b := newBus(t)
+	s := appStream(t, b)
+	cfg := jetstream.ConsumerConfig{Durable: "app", AckPolicy: jetstream.AckExplicitPolicy}
+	appConsumer(t, s, cfg, 4)
+	p := positionOf(t, b.a, "APP", "app")
+	for _, tc := range []struct {
+		fail, creates int
+		made          bool
+	}{{1, 2, true}, {5, 3, false}} {
+		if err := s.DeleteConsumer(ctx, "app"); err != nil {
+			t.Fatal(err)
+		}
+		creates, api := faultyAPI(t, b, "APP.app", tc.fail)
+		a, err := jsbus.New(ctx, b.nc, jsbus.WithDomain("fault"), jsbus.WithLogger(quiet()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = a.SetPosition(ctx, p)
+		api.Close()
+		if got := int(creates.Load()); got != tc.creates {
+			t.Fatalf("%d failures: the create was sent %d times, want %d", tc.fail, got, tc.creates)
+		}
+		if tc.made {
+			if err != nil {
+				t.Fatalf("one failure: %v", err)
+			}
+			if got := consumerInfo(t, s, "app"); got.AckFloor.Stream != 4 {
+				t.Fatalf("made at ack floor %d, want 4", got.AckFloor.Stream)
+			}
+			continue
+		}
+		if !errors.Is(err, keeper.ErrConflict) || !strings.Contains(err.Error(), "so it was not made") {
+			t.Fatalf("a create that keeps failing: %v, want ErrConflict saying it was not made", err)
+		}
+		if _, err := s.Consumer(ctx, "app"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			t.Fatalf("a create that kept failing left the consumer: %v", err)
 		}
 	}
 }
