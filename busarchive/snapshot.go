@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/s2"
-	"github.com/nats-io/nats-server/v2/server/archive"
 )
 
 // What the server's snapshot (stream.arc.s2) is, from the server's writer
@@ -32,17 +31,18 @@ import (
 // restore relies on, as jsm.go's backup decoder (v0.5.1) checks them. It
 // reads state.json and each consumer entry whole, after checking their
 // declared sizes against bounds; it never holds a message, whose payload the
-// archive reader skips.
+// archive reader (arcReader, as the server's) skips.
 type snapDecoder struct {
-	r             *archive.Reader
+	r             *arcReader
 	phase         snapPhase
 	state         snapState
 	consumersLeft int
 	lastSeq       uint64          // the sequence a message must be above
-	seq           uint64          // the message just decoded
-	hdr           *archive.Header // the entry just decoded
-	after         string          // what was decoded last, for errors
-	buf           []byte          // reused for state.json and the consumer entries
+	seq           uint64     // the message just decoded
+	hdr           *arcHeader // the entry just decoded (its name valid until the next)
+	after         string     // what was decoded last, for errors, when it was not a message
+	afterMsg      uint64     // the message decoded last, when it was one
+	buf           []byte     // reused for state.json and the consumer entries
 	err           error
 	// consumer, when set, is given each consumer entry to decode and check
 	// (its bytes valid for the call only), in place of the decoder's own
@@ -136,7 +136,7 @@ func newSnapDecoder(r io.Reader) *snapDecoder {
 // newPlainSnapDecoder decodes the snapshot's archive read, s2-decoded
 // already, from plain.
 func newPlainSnapDecoder(plain io.Reader) *snapDecoder {
-	return &snapDecoder{r: archive.NewReader(plain), after: "no entries"}
+	return &snapDecoder{r: newArcReader(plain), after: "no entries"}
 }
 
 // next decodes the next entry. After itemEnd it returns io.EOF; after an
@@ -157,13 +157,13 @@ func (d *snapDecoder) next() (snapItem, error) {
 }
 
 func (d *snapDecoder) step() (snapItem, error) {
-	hdr, err := d.r.Next()
+	hdr, err := d.r.next()
 	d.hdr = hdr
 	if err != nil {
 		if d.phase == phaseState {
 			return 0, fmt.Errorf("not a NATS Server 2.15 stream snapshot: %w", err)
 		}
-		return 0, fmt.Errorf("the snapshot ends before its end-of-backup sentinel, after %s: %w", d.after, err)
+		return 0, fmt.Errorf("the snapshot ends before its end-of-backup sentinel, after %s: %w", d.last(), err)
 	}
 	switch d.phase {
 	case phaseState:
@@ -175,9 +175,17 @@ func (d *snapDecoder) step() (snapItem, error) {
 	}
 }
 
-func (d *snapDecoder) decodeState(hdr *archive.Header) (snapItem, error) {
-	if hdr.Name != "state.json" {
-		return 0, fmt.Errorf("the snapshot begins with %q, not state.json", printable(hdr.Name))
+// last is what was decoded last, for errors.
+func (d *snapDecoder) last() string {
+	if d.afterMsg != 0 {
+		return fmt.Sprintf("message %d", d.afterMsg)
+	}
+	return d.after
+}
+
+func (d *snapDecoder) decodeState(hdr *arcHeader) (snapItem, error) {
+	if string(hdr.Name) != "state.json" {
+		return 0, fmt.Errorf("the snapshot begins with %q, not state.json", printable(string(hdr.Name)))
 	}
 	b, err := d.readEntry(hdr, maxStateEntry, "state.json")
 	if err != nil {
@@ -199,12 +207,12 @@ func (d *snapDecoder) decodeState(hdr *archive.Header) (snapItem, error) {
 	return itemState, nil
 }
 
-func (d *snapDecoder) decodeConsumer(hdr *archive.Header) (snapItem, error) {
-	name, ok := strings.CutPrefix(hdr.Name, "consumers/")
+func (d *snapDecoder) decodeConsumer(hdr *arcHeader) (snapItem, error) {
+	name, ok := strings.CutPrefix(string(hdr.Name), "consumers/")
 	if !ok {
-		return 0, fmt.Errorf("expected a consumer entry (%d of %d still to come), found %q", d.consumersLeft, d.state.Consumers, printable(hdr.Name))
+		return 0, fmt.Errorf("expected a consumer entry (%d of %d still to come), found %q", d.consumersLeft, d.state.Consumers, printable(string(hdr.Name)))
 	}
-	what := fmt.Sprintf("consumer entry %q", printable(hdr.Name))
+	what := fmt.Sprintf("consumer entry %q", printable(string(hdr.Name)))
 	b, err := d.readEntry(hdr, maxConsumerEntry, what)
 	if err != nil {
 		return 0, err
@@ -234,29 +242,28 @@ func (d *snapDecoder) decodeConsumer(hdr *archive.Header) (snapItem, error) {
 	return itemConsumer, nil
 }
 
-func (d *snapDecoder) decodeMessage(hdr *archive.Header) (snapItem, error) {
+func (d *snapDecoder) decodeMessage(hdr *arcHeader) (snapItem, error) {
 	if hdr.Sequence == 0 {
 		if hdr.Timestamp == 0 && hdr.HeaderSize == 0 && hdr.PayloadSize == 0 {
 			d.phase = phaseDone
 			return itemEnd, nil
 		}
-		return 0, fmt.Errorf("expected a message, found entry %q with sequence 0 after %s", printable(hdr.Name), d.after)
+		return 0, fmt.Errorf("expected a message, found entry %q with sequence 0 after %s", printable(string(hdr.Name)), d.last())
 	}
 	if hdr.Sequence <= d.lastSeq {
 		if d.lastSeq == math.MaxUint64 {
 			return 0, fmt.Errorf("message sequence %d cannot follow state.json's first sequence of 0", hdr.Sequence)
 		}
-		return 0, fmt.Errorf("message sequence %d is out of order after %s", hdr.Sequence, d.after)
+		return 0, fmt.Errorf("message sequence %d is out of order after %s", hdr.Sequence, d.last())
 	}
-	d.lastSeq, d.seq = hdr.Sequence, hdr.Sequence
-	d.after = fmt.Sprintf("message %d", hdr.Sequence)
+	d.lastSeq, d.seq, d.afterMsg = hdr.Sequence, hdr.Sequence, hdr.Sequence
 	return itemMessage, nil
 }
 
 // readEntry reads the current entry whole, refusing one whose declared size
 // is over bound before reading it. The bytes are valid until the next call.
 // The buffer grows with what arrives, not with what is declared.
-func (d *snapDecoder) readEntry(hdr *archive.Header, bound int64, what string) ([]byte, error) {
+func (d *snapDecoder) readEntry(hdr *arcHeader, bound int64, what string) ([]byte, error) {
 	n := hdr.HeaderSize + hdr.PayloadSize // the archive reader keeps both and their sum non-negative
 	if n > bound {
 		return nil, &entryTooLarge{what: what, n: n, bound: bound}

@@ -113,9 +113,9 @@ func ReadStreamArchive(r io.Reader, consumer func(name string, entry []byte) err
 				return head, err
 			}
 		case itemEnd:
-			if d.hdr.Name != "" {
+			if len(d.hdr.Name) != 0 {
 				// The server's restore takes only a nameless sentinel.
-				return head, fmt.Errorf("the stream archive does not read: its end-of-backup sentinel is named %q", printable(d.hdr.Name))
+				return head, fmt.Errorf("the stream archive does not read: its end-of-backup sentinel is named %q", printable(string(d.hdr.Name)))
 			}
 			return head, nil
 		}
@@ -177,7 +177,7 @@ func readMessage(d *snapDecoder) (ArchivedMessage, error) {
 			return ArchivedMessage{}, fmt.Errorf("reading message %d: %w", h.Sequence, err)
 		}
 	}
-	m := ArchivedMessage{Seq: h.Sequence, Time: h.Timestamp, Subject: h.Name}
+	m := ArchivedMessage{Seq: h.Sequence, Time: h.Timestamp, Subject: string(h.Name)}
 	if h.HeaderSize > 0 {
 		m.Header = b[:h.HeaderSize:h.HeaderSize]
 	}
