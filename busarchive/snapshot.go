@@ -37,7 +37,7 @@ type snapDecoder struct {
 	phase         snapPhase
 	state         snapState
 	consumersLeft int
-	lastSeq       uint64          // the sequence a message must be above
+	lastSeq       uint64     // the sequence a message must be above
 	seq           uint64     // the message just decoded
 	hdr           *arcHeader // the entry just decoded (its name valid until the next)
 	after         string     // what was decoded last, for errors, when it was not a message
