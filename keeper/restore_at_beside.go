@@ -79,8 +79,13 @@ func (k *Keeper) restoreMomentMade(ctx context.Context, r, rr Request, pm *plann
 	}
 	var made *madePoint
 	if ok {
+		// The point and the aside are written together: the store must
+		// have room for both before either begins.
+		if err := k.checkRoom(ctx, storedBytes(aside)+momentBytes(pm.base, pm.plan), k.spoolBound(aside)); err != nil {
+			return nil, momentNotMade{err}
+		}
 		var rep *Reply
-		rep, made, err = k.restoreMomentBeside(ctx, r, rr, pm, aside)
+		rep, made, err = k.restoreMomentBeside(ctx, r, rr, pm, streamNames(aside))
 		if !errors.Is(err, errAnotherPlan) {
 			return rep, err
 		}
@@ -93,12 +98,13 @@ func (k *Keeper) restoreMomentMade(ctx context.Context, r, rr Request, pm *plann
 }
 
 // wholeAside gives the streams a restore of the moment pm sets aside
-// whole, and whether it is known before the point is written: rr restores
+// whole, as the bus holds them now, and whether it is known before the
+// point is written: rr restores
 // (not a dry run, not aside-only), some of the kept data is live, and
 // every live stream is restored whole (method full, or auto where no live
 // stream's first sequence is the moment's). The streams are the kept
 // data's live ones and those of the moment's on the bus outside them.
-func (k *Keeper) wholeAside(ctx context.Context, rr Request, pm *plannedMoment) ([]string, bool, error) {
+func (k *Keeper) wholeAside(ctx context.Context, rr Request, pm *plannedMoment) ([]StreamInfo, bool, error) {
 	method := kept.MethodOf(rr)
 	if rr.DryRun || rr.AsideOnly || (method != kept.MethodFull && method != kept.MethodAuto) {
 		return nil, false, nil
@@ -107,15 +113,18 @@ func (k *Keeper) wholeAside(ctx context.Context, rr Request, pm *plannedMoment) 
 	if err != nil || len(live) == 0 {
 		return nil, false, err
 	}
-	var names []string
+	var aside []StreamInfo
+	taken := func(name string) bool {
+		return slices.ContainsFunc(aside, func(s StreamInfo) bool { return s.Name == name })
+	}
 	for _, s := range live {
 		if ms := pm.plan.streams[s.Name]; ms != nil && method == kept.MethodAuto && s.FirstSeq == ms.first {
 			return nil, false, nil // it may be a prefix of the moment: delta
 		}
-		names = append(names, s.Name)
+		aside = append(aside, s)
 	}
 	for _, b := range pm.base.Streams {
-		if slices.Contains(names, b.Name) {
+		if taken(b.Name) {
 			continue
 		}
 		si, err := k.bus.Stream(ctx, b.Name)
@@ -129,11 +138,12 @@ func (k *Keeper) wholeAside(ctx context.Context, rr Request, pm *plannedMoment) 
 					return nil, false, nil
 				}
 			}
-			names = append(names, b.Name)
+			aside = append(aside, *si)
 		}
 	}
-	return names, true, nil
+	return aside, true, nil
 }
+
 
 // restoreMomentBeside writes the point of the moment pm while the streams
 // aside are set aside whole, plans the restore from the point once it is

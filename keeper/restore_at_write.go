@@ -31,6 +31,9 @@ func (k *Keeper) writeMomentLocked(ctx context.Context, r Request, ch *chain, ba
 	if p := k.indexedPoint(ctx, r.Module, r.Local, ch.form, fp); p != nil {
 		return &madePoint{Point: p}, nil // made meanwhile
 	}
+	if err := k.checkRoom(ctx, momentBytes(base, pl), 0); err != nil {
+		return nil, err
+	}
 	bases, err := k.openArchive(ctx, base.Dir, base)
 	if err != nil {
 		return nil, fmt.Errorf("opening the base %s: %w", base.Dir, err)
@@ -85,4 +88,15 @@ func (k *Keeper) writeMomentLocked(ctx context.Context, r Request, ch *chain, ba
 // r's kept data, from the chain ch and its base.
 func momentRequest(r Request, ch *chain, base *Point, fp string) Request {
 	return Request{Module: r.Module, Local: r.Local, Form: ch.form, Fingerprint: fp, CatchUp: base.CatchUp, Caller: r.Caller, Why: "the moment of: " + r.Why}
+}
+
+// momentBytes is about what the point of the moment pl writes: its base's
+// archive and the archives of the segments it reads (both s2, as the
+// point's streams are).
+func momentBytes(base *Point, pl *momentPlan) int64 {
+	n := base.ArchiveSize
+	for _, seg := range pl.segs {
+		n += seg.ArchiveSize
+	}
+	return n
 }

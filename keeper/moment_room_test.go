@@ -1,0 +1,65 @@
+package keeper_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-keeper/nats-keeper/keeper"
+	"github.com/nats-keeper/nats-keeper/kept"
+)
+
+// TestMomentNeedsRoomForItsPoint: a restore to a moment writes the point of
+// the moment and, beside it, the aside of the live data. A store with room
+// for the aside alone refuses it up front, before either is begun: nothing
+// is written, set aside or removed. One that restores by delta writes the
+// point first, and a store without room for it refuses the same way.
+func TestMomentNeedsRoomForItsPoint(t *testing.T) {
+	var ds *diskStore
+	e := newAutoEnv(t, func(c *keeper.Config) { ds = newDiskStore(c, 1<<40, false) })
+	at, _ := e.captureMoment()
+	before := messagesOnly(e.kept())
+	var stored int64
+	for _, name := range e.names.Streams() {
+		s, err := e.js.Stream(e.ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored += int64(s.CachedInfo().State.Bytes)
+	}
+	for _, c := range []struct {
+		method string
+		free   int64
+	}{
+		{kept.MethodFull, stored + stored/20 + keeper.RoomMargin + 1}, // the aside fits, the point beside it does not
+		{kept.MethodDelta, 1},
+	} {
+		ds.free = c.free
+		req := keeper.Request{Module: module, Local: local, At: at.Format(time.RFC3339Nano), Method: c.method, Caller: "test", Why: "no room"}
+		_, err := e.k.RestoreKept(e.ctx, req)
+		if !errors.Is(err, keeper.ErrFailed) {
+			t.Fatalf("%s with %d bytes free: %v, want a refusal", c.method, c.free, err)
+		}
+		mustContain(t, err.Error(), "needs about", "so nothing was done")
+		if got := messagesOnly(e.kept()); got != before {
+			t.Fatalf("%s: the refused restore changed the kept data:\n got: %s\nwant: %s", c.method, got, before)
+		}
+		if asides, _ := os.ReadDir(filepath.Join(e.dir, "aside")); len(asides) > 0 {
+			t.Fatalf("%s: the refused restore left an aside: %v", c.method, asides)
+		}
+		points, _ := os.ReadDir(filepath.Join(e.dir, "points", module, local))
+		for _, p := range points {
+			if strings.Contains(p.Name(), "-at-") {
+				t.Fatalf("%s: the refused restore wrote the point of the moment %s", c.method, p.Name())
+			}
+		}
+	}
+	ds.free = 1 << 40
+	req := keeper.Request{Module: module, Local: local, At: at.Format(time.RFC3339Nano), Method: kept.MethodFull, Caller: "test", Why: "room"}
+	if _, err := e.k.RestoreKept(e.ctx, req); err != nil {
+		t.Fatalf("with room: %v", err)
+	}
+}
