@@ -144,7 +144,6 @@ func (k *Keeper) wholeAside(ctx context.Context, rr Request, pm *plannedMoment) 
 	return aside, true, nil
 }
 
-
 // restoreMomentBeside writes the point of the moment pm while the streams
 // aside are set aside whole, plans the restore from the point once it is
 // committed, and, when that plan sets aside exactly those streams whole,
