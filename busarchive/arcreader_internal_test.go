@@ -38,6 +38,7 @@ func readAll(b []byte, read bool, next func() (string, error), rd func([]byte) (
 	return out
 }
 
+// theirs and ours are what nats-server's reader and the decoder's find.
 func theirs(b []byte, read bool) []string {
 	u := archive.NewReader(bytes.NewReader(b))
 	return readAll(b, read, func() (string, error) {
@@ -45,7 +46,7 @@ func theirs(b []byte, read bool) []string {
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("%q %d %d %d %d", h.Name, h.Timestamp, h.Sequence, h.HeaderSize, h.PayloadSize), nil
+		return asArcHeader(arcHeader{Name: []byte(h.Name), Timestamp: h.Timestamp, Sequence: h.Sequence, HeaderSize: h.HeaderSize, PayloadSize: h.PayloadSize}), nil
 	}, u.Read)
 }
 
@@ -56,8 +57,12 @@ func ours(b []byte, read bool) []string {
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("%q %d %d %d %d", h.Name, h.Timestamp, h.Sequence, h.HeaderSize, h.PayloadSize), nil
+		return asArcHeader(*h), nil
 	}, u.Read)
+}
+
+func asArcHeader(h arcHeader) string {
+	return fmt.Sprintf("%q %d %d %d %d", h.Name, h.Timestamp, h.Sequence, h.HeaderSize, h.PayloadSize)
 }
 
 // arcCases are archives whole and damaged: cut at every length, a wrong
