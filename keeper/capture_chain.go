@@ -65,6 +65,10 @@ type segmentStream struct {
 	// Deleted are the sequences up to To seen deleted since the segment
 	// before (ranges, inclusive, in order), the stream's head excepted.
 	Deleted [][2]uint64 `json:"deleted,omitempty"`
+	// Untracked says the capture no longer tracks the stream's deletes
+	// (it held more deleted sequences than maxTrackedDeletes): from this
+	// segment on, Deleted lists none.
+	Untracked bool `json:"deletes-untracked,omitempty"`
 	// Made is when the stream was made (Unix ns): one made again does
 	// not continue the chain.
 	Made int64 `json:"made"`

@@ -20,6 +20,7 @@ type deletesSeen struct {
 // found is taken by the capture once the segment is committed.
 func (c *capturer) deletes(ctx context.Context, f *follow, ss *segmentStream) (deletesSeen, error) {
 	if f.capped {
+		ss.Untracked = true
 		return deletesSeen{}, nil
 	}
 	if !f.full {
@@ -35,8 +36,9 @@ func (c *capturer) deletes(ctx context.Context, f *follow, ss *segmentStream) (d
 	if err != nil {
 		return deletesSeen{}, err
 	}
-	if len(d.Deleted) > maxTrackedDeletes {
+	if len(d.Deleted) > c.k.trackedDeletes {
 		c.k.log.Warn("a captured stream holds too many deleted sequences to track; its deletes are recorded no further", "stream", f.name, "deleted", len(d.Deleted))
+		ss.Untracked = true
 		return deletesSeen{capped: true}, nil
 	}
 	// Every sequence up to To deleted since the last look, those this

@@ -13,6 +13,10 @@ import (
 // full method's exact results; restore_delta_test.go tests auto's picks.
 func AutoPicksFull(k *Keeper) { k.autoFull = true }
 
+// SetTrackedDeletes bounds the deleted sequences k's captures track per
+// stream at n, so that a test reaches the bound.
+func SetTrackedDeletes(k *Keeper, n int) { k.trackedDeletes = n }
+
 // SetSpoolMemory gives k's snapshot spools a budget of bytes in chunks of
 // chunk bytes, so that tests with small data reach the spool's file; a
 // spool at the head then spills at once instead of waiting for its reader

@@ -129,6 +129,9 @@ type Keeper struct {
 	asideWarnAfter time.Duration
 	// freeMargin: Config.FreeMargin, the default put in, never negative
 	freeMargin int64
+	// trackedDeletes bounds the deleted sequences a capture tracks per
+	// stream (maxTrackedDeletes; tests: SetTrackedDeletes)
+	trackedDeletes int
 	// evidenceWait bounds the reads of one evidence check (evidenceWait)
 	evidenceWait time.Duration
 	own          []string         // Config.OwnStreams
@@ -194,6 +197,7 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 	}
 	k.own = slices.Clone(cfg.OwnStreams)
 	k.freeMargin = cfg.FreeMargin
+	k.trackedDeletes = maxTrackedDeletes
 	switch {
 	case k.freeMargin == 0:
 		k.freeMargin = DefaultFreeMargin

@@ -3,6 +3,7 @@ package keeper
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -74,6 +75,7 @@ func (k *Keeper) planMomentOf(ctx context.Context, r Request, mo momentAt) (*pla
 	}
 	said := fmt.Sprintf("The point of the moment %s is %s, made from the base %s and %d segment(s).",
 		mo.label, pointRel(r.Module, r.Local, ch.form, fp), ch.base, len(plan.segs))
+	said += untrackedSaid(plan)
 	if plan.unseen > 0 {
 		said += fmt.Sprintf(" %d message(s) stored around the moment were deleted before the capture read them (a KV key or an object replaced faster than segment-every), so the moment may lack what they held.", plan.unseen)
 	}
@@ -88,4 +90,22 @@ func (k *Keeper) momentChains(ctx context.Context, module, local string, mo mome
 		return k.chains(ctx, module, local)
 	}
 	return k.chainsRead(ctx, module, local, k.readReach)
+}
+
+// untrackedSaid says which streams' deletes the capture had stopped
+// recording by the moment (see maxTrackedDeletes), in order of name.
+func untrackedSaid(pl *momentPlan) string {
+	var names []string
+	for name, ms := range pl.streams {
+		if !ms.untrackedFrom.IsZero() {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	var said string
+	for _, name := range names {
+		said += fmt.Sprintf(" Stream %s held more deleted sequences than a capture tracks, so the deletes after %s are not recorded: the moment holds the messages deleted since then.",
+			name, pl.streams[name].untrackedFrom.Format(time.RFC3339))
+	}
+	return said
 }

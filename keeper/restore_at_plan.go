@@ -38,6 +38,9 @@ type momentStream struct {
 	baseExcess map[string]int      // per subject how many of the base's messages the limit drops, oldest first
 	maxAge     time.Duration
 	config     json.RawMessage
+	// untrackedFrom is when the first segment closed by the moment that
+	// no longer records the stream's deletes was closed (zero: all do).
+	untrackedFrom time.Time
 }
 
 // planMoment reads the chain's segment records and, for each stream, what
@@ -74,7 +77,10 @@ func (k *Keeper) planMoment(ctx context.Context, ch *chain, base *Point, mo mome
 			if ms := pl.streams[ss.Name]; ms != nil {
 				ms.deleted = append(ms.deleted, ss.Deleted...)
 				ms.first = max(ms.first, ss.StreamFirst)
-				ms.listsBase = true
+				ms.listsBase = ms.listsBase || !ss.Untracked // the first lists the base's gaps, unless untracked
+				if ss.Untracked && ms.untrackedFrom.IsZero() {
+					ms.untrackedFrom = seg.Closed
+				}
 			}
 		}
 	}

@@ -272,8 +272,8 @@ func (k *Keeper) restoreIncremental(ctx context.Context, r Request, p *Point) (*
 	if err != nil {
 		return nil, err
 	}
-	rep.Said = fmt.Sprintf("%s is incremental: its archive is %s, made from its base and segments. %s",
-		pointName(p), k.abs(pointRel(p.Module, p.Local, pm.ch.form, pm.fp)), rep.Said)
+	rep.Said = fmt.Sprintf("%s is incremental: its archive is %s, made from its base and segments.%s %s",
+		pointName(p), k.abs(pointRel(p.Module, p.Local, pm.ch.form, pm.fp)), untrackedSaid(pm.plan), rep.Said)
 	return rep, nil
 }
 
