@@ -99,11 +99,11 @@ func (k *Keeper) restoreMomentMade(ctx context.Context, r, rr Request, pm *plann
 
 // wholeAside gives the streams a restore of the moment pm sets aside
 // whole, as the bus holds them now, and whether it is known before the
-// point is written: rr restores
-// (not a dry run, not aside-only), some of the kept data is live, and
-// every live stream is restored whole (method full, or auto where no live
-// stream's first sequence is the moment's). The streams are the kept
-// data's live ones and those of the moment's on the bus outside them.
+// point is written: rr restores (not a dry run, not aside-only), some of
+// the kept data is live, and every live stream is restored whole (method
+// full, or auto where no live stream's first sequence is the moment's).
+// The streams are the kept data's live ones and those of the moment's on
+// the bus outside them.
 func (k *Keeper) wholeAside(ctx context.Context, rr Request, pm *plannedMoment) ([]StreamInfo, bool, error) {
 	method := kept.MethodOf(rr)
 	if rr.DryRun || rr.AsideOnly || (method != kept.MethodFull && method != kept.MethodAuto) {

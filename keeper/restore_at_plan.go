@@ -38,8 +38,10 @@ type momentStream struct {
 	baseExcess map[string]int      // per subject how many of the base's messages the limit drops, oldest first
 	maxAge     time.Duration
 	config     json.RawMessage
-	// untrackedFrom is when the first segment closed by the moment that
-	// no longer records the stream's deletes was closed (zero: all do).
+	// untrackedFrom is when the segment before the first one that no
+	// longer records the stream's deletes was closed (the base's taking,
+	// for the first segment): deletes since are not recorded (zero: the
+	// segments closed by the moment record them all).
 	untrackedFrom time.Time
 }
 
@@ -69,6 +71,7 @@ func (k *Keeper) planMoment(ctx context.Context, ch *chain, base *Point, mo mome
 		}
 		pl.at = at
 	}
+	tracked := base.Taken // when the segment before was closed: deletes up to then are recorded
 	for _, seg := range ch.segments {
 		if seg.Closed.After(pl.at) {
 			break
@@ -79,10 +82,11 @@ func (k *Keeper) planMoment(ctx context.Context, ch *chain, base *Point, mo mome
 				ms.first = max(ms.first, ss.StreamFirst)
 				ms.listsBase = ms.listsBase || !ss.Untracked // the first lists the base's gaps, unless untracked
 				if ss.Untracked && ms.untrackedFrom.IsZero() {
-					ms.untrackedFrom = seg.Closed
+					ms.untrackedFrom = tracked
 				}
 			}
 		}
+		tracked = seg.Closed
 	}
 	pl.unseen = unseenAround(ch.segments, pl.at, base.Taken)
 	pl.positions, pl.positionsAge = base.Positions, 0
