@@ -39,6 +39,13 @@ var ErrTargetExists = errors.New("the export's target directory exists and is no
 // ErrTargetExists, or a refusal saying why). Directories are made 0700 and
 // files 0600; nothing is followed through a symbolic link.
 func (a *Archive) ExportDirs(ctx context.Context, target string) ([]ExportedStream, error) {
+	return exportDirs(ctx, target, a.Streams(), a.exportStream)
+}
+
+// exportDirs writes target/<stream>/ for each of streams with each (which
+// makes the directory dir and writes its two files, synced, and returns
+// the data's size), as ExportDirs says.
+func exportDirs(ctx context.Context, target string, streams []string, each func(ctx context.Context, stream, dir string) (int64, error)) ([]ExportedStream, error) {
 	target = filepath.Clean(target)
 	refuse := func(format string, args ...any) error {
 		return fmt.Errorf("%s "+format+", so nothing was exported", append([]any{target}, args...)...)
@@ -71,12 +78,12 @@ func (a *Archive) ExportDirs(ctx context.Context, target string) ([]ExportedStre
 			os.RemoveAll(tmp)
 		}
 	}()
-	out := make([]ExportedStream, 0, len(a.manifest.Streams))
-	for _, s := range a.Streams() {
+	out := make([]ExportedStream, 0, len(streams))
+	for _, s := range streams {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("the export to %s stopped before stream %s: %w, so nothing was exported", target, s, err)
 		}
-		n, err := a.exportStream(ctx, s, filepath.Join(tmp, s))
+		n, err := each(ctx, s, filepath.Join(tmp, s))
 		if err != nil {
 			return nil, fmt.Errorf("stream %s: %w, so nothing was exported to %s", s, err, target)
 		}

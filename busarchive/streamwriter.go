@@ -149,21 +149,8 @@ func (s *StreamWriter) Finish() (*StreamManifest, error) {
 		return nil, err
 	}
 	metaSum := sha256.Sum256(s.meta.Bytes())
-	sm := StreamManifest{
-		Name:   s.name,
-		Config: meta.Config,
-		State: StreamState{
-			FirstSeq:  meta.State.FirstSeq,
-			LastSeq:   meta.State.LastSeq,
-			Msgs:      meta.State.Msgs,
-			Bytes:     meta.State.Bytes,
-			Consumers: meta.State.Consumers,
-		},
-		Entries: []EntrySum{
-			{Name: DataEntry(s.name), Size: s.n, SHA256: hex.EncodeToString(s.sum.Sum(nil))},
-			{Name: MetaEntry(s.name), Size: int64(s.meta.Len()), SHA256: hex.EncodeToString(metaSum[:])},
-		},
-	}
+	sm := streamManifestOf(s.name, meta, EntrySum{Name: DataEntry(s.name), Size: s.n, SHA256: hex.EncodeToString(s.sum.Sum(nil))},
+		EntrySum{Name: MetaEntry(s.name), Size: int64(s.meta.Len()), SHA256: hex.EncodeToString(metaSum[:])})
 	w.streams = append(w.streams, sm)
 	s.meta = bytes.Buffer{}
 	out := sm

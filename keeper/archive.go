@@ -57,5 +57,5 @@ func (k *Keeper) openArchive(ctx context.Context, rel string, rec *Point) (*open
 		}
 		rel, rec = mp.Dir, mp
 	}
-	return archives.Open(ctx, k.store, rel, rec, k.abs(archiveKeyOf(rel, rec)), k.unseal)
+	return k.openStored(ctx, rel, rec)
 }

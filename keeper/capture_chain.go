@@ -109,13 +109,13 @@ func (s *segment) stream(name string) *segmentStream {
 // with their committed segments read (a segment without its record is no
 // segment). A chain stops at its first missing number: what a keeper wrote
 // after a gap is not part of it.
-func (k *Keeper) chains(ctx context.Context, module, local string) ([]*chain, error) {
+func (k *storeView) chains(ctx context.Context, module, local string) ([]*chain, error) {
 	return k.chainsRead(ctx, module, local, k.readChain)
 }
 
 // chainsRead lists the chains of module/local (listChains) and reads into
 // each the records read asks for (readChain: all, readReach: the newest).
-func (k *Keeper) chainsRead(ctx context.Context, module, local string, read func(context.Context, *chain) error) ([]*chain, error) {
+func (k *storeView) chainsRead(ctx context.Context, module, local string, read func(context.Context, *chain) error) ([]*chain, error) {
 	chains, err := k.listChains(ctx, module, local)
 	if err != nil {
 		return nil, err
@@ -131,7 +131,7 @@ func (k *Keeper) chainsRead(ctx context.Context, module, local string, read func
 // readChain reads the records of every segment of listed chain c into
 // c.segments, but for those read already (c.segments is always the tail
 // of c.listed).
-func (k *Keeper) readChain(ctx context.Context, c *chain) error {
+func (k *storeView) readChain(ctx context.Context, c *chain) error {
 	head := len(c.listed) - len(c.segments)
 	segs := make([]*segment, 0, len(c.listed))
 	for _, ls := range c.listed[:head] {
@@ -157,7 +157,7 @@ type listedSegment struct {
 // committed segments are listed (c.listed, c.listedBytes), not read. What
 // needs only counts and bytes (list-kept) reads no segment record, however
 // long the window.
-func (k *Keeper) listChains(ctx context.Context, module, local string) ([]*chain, error) {
+func (k *storeView) listChains(ctx context.Context, module, local string) ([]*chain, error) {
 	objs, err := k.store.List(ctx, path.Join(captureDir, module, local)+"/")
 	if err != nil {
 		return nil, fmt.Errorf("listing the capture of %s/%s: %w", module, local, err)
@@ -207,7 +207,7 @@ func (k *Keeper) listChains(ctx context.Context, module, local string) ([]*chain
 		if !recorded[c.rel] {
 			continue // archives without a record: no segment committed
 		}
-		rec, err := k.index.Get(ctx, pointKey(module, local, c.form, c.baseFP))
+		rec, err := k.baseRecord(ctx, module, local, c.form, c.baseFP)
 		if err != nil {
 			continue // its base is gone: the chain restores nothing
 		}
@@ -225,7 +225,7 @@ func (k *Keeper) listChains(ctx context.Context, module, local string) ([]*chain
 // readReach reads the records of listed chain c from its newest back to
 // the one chainReach stops at (the newest, but for segments of keepers
 // before Reached was recorded), into c.segments, in order.
-func (k *Keeper) readReach(ctx context.Context, c *chain) error {
+func (k *storeView) readReach(ctx context.Context, c *chain) error {
 	var tail []*segment
 	for i := len(c.listed) - 1; i >= 0; i-- {
 		seg, err := k.readSegment(ctx, c, c.listed[i])
@@ -244,7 +244,7 @@ func (k *Keeper) readReach(ctx context.Context, c *chain) error {
 
 // segmentOf is c's i-th committed segment (from 0): the one chains or
 // readReach read, else read now.
-func (k *Keeper) segmentOf(ctx context.Context, c *chain, i int) (*segment, error) {
+func (k *storeView) segmentOf(ctx context.Context, c *chain, i int) (*segment, error) {
 	if off := len(c.listed) - len(c.segments); i >= off {
 		return c.segments[i-off], nil
 	}
@@ -252,7 +252,7 @@ func (k *Keeper) segmentOf(ctx context.Context, c *chain, i int) (*segment, erro
 }
 
 // readSegment reads and checks the record of c's listed segment ls.
-func (k *Keeper) readSegment(ctx context.Context, c *chain, ls listedSegment) (*segment, error) {
+func (k *storeView) readSegment(ctx context.Context, c *chain, ls listedSegment) (*segment, error) {
 	data, err := k.readSmall(ctx, ls.key, layout.MaxRecordSize)
 	var seg *segment
 	if err == nil {

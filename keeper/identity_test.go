@@ -64,12 +64,12 @@ func TestIndexMovesToAStoreThatHoldsAllItsRecords(t *testing.T) {
 	e.snapshot(2, "b")
 	newDir := t.TempDir()
 	from, to := fileStore(t, e.dir), fileStore(t, newDir)
-	if _, err := transfer.CopyStores(e.ctx, from, to, module, local, nil); err != nil {
+	if _, err := transfer.CopyStores(e.ctx, from, to, module, local, nil, nil); err != nil {
 		t.Fatalf("copy: %v", err)
 	}
 	// Remove one copied point: a store that lacks a record is refused.
 	partial := t.TempDir()
-	if _, err := transfer.CopyStores(e.ctx, from, fileStore(t, partial), module, local, nil); err != nil {
+	if _, err := transfer.CopyStores(e.ctx, from, fileStore(t, partial), module, local, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.RemoveAll(filepath.Join(partial, "points", module, local, "f2-b")); err != nil {

@@ -108,19 +108,18 @@ const DefaultAsideWarnAfter = 14 * 24 * time.Hour
 // kept data run at once; two verbs that touch the same kept data never
 // interleave, the second fails with ErrBusy naming the holder.
 type Keeper struct {
-	autoFull bool // tests: auto picks full for every stream (AutoPicksFull)
-	store    store.Store
-	bus      Bus
-	index    Index
-	acts     Acts
-	log      *slog.Logger
-	version  string
-	now      func() time.Time
-	locks    locks
-	stepHook func(string)
-	id       string
-	leaseTTL time.Duration
-	parallel int
+	storeView      // the store, its identity and the log
+	autoFull  bool // tests: auto picks full for every stream (AutoPicksFull)
+	bus       Bus
+	index     Index
+	acts      Acts
+	version   string
+	now       func() time.Time
+	locks     locks
+	stepHook  func(string)
+	id        string
+	leaseTTL  time.Duration
+	parallel  int
 	// spoolDir and spools: where and with what memory a snapshot spools
 	// the streams it takes at once (package keeper/spool)
 	spoolDir string
@@ -136,7 +135,6 @@ type Keeper struct {
 	evidenceWait time.Duration
 	own          []string         // Config.OwnStreams
 	seal         *agecrypt.Sealer // Config.Seal
-	unseal       *agecrypt.Opener // Config.Unseal
 	// files is held shared by every verb that changes the store and
 	// exclusively by Rebuild, so a rebuild never races a discard.
 	files sync.RWMutex
@@ -158,10 +156,13 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 	if cfg.Bus == nil || cfg.Index == nil || cfg.Acts == nil || cfg.Store == nil {
 		return nil, errors.New("keeper: Store, Bus, Index and Acts are required")
 	}
-	k := &Keeper{store: cfg.Store, bus: cfg.Bus, index: cfg.Index, acts: cfg.Acts, log: cfg.Logger,
+	k := &Keeper{storeView: storeView{store: cfg.Store, log: cfg.Logger}, bus: cfg.Bus, index: cfg.Index, acts: cfg.Acts,
 		version: cfg.Version, now: cfg.Now, stepHook: cfg.StepHook, evidenceWait: evidenceWait}
 	if k.log == nil {
 		k.log = slog.Default()
+	}
+	k.baseRecord = func(ctx context.Context, module, local string, form int, fp string) ([]byte, error) {
+		return k.index.Get(ctx, pointKey(module, local, form, fp))
 	}
 	if k.now == nil {
 		k.now = time.Now

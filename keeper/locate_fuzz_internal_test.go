@@ -43,7 +43,7 @@ func FuzzRelFrom(f *testing.F) {
 		if !strings.HasPrefix(dir, "/") || path.Clean(dir) != dir {
 			return // the file store's directory is absolute and clean
 		}
-		k := &Keeper{store: describedStore{d: store.Description{Kind: "file", URL: "file://" + dir}}}
+		k := &Keeper{storeView: storeView{store: describedStore{d: store.Description{Kind: "file", URL: "file://" + dir}}}}
 		const point = "points/billing/ledger/f3-9f2c"
 		if rel, err := k.relFrom(path.Join(dir, point)); rel != point || err != nil {
 			t.Fatalf("the path of a point in %s is taken as %q, %v", dir, rel, err)
@@ -86,7 +86,7 @@ func FuzzRelFrom(f *testing.F) {
 // it holds characters a URL reserves.
 func TestFileStoreDirWithURLCharacters(t *testing.T) {
 	for _, dir := range []string{"/srv/a?x", "/srv/a#x", "/srv/100%", "/srv/a b"} {
-		k := &Keeper{store: describedStore{d: store.Description{Kind: "file", URL: "file://" + dir}}}
+		k := &Keeper{storeView: storeView{store: describedStore{d: store.Description{Kind: "file", URL: "file://" + dir}}}}
 		const point = "points/billing/ledger/f3-9f2c"
 		if got := k.abs(point); got != dir+"/"+point {
 			t.Errorf("abs in %s: %s", dir, got)

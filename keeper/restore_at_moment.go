@@ -73,12 +73,7 @@ func (k *Keeper) planMomentOf(ctx context.Context, r Request, mo momentAt) (*pla
 	if mo.seq != nil {
 		fp = momentFingerprintPrefix + "seq-" + seqDigest(mo.seq, ch.rel)
 	}
-	said := fmt.Sprintf("The point of the moment %s is %s, made from the base %s and %d segment(s).",
-		mo.label, pointRel(r.Module, r.Local, ch.form, fp), ch.base, len(plan.segs))
-	said += untrackedSaid(plan)
-	if plan.unseen > 0 {
-		said += fmt.Sprintf(" %d message(s) stored around the moment were deleted before the capture read them (a KV key or an object replaced faster than segment-every), so the moment may lack what they held.", plan.unseen)
-	}
+	said := fmt.Sprintf("The point of the moment %s is %s, %s", mo.label, pointRel(r.Module, r.Local, ch.form, fp), momentMadeSaid(ch, plan))
 	return &plannedMoment{ch: ch, base: base, plan: plan, fp: fp, said: said}, nil
 }
 

@@ -30,7 +30,7 @@ type baseState struct {
 // writeMomentPassed writes ms's stream of the moment into data and meta
 // with the base's messages passed through, when the moment keeps every
 // one of them, and reports whether it did; it writes nothing when not.
-func (k *Keeper) writeMomentPassed(ctx context.Context, pl *momentPlan, ms *momentStream, bases *openedArchive, head busarchive.ArchiveHead, consumers []Position, data, meta io.Writer) (bool, error) {
+func (k *storeView) writeMomentPassed(ctx context.Context, pl *momentPlan, ms *momentStream, bases *openedArchive, head busarchive.ArchiveHead, consumers []Position, data, meta io.Writer) (bool, error) {
 	bs, err := readBaseState(bases, ms.name)
 	if err != nil || !ms.keepsAllOf(pl, bs, head.LastSeq) {
 		return false, nil // the general path reads the base as it is

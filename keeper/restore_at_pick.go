@@ -112,7 +112,7 @@ func chainReach(c *chain) time.Time {
 }
 
 // readBase reads a chain's base point's record, positions and all.
-func (k *Keeper) readBase(ctx context.Context, rel string) (*Point, error) {
+func (k *storeView) readBase(ctx context.Context, rel string) (*Point, error) {
 	var p Point
 	if err := k.getJSON(ctx, recordKey(rel), &p); err != nil {
 		return nil, err

@@ -47,7 +47,7 @@ type momentStream struct {
 
 // planMoment reads the chain's segment records and, for each stream, what
 // the moment keeps of its segments' messages (a first pass over them).
-func (k *Keeper) planMoment(ctx context.Context, ch *chain, base *Point, mo momentAt, end time.Time) (*momentPlan, error) {
+func (k *storeView) planMoment(ctx context.Context, ch *chain, base *Point, mo momentAt, end time.Time) (*momentPlan, error) {
 	pl := &momentPlan{at: mo.at, streams: map[string]*momentStream{}}
 	for _, s := range base.Streams {
 		if mo.seq != nil {
@@ -98,7 +98,7 @@ func (k *Keeper) planMoment(ctx context.Context, ch *chain, base *Point, mo mome
 			break
 		}
 	}
-	bases, err := k.openArchive(ctx, base.Dir, base)
+	bases, err := k.openStored(ctx, base.Dir, base)
 	if err != nil {
 		return nil, fmt.Errorf("opening the base %s: %w", base.Dir, err)
 	}
@@ -162,7 +162,7 @@ func segmentsOf(segs []*segment, mo momentAt) []*segment {
 // none was), but never before the newest message kept. The deletes, the
 // first sequences and the positions sample of the moment are those the
 // capture had seen by then.
-func (k *Keeper) momentOfSeqs(ctx context.Context, pl *momentPlan, base *Point, end time.Time) (time.Time, error) {
+func (k *storeView) momentOfSeqs(ctx context.Context, pl *momentPlan, base *Point, end time.Time) (time.Time, error) {
 	kept, next := base.Taken, end
 	for _, ms := range pl.streams {
 		err := k.eachSegmentMessage(ctx, pl, ms, func(_ *momentPlan, m busarchive.ArchivedMessage) error {
@@ -202,14 +202,14 @@ func readStream(ctx context.Context, a *openedArchive, stream string, fn func(bu
 
 // eachSegmentMessage calls fn with each message of ms's stream in the
 // plan's segments, in order.
-func (k *Keeper) eachSegmentMessage(ctx context.Context, pl *momentPlan, ms *momentStream, fn func(*momentPlan, busarchive.ArchivedMessage) error) error {
+func (k *storeView) eachSegmentMessage(ctx context.Context, pl *momentPlan, ms *momentStream, fn func(*momentPlan, busarchive.ArchivedMessage) error) error {
 	for _, seg := range pl.segs {
 		ss := seg.stream(ms.name)
 		if !seg.HasArchive || ss == nil || ss.Messages == 0 {
 			continue
 		}
 		rel := segmentRel(seg.Chain, seg.N)
-		a, err := k.openArchive(ctx, rel, &Point{Dir: rel, ArchiveSize: seg.ArchiveSize, ArchiveSum: seg.ArchiveSum, Sealing: seg.Sealing})
+		a, err := k.openStored(ctx, rel, &Point{Dir: rel, ArchiveSize: seg.ArchiveSize, ArchiveSum: seg.ArchiveSum, Sealing: seg.Sealing})
 		if err != nil {
 			return fmt.Errorf("opening segment %d: %w", seg.N, err)
 		}

@@ -14,7 +14,7 @@ import (
 // writeMomentStream writes one stream of a moment's point: its archive
 // into data (the base's messages, then the segments', those the moment
 // keeps) and its backup.json into meta.
-func (k *Keeper) writeMomentStream(ctx context.Context, pl *momentPlan, ms *momentStream, bases *openedArchive, data, meta io.Writer) error {
+func (k *storeView) writeMomentStream(ctx context.Context, pl *momentPlan, ms *momentStream, bases *openedArchive, data, meta io.Writer) error {
 	first, last := ms.first, ms.last
 	if ms.cut > 0 {
 		last = min(last, ms.cut)
@@ -87,7 +87,7 @@ func (k *Keeper) writeMomentStream(ctx context.Context, pl *momentPlan, ms *mome
 
 // scanMoment calls fn with each message of ms's stream at the moment, up
 // to last: the base's, then the segments', in order.
-func (k *Keeper) scanMoment(ctx context.Context, pl *momentPlan, ms *momentStream, bases *openedArchive, last uint64, fn func(busarchive.ArchivedMessage) error) error {
+func (k *storeView) scanMoment(ctx context.Context, pl *momentPlan, ms *momentStream, bases *openedArchive, last uint64, fn func(busarchive.ArchivedMessage) error) error {
 	seen := map[string]int{}
 	put := func(fromBase bool) func(busarchive.ArchivedMessage) error {
 		return func(m busarchive.ArchivedMessage) error {

@@ -15,7 +15,7 @@ import (
 
 // abs names a key prefix where a person finds it: a path under the file
 // store's directory, else the store's URL and the key.
-func (k *Keeper) abs(rel string) string {
+func (k *storeView) abs(rel string) string {
 	d := k.store.Describe()
 	if dir := fileDir(d); dir != "" {
 		return path.Join(dir, rel)
@@ -68,7 +68,7 @@ func (k *Keeper) putBytes(ctx context.Context, key string, data []byte) (store.I
 
 // getJSON reads a small record strictly. Its error wraps store.ErrNotFound
 // when there is none.
-func (k *Keeper) getJSON(ctx context.Context, key string, v any) error {
+func (k *storeView) getJSON(ctx context.Context, key string, v any) error {
 	data, err := k.readSmall(ctx, key, layout.MaxRecordSize)
 	if err != nil {
 		return err
@@ -85,7 +85,7 @@ func (k *Keeper) getJSON(ctx context.Context, key string, v any) error {
 
 // readSmall reads one small object whole, refusing one over limit bytes.
 // Its error wraps store.ErrNotFound when there is none.
-func (k *Keeper) readSmall(ctx context.Context, key string, limit int64) ([]byte, error) {
+func (k *storeView) readSmall(ctx context.Context, key string, limit int64) ([]byte, error) {
 	o, err := k.store.Open(ctx, key)
 	if err != nil {
 		return nil, err

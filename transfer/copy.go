@@ -41,9 +41,10 @@ type CopyReport struct {
 // its record names; it is not decrypted, so no key is needed, and its
 // contents are verified only by a keeper with the identity (verify-kept).
 // An incremental point is copied as a full point, the archive of the point
-// of its moment under its own record (copy_incremental.go); one whose
-// moment's point is not made yet fails, naming it.
-func CopyStores(ctx context.Context, from, to store.Store, module, local string, log *slog.Logger) (*CopyReport, error) {
+// of its moment under its own record (copy_incremental.go); before that
+// point is made, its archive is composed into the target by compose (nil:
+// it fails, naming that point).
+func CopyStores(ctx context.Context, from, to store.Store, module, local string, log *slog.Logger, compose Composer) (*CopyReport, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -67,7 +68,7 @@ func CopyStores(ctx context.Context, from, to store.Store, module, local string,
 		if (module != "" && m != module) || (local != "" && l != local) {
 			continue
 		}
-		copied, sealed, err := copyOne(ctx, from, to, rel)
+		copied, sealed, err := copyOne(ctx, from, to, rel, compose)
 		switch {
 		case err != nil:
 			log.Error("not copied", "what", rel, "err", err)

@@ -22,12 +22,16 @@ import (
 	"github.com/nats-keeper/nats-keeper/transfer"
 )
 
-// TestCopyIncrementalPoint: copy of an incremental point is refused, naming
-// the point of its moment and how to make it, until a verify-kept made that
-// point; then the incremental point is copied as a full point at its own
-// place (no incremental, base or through in its record; the moment point's
-// archive, checksum and streams), and a keeper on the copy, on another bus,
-// restores it to the kept data as it was at the point, message by message.
+// TestCopyIncrementalPoint: copy of an incremental point before any keeper
+// made the point of its moment composes its archive from the base and
+// segments into the target, checked as it is written and verified there
+// whole, under a record of the incremental point as a full point (no
+// incremental, base or through), and writes nothing into the source; a
+// second copy skips it, and a keeper on the copy, on another bus, restores
+// it to the kept data as it was at the point, message by message. Without a
+// composer it is refused, naming the point of its moment, until a
+// verify-kept made that point; then the moment's point's archive is copied
+// under the incremental point's names, holding the same streams.
 func TestCopyIncrementalPoint(t *testing.T) {
 	b := newBed(t)
 	stop := captureOn(t, b)
@@ -46,67 +50,77 @@ func TestCopyIncrementalPoint(t *testing.T) {
 		t.Fatalf("snapshot-kept with capture on took no incremental point: %s", inc.Said)
 	}
 	rel := inc.Point.Dir
-	to := t.TempDir()
-	copyAll := func() (*transfer.CopyReport, error) {
-		return transfer.CopyStores(b.Ctx, testbed.FileStore(t, b.Dir), testbed.FileStore(t, to), module, local, nil)
+	compose := func(ctx context.Context, st store.Store, rec *kept.Point) (transfer.ComposedArchive, error) {
+		return keeper.ComposeMoment(ctx, keeper.ComposeConfig{Store: st, Version: "test"}, rec)
+	}
+	copyAll := func(to string, compose transfer.Composer) (*transfer.CopyReport, error) {
+		return transfer.CopyStores(b.Ctx, testbed.FileStore(t, b.Dir), testbed.FileStore(t, to), module, local, nil, compose)
 	}
 
-	rep, err := copyAll()
-	if !errors.Is(err, kept.ErrFailed) || len(rep.Failed) != 1 || !strings.HasPrefix(rep.Failed[0], rel+": ") ||
-		!strings.Contains(rep.Failed[0], "is an incremental point") || !strings.Contains(rep.Failed[0], "-at-") ||
-		!strings.Contains(rep.Failed[0], "is not made yet (verify-kept of it makes it), so it was not copied") {
+	composed := t.TempDir()
+	rep, err := copyAll(composed, compose)
+	if err != nil || !slices.Contains(rep.Copied, rel) {
 		t.Fatalf("copy before the moment's point is made: %+v, %v", rep, err)
 	}
-	t.Logf("refused: %s", rep.Failed[0])
-	if _, err := os.Stat(filepath.Join(to, rel, "point.json")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("the refused copy left a record in the target: %v", err)
-	}
-
-	if _, err := b.Keeper.VerifyKept(b.Ctx, req(1, "inc")); err != nil {
-		t.Fatalf("verify-kept of the incremental point: %v", err)
-	}
-	rep, err = copyAll()
-	if err != nil || !slices.Contains(rep.Copied, rel) {
-		t.Fatalf("copy once the moment's point is made: %+v, %v", rep, err)
-	}
-	got := readPoint(t, filepath.Join(to, rel, "point.json"))
-	moment := readPoint(t, filepath.Join(b.Dir, momentDir(t, b.Dir), "point.json"))
+	got := readPoint(t, filepath.Join(composed, rel, "point.json"))
 	if got["incremental"] != nil || got["base"] != nil || got["through"] != nil || got["at"] == nil ||
-		got["fingerprint"] != "inc" || got["archive-sum"] != moment["archive-sum"] || got["archive-size"] != moment["archive-size"] {
-		t.Fatalf("the copy's record is not the full point of the moment under the incremental point's names:\n%v\nthe moment's:\n%v", got, moment)
+		got["fingerprint"] != "inc" || got["archive-sum"] == nil || got["archive-size"] == nil || got["written-by"] != "test" {
+		t.Fatalf("the composed copy's record is not the incremental point as a full point:\n%v", got)
 	}
-	if !reflect.DeepEqual(got["streams"], moment["streams"]) {
-		t.Fatalf("the copy's record names streams\n%v\nnot the moment's\n%v", got["streams"], moment["streams"])
+	if m, _ := filepath.Glob(filepath.Join(b.Dir, "points", module, local, "f*-at-*")); len(m) != 0 {
+		t.Fatalf("the copy wrote the point of the moment into the source: %v", m)
 	}
-	var indexes int
-	for _, s := range moment["streams"].([]any) {
-		if ki, _ := s.(map[string]any)["key-index"].(map[string]any); ki != nil {
-			indexes++
-			if _, err := os.Stat(filepath.Join(to, rel, ki["object"].(string))); err != nil {
-				t.Fatalf("the copy lacks the key index the moment's point names: %v", err)
-			}
-		}
-	}
-	t.Logf("the copy carries %d key index(es) of the moment's point", indexes)
-	if rep, err := copyAll(); err != nil || !slices.Contains(rep.Skipped, rel) {
+	if rep, err := copyAll(composed, compose); err != nil || !slices.Contains(rep.Skipped, rel) {
 		t.Fatalf("copy again: %+v, %v; want the incremental point skipped", rep, err)
 	}
 
+	made := t.TempDir()
+	rep, err = copyAll(made, nil)
+	if !errors.Is(err, kept.ErrFailed) || len(rep.Failed) != 1 || !strings.HasPrefix(rep.Failed[0], rel+": ") ||
+		!strings.Contains(rep.Failed[0], "is an incremental point") || !strings.Contains(rep.Failed[0], "-at-") ||
+		!strings.Contains(rep.Failed[0], "is not made yet (verify-kept of it makes it), so it was not copied") {
+		t.Fatalf("copy without a composer before the moment's point is made: %+v, %v", rep, err)
+	}
+	if _, err := os.Stat(filepath.Join(made, rel, "point.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused copy left a record in the target: %v", err)
+	}
+	if _, err := b.Keeper.VerifyKept(b.Ctx, req(1, "inc")); err != nil {
+		t.Fatalf("verify-kept of the incremental point: %v", err)
+	}
+	rep, err = copyAll(made, nil)
+	if err != nil || !slices.Contains(rep.Copied, rel) {
+		t.Fatalf("copy once the moment's point is made: %+v, %v", rep, err)
+	}
+	fromMade := readPoint(t, filepath.Join(made, rel, "point.json"))
+	moment := readPoint(t, filepath.Join(b.Dir, momentDir(t, b.Dir), "point.json"))
+	if fromMade["incremental"] != nil || fromMade["base"] != nil || fromMade["through"] != nil || fromMade["at"] == nil ||
+		fromMade["fingerprint"] != "inc" || fromMade["archive-sum"] != moment["archive-sum"] || fromMade["archive-size"] != moment["archive-size"] {
+		t.Fatalf("the copy's record is not the full point of the moment under the incremental point's names:\n%v\nthe moment's:\n%v", fromMade, moment)
+	}
+	for _, key := range []string{"streams", "positions", "at", "taken"} {
+		if !reflect.DeepEqual(fromMade[key], moment[key]) && key == "streams" {
+			t.Fatalf("the copy's record names streams\n%v\nnot the moment's\n%v", fromMade[key], moment[key])
+		}
+		if !reflect.DeepEqual(got[key], fromMade[key]) {
+			t.Fatalf("the composed copy's %s\n%v\ndiffers from the copy of the moment's point\n%v", key, got[key], fromMade[key])
+		}
+	}
+
 	other := testbed.New(t, testbed.WithConfig(func(c *keeper.Config) { c.Version = "test" }),
-		testbed.WithStore(func(t testing.TB, _ string) store.Store { return testbed.FileStore(t, to) }),
+		testbed.WithStore(func(t testing.TB, _ string) store.Store { return testbed.FileStore(t, composed) }),
 		testbed.WithData(func(ctx context.Context, js jetstream.JetStream) error { return sample.Create(ctx, js, module, local) }))
 	if before, err := sample.Dump(other.Ctx, other.JS, names.Streams()...); err != nil || sample.Diff(was, before) == "" {
 		t.Fatalf("the other bus holds the kept data as it was at the point already (%v): the restore would show nothing", err)
 	}
 	if _, err := other.Keeper.RestoreKept(other.Ctx, req(1, "inc")); err != nil {
-		t.Fatalf("restore of the copied incremental point from the copy: %v", err)
+		t.Fatalf("restore of the composed copy of the incremental point: %v", err)
 	}
 	now, err := sample.Dump(other.Ctx, other.JS, names.Streams()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := sample.Diff(was, now); d != "" {
-		t.Fatalf("the copied incremental point restored from the copy differs from the kept data at the point:\n%s", d)
+		t.Fatalf("the composed copy of the incremental point restored from the copy differs from the kept data at the point:\n%s", d)
 	}
 }
 

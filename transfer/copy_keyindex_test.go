@@ -28,7 +28,7 @@ func TestCopyCarriesTheKeyIndexes(t *testing.T) {
 	}
 	to := t.TempDir()
 	copyAll := func() error {
-		_, err := transfer.CopyStores(b.Ctx, testbed.FileStore(t, b.Dir), testbed.FileStore(t, to), module, local, nil)
+		_, err := transfer.CopyStores(b.Ctx, testbed.FileStore(t, b.Dir), testbed.FileStore(t, to), module, local, nil, nil)
 		return err
 	}
 	same := func() {

@@ -22,21 +22,28 @@ type aCopy struct {
 	src, rel string
 	raw      []byte
 	rec      *kept.Point
+	// composed, set for an incremental point whose moment's point is not
+	// made, is its archive composed as it is written (copyComposed).
+	composed ComposedArchive
 }
 
 // copyOne copies one point or aside; false means it was there, equal.
 // sealed says its archive is encrypted, so it was copied as ciphertext and
 // checked by its checksum only.
-func copyOne(ctx context.Context, from, to store.Store, rel string) (copied, sealed bool, err error) {
+func copyOne(ctx context.Context, from, to store.Store, rel string, compose Composer) (copied, sealed bool, err error) {
 	raw, rec, err := layout.ReadRecord(ctx, from, rel)
 	if err != nil {
 		return false, false, fmt.Errorf("its record does not read: %w", err)
 	}
 	c := &aCopy{from: from, to: to, src: rel, rel: rel, raw: raw, rec: rec}
 	if rec.Incremental {
-		if c, err = incrementalCopy(ctx, from, to, rel, rec); err != nil {
+		if c, err = incrementalCopy(ctx, from, to, rel, rec, compose); err != nil {
 			return false, false, err
 		}
+	}
+	if c.composed != nil {
+		copied, err := c.copyComposed(ctx)
+		return copied, false, err
 	}
 	if err := layout.CheckSealing(c.rec.Sealing); err != nil {
 		return false, false, err
@@ -105,19 +112,26 @@ func (c *aCopy) copyArchive(ctx context.Context) (string, error) {
 		// decrypted here (copy needs no key).
 		return info.Sum, nil
 	}
+	return info.Sum, c.verifyCopy(ctx, key)
+}
+
+// verifyCopy verifies the plain archive at key in the target whole (every
+// entry's size and SHA-256, every stream archive decoded) and holds its
+// streams to those its record names.
+func (c *aCopy) verifyCopy(ctx context.Context, key string) error {
 	a, err := archives.Open(ctx, c.to, c.rel, c.rec, c.to.Describe().URL+"/"+key, nil)
 	if err != nil {
-		return "", fmt.Errorf("the copy does not open: %w", err)
+		return fmt.Errorf("the copy does not open: %w", err)
 	}
 	m, _, err := archives.Verify(ctx, a)
 	a.Close()
 	if err != nil {
-		return "", fmt.Errorf("the copy does not verify: %w", err)
+		return fmt.Errorf("the copy does not verify: %w", err)
 	}
 	if got, want := m.StreamNames(), kept.StreamSumNames(c.rec.Streams); strings.Join(got, ",") != strings.Join(want, ",") {
-		return "", fmt.Errorf("its record names streams %v but its archive holds %v", want, got)
+		return fmt.Errorf("its record names streams %v but its archive holds %v", want, got)
 	}
-	return info.Sum, nil
+	return nil
 }
 
 // commit writes the record in the target, the copy's commit mark; one

@@ -63,13 +63,13 @@ func TestCopyCarriesTheEvidence(t *testing.T) {
 		t.Fatal(err)
 	}
 	newDir := t.TempDir()
-	if _, err := transfer.CopyStores(b.Ctx, testbed.FileStore(t, b.Dir), testbed.FileStore(t, newDir), module, local, nil); err != nil {
+	if _, err := transfer.CopyStores(b.Ctx, testbed.FileStore(t, b.Dir), testbed.FileStore(t, newDir), module, local, nil, nil); err != nil {
 		t.Fatalf("copy: %v", err)
 	}
 	if err := os.Remove(filepath.Join(newDir, rep.Aside.Dir, "summary.md")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := transfer.CopyStores(b.Ctx, testbed.FileStore(t, b.Dir), testbed.FileStore(t, newDir), module, local, nil); err != nil {
+	if _, err := transfer.CopyStores(b.Ctx, testbed.FileStore(t, b.Dir), testbed.FileStore(t, newDir), module, local, nil, nil); err != nil {
 		t.Fatalf("copy again: %v", err)
 	}
 	for _, name := range []string{"evidence.json", "summary.md"} {
@@ -96,7 +96,7 @@ func TestCopyCopiesCiphertextAsStored(t *testing.T) {
 	b := newBed(t, func(c *keeper.Config) { c.Seal, c.Unseal = seal, agecrypt.NewOpener([]age.Identity{id}) })
 	snap := snapshot(t, b, 2, "sealed")
 	to := t.TempDir()
-	rep, err := transfer.CopyStores(context.Background(), testbed.FileStore(t, b.Dir), store.Store(testbed.FileStore(t, to)), "", "", nil)
+	rep, err := transfer.CopyStores(context.Background(), testbed.FileStore(t, b.Dir), store.Store(testbed.FileStore(t, to)), "", "", nil, nil)
 	if err != nil || len(rep.Copied) != 1 || len(rep.Encrypted) != 1 {
 		t.Fatalf("copy: %+v, %v", rep, err)
 	}

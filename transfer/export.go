@@ -24,6 +24,9 @@ type Export struct {
 	// Unseal decrypts an encrypted archive (the keeper's --identity); an
 	// encrypted point or aside is refused without it (kept.ErrLocked).
 	Unseal *agecrypt.Opener
+	// Compose composes the archive of an incremental point whose moment's
+	// point no keeper made yet; nil refuses such a point.
+	Compose Composer
 }
 
 // ExportReport says what ExportKept wrote.
@@ -55,8 +58,12 @@ func ExportKept(ctx context.Context, st store.Store, e Export) (*ExportReport, e
 		return nil, kept.Errorf(kept.ErrFailed, "the record of %s does not read (%v), so nothing was exported", where, err)
 	}
 	if rec.Incremental {
-		// Its archive is the point of its moment, once a keeper made it.
+		// Its archive is the point of its moment once a keeper made it;
+		// until then it is composed from its base and segments.
 		mrel, mrec, err := momentOf(ctx, st, rec, where)
+		if errors.Is(err, kept.ErrNotFound) && e.Compose != nil {
+			return exportComposed(ctx, st, e, rec, where)
+		}
 		if err != nil {
 			return nil, kept.WithKind(kept.ErrFailed, fmt.Errorf("%w, so nothing was exported", err))
 		}
@@ -77,12 +84,8 @@ func ExportKept(ctx context.Context, st store.Store, e Export) (*ExportReport, e
 		}
 		return nil, kept.WithKind(kept.ErrFailed, err)
 	}
-	var n int64
-	for _, s := range streams {
-		n += s.DataSize
-	}
-	said := fmt.Sprintf("Exported %s from %s to %s: %d nats backup director%s, %s, each checked against its manifest as it was written.",
-		exportWhat(e), where, e.To, len(streams), kept.Plural(len(streams), "y", "ies"), kept.HumanBytes(n))
+	said := fmt.Sprintf("Exported %s from %s to %s: %s, each checked against its manifest as it was written.",
+		exportWhat(e), where, e.To, exportedDirs(streams))
 	if rec.Encrypted != nil {
 		said += " The archive is encrypted at rest; it was decrypted with --identity, so the directories hold plain data."
 	}
@@ -123,4 +126,39 @@ func exportWhat(e Export) string {
 		return "aside " + e.Aside
 	}
 	return fmt.Sprintf("restore point %s/%s f%d-%s", e.Module, e.Local, e.Form, e.Fingerprint)
+}
+
+// exportComposed exports the incremental point rec at where, its moment's
+// point not made: its archive composed from its base and segments as each
+// stream is written out, checked as it is written; nothing is written to
+// the store.
+func exportComposed(ctx context.Context, st store.Store, e Export, rec *kept.Point, where string) (*ExportReport, error) {
+	ca, err := e.Compose(ctx, st, rec)
+	if err != nil {
+		return nil, kept.WithKind(kept.ErrFailed, fmt.Errorf("%s is an incremental point and its archive could not be composed from its base and segments: %w, so nothing was exported", where, err))
+	}
+	defer ca.Close()
+	streams, err := busarchive.ExportComposed(ctx, e.To, ca.Streams(), ca.Compose)
+	if err != nil {
+		if errors.Is(err, busarchive.ErrTargetExists) {
+			return nil, kept.Errorf(kept.ErrConflict, "%v", err)
+		}
+		if ps := busarchive.Problems(err); len(ps) > 0 {
+			err = fmt.Errorf("%w, so nothing was exported to %s", &kept.DamagedError{Path: where + " (composed)", Problems: archives.ProblemSentences(err)}, e.To)
+		}
+		return nil, kept.WithKind(kept.ErrFailed, err)
+	}
+	said := fmt.Sprintf("Exported %s from %s to %s: %s. It is an incremental point and no keeper has made the point of its moment yet: its archive was composed as it was written out, %s "+
+		"Each stream was decoded and checked against its backup.json as it was written; nothing was written to the store.",
+		exportWhat(e), where, e.To, exportedDirs(streams), ca.Said())
+	return &ExportReport{Said: said, From: where, To: e.To, Streams: streams}, nil
+}
+
+// exportedDirs says how many directories of how many bytes an export wrote.
+func exportedDirs(streams []busarchive.ExportedStream) string {
+	var n int64
+	for _, s := range streams {
+		n += s.DataSize
+	}
+	return fmt.Sprintf("%d nats backup director%s, %s", len(streams), kept.Plural(len(streams), "y", "ies"), kept.HumanBytes(n))
 }

@@ -3,6 +3,7 @@ package transfer
 import (
 	"context"
 	"errors"
+	"io"
 
 	"github.com/nats-keeper/nats-keeper/keeper/layout"
 	"github.com/nats-keeper/nats-keeper/kept"
@@ -30,4 +31,26 @@ func momentOf(ctx context.Context, st store.Store, rec *kept.Point, where string
 			where, st.Describe().URL+"/"+mrel, err)
 	}
 	return mrel, mrec, nil
+}
+
+// Composer composes the archive of the incremental point rec from its base
+// and capture segments in st, read from the store alone
+// (keeper.ComposeMoment): export and copy take one for an incremental
+// point whose moment's point no keeper has made.
+type Composer func(ctx context.Context, st store.Store, rec *kept.Point) (ComposedArchive, error)
+
+// ComposedArchive is the archive of an incremental point composed as it
+// is written out (keeper.ComposedMoment).
+type ComposedArchive interface {
+	// Streams are its streams' names.
+	Streams() []string
+	// Compose writes one stream's stream.arc.s2 and backup.json.
+	Compose(ctx context.Context, stream string, data, meta io.Writer) error
+	// WritePoint writes it as a full point's archive at rel in st,
+	// checked as it is written, and returns that point's record, not
+	// written.
+	WritePoint(ctx context.Context, st store.Store, rel string) (*kept.Point, error)
+	// Said says what it is made of.
+	Said() string
+	Close() error
 }

@@ -10,7 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/kept"
+	"github.com/nats-keeper/nats-keeper/store"
 	"github.com/nats-keeper/nats-keeper/transfer"
 )
 
@@ -100,7 +102,11 @@ func runCopy(ctx context.Context, o copyOptions) error {
 		return fail(kept.Errorf(kept.ErrBadRequest, "--from-store and --to-store are both %s, so nothing was copied", src))
 	}
 	// Every outcome is printed; the keeper's own log of them would repeat it.
-	rep, err := transfer.CopyStores(ctx, from, to, o.Module, o.Local, slog.New(slog.DiscardHandler))
+	quiet := slog.New(slog.DiscardHandler)
+	compose := func(ctx context.Context, st store.Store, rec *kept.Point) (transfer.ComposedArchive, error) {
+		return keeper.ComposeMoment(ctx, keeper.ComposeConfig{Store: st, Log: quiet, Version: buildVersion()}, rec)
+	}
+	rep, err := transfer.CopyStores(ctx, from, to, o.Module, o.Local, quiet, compose)
 	if rep == nil {
 		return fail(fmt.Errorf("copying from %s to %s: %w", src, dst, err))
 	}

@@ -8,7 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nats-keeper/nats-keeper/keeper"
 	"github.com/nats-keeper/nats-keeper/kept"
+	"github.com/nats-keeper/nats-keeper/store"
 	"github.com/nats-keeper/nats-keeper/transfer"
 )
 
@@ -33,7 +35,10 @@ backup.json, exactly what 'nats backup stream' writes, so that
 It reads the keeper's store directly (--dir, or --store as for serve), and
 nothing else: no keeper needs to run, and the bytes go from the store to the
 disk once. Every byte is checked against the archive's manifest as it is
-written; nothing appears at DIR until every stream is whole (it is written
+written; an incremental point whose moment no keeper has made a point of
+yet is composed from its base and capture segments as it is written out,
+each stream decoded and checked against its backup.json, and nothing is
+written to the store; nothing appears at DIR until every stream is whole (it is written
 beside DIR and renamed into place), and a failure leaves nothing behind.
 DIR must not exist, or be an empty directory; it is made 0700, its files 0600.
 
@@ -75,6 +80,9 @@ func runExport(ctx context.Context, o exportOptions) error {
 		return done(nil, kept.Errorf(kept.ErrBadRequest, "%w, so nothing was exported", err))
 	}
 	o.Export.Unseal = unseal
+	o.Export.Compose = func(ctx context.Context, st store.Store, rec *kept.Point) (transfer.ComposedArchive, error) {
+		return keeper.ComposeMoment(ctx, keeper.ComposeConfig{Store: st, Unseal: unseal, Log: log, Version: buildVersion()}, rec)
+	}
 	st, err := o.Store.open(ctx, log, "nothing was exported")
 	if err != nil {
 		return done(nil, err)
