@@ -34,21 +34,14 @@ import (
 // under the incremental point's names, holding the same streams.
 func TestCopyIncrementalPoint(t *testing.T) {
 	b := newBed(t)
-	stop := captureOn(t, b)
-	if err := sample.Change(b.Ctx, b.JS, module, local); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2500 * time.Millisecond) // a segment and a positions sample after the change
 	names := sample.NamesOf(module, local)
-	was, err := sample.Dump(b.Ctx, b.JS, names.Streams()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inc := snapshot(t, b, 1, "inc")
-	stop()
-	if !inc.Point.Incremental || inc.Point.Base == "" || inc.Point.At == nil {
-		t.Fatalf("snapshot-kept with capture on took no incremental point: %s", inc.Said)
-	}
+	var was *sample.Snapshot
+	inc := changedIncremental(t, b, func() {
+		var err error
+		if was, err = sample.Dump(b.Ctx, b.JS, names.Streams()...); err != nil {
+			t.Fatal(err)
+		}
+	})
 	rel := inc.Point.Dir
 	compose := func(ctx context.Context, st store.Store, rec *kept.Point) (transfer.ComposedArchive, error) {
 		return keeper.ComposeMoment(ctx, keeper.ComposeConfig{Store: st, Version: "test"}, rec)
@@ -122,6 +115,25 @@ func TestCopyIncrementalPoint(t *testing.T) {
 	if d := sample.Diff(was, now); d != "" {
 		t.Fatalf("the composed copy of the incremental point restored from the copy differs from the kept data at the point:\n%s", d)
 	}
+}
+
+// changedIncremental takes the incremental point f1-inc of the sample kept
+// data on b, captured, after sample.Change and a segment and a positions
+// sample after it; atPoint runs just before it is taken.
+func changedIncremental(t *testing.T, b *testbed.Bed, atPoint func()) *keeper.Reply {
+	t.Helper()
+	stop := captureOn(t, b)
+	if err := sample.Change(b.Ctx, b.JS, module, local); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	atPoint()
+	inc := snapshot(t, b, 1, "inc")
+	stop()
+	if !inc.Point.Incremental || inc.Point.Base == "" || inc.Point.At == nil {
+		t.Fatalf("snapshot-kept with capture on took no incremental point: %s", inc.Said)
+	}
+	return inc
 }
 
 // captureOn turns capture of the sample kept data on, every second, runs

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"filippo.io/age"
 
@@ -30,25 +29,16 @@ import (
 // nothing into the store.
 func TestExportIncrementalPointComposed(t *testing.T) {
 	b := newBed(t)
-	stop := captureOn(t, b)
-	if err := sample.Change(b.Ctx, b.JS, module, local); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2500 * time.Millisecond) // a segment after the change
-	names := sample.NamesOf(module, local)
 	was := map[string]uint64{}
-	for _, s := range names.Streams() {
-		st, err := b.JS.Stream(b.Ctx, s)
-		if err != nil {
-			t.Fatal(err)
+	changedIncremental(t, b, func() {
+		for _, s := range sample.NamesOf(module, local).Streams() {
+			st, err := b.JS.Stream(b.Ctx, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			was[s] = st.CachedInfo().State.Msgs
 		}
-		was[s] = st.CachedInfo().State.Msgs
-	}
-	inc := snapshot(t, b, 1, "inc")
-	stop()
-	if !inc.Point.Incremental {
-		t.Fatalf("snapshot-kept with capture on took no incremental point: %s", inc.Said)
-	}
+	})
 	st := testbed.FileStore(t, b.Dir)
 	export := func(to string) (*transfer.ExportReport, error) {
 		return transfer.ExportKept(b.Ctx, st, transfer.Export{Module: module, Local: local, Form: 1, Fingerprint: "inc", To: to,
@@ -121,16 +111,7 @@ func TestComposedIncrementalPointSealed(t *testing.T) {
 	}
 	opener := agecrypt.NewOpener([]age.Identity{id})
 	b := newBed(t, func(c *keeper.Config) { c.Seal, c.Unseal = seal, opener })
-	stop := captureOn(t, b)
-	if err := sample.Change(b.Ctx, b.JS, module, local); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2500 * time.Millisecond)
-	inc := snapshot(t, b, 1, "inc")
-	stop()
-	if !inc.Point.Incremental {
-		t.Fatalf("snapshot-kept with capture on took no incremental point: %s", inc.Said)
-	}
+	inc := changedIncremental(t, b, func() {})
 	st := testbed.FileStore(t, b.Dir)
 	composer := func(unseal *agecrypt.Opener) transfer.Composer {
 		return func(ctx context.Context, st store.Store, rec *kept.Point) (transfer.ComposedArchive, error) {
