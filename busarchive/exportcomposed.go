@@ -47,23 +47,13 @@ func composeStream(ctx context.Context, stream, dir string, compose StreamCompos
 		return 0, err
 	}
 	defer f.Close()
-	check := NewStreamCheck(ctx, stream)
-	defer check.Close()
 	bw := bufio.NewWriterSize(f, 1<<20)
-	data := &countingWriter{w: io.MultiWriter(bw, check)}
-	meta := &boundedMeta{name: stream}
-	if err := compose(ctx, stream, data, meta); err != nil {
+	c, err := CheckComposed(ctx, stream, bw, compose)
+	if err != nil {
 		return 0, err
 	}
 	if err := bw.Flush(); err != nil {
 		return 0, fmt.Errorf("write %s: %w", DataName, err)
-	}
-	sm, err := composedManifest(stream, data.n, meta.buf.Bytes())
-	if err != nil {
-		return 0, err
-	}
-	if _, _, err := check.Hold(sm, meta.buf.Bytes()); err != nil {
-		return 0, fmt.Errorf("the stream was checked as it was written: %w", err)
 	}
 	if err := f.Sync(); err != nil {
 		return 0, fmt.Errorf("write %s: %w", DataName, err)
@@ -71,10 +61,43 @@ func composeStream(ctx context.Context, stream, dir string, compose StreamCompos
 	if err := f.Close(); err != nil {
 		return 0, fmt.Errorf("write %s: %w", DataName, err)
 	}
-	if _, err := writeNew(filepath.Join(dir, MetaName), bytes.NewReader(meta.buf.Bytes())); err != nil {
+	if _, err := writeNew(filepath.Join(dir, MetaName), bytes.NewReader(c.Meta)); err != nil {
 		return 0, err
 	}
-	return data.n, syncDir(dir)
+	return c.Size, syncDir(dir)
+}
+
+// Composed is one stream composed and checked by CheckComposed.
+type Composed struct {
+	Manifest *StreamManifest // the entry a Writer would record of it (no data SHA-256)
+	Report   StreamReport    // what was decoded
+	Size     int64           // the data's bytes
+	Meta     []byte          // its backup.json
+}
+
+// CheckComposed composes stream with compose, its data into data as well
+// (io.Discard: only checked), and checks it as it is written, as a keeper
+// checks the point of a moment it writes: the data decoded whole on
+// another goroutine (StreamCheck) and held, with its backup.json, to the
+// manifest entry a Writer would record of them. A problem found is an
+// error (errors.Join of *EntryError).
+func CheckComposed(ctx context.Context, stream string, data io.Writer, compose StreamComposer) (*Composed, error) {
+	check := NewStreamCheck(ctx, stream)
+	defer check.Close()
+	cw := &countingWriter{w: io.MultiWriter(data, check)}
+	meta := &boundedMeta{name: stream}
+	if err := compose(ctx, stream, cw, meta); err != nil {
+		return nil, err
+	}
+	sm, err := composedManifest(stream, cw.n, meta.buf.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	rep, _, err := check.Hold(sm, meta.buf.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("the stream was checked as it was written: %w", err)
+	}
+	return &Composed{Manifest: sm, Report: rep, Size: cw.n, Meta: meta.buf.Bytes()}, nil
 }
 
 // composedManifest is the manifest entry a Writer would record of a

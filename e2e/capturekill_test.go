@@ -150,8 +150,9 @@ func captureReaches(ctx context.Context, nc *nats.Conn, module, local string, at
 // made the point of its moment, composing its archive from the base and
 // segments in the store, and writes nothing to the store; nats backup
 // restore stream of that export into an empty server gives back the kept
-// data as it was at the point. Once verify-kept made the moment's point,
-// export copies that point, and the two exports are the same bytes.
+// data as it was at the point. verify-kept of it writes nothing either;
+// once a dry run of its restore made the moment's point, export copies
+// that point, and the two exports hold the same messages.
 func TestIncrementalPointExport(t *testing.T) {
 	const module, local = "incout", "ledger"
 	tmp := t.TempDir()
@@ -188,10 +189,16 @@ func TestIncrementalPointExport(t *testing.T) {
 		t.Fatalf("export of an incremental point whose moment is not made: exit %d\n%s%s", code, stdout, stderr)
 	}
 	t.Logf("%s", stdout)
-	if moments, _ := filepath.Glob(filepath.Join(keeperDir, "points", module, local, "f1-at-*")); len(moments) != 0 {
+	if moments, _ := filepath.Glob(filepath.Join(keeperDir, "points", module, local, "f*-at-*")); len(moments) != 0 {
 		t.Fatalf("the export wrote the point of the moment into the store: %v", moments)
 	}
+	// verify-kept checks it and writes nothing; a dry run of its restore
+	// makes the point of its moment.
 	mustCall(t, nc, "verify-kept", map[string]any{"module": module, "local": local, "form": 1, "fingerprint": "inc", "caller": "e2e"})
+	if moments, _ := filepath.Glob(filepath.Join(keeperDir, "points", module, local, "f*-at-*")); len(moments) != 0 {
+		t.Fatalf("verify-kept wrote the point of the moment into the store: %v", moments)
+	}
+	mustCall(t, nc, "restore-kept", map[string]any{"module": module, "local": local, "form": 1, "fingerprint": "inc", "dry-run": true, "caller": "e2e", "why": "make the point of its moment"})
 	made := filepath.Join(tmp, "exported-made")
 	code, stdout, stderr = runCLI(t, tmp, "export", module, local, "--form", "1", "--before", "inc", "--dir", keeperDir, "--to", made)
 	if code != 0 || strings.Contains(stdout, "composed") {

@@ -185,7 +185,7 @@ func TestRestoreToAMoment(t *testing.T) {
 
 // TestIncrementalPoint: with capture on, snapshot-kept takes an incremental
 // point (its base and segments, no archive of its own); verify-kept checks
-// it, and restore-kept of it after more changes gives back the kept data as
+// it and writes nothing, and restore-kept of it after more changes gives back the kept data as
 // it was when it was taken.
 func TestIncrementalPoint(t *testing.T) {
 	e := newEnv(t)
@@ -204,8 +204,11 @@ func TestIncrementalPoint(t *testing.T) {
 	if err != nil {
 		t.Fatalf("verify-kept of the incremental point: %v", err)
 	}
-	if vrep.Report == nil || vrep.Report.Bytes <= 0 {
-		t.Errorf("verify-kept of the incremental point reports %+v; want the bytes it read", vrep.Report)
+	if vrep.Report == nil || vrep.Report.Bytes <= 0 || !strings.Contains(vrep.Said, "without writing it") {
+		t.Errorf("verify-kept of the incremental point reports %+v; want the bytes it read\n%s", vrep.Report, vrep.Said)
+	}
+	if m, _ := filepath.Glob(filepath.Join(e.dir, "points", module, local, "f*-at-*")); len(m) != 0 {
+		t.Fatalf("verify-kept of the incremental point wrote the point of its moment: %v", m)
 	}
 	stop()
 	r := req(1, "incremental")

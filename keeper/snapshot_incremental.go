@@ -15,9 +15,11 @@ import (
 // chain's base plus its segments up to then (point.json: incremental, base,
 // through, at), with no archive of its own and no server snapshot read. Its
 // cost follows the capture's lag, not the kept data's size. A verb that
-// reads its archive (restore, verify, diff) makes the point of its moment
-// from the base and the segments first (openArchive, materialize), once:
-// that point is kept beside it as f<form>-at-<moment>.
+// reads its archive (restore, diff) makes the point of its moment from the
+// base and the segments first (openArchive, materialize), once: that point
+// is kept beside it as f<form>-at-<moment>. verify-kept composes that
+// archive and checks it without writing it (verify_incremental.go), as
+// export and copy compose it where no keeper runs (ComposeMoment).
 
 // incrementalWait bounds how long snapshot-kept waits for the capture to
 // reach the request's moment, beyond three of its segment intervals; a

@@ -17,7 +17,9 @@ import (
 // ErrDamaged whose sentence lists every problem. A keeper without the
 // identity of an encrypted point checks what it can, the stored ciphertext
 // against the checksum point.json names, and then refuses with ErrLocked,
-// saying plainly that the contents were not checked.
+// saying plainly that the contents were not checked. An incremental point
+// is checked from its base and segments and writes nothing
+// (verifyIncremental).
 func (k *Keeper) VerifyKept(ctx context.Context, r Request) (*Reply, error) {
 	if err := CheckRequest(VerbVerify, r); err != nil {
 		return nil, err
@@ -28,6 +30,9 @@ func (k *Keeper) VerifyKept(ctx context.Context, r Request) (*Reply, error) {
 	}
 	progressFrom(ctx)(Progress{Verb: VerbVerify, Module: p.Module, Local: p.Local, Step: "verify",
 		StreamsTotal: len(p.Streams), BytesTotal: p.ArchiveSize})
+	if p.Incremental {
+		return k.verifyIncremental(ctx, r, p, rel)
+	}
 	a, err := k.openArchive(ctx, rel, p)
 	if errors.Is(err, ErrLocked) {
 		return nil, k.verifyCiphertext(ctx, rel, p, err)

@@ -64,7 +64,7 @@ func composedCopy(ctx context.Context, from, to store.Store, rel string, rec *ke
 	if base.Encrypted != nil {
 		return nil, kept.Errorf(kept.ErrLocked, "it is an incremental point whose base and capture segments are encrypted, and copy does not decrypt "+
 			"(it carries encrypted archives as they are stored), so it was not copied; a keeper with the identity makes the point of its moment "+
-			"(verify-kept of it), and copy then carries that")
+			"(a dry run of restore-kept of it), and copy then carries that")
 	}
 	ca, err := compose(ctx, from, rec)
 	if err != nil {

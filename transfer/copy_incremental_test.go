@@ -29,9 +29,9 @@ import (
 // incremental, base or through), and writes nothing into the source; a
 // second copy skips it, and a keeper on the copy, on another bus, restores
 // it to the kept data as it was at the point, message by message. Without a
-// composer it is refused, naming the point of its moment, until a
-// verify-kept made that point; then the moment's point's archive is copied
-// under the incremental point's names, holding the same streams.
+// composer it is refused, naming the point of its moment, until a dry run
+// of restore-kept made that point; then the moment's point's archive is
+// copied under the incremental point's names, holding the same streams.
 func TestCopyIncrementalPoint(t *testing.T) {
 	b := newBed(t)
 	names := sample.NamesOf(module, local)
@@ -71,14 +71,16 @@ func TestCopyIncrementalPoint(t *testing.T) {
 	rep, err = copyAll(made, nil)
 	if !errors.Is(err, kept.ErrFailed) || len(rep.Failed) != 1 || !strings.HasPrefix(rep.Failed[0], rel+": ") ||
 		!strings.Contains(rep.Failed[0], "is an incremental point") || !strings.Contains(rep.Failed[0], "-at-") ||
-		!strings.Contains(rep.Failed[0], "is not made yet (verify-kept of it makes it), so it was not copied") {
+		!strings.Contains(rep.Failed[0], "is not made yet (a restore-kept of it, a dry run too, makes it), so it was not copied") {
 		t.Fatalf("copy without a composer before the moment's point is made: %+v, %v", rep, err)
 	}
 	if _, err := os.Stat(filepath.Join(made, rel, "point.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the refused copy left a record in the target: %v", err)
 	}
-	if _, err := b.Keeper.VerifyKept(b.Ctx, req(1, "inc")); err != nil {
-		t.Fatalf("verify-kept of the incremental point: %v", err)
+	dry := req(1, "inc")
+	dry.DryRun = true
+	if _, err := b.Keeper.RestoreKept(b.Ctx, dry); err != nil {
+		t.Fatalf("a dry run of restore-kept of the incremental point: %v", err)
 	}
 	rep, err = copyAll(made, nil)
 	if err != nil || !slices.Contains(rep.Copied, rel) {
