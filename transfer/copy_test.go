@@ -85,15 +85,8 @@ func TestCopyCarriesTheEvidence(t *testing.T) {
 }
 
 func TestCopyCopiesCiphertextAsStored(t *testing.T) {
-	id, err := age.GenerateX25519Identity()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seal, err := agecrypt.NewSealer([]string{id.Recipient().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := newBed(t, func(c *keeper.Config) { c.Seal, c.Unseal = seal, agecrypt.NewOpener([]age.Identity{id}) })
+	sealed, _ := sealing(t)
+	b := newBed(t, sealed)
 	snap := snapshot(t, b, 2, "sealed")
 	to := t.TempDir()
 	rep, err := transfer.CopyStores(context.Background(), testbed.FileStore(t, b.Dir), store.Store(testbed.FileStore(t, to)), "", "", nil, nil)
@@ -105,4 +98,20 @@ func TestCopyCopiesCiphertextAsStored(t *testing.T) {
 	if err != nil || !bytes.Equal(a, c) {
 		t.Fatalf("the copy is not the stored ciphertext (%v)", err)
 	}
+}
+
+// sealing is a keeper configuration that encrypts to a new identity, and
+// the opener of that identity.
+func sealing(t *testing.T) (func(*keeper.Config), *agecrypt.Opener) {
+	t.Helper()
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seal, err := agecrypt.NewSealer([]string{id.Recipient().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opener := agecrypt.NewOpener([]age.Identity{id})
+	return func(c *keeper.Config) { c.Seal, c.Unseal = seal, opener }, opener
 }

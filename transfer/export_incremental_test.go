@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"filippo.io/age"
-
 	"github.com/nats-keeper/nats-keeper/agecrypt"
 	"github.com/nats-keeper/nats-keeper/busarchive"
 	"github.com/nats-keeper/nats-keeper/internal/sample"
@@ -101,16 +99,8 @@ func TestExportIncrementalPointComposed(t *testing.T) {
 // carries encrypted archives as they are stored and never decrypts,
 // refuses to compose it and leaves no record in the target.
 func TestComposedIncrementalPointSealed(t *testing.T) {
-	id, err := age.GenerateX25519Identity()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seal, err := agecrypt.NewSealer([]string{id.Recipient().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opener := agecrypt.NewOpener([]age.Identity{id})
-	b := newBed(t, func(c *keeper.Config) { c.Seal, c.Unseal = seal, opener })
+	sealed, opener := sealing(t)
+	b := newBed(t, sealed)
 	inc := changedIncremental(t, b, func() {})
 	st := testbed.FileStore(t, b.Dir)
 	composer := func(unseal *agecrypt.Opener) transfer.Composer {
