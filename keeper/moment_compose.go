@@ -18,8 +18,11 @@ import (
 // base and capture segments as it is read, from the store alone: no bus,
 // index or keeper is needed, and nothing is written to the store. export
 // writes an incremental point out through it when no keeper has made the
-// point of its moment yet; each stream is composed by the very code a
-// keeper writes that point with, so the two are the same bytes.
+// point of its moment yet, copy carries it into another store, and
+// verify-kept checks it; each stream is composed by the very code a keeper
+// writes that point with, so the two hold the same messages, consumers
+// and backup.json (the archive's entries carry the time they were
+// written).
 type ComposedMoment struct {
 	v       *storeView
 	version string
@@ -75,7 +78,7 @@ func ComposeMoment(ctx context.Context, cfg ComposeConfig, p *Point) (*ComposedM
 		return nil, err
 	}
 	if uint64(len(ch.segments)) < p.Through {
-		return nil, Errorf(ErrFailed, "the chain of the base %s holds %d segment(s) and %s was taken on %d", p.Base, len(ch.segments), pointName(p), p.Through)
+		return nil, Errorf(ErrFailed, "the chain of the base %s holds %d segment(s), fewer than the %d %s was taken on", p.Base, len(ch.segments), p.Through, pointName(p))
 	}
 	base, err := v.readBase(ctx, ch.base)
 	if err != nil {
