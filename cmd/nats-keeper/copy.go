@@ -44,7 +44,11 @@ removes archives that have no record yet, such as the one being copied.
 Each point and aside is copied archive first, then verified whole in the
 target (every entry's size and SHA-256, every stream decoded), and only then
 given its record there, written last, so a copy that fails leaves nothing the
-target's keeper would take for a point. One already in the target, equal, is
+target's keeper would take for a point. An incremental point is copied as a
+full point: the archive of the point of its moment, or, before a keeper made
+that point, one composed from its base and capture segments straight into
+the target and checked as it is written; one whose base is encrypted needs
+that point made first (copy never decrypts). One already in the target, equal, is
 skipped: running copy again copies only what is new. The source is only read.
 Neither store's index is touched: a keeper on the target store brings its
 index up to date when it starts, so start (or restart) it after the copy.

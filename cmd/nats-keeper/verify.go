@@ -22,7 +22,12 @@ func newVerifyCmd(e env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "verify MODULE LOCAL --form N --before FINGERPRINT",
 		Short: "Re-check one restore point's archive against its manifest",
-		Args:  args(2, 2),
+		Long: `Re-check one restore point's archive against its manifest, and the manifest
+against point.json, without restoring it. An incremental point is checked from
+its base and capture segments: the archive of its moment is composed from them
+(each read whole and checked against its manifest) and checked as a written
+archive is, and nothing is written.`,
+		Args: args(2, 2),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			o.Module, o.Local = a[0], a[1]
 			return ran(runVerify(cmd.Context(), *o))
