@@ -152,32 +152,22 @@ func (cm *ComposedMoment) WritePoint(ctx context.Context, st store.Store, rel st
 	w := busarchive.NewWriter(archiveFile{sw}, busarchive.WriterInfo{KeeperVersion: cm.version, ServerVersion: cm.bases.Manifest().ServerVersion, Created: time.Now().UTC()})
 	checks := newMomentChecks(time.Now())
 	defer checks.stop()
-	for _, name := range cm.names {
-		s, err := w.Stream(name)
-		if err != nil {
-			return nil, err
-		}
-		data, meta, end := checks.tee(ctx, name, s.Data(), s.Meta())
-		err = cm.Compose(ctx, name, data, meta)
-		end()
-		if err != nil {
-			s.Abort()
-			return nil, fmt.Errorf("composing stream %s: %w", name, err)
-		}
-		if _, err := s.Finish(); err != nil {
-			return nil, err
-		}
+	take := func(ctx context.Context, stream string, data, meta io.WriteCloser) error {
+		defer data.Close()
+		defer meta.Close()
+		d, m, end := checks.tee(ctx, stream, data, meta)
+		defer end()
+		return cm.Compose(ctx, stream, d, m)
+	}
+	if _, err := takeInTurn(ctx, w, cm.names, take, &Progress{}); err != nil {
+		return nil, err
 	}
 	m, err := w.Commit()
 	if err != nil {
 		return nil, err
 	}
 	if _, _, problems := checks.report(m); len(problems) > 0 {
-		var said []string
-		for _, err := range problems {
-			said = append(said, problemSentences(err)...)
-		}
-		return nil, fmt.Errorf("the archive was checked as it was written and %w, so it was not committed", &DamagedError{Path: cm.v.abs(rel), Problems: said})
+		return nil, fmt.Errorf("the archive was checked as it was written and %w, so it was not committed", damagedAsWritten(cm.v.abs(rel), problems))
 	}
 	info, err := sw.Commit(ctx)
 	if err != nil {

@@ -108,14 +108,20 @@ func (mc *momentChecks) stop() {
 func (k *Keeper) checkedAsWritten(mc *momentChecks, rel string, m *busarchive.Manifest) (*madePoint, error) {
 	rep, crcs, problems := mc.report(m)
 	if len(problems) > 0 {
-		var said []string
-		for _, err := range problems {
-			said = append(said, problemSentences(err)...)
-		}
 		return nil, fmt.Errorf("the point of the moment was checked as it was written and %w, so it was not committed and nothing was set aside or removed",
-			&kept.DamagedError{Path: k.abs(rel), Problems: said})
+			damagedAsWritten(k.abs(rel), problems))
 	}
 	return &madePoint{checked: rep, checkBegan: mc.began, checkEnded: k.now(), crcs: crcs}, nil
+}
+
+// damagedAsWritten is the problems a check as written found in the
+// archive at path, one error a stream, as a damaged archive.
+func damagedAsWritten(path string, problems []error) *kept.DamagedError {
+	var said []string
+	for _, err := range problems {
+		said = append(said, problemSentences(err)...)
+	}
+	return &kept.DamagedError{Path: path, Problems: said}
 }
 
 // takeWritten takes made's verification, made as this request wrote the

@@ -76,13 +76,7 @@ func ExportKept(ctx context.Context, st store.Store, e Export) (*ExportReport, e
 	defer a.Close()
 	streams, err := a.ExportDirs(ctx, e.To)
 	if err != nil {
-		if errors.Is(err, busarchive.ErrTargetExists) {
-			return nil, kept.Errorf(kept.ErrConflict, "%v", err)
-		}
-		if ps := busarchive.Problems(err); len(ps) > 0 {
-			err = fmt.Errorf("%w, so nothing was exported to %s", &kept.DamagedError{Path: where, Problems: archives.ProblemSentences(err)}, e.To)
-		}
-		return nil, kept.WithKind(kept.ErrFailed, err)
+		return nil, exportFailed(err, where, e.To)
 	}
 	said := fmt.Sprintf("Exported %s from %s to %s: %s, each checked against its manifest as it was written.",
 		exportWhat(e), where, e.To, exportedDirs(streams))
@@ -140,13 +134,7 @@ func exportComposed(ctx context.Context, st store.Store, e Export, rec *kept.Poi
 	defer ca.Close()
 	streams, err := busarchive.ExportComposed(ctx, e.To, ca.Streams(), ca.Compose)
 	if err != nil {
-		if errors.Is(err, busarchive.ErrTargetExists) {
-			return nil, kept.Errorf(kept.ErrConflict, "%v", err)
-		}
-		if ps := busarchive.Problems(err); len(ps) > 0 {
-			err = fmt.Errorf("%w, so nothing was exported to %s", &kept.DamagedError{Path: where + " (composed)", Problems: archives.ProblemSentences(err)}, e.To)
-		}
-		return nil, kept.WithKind(kept.ErrFailed, err)
+		return nil, exportFailed(err, where+" (composed)", e.To)
 	}
 	said := fmt.Sprintf("Exported %s from %s to %s: %s. It is an incremental point and no keeper has made the point of its moment yet: its archive was composed as it was written out, %s "+
 		"Each stream was decoded and checked against its backup.json as it was written; nothing was written to the store.",
@@ -161,4 +149,17 @@ func exportedDirs(streams []busarchive.ExportedStream) string {
 		n += s.DataSize
 	}
 	return fmt.Sprintf("%d nats backup director%s, %s", len(streams), kept.Plural(len(streams), "y", "ies"), kept.HumanBytes(n))
+}
+
+// exportFailed is the error of an export of what is at where to the
+// directory to: a target that is not empty a conflict, what the checks
+// found a damaged archive, else a failure.
+func exportFailed(err error, where, to string) error {
+	if errors.Is(err, busarchive.ErrTargetExists) {
+		return kept.Errorf(kept.ErrConflict, "%v", err)
+	}
+	if ps := busarchive.Problems(err); len(ps) > 0 {
+		err = fmt.Errorf("%w, so nothing was exported to %s", &kept.DamagedError{Path: where, Problems: archives.ProblemSentences(err)}, to)
+	}
+	return kept.WithKind(kept.ErrFailed, err)
 }
