@@ -47,25 +47,8 @@ func (a *Archive) ExportDirs(ctx context.Context, target string) ([]ExportedStre
 // the data's size), as ExportDirs says.
 func exportDirs(ctx context.Context, target string, streams []string, each func(ctx context.Context, stream, dir string) (int64, error)) ([]ExportedStream, error) {
 	target = filepath.Clean(target)
-	refuse := func(format string, args ...any) error {
-		return fmt.Errorf("%s "+format+", so nothing was exported", append([]any{target}, args...)...)
-	}
-	switch st, err := os.Lstat(target); {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return nil, refuse("cannot be looked at (%v)", err)
-	case st.Mode()&os.ModeSymlink != 0:
-		return nil, refuse("is a symbolic link, which is never followed")
-	case !st.IsDir():
-		return nil, refuse("exists and is not a directory")
-	default:
-		ents, err := os.ReadDir(target)
-		if err != nil {
-			return nil, refuse("cannot be read (%v)", err)
-		}
-		if len(ents) > 0 {
-			return nil, fmt.Errorf("%s: %w (it holds %d entries), so nothing was exported; give a new or empty directory", target, ErrTargetExists, len(ents))
-		}
+	if err := CheckExportTarget(target); err != nil {
+		return nil, err
 	}
 	parent := filepath.Dir(target)
 	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(target)+".partial-")
@@ -102,6 +85,35 @@ func exportDirs(ctx context.Context, target string, streams []string, each func(
 		return out, fmt.Errorf("the export is whole in %s, but its parent directory could not be synced (%w): a crash now may lose it", target, err)
 	}
 	return out, nil
+}
+
+// CheckExportTarget checks that an export may write target: it does not
+// exist, or is an empty directory and not a symbolic link (else
+// ErrTargetExists, or a refusal saying why). An export checks it again as
+// it begins; this lets a caller refuse before costly work.
+func CheckExportTarget(target string) error {
+	target = filepath.Clean(target)
+	refuse := func(format string, args ...any) error {
+		return fmt.Errorf("%s "+format+", so nothing was exported", append([]any{target}, args...)...)
+	}
+	switch st, err := os.Lstat(target); {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return refuse("cannot be looked at (%v)", err)
+	case st.Mode()&os.ModeSymlink != 0:
+		return refuse("is a symbolic link, which is never followed")
+	case !st.IsDir():
+		return refuse("exists and is not a directory")
+	default:
+		ents, err := os.ReadDir(target)
+		if err != nil {
+			return refuse("cannot be read (%v)", err)
+		}
+		if len(ents) > 0 {
+			return fmt.Errorf("%s: %w (it holds %d entries), so nothing was exported; give a new or empty directory", target, ErrTargetExists, len(ents))
+		}
+	}
+	return nil
 }
 
 // exportStream writes one stream's directory and returns its data's size.

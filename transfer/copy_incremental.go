@@ -66,23 +66,23 @@ func composedCopy(ctx context.Context, from, to store.Store, rel string, rec *ke
 			"(it carries encrypted archives as they are stored), so it was not copied; a keeper with the identity makes the point of its moment "+
 			"(a dry run of restore-kept of it), and copy then carries that")
 	}
-	ca, err := compose(ctx, from, rec)
-	if err != nil {
-		return nil, fmt.Errorf("its archive could not be composed from its base and segments: %w, so it was not copied", err)
-	}
-	return &aCopy{from: from, to: to, src: rel, rel: rel, rec: rec, composed: ca}, nil
+	return &aCopy{from: from, to: to, src: rel, rel: rel, rec: rec, compose: compose}, nil
 }
 
-// copyComposed writes the composed archive into the target, verifies it
-// there whole, and commits its record (the incremental point as a full
-// point), the evidence beside it first. It reports false when the target
-// holds it already.
+// copyComposed composes the archive into the target, verifies it there
+// whole, and commits its record (the incremental point as a full point),
+// the evidence beside it first. It reports false when the target holds it
+// already, and then reads no segment.
 func (c *aCopy) copyComposed(ctx context.Context) (bool, error) {
-	defer c.composed.Close()
 	if there, err := c.composedThere(ctx); err != nil || there {
 		return false, err
 	}
-	full, err := c.composed.WritePoint(ctx, c.to, c.rel)
+	ca, err := c.compose(ctx, c.from, c.rec)
+	if err != nil {
+		return false, fmt.Errorf("its archive could not be composed from its base and segments: %w, so it was not copied", err)
+	}
+	defer ca.Close()
+	full, err := ca.WritePoint(ctx, c.to, c.rel)
 	if err != nil {
 		return false, fmt.Errorf("its archive, composed from its base and segments, was not written: %w", err)
 	}

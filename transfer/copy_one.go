@@ -22,9 +22,9 @@ type aCopy struct {
 	src, rel string
 	raw      []byte
 	rec      *kept.Point
-	// composed, set for an incremental point whose moment's point is not
-	// made, is its archive composed as it is written (copyComposed).
-	composed ComposedArchive
+	// compose, set for an incremental point whose moment's point is not
+	// made, composes its archive as it is written (copyComposed).
+	compose Composer
 }
 
 // copyOne copies one point or aside; false means it was there, equal.
@@ -41,7 +41,7 @@ func copyOne(ctx context.Context, from, to store.Store, rel string, compose Comp
 			return false, false, err
 		}
 	}
-	if c.composed != nil {
+	if c.compose != nil {
 		copied, err := c.copyComposed(ctx)
 		return copied, false, err
 	}

@@ -127,6 +127,9 @@ func exportWhat(e Export) string {
 // stream is written out, checked as it is written; nothing is written to
 // the store.
 func exportComposed(ctx context.Context, st store.Store, e Export, rec *kept.Point, where string) (*ExportReport, error) {
+	if err := busarchive.CheckExportTarget(e.To); err != nil {
+		return nil, exportFailed(err, where, e.To) // before the base and segments are read
+	}
 	ca, err := e.Compose(ctx, st, rec)
 	if err != nil {
 		return nil, kept.WithKind(kept.ErrFailed, fmt.Errorf("%s is an incremental point and its archive could not be composed from its base and segments: %w, so nothing was exported", where, err))

@@ -21,10 +21,11 @@ import (
 // TestExportIncrementalPointComposed: export of an incremental point whose
 // moment's point no keeper made composes its archive from the base and
 // segments in the store as it writes it out. A segment damaged in the
-// store fails it, naming the segment, and leaves nothing at the target;
-// whole again, it writes directories nats backup takes (CheckBackupDir),
-// holding as many messages as the kept data held at the point, and writes
-// nothing into the store.
+// store fails it, naming the segment, and leaves nothing at the target; a
+// target that is not empty is refused as a conflict; whole again, it
+// writes directories nats backup takes (CheckBackupDir), holding as many
+// messages as the kept data held at the point, and writes nothing into
+// the store.
 func TestExportIncrementalPointComposed(t *testing.T) {
 	b := newBed(t)
 	was := map[string]uint64{}
@@ -71,6 +72,13 @@ func TestExportIncrementalPointComposed(t *testing.T) {
 
 	if err := os.WriteFile(last, whole, 0o600); err != nil {
 		t.Fatal(err)
+	}
+	full := t.TempDir()
+	if err := os.WriteFile(filepath.Join(full, "x"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := export(full); !errors.Is(err, kept.ErrConflict) {
+		t.Fatalf("export into a directory that is not empty: %v; want a conflict", err)
 	}
 	rep, err := export(to)
 	if err != nil {
