@@ -152,14 +152,7 @@ func (cm *ComposedMoment) WritePoint(ctx context.Context, st store.Store, rel st
 	w := busarchive.NewWriter(archiveFile{sw}, busarchive.WriterInfo{KeeperVersion: cm.version, ServerVersion: cm.bases.Manifest().ServerVersion, Created: time.Now().UTC()})
 	checks := newMomentChecks(time.Now())
 	defer checks.stop()
-	take := func(ctx context.Context, stream string, data, meta io.WriteCloser) error {
-		defer data.Close()
-		defer meta.Close()
-		d, m, end := checks.tee(ctx, stream, data, meta)
-		defer end()
-		return cm.Compose(ctx, stream, d, m)
-	}
-	if _, err := takeInTurn(ctx, w, cm.names, take, &Progress{}); err != nil {
+	if _, err := takeInTurn(ctx, w, cm.names, checks.source(cm.Compose), &Progress{}); err != nil {
 		return nil, err
 	}
 	m, err := w.Commit()

@@ -64,6 +64,19 @@ func (mc *momentChecks) tee(ctx context.Context, stream string, data, meta io.Wr
 	return io.MultiWriter(data, c.data), io.MultiWriter(meta, &c.meta), func() { c.data.Close() }
 }
 
+// source is the archive writer's source of a moment's streams: write
+// writes each stream into data and meta, checked as they are written
+// (tee), and both are closed once it returns.
+func (mc *momentChecks) source(write func(ctx context.Context, stream string, data, meta io.Writer) error) streamSource {
+	return func(ctx context.Context, stream string, data, meta io.WriteCloser) error {
+		defer data.Close()
+		defer meta.Close()
+		d, m, end := mc.tee(ctx, stream, data, meta)
+		defer end()
+		return write(ctx, stream, d, m)
+	}
+}
+
 // report holds each stream's check to m, the manifest of the archive
 // written, and returns the verification's report as Verify gives it, the
 // CRC-32C of each stream's data as written, and the problems found, one

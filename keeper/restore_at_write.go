@@ -41,13 +41,9 @@ func (k *Keeper) writeMomentLocked(ctx context.Context, r Request, ch *chain, ba
 	defer bases.Close()
 	checks := newMomentChecks(k.now())
 	defer checks.stop()
-	take := func(ctx context.Context, stream string, data, meta io.WriteCloser) error {
-		defer data.Close()
-		defer meta.Close()
-		d, m, end := checks.tee(ctx, stream, data, meta)
-		defer end()
-		return k.writeMomentStream(ctx, pl, pl.streams[stream], bases, d, m)
-	}
+	take := checks.source(func(ctx context.Context, stream string, data, meta io.Writer) error {
+		return k.writeMomentStream(ctx, pl, pl.streams[stream], bases, data, meta)
+	})
 	names := make([]string, 0, len(base.Streams))
 	for _, s := range base.Streams {
 		names = append(names, s.Name)
