@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,6 +80,31 @@ func TestServiceAdmitsHeavyVerbsUpToTheBound(t *testing.T) {
 		if seen[k] != n {
 			t.Errorf("observer saw %s %d times, want %d (all: %v)", k, seen[k], n, seen)
 		}
+	}
+}
+
+// A heavy verb gives back its slot before its reply is sent: whoever has
+// the reply may send the next heavy verb at once and is not refused as if
+// the keeper still ran the first (a caller's snapshot-kept, then its
+// restore-kept, on a keeper with --max-heavy 1).
+func TestServiceFreesTheHeavySlotBeforeItReplies(t *testing.T) {
+	var svc atomic.Pointer[Service]
+	var held atomic.Int32 // heavy slots taken when a reply was recorded, summed
+	nc, s := startFake(t, func(context.Context, string, kept.Request) (*kept.Reply, error) {
+		return &kept.Reply{Said: "done."}, nil
+	}, WithMaxHeavy(1), WithObserver(func(string, int, time.Duration) {
+		held.Add(int32(len(svc.Load().heavy)))
+	}))
+	svc.Store(s)
+	c := NewClient(nc, WithTimeout(time.Minute))
+	ctx := context.Background()
+	for i := range 50 {
+		if _, err := c.SnapshotKept(ctx, snap); err != nil {
+			t.Fatalf("snapshot-kept %d, sent once the one before was answered: %v", i, err)
+		}
+	}
+	if n := held.Load(); n != 0 {
+		t.Fatalf("a heavy slot was still taken when a reply was recorded (%d times)", n)
 	}
 }
 

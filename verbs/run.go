@@ -90,17 +90,20 @@ type request struct {
 	recorded bool
 	observe  func(verb string, code int, took time.Duration) // nil: none
 	retry    string                                          // the Retry-After header of a failure, if any
+	free     func()                                          // gives back its slot; nil: it holds none
 }
 
 func (r *request) Data() []byte { return r.msg.Data }
 
 // record counts the request once: its time until now, and for a failure its
-// code and sentence.
+// code and sentence. It gives back the request's slot first: whoever has the
+// reply may send the next heavy verb at once and must find the slot free.
 func (r *request) record(code int, said string) {
 	if r.recorded {
 		return
 	}
 	r.recorded = true
+	r.release()
 	took := time.Since(r.start)
 	r.ep.done(took, code, said)
 	if r.observe != nil {
@@ -108,6 +111,14 @@ func (r *request) record(code int, said string) {
 			code = 200
 		}
 		r.observe(r.ep.verb, code, took)
+	}
+}
+
+// release gives back the request's slot, once.
+func (r *request) release() {
+	if r.free != nil {
+		r.free()
+		r.free = nil
 	}
 }
 

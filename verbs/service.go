@@ -451,13 +451,13 @@ func (s *Service) handler(ep *endpoint) nats.MsgHandler {
 			}
 		}
 		ep.enter(1)
+		req.free = func() { <-slots }
 		go func() {
 			defer s.running.Done()
 			defer stopBeat()
-			defer func() { <-slots }()
 			defer ep.enter(-1)
 			s.run(ep.verb, req)
-			req.record(0, "") // counted once even if a path of run sent no reply
+			req.record(0, "") // counted once even if a path of run sent no reply; gives back the slot
 		}()
 	}
 }
