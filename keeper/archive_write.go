@@ -33,15 +33,22 @@ type streamSource func(ctx context.Context, stream string, data, meta io.WriteCl
 // record in the manifest what the takes learnt (snapshot_cut.go).
 func (k *Keeper) writeArchive(ctx context.Context, rel string, streams []string, take streamSource, serverVersion string, parallel int, p Progress,
 	amend ...func(*busarchive.Writer) error) (*busarchive.Manifest, store.Writer, error) {
+	return k.writeArchiveInto(ctx, k.store, k.seal != nil, rel, streams, take, serverVersion, parallel, p, amend...)
+}
+
+// writeArchiveInto is writeArchive into st, encrypted when seal (the
+// keeper's Config.Seal; a scratch store's archive is never encrypted).
+func (k *Keeper) writeArchiveInto(ctx context.Context, st store.Store, seal bool, rel string, streams []string, take streamSource, serverVersion string, parallel int, p Progress,
+	amend ...func(*busarchive.Writer) error) (*busarchive.Manifest, store.Writer, error) {
 	key := archiveKey(rel)
-	if k.seal != nil {
+	if seal {
 		key = rel + "/" + sealedName
 	}
-	sw, err := k.store.Create(ctx, key)
+	sw, err := st.Create(ctx, key)
 	if err != nil {
 		return nil, nil, err
 	}
-	if k.seal != nil {
+	if seal {
 		// Encrypted in the same pass: the age header now, each chunk as it
 		// fills (see agecrypt), the store seeing only ciphertext.
 		enc, err := k.seal.Create(sw)

@@ -59,6 +59,10 @@ type journal struct {
 	// is of JournalFormatDelta.
 	Delta     []deltaStream `json:"delta,omitempty"`
 	WrittenBy string        `json:"written-by,omitempty"`
+	// Moment is the moment whose archive the restore composed and did not
+	// store (restore_at_scratch.go): a keeper that takes the restore up
+	// makes the point at Point from it first (remakeMoment).
+	Moment *journalMoment `json:"moment,omitempty"`
 
 	// body names the parts of the index that hold Reposition and Expect;
 	// nil when the head holds them (none to hold, or an older journal).

@@ -182,6 +182,15 @@ func (k *Keeper) recoveryRun(ctx context.Context, r Request, j *journal, a *Asid
 		if p, err = k.loadSource(ctx, j.Point); err != nil {
 			p = nil // the point is gone: put the aside back
 		}
+		if p == nil && j.Moment != nil {
+			// A moment composed and not stored: made now, from the same
+			// base and segments, before anything is carried on.
+			if p, err = k.remakeMoment(ctx, j); err != nil {
+				p = nil
+				k.log.Error("the moment of an interrupted restore could not be made again from its base and segments; its aside is put back",
+					"point", j.Point, "base", j.Moment.Base, "err", err)
+			}
+		}
 	}
 	asides := []*Aside{a}
 	if err := k.canOpen(p, a); err != nil {

@@ -183,8 +183,14 @@ func (cm *ComposedMoment) Close() error { return cm.bases.Close() }
 
 // momentMadeSaid says what the point of a moment planned as pl from ch is
 // made of, and what it may lack.
-func momentMadeSaid(ch *chain, pl *momentPlan) string {
-	said := fmt.Sprintf("made from the base %s and %d segment(s).", ch.base, len(pl.segs))
+func momentMadeSaid(ch *chain, pl *momentPlan) string { return momentFrom("made", ch, pl) }
+
+// momentComposedSaid is momentMadeSaid of an archive composed, not made
+// into a point.
+func momentComposedSaid(ch *chain, pl *momentPlan) string { return momentFrom("composed", ch, pl) }
+
+func momentFrom(how string, ch *chain, pl *momentPlan) string {
+	said := fmt.Sprintf("%s from the base %s and %d segment(s).", how, ch.base, len(pl.segs))
 	said += untrackedSaid(pl)
 	if pl.unseen > 0 {
 		said += fmt.Sprintf(" %d message(s) stored around the moment were deleted before the capture read them (a KV key or an object replaced faster than segment-every), so the moment may lack what they held.", pl.unseen)

@@ -198,6 +198,9 @@ func (k *Keeper) pruneOne(ctx context.Context, r Request, module, local string, 
 		return nil, 0, fmt.Errorf("prune-kept of %s/%s: %w, so nothing was removed", module, local, err)
 	} else if j != nil && j.Point != "" {
 		protected[j.Point] = "journal: an unfinished restore restores it"
+		if j.Moment != nil && j.Moment.Base != "" {
+			protected[j.Moment.Base] = "journal: an unfinished restore composed its moment from it, and a keeper taking it up makes that moment's point from it"
+		}
 	}
 	bases, err := k.tailBases(ctx, module, local)
 	if err != nil {

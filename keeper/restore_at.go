@@ -11,19 +11,24 @@ import (
 	"github.com/nats-keeper/nats-keeper/kept"
 )
 
-// A restore to a moment (restore-kept with at or at-seq) makes the point of
-// that moment from the capture, then restores it as any point: the newest
-// base before the moment, plus its segments up to the moment, minus the
-// deletes they recorded and what the streams' own limits had removed by
-// then, written as one archive per stream (restore_at_compose.go) into a
-// point of its own, points/<module>/<local>/f<form>-at-<moment>. That point
-// is verified as it is written (restore_at_check.go), and the restore that
-// made it does not read it whole again; the live data is set aside (beside
-// the point's write, where the plan is known before it:
-// restore_at_beside.go) and the point restored by the usual path. It
-// stays, so the same moment restores again without being made again
-// (verified then beside the set-aside, as any point); prune-kept removes
-// it as any point.
+// A restore to a moment (restore-kept with at or at-seq) composes the
+// archive of that moment from the capture, then restores it as any point:
+// the newest base before the moment, plus its segments up to the moment,
+// minus the deletes they recorded and what the streams' own limits had
+// removed by then, written as one archive per stream
+// (restore_at_stream.go). The archive is verified as it is written
+// (restore_at_check.go), and the restore does not read it whole again; the
+// live data is set aside (beside the archive's write, where the plan is
+// known before it: restore_at_beside.go) and the archive restored by the
+// usual path.
+//
+// A keeper with a spool directory restoring over live data composes the
+// archive there and keeps nothing of it; its journal names the moment, so
+// a keeper taking the restore up makes the moment's point first
+// (restore_at_scratch.go). Otherwise the archive is written into a point
+// of its own, points/<module>/<local>/f<form>-at-<moment>, which stays, so
+// the same moment restores again without being made again (verified then
+// beside the set-aside, as any point); prune-kept removes it as any point.
 
 // momentAt is the moment a restore asks for.
 type momentAt struct {
@@ -71,6 +76,10 @@ func (k *Keeper) restoreAt(ctx context.Context, r Request) (*Reply, error) {
 	age := pm.plan.positionsAge
 	ms := age.Milliseconds()
 	rep.PositionsAgeMS = &ms
-	rep.Said = fmt.Sprintf("%s %s The consumer positions were sampled %s before the moment.", pm.said, rep.Said, age.Round(time.Millisecond))
+	said := pm.said
+	if pm.composed {
+		said = pm.composedSaid()
+	}
+	rep.Said = fmt.Sprintf("%s %s The consumer positions were sampled %s before the moment.", said, rep.Said, age.Round(time.Millisecond))
 	return rep, nil
 }

@@ -80,8 +80,13 @@ func (k *Keeper) restoreMomentMade(ctx context.Context, r, rr Request, pm *plann
 	var made *madePoint
 	if ok {
 		// The point and the aside are written together: the store must
-		// have room for both before either begins.
-		if err := k.checkRoom(ctx, storedBytes(aside)+momentBytes(pm.base, pm.plan), k.spoolBound(aside)); err != nil {
+		// have room for both before either begins (the spool directory
+		// for a point composed there).
+		stored, spooled := storedBytes(aside)+momentBytes(pm.base, pm.plan), k.spoolBound(aside)
+		if k.spoolDir != "" {
+			stored, spooled = storedBytes(aside), spooled+momentBytes(pm.base, pm.plan)
+		}
+		if err := k.checkRoom(ctx, stored, spooled); err != nil {
 			return nil, momentNotMade{err}
 		}
 		var rep *Reply
@@ -89,12 +94,18 @@ func (k *Keeper) restoreMomentMade(ctx context.Context, r, rr Request, pm *plann
 		if !errors.Is(err, errAnotherPlan) {
 			return rep, err
 		}
+		defer made.closeComposed()
 		k.log.Info("the restore planned from the point of the moment sets aside other streams or parts than were set aside beside it; that aside was removed, and the restore is planned and set aside again",
 			"module", r.Module, "local", r.Local, "point", pointRel(r.Module, r.Local, pm.ch.form, pm.fp))
-	} else if made, err = k.writeMomentLocked(ctx, r, pm.ch, pm.base, pm.plan, pm.fp); err != nil {
-		return nil, momentNotMade{err}
+	} else {
+		if made, err = k.makeMoment(ctx, r, rr, pm); err != nil {
+			return nil, momentNotMade{err}
+		}
+		defer made.closeComposed()
 	}
-	return k.restoreLocked(ctx, rr, true, made)
+	rep, err := k.restoreLocked(ctx, rr, true, made)
+	pm.composed = err == nil && made.composed()
+	return rep, err
 }
 
 // wholeAside gives the streams a restore of the moment pm sets aside
@@ -160,9 +171,20 @@ func (k *Keeper) restoreMomentBeside(ctx context.Context, r, rr Request, pm *pla
 	var made *madePoint
 	var werr error
 	var ownFailure bool // werr is the write's own, not its context ending
+	keepMade := false   // made goes back to the caller (errAnotherPlan)
+	defer func() {      // after the write ended (the defer below)
+		if !keepMade {
+			made.closeComposed()
+		}
+	}()
 	go func() {
 		defer close(written)
-		if made, werr = k.writeMomentLocked(wctx, r, pm.ch, pm.base, pm.plan, pm.fp); werr != nil {
+		if k.spoolDir != "" {
+			made, werr = k.composeMoment(wctx, r, pm)
+		} else {
+			made, werr = k.writeMomentLocked(wctx, r, pm.ch, pm.base, pm.plan, pm.fp)
+		}
+		if werr != nil {
 			ownFailure = wctx.Err() == nil
 			stopAside() // the point cannot be restored: the aside need not go on
 		}
@@ -204,6 +226,7 @@ func (k *Keeper) restoreMomentBeside(ctx context.Context, r, rr Request, pm *pla
 		case werr != nil && (reached || ownFailure):
 			return nil, nil, momentNotMade{werr}
 		case errors.Is(err, errAnotherPlan):
+			keepMade = true
 			return nil, made, err
 		case planErr != nil:
 			return nil, nil, k.restoreFailed(ctx, act, fmt.Errorf("restore-kept of %s/%s: %w, so nothing was set aside or removed", r.Module, r.Local, planErr))
@@ -213,6 +236,7 @@ func (k *Keeper) restoreMomentBeside(ctx context.Context, r, rr Request, pm *pla
 	}
 	defer pl.close()
 	rep, err := k.restoreAfterAside(ctx, act, rr, pl, a, asideRep, began, asideBegan)
+	pm.composed = err == nil && made.composed()
 	return rep, nil, err
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
+	"github.com/nats-keeper/nats-keeper/keeper/spool"
 	"github.com/nats-keeper/nats-keeper/kept"
 )
 
@@ -32,6 +33,13 @@ type madePoint struct {
 	checked                *busarchive.Report
 	checkBegan, checkEnded time.Time
 	crcs                   map[string]uint32 // each stream's data as written (StreamCheck.CRC)
+	// arch, scratch and moment are set when the archive was composed into
+	// a scratch store and not stored (composeMoment): Point is then a
+	// record no store holds, arch its archive, and moment what makes it
+	// again (the journal's).
+	arch    *openedArchive
+	scratch *spool.Scratch
+	moment  *journalMoment
 }
 
 // momentChecks is the check of each stream of a moment's point as it is

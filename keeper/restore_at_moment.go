@@ -33,11 +33,22 @@ func (k *Keeper) momentPoint(ctx context.Context, r Request, mo momentAt) (*made
 // point, the plan, the fingerprint of the moment's point and the sentence
 // that says where it comes from.
 type plannedMoment struct {
+	mo   momentAt // as asked
 	ch   *chain
 	base *Point
 	plan *momentPlan
 	fp   string
 	said string
+	// composed: its restore composed the moment's archive and made no
+	// point (restore_at_scratch.go); composedSaid says so.
+	composed bool
+}
+
+// composedSaid is what a restore that composed the moment pm's archive
+// says of it, in place of pm.said.
+func (pm *plannedMoment) composedSaid() string {
+	return fmt.Sprintf("The archive of the moment %s was %s It was checked as it was composed and restored from the keeper's spool directory, and it is not kept: "+
+		"a dry run of this restore makes the point of the moment, %s.", pm.mo.label, momentComposedSaid(pm.ch, pm.plan), pointRel(pm.base.Module, pm.base.Local, pm.ch.form, pm.fp))
 }
 
 // planMomentOf plans the moment mo of r's kept data from the chain that
@@ -74,7 +85,7 @@ func (k *Keeper) planMomentOf(ctx context.Context, r Request, mo momentAt) (*pla
 		fp = momentFingerprintPrefix + "seq-" + seqDigest(mo.seq, ch.rel)
 	}
 	said := fmt.Sprintf("The point of the moment %s is %s, %s", mo.label, pointRel(r.Module, r.Local, ch.form, fp), momentMadeSaid(ch, plan))
-	return &plannedMoment{ch: ch, base: base, plan: plan, fp: fp, said: said}, nil
+	return &plannedMoment{mo: mo, ch: ch, base: base, plan: plan, fp: fp, said: said}, nil
 }
 
 // momentChains lists the chains of module/local for the moment mo: for a

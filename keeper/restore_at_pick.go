@@ -35,6 +35,9 @@ func pickChain(chains []*chain, mo momentAt, end time.Time) (*chain, error) {
 		}
 	}
 	for i := len(chains) - 1; i >= 0; i-- {
+		if mo.base != "" && chains[i].base != mo.base {
+			continue // a moment composed before names its chain (remakeMoment)
+		}
 		if len(chains[i].segments) > 0 {
 			if first := chains[i].segments[0]; seqsAfter(first, mo.seq) {
 				return chains[i], nil

@@ -56,7 +56,7 @@ func (k *Keeper) beginRun(ctx context.Context, r Request, pl *restorePlan, aside
 	j := &journal{Module: r.Module, Local: r.Local, Kind: kind, Point: pl.pointRel,
 		Remove: pl.Remove, Removed: []string{}, Restore: pl.Restore, Restored: []string{},
 		Reposition: pl.Reposition, Step: StepRemove, Caller: r.Caller, Why: r.Why, Started: k.now().UTC(),
-		Overrides: pl.Overrides, Expect: pl.expect, Delta: pl.delta}
+		Overrides: pl.Overrides, Expect: pl.expect, Delta: pl.delta, Moment: pl.moment}
 	for _, c := range pl.changes {
 		j.Bump, j.Expired = addCount(j.Bump, c.Stream, c.BumpedTo), addCount(j.Expired, c.Stream, c.Expired)
 	}

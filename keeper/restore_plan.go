@@ -17,6 +17,9 @@ type restorePlan struct {
 	point    *Point
 	pointRel string
 	arch     *openedArchive // the point's archive, opened once; nil for aside-only
+	// moment is set when the point is a moment's archive composed, not
+	// stored (restore_at_scratch.go): the journal names it.
+	moment   *journalMoment
 	manifest *busarchive.Manifest
 	live     []StreamInfo // what will be set aside and removed
 	// verified is the point's verification before anything is removed
@@ -92,7 +95,7 @@ func (k *Keeper) planRestore(ctx context.Context, r Request, made *madePoint) (*
 		}
 	}()
 	if !r.AsideOnly {
-		if live, err = k.planPoint(ctx, r, pl, live); err != nil {
+		if live, err = k.planPoint(ctx, r, pl, live, made); err != nil {
 			return nil, err
 		}
 	} else if len(live) == 0 {
@@ -159,17 +162,10 @@ func (k *Keeper) canReadOwn() error {
 // streams fit here, and plans the positions set back. It returns live with
 // the streams the point carries that are on the bus outside the kept data's
 // current streams: they would block its restore, so they are set aside too.
-func (k *Keeper) planPoint(ctx context.Context, r Request, pl *restorePlan, live []StreamInfo) ([]StreamInfo, error) {
-	p, rel, err := k.locatePoint(ctx, r)
+func (k *Keeper) planPoint(ctx context.Context, r Request, pl *restorePlan, live []StreamInfo, made *madePoint) ([]StreamInfo, error) {
+	p, rel, a, err := k.openPoint(ctx, r, made)
 	if err != nil {
 		return nil, err
-	}
-	a, err := k.openArchive(ctx, rel, p)
-	if errors.Is(err, ErrLocked) {
-		return nil, fmt.Errorf("%s cannot be read here: %w", sourceName(p), err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s is damaged: %w", sourceName(p), err)
 	}
 	pl.arch = a
 	m := a.Manifest()
@@ -177,6 +173,9 @@ func (k *Keeper) planPoint(ctx context.Context, r Request, pl *restorePlan, live
 		return nil, Errorf(ErrDamaged, "%s: its record names streams %v but its archive holds %v", sourceName(p), want, got)
 	}
 	pl.point, pl.pointRel, pl.manifest = p, rel, m
+	if made.composed() {
+		pl.moment = made.moment
+	}
 	pl.Point = k.abs(rel)
 	pl.Restore = m.StreamNames()
 	pl.RestoreBytes = uint64(m.Bytes())
@@ -214,6 +213,27 @@ func (k *Keeper) planPoint(ctx context.Context, r Request, pl *restorePlan, live
 		return nil, err
 	}
 	return live, nil
+}
+
+// openPoint locates the point r names and opens its archive, or takes
+// made's when it was composed and not stored (its moment then noted in pl
+// by the caller).
+func (k *Keeper) openPoint(ctx context.Context, r Request, made *madePoint) (*Point, string, *openedArchive, error) {
+	if made.composed() {
+		return made.Point, made.Dir, made.arch, nil
+	}
+	p, rel, err := k.locatePoint(ctx, r)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	a, err := k.openArchive(ctx, rel, p)
+	if errors.Is(err, ErrLocked) {
+		return nil, "", nil, fmt.Errorf("%s cannot be read here: %w", sourceName(p), err)
+	}
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("%s is damaged: %w", sourceName(p), err)
+	}
+	return p, rel, a, nil
 }
 
 // verifyPoint verifies the plan's point whole, timed for the evidence.

@@ -274,6 +274,11 @@ func (k *Keeper) restoreIncremental(ctx context.Context, r Request, p *Point) (*
 	if err != nil {
 		return nil, err
 	}
+	if pm.composed {
+		rep.Said = fmt.Sprintf("%s is incremental: its archive was composed from its base and segments, checked as it was composed and restored from the keeper's spool directory, and it is not kept.%s %s",
+			pointName(p), untrackedSaid(pm.plan), rep.Said)
+		return rep, nil
+	}
 	rep.Said = fmt.Sprintf("%s is incremental: its archive is %s, made from its base and segments.%s %s",
 		pointName(p), k.abs(pointRel(p.Module, p.Local, pm.ch.form, pm.fp)), untrackedSaid(pm.plan), rep.Said)
 	return rep, nil

@@ -6,6 +6,7 @@ import (
 	"github.com/nats-keeper/nats-keeper/store"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -32,7 +33,11 @@ type bed struct {
 func newBed(t *testing.T) *bed {
 	t.Helper()
 	tb := testbed.New(t, testbed.WithoutBus(), testbed.WithStore(dirStore))
-	svc, err := startKeeper(context.Background(), tb.Conn, keeperSetup{Store: tb.Config.Store}, quietLog())
+	pd, err := openServeDir(filepath.Join(t.TempDir(), "keeper")) // its --dir, as serve's: a spool directory in it
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := startKeeper(context.Background(), tb.Conn, keeperSetup{Store: tb.Config.Store, Dir: pd}, quietLog())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,9 +55,12 @@ as nats backup restore's do: an R3 point restores into a single server with
 
 --at TIME (RFC 3339) restores the kept data as it was at that moment, and
 --at-seq STREAM=N (repeatable) as it was when each stream named ended at
-sequence N, from its capture (see capture): the point of the moment is made
-from the newest base before it and its segments, kept, and restored as any
-point. A moment outside the captured window is refused, naming the window.
+sequence N, from its capture (see capture): the archive of the moment is
+composed from the newest base before it and its segments, checked as it is
+composed, and restored as any point. A served keeper composes it in its
+spool directory and keeps nothing of it; a dry run makes the point of the
+moment, which stays. A moment outside the captured window is refused,
+naming the window.
 They take no --form, --before, --from or --aside-only.`,
 		Args: args(2, 2),
 		RunE: func(cmd *cobra.Command, a []string) error {

@@ -1,0 +1,171 @@
+package keeper
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/nats-keeper/nats-keeper/keeper/archives"
+	"github.com/nats-keeper/nats-keeper/keeper/spool"
+	"github.com/nats-keeper/nats-keeper/kept"
+)
+
+// A restore to a moment whose point is not made yet, beside the set-aside
+// of the live data (restore_at_beside.go), does not write that point into
+// the store: it composes the moment's archive into a scratch store, an
+// unlinked file of the keeper's spool directory written through the page
+// cache and never synced (spool.Scratch), checks it as it is written (as
+// the moment's point's write does), and restores from it. The store's disk
+// then takes the aside only, as for a full restore, instead of the aside
+// and a second archive of the same size; nothing of the composition is
+// left once the restore ends, or after a crash.
+//
+// What must outlive a crash is the moment itself: the journal names the
+// moment's point (where it would be made) and the moment (journalMoment).
+// A keeper that takes the restore up and finds no point there makes it
+// then, from the same base and segments (remakeMoment), durably, before
+// it goes on; where it cannot, it puts the aside back, as for any point
+// gone. A keeper without a spool directory writes the moment's point into
+// the store first, as before.
+
+// journalMoment is the moment a restore composed rather than stored: what
+// makes its point again from the capture.
+type journalMoment struct {
+	At   *time.Time        `json:"at,omitempty"`     // a moment in time
+	Seq  map[string]uint64 `json:"at-seq,omitempty"` // or per stream the last sequence
+	Base string            `json:"base"`             // the base point of its chain
+}
+
+// momentOf is the journal's record of the moment pm.
+func momentOf(pm *plannedMoment) *journalMoment {
+	jm := &journalMoment{Base: pm.ch.base}
+	if pm.mo.seq != nil {
+		jm.Seq = pm.mo.seq
+	} else {
+		at := pm.mo.at
+		jm.At = &at
+	}
+	return jm
+}
+
+// composeMoment composes the archive of the moment pm into a scratch
+// store, checked as it is written, and opens it: a madePoint whose record
+// is not stored (composed). Its caller closes it (closeComposed).
+func (k *Keeper) composeMoment(ctx context.Context, r Request, pm *plannedMoment) (_ *madePoint, err error) {
+	base, pl := pm.base, pm.plan
+	rel := pointRel(r.Module, r.Local, pm.ch.form, pm.fp)
+	bases, err := k.openArchive(ctx, base.Dir, base)
+	if err != nil {
+		return nil, fmt.Errorf("opening the base %s: %w", base.Dir, err)
+	}
+	defer bases.Close()
+	sc := spool.NewScratch(k.spoolDir)
+	defer func() {
+		if err != nil {
+			sc.Close()
+		}
+	}()
+	checks := newMomentChecks(k.now())
+	defer checks.stop()
+	take := checks.source(func(ctx context.Context, stream string, data, meta io.Writer) error {
+		return k.writeMomentStream(ctx, pl, pl.streams[stream], bases, data, meta)
+	})
+	names := make([]string, 0, len(base.Streams))
+	for _, s := range base.Streams {
+		names = append(names, s.Name)
+	}
+	m, w, err := k.writeArchiveInto(ctx, sc, false, rel, names, take, k.bus.ServerVersion(), 1,
+		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "moment"})
+	if err != nil {
+		return nil, fmt.Errorf("composing the archive of the moment: %w, so nothing was set aside or removed", err)
+	}
+	defer w.Abort()
+	made, err := k.checkedAsWritten(checks, rel, m)
+	if err != nil {
+		return nil, err
+	}
+	info, err := w.Commit(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("composing the archive of the moment: %w, so nothing was set aside or removed", err)
+	}
+	pr := momentRequest(r, pm.ch, base, pm.fp)
+	at := pl.at
+	p := &Point{Module: r.Module, Local: r.Local, Form: pr.Form, Fingerprint: pr.Fingerprint, CatchUp: pr.CatchUp,
+		Taken: k.now().UTC(), Caller: pr.Caller, Why: pr.Why, Dir: rel, Streams: streamSums(m),
+		Positions: slices.Clone(pl.positions), PositionCount: len(pl.positions), Format: RecordFormat, WrittenBy: k.version,
+		At: &at, Base: base.Dir, ArchiveSize: info.Size, ArchiveSum: info.Sum}
+	a, err := archives.Open(ctx, sc, rel, p, k.abs(rel)+" (composed)", nil)
+	if err != nil {
+		return nil, fmt.Errorf("opening the composed archive of the moment: %w, so nothing was set aside or removed", err)
+	}
+	made.Point, made.arch, made.scratch, made.moment = p, a, sc, momentOf(pm)
+	return made, nil
+}
+
+// makeMoment makes the archive of the moment pm for the restore rr, under
+// the kept data's lease, where it is not made beside the set-aside:
+// composed (composes), else written into the store as a point.
+func (k *Keeper) makeMoment(ctx context.Context, r, rr Request, pm *plannedMoment) (*madePoint, error) {
+	if !k.composes(ctx, rr) {
+		return k.writeMomentLocked(ctx, r, pm.ch, pm.base, pm.plan, pm.fp)
+	}
+	if err := k.checkRoom(ctx, 0, momentBytes(pm.base, pm.plan)); err != nil {
+		return nil, err
+	}
+	return k.composeMoment(ctx, r, pm)
+}
+
+// composes reports whether the restore rr of a moment composes the
+// moment's archive rather than writing its point: the keeper has a spool
+// directory, and rr restores over live data (a journal then names the
+// moment for recovery) by a method that reads the archive only (not
+// logical, which reads a point's key indexes in the store). A dry run
+// makes the point, which stays.
+func (k *Keeper) composes(ctx context.Context, rr Request) bool {
+	if k.spoolDir == "" || rr.DryRun || rr.AsideOnly || kept.MethodOf(rr) == kept.MethodLogical {
+		return false
+	}
+	live, _, err := k.liveStreams(ctx, rr.Module, rr.Local)
+	return err == nil && len(live) > 0
+}
+
+// closeComposed drops the composed archive of made, if it is one.
+func (made *madePoint) closeComposed() {
+	if made != nil && made.scratch != nil {
+		made.arch.Close()
+		made.scratch.Close()
+		made.arch, made.scratch = nil, nil
+	}
+}
+
+// composed reports whether made's archive was composed, not stored.
+func (made *madePoint) composed() bool { return made != nil && made.arch != nil }
+
+// remakeMoment makes, durably, the point of the moment a journal's restore
+// composed (j.Moment) and did not store, from the same base and segments,
+// so that a keeper taking the restore up can carry it on. It holds the
+// kept data's lease.
+func (k *Keeper) remakeMoment(ctx context.Context, j *journal) (*Point, error) {
+	jm := j.Moment
+	mo := momentAt{seq: jm.Seq, base: jm.Base}
+	if jm.At != nil {
+		mo.at, mo.label = *jm.At, jm.At.Format(time.RFC3339Nano)
+	} else {
+		mo.label = "the sequences the journal names"
+	}
+	r := Request{Module: j.Module, Local: j.Local, Caller: j.Caller, Why: j.Why}
+	pm, err := k.planMomentOf(ctx, r, mo)
+	if err != nil {
+		return nil, err
+	}
+	if rel := pointRel(j.Module, j.Local, pm.ch.form, pm.fp); rel != j.Point {
+		return nil, fmt.Errorf("the moment planned again is %s, not %s as the journal names", rel, j.Point)
+	}
+	made, err := k.writeMomentLocked(ctx, r, pm.ch, pm.base, pm.plan, pm.fp)
+	if err != nil {
+		return nil, err
+	}
+	return made.Point, nil
+}
