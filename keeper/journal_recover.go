@@ -186,8 +186,12 @@ func (k *Keeper) recoveryRun(ctx context.Context, r Request, j *journal, a *Asid
 			// A moment composed and not stored: made now, from the same
 			// base and segments, before anything is carried on.
 			if p, err = k.remakeMoment(ctx, j); err != nil {
+				if !momentGone(err) {
+					return nil, nil, fmt.Errorf("the interrupted restore of %s/%s was not taken up: making the point of its moment %s from its base and segments: %w; nothing was removed, and the keeper tries again",
+						j.Module, j.Local, j.Point, err)
+				}
 				p = nil
-				k.log.Error("the moment of an interrupted restore could not be made again from its base and segments; its aside is put back",
+				k.log.Error("the moment of an interrupted restore cannot be made again from its base and segments; its aside is put back",
 					"point", j.Point, "base", j.Moment.Base, "err", err)
 			}
 		}
@@ -218,6 +222,12 @@ func (k *Keeper) recoveryRun(ctx context.Context, r Request, j *journal, a *Asid
 		if x.arch, err = k.openArchive(ctx, j.Point, p); err != nil {
 			x.point = nil // a damaged point is as good as gone: put the aside back
 			k.log.Error("the point of an interrupted restore does not open; its aside is put back", "point", j.Point, "err", err)
+		} else if j.Moment != nil {
+			if err := sameMoment(j.Moment, p); err != nil {
+				x.arch.Close()
+				x.arch, x.point = nil, nil // not what was restored in part: put the aside back
+				k.log.Error("the point of the moment of an interrupted restore does not hold what it composed; its aside is put back", "point", j.Point, "err", err)
+			}
 		}
 	}
 	return x, found, nil

@@ -194,52 +194,35 @@ func crashAt(t *testing.T, e *env, hookOn *atomic.Bool, req keeper.Request, step
 	e.k.RestoreKept(e.ctx, req)
 }
 
-// TestMomentComposedForADelta: with method auto, where the live streams
-// only gained messages since the moment, the restore plans from the
-// moment's archive composed in the spool directory (not written into the
-// store) and rolls those streams back by delta: the kept data is as it was
-// at the moment, no point of the moment is recorded, the spool directory
-// is empty after. Killed once the journal is written, the restore is
-// finished by a keeper started again, which makes the moment's point first.
-func TestMomentComposedForADelta(t *testing.T) {
+// TestMomentForADeltaKeepsItsPoint: with method auto, where the live
+// streams only gained messages since the moment, the restore rolls them
+// back by delta, whose aside holds their tails only and names the
+// moment's point for the rest: so that point is written into the store
+// (not composed), even by a keeper with a spool directory, and the aside
+// put back gives the live data as it was, exactly.
+func TestMomentForADeltaKeepsItsPoint(t *testing.T) {
 	spool := filepath.Join(t.TempDir(), "spool")
-	var hookOn atomic.Bool
-	e := newAutoEnv(t, withSpool(spool), func(c *keeper.Config) {
-		c.StepHook = func(s string) {
-			if hookOn.Load() && s == "journal-written" {
-				panic(crash{s})
-			}
-		}
-	})
+	e := newAutoEnv(t, withSpool(spool))
 	at, want := e.captureMoment()
-	req := keeper.Request{Module: module, Local: local, At: at.Format(time.RFC3339Nano), Caller: "test", Why: "a moment composed"}
-	rep, steps, err := e.restoreSteps(req)
+	live := e.kept()
+	req := keeper.Request{Module: module, Local: local, At: at.Format(time.RFC3339Nano), Caller: "test", Why: "a moment by delta"}
+	rep, err := e.k.RestoreKept(e.ctx, req)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if !slices.Contains(steps, "moment") || slices.Contains(steps, "verify") {
-		t.Errorf("steps %v: want the moment composed and no verification read", steps)
 	}
 	if got := messagesOnly(e.kept()); got != want {
 		t.Errorf("restored to the moment, the kept data differs:\n got: %s\nwant: %s", got, want)
 	}
-	pointChecked(t, rep, "verified as this restore composed it")
-	mustContain(t, rep.Said, "rolled back by delta", "billing_ledger delta", "and it is not kept")
-	if p := momentPoints(t, e); len(p) != 0 {
-		t.Errorf("a point of the moment was recorded: %v", p)
-	}
-	spoolEmpty(t, spool)
-
-	e.appendMessages(3, 4)
-	req.At = at.Add(time.Millisecond).Format(time.RFC3339Nano)
-	crashAt(t, e, &hookOn, req, "journal-written")
-	_, said := recoverOnce(t, e)
-	mustContain(t, said, "was completed")
-	if got := messagesOnly(e.kept()); got != want {
-		t.Errorf("recovered, the kept data differs from the moment:\n got: %s\nwant: %s", got, want)
-	}
+	mustContain(t, rep.Said, "rolled back by delta", "billing_ledger delta", "The point of the moment")
 	if p := momentPoints(t, e); len(p) != 1 {
-		t.Errorf("recovery made %d point(s) of the moment, want 1: %v", len(p), p)
+		t.Errorf("%d point(s) of the moment in the store, want the one the delta's aside names: %v", len(p), p)
 	}
 	spoolEmpty(t, spool)
+	back, err := e.k.RestoreKept(e.ctx, keeper.Request{Module: module, Local: local, From: "aside/" + rep.Aside.ID, Caller: "test", Why: "put back"})
+	if err != nil {
+		t.Fatalf("putting the delta's aside back: %v", err)
+	}
+	if got, wantLive := messagesOnly(e.kept()), messagesOnly(live); got != wantLive {
+		t.Errorf("put back, the kept data differs from what was live:\n got: %s\nwant: %s (%s)", got, wantLive, back.Said)
+	}
 }

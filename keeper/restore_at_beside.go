@@ -94,18 +94,22 @@ func (k *Keeper) restoreMomentMade(ctx context.Context, r, rr Request, pm *plann
 		if !errors.Is(err, errAnotherPlan) {
 			return rep, err
 		}
-		defer made.closeComposed()
 		k.log.Info("the restore planned from the point of the moment sets aside other streams or parts than were set aside beside it; that aside was removed, and the restore is planned and set aside again",
 			"module", r.Module, "local", r.Local, "point", pointRel(r.Module, r.Local, pm.ch.form, pm.fp))
-	} else {
-		if made, err = k.makeMoment(ctx, r, rr, pm); err != nil {
+		if made.composed() {
+			// Planned anew, it may roll a stream back by delta, whose aside
+			// holds the tail only and names the moment's point for the
+			// rest: that point must be stored.
+			made.closeComposed()
+			made = nil
+		}
+	}
+	if made == nil {
+		if made, err = k.writeMomentLocked(ctx, r, pm.ch, pm.base, pm.plan, pm.fp); err != nil {
 			return nil, momentNotMade{err}
 		}
-		defer made.closeComposed()
 	}
-	rep, err := k.restoreLocked(ctx, rr, true, made)
-	pm.composed = err == nil && made.composed()
-	return rep, err
+	return k.restoreLocked(ctx, rr, true, made)
 }
 
 // wholeAside gives the streams a restore of the moment pm sets aside

@@ -2,14 +2,14 @@ package keeper
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"time"
 
 	"github.com/nats-keeper/nats-keeper/keeper/archives"
 	"github.com/nats-keeper/nats-keeper/keeper/spool"
-	"github.com/nats-keeper/nats-keeper/kept"
+	"github.com/nats-keeper/nats-keeper/store"
 )
 
 // A restore to a moment whose point is not made yet, beside the set-aside
@@ -36,11 +36,18 @@ type journalMoment struct {
 	At   *time.Time        `json:"at,omitempty"`     // a moment in time
 	Seq  map[string]uint64 `json:"at-seq,omitempty"` // or per stream the last sequence
 	Base string            `json:"base"`             // the base point of its chain
+	// Streams is what each stream of the archive composed held: the point
+	// made again must hold the same (sameMoment).
+	Streams []StreamSum `json:"streams,omitempty"`
 }
 
-// momentOf is the journal's record of the moment pm.
-func momentOf(pm *plannedMoment) *journalMoment {
-	jm := &journalMoment{Base: pm.ch.base}
+// errMomentDiffers is a moment's point made again that does not hold the
+// data the interrupted restore composed.
+var errMomentDiffers = errors.New("the point of the moment made again does not hold the data the interrupted restore composed")
+
+// momentOf is the journal's record of the moment pm, composed as p.
+func momentOf(pm *plannedMoment, p *Point) *journalMoment {
+	jm := &journalMoment{Base: pm.ch.base, Streams: p.Streams}
 	if pm.mo.seq != nil {
 		jm.Seq = pm.mo.seq
 	} else {
@@ -56,36 +63,19 @@ func momentOf(pm *plannedMoment) *journalMoment {
 func (k *Keeper) composeMoment(ctx context.Context, r Request, pm *plannedMoment) (_ *madePoint, err error) {
 	base, pl := pm.base, pm.plan
 	rel := pointRel(r.Module, r.Local, pm.ch.form, pm.fp)
-	bases, err := k.openArchive(ctx, base.Dir, base)
-	if err != nil {
-		return nil, fmt.Errorf("opening the base %s: %w", base.Dir, err)
-	}
-	defer bases.Close()
 	sc := spool.NewScratch(k.spoolDir)
 	defer func() {
 		if err != nil {
 			sc.Close()
 		}
 	}()
-	checks := newMomentChecks(k.now())
-	defer checks.stop()
-	take := checks.source(func(ctx context.Context, stream string, data, meta io.Writer) error {
-		return k.writeMomentStream(ctx, pl, pl.streams[stream], bases, data, meta)
+	m, w, made, err := k.writeMomentArchive(ctx, sc, false, r, base, pl, rel, func(err error) error {
+		return fmt.Errorf("composing the archive of the moment: %w, so nothing was set aside or removed", err)
 	})
-	names := make([]string, 0, len(base.Streams))
-	for _, s := range base.Streams {
-		names = append(names, s.Name)
-	}
-	m, w, err := k.writeArchiveInto(ctx, sc, false, rel, names, take, k.bus.ServerVersion(), 1,
-		Progress{Verb: VerbRestore, Module: r.Module, Local: r.Local, Step: "moment"})
-	if err != nil {
-		return nil, fmt.Errorf("composing the archive of the moment: %w, so nothing was set aside or removed", err)
-	}
-	defer w.Abort()
-	made, err := k.checkedAsWritten(checks, rel, m)
 	if err != nil {
 		return nil, err
 	}
+	defer w.Abort()
 	info, err := w.Commit(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("composing the archive of the moment: %w, so nothing was set aside or removed", err)
@@ -100,35 +90,31 @@ func (k *Keeper) composeMoment(ctx context.Context, r Request, pm *plannedMoment
 	if err != nil {
 		return nil, fmt.Errorf("opening the composed archive of the moment: %w, so nothing was set aside or removed", err)
 	}
-	made.Point, made.arch, made.scratch, made.moment = p, a, sc, momentOf(pm)
+	made.Point, made.arch, made.scratch, made.moment = p, a, sc, momentOf(pm, p)
 	return made, nil
 }
 
-// makeMoment makes the archive of the moment pm for the restore rr, under
-// the kept data's lease, where it is not made beside the set-aside:
-// composed (composes), else written into the store as a point.
-func (k *Keeper) makeMoment(ctx context.Context, r, rr Request, pm *plannedMoment) (*madePoint, error) {
-	if !k.composes(ctx, rr) {
-		return k.writeMomentLocked(ctx, r, pm.ch, pm.base, pm.plan, pm.fp)
-	}
-	if err := k.checkRoom(ctx, 0, momentBytes(pm.base, pm.plan)); err != nil {
-		return nil, err
-	}
-	return k.composeMoment(ctx, r, pm)
+// momentGone reports whether err, of making a composed moment's point
+// again, says it cannot be made (its base or a segment gone or damaged, the
+// moment out of the window), not that it could not be made now.
+func momentGone(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrDamaged) || errors.Is(err, store.ErrNotFound) || errors.Is(err, errMomentDiffers)
 }
 
-// composes reports whether the restore rr of a moment composes the
-// moment's archive rather than writing its point: the keeper has a spool
-// directory, and rr restores over live data (a journal then names the
-// moment for recovery) by a method that reads the archive only (not
-// logical, which reads a point's key indexes in the store). A dry run
-// makes the point, which stays.
-func (k *Keeper) composes(ctx context.Context, rr Request) bool {
-	if k.spoolDir == "" || rr.DryRun || rr.AsideOnly || kept.MethodOf(rr) == kept.MethodLogical {
-		return false
+// sameMoment checks that p, the moment's point made again, holds what jm
+// recorded as composed: each stream's messages, bytes, sequences and
+// consumers.
+func sameMoment(jm *journalMoment, p *Point) error {
+	if jm.Streams == nil {
+		return nil
 	}
-	live, _, err := k.liveStreams(ctx, rr.Module, rr.Local)
-	return err == nil && len(live) > 0
+	same := func(a, b StreamSum) bool {
+		return a.Name == b.Name && a.Messages == b.Messages && a.Bytes == b.Bytes && a.FirstSeq == b.FirstSeq && a.LastSeq == b.LastSeq && a.Consumers == b.Consumers
+	}
+	if !slices.EqualFunc(p.Streams, jm.Streams, same) {
+		return fmt.Errorf("%w (its streams %+v, composed %+v)", errMomentDiffers, p.Streams, jm.Streams)
+	}
+	return nil
 }
 
 // closeComposed drops the composed archive of made, if it is one.

@@ -250,12 +250,13 @@ func (k *Keeper) verifyPoint(ctx context.Context, r Request, pl *restorePlan) er
 	return nil
 }
 
-// close closes the point's archive, if the plan opened one.
+// close closes the point's archive, if the plan opened one (a composed
+// moment's belongs to its madePoint: closeComposed).
 func (pl *restorePlan) close() {
-	if pl.arch != nil {
+	if pl.arch != nil && pl.moment == nil {
 		pl.arch.Close()
-		pl.arch = nil
 	}
+	pl.arch = nil
 }
 
 func containsStream(ss []StreamInfo, name string) bool {

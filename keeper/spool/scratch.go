@@ -9,8 +9,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nats-keeper/nats-keeper/store"
 )
@@ -25,9 +26,9 @@ import (
 // is recorded elsewhere (the restore's journal names what to compose
 // again).
 //
-// Scratch reports no checksum (Info.Sum is ""): whoever writes into it
-// checks the bytes as they are written. It is safe for concurrent use;
-// each Writer is used from one goroutine.
+// Its writer is every part-storing backend's (store.NewPartWriter), so an
+// object is hashed as any store's is (Info.Sum). It is safe for concurrent
+// use; each Writer is used from one goroutine.
 type Scratch struct {
 	dir string
 
@@ -83,7 +84,7 @@ func (s *Scratch) Open(_ context.Context, key string) (store.Object, error) {
 	if o == nil {
 		return nil, fmt.Errorf("%s: %w", key, store.ErrNotFound)
 	}
-	fd, err := syscall.Dup(int(o.f.Fd()))
+	fd, err := unix.FcntlInt(o.f.Fd(), unix.F_DUPFD_CLOEXEC, 0) // not inherited by a child process
 	if err != nil {
 		return nil, fmt.Errorf("opening the scratch object %s: %w", key, err)
 	}

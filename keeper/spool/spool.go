@@ -4,9 +4,9 @@
 // private spool directory. It owns that budget, the spool directory's
 // hygiene (OpenDir) and the order in which the bytes come back out.
 //
-// It imports the standard library, busarchive (for the bound of a
-// stream's backup.json) and the store's interface (Scratch) only; the keeper engine imports it, never the other
-// way round.
+// It imports the standard library, x/sys/unix, busarchive (for the bound
+// of a stream's backup.json) and the store's interface and part writer
+// (Scratch) only; the keeper engine imports it, never the other way round.
 package spool
 
 import (
