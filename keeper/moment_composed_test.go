@@ -226,3 +226,52 @@ func TestMomentForADeltaKeepsItsPoint(t *testing.T) {
 		t.Errorf("put back, the kept data differs from what was live:\n got: %s\nwant: %s (%s)", got, wantLive, back.Said)
 	}
 }
+
+// TestCrashAfterAComposedMomentStoreFailsOnRecovery: the keeper taking an
+// interrupted composed restore up cannot write the moment's point (the
+// store refuses it for a while): recovery waits, saying why, and puts
+// nothing back (the moment can still be made); once the store takes it,
+// the next recovery makes the point and finishes the restore.
+func TestCrashAfterAComposedMomentStoreFailsOnRecovery(t *testing.T) {
+	spool := filepath.Join(t.TempDir(), "spool")
+	var hookOn atomic.Bool
+	e := newAutoEnv(t, withSpool(spool), func(c *keeper.Config) {
+		c.StepHook = func(s string) {
+			if hookOn.Load() && s == "journal-written" {
+				panic(crash{s})
+			}
+		}
+	})
+	at, want := e.captureMoment()
+	req := keeper.Request{Module: module, Local: local, At: at.Format(time.RFC3339Nano), Method: kept.MethodFull, Caller: "test", Why: "a moment composed"}
+	crashAt(t, e, &hookOn, req, "journal-written")
+
+	fs := &fault.Store{}
+	fs.OnCreate(func(ctx context.Context, key string, next fault.CreateFunc) (store.Writer, error) {
+		if momentArchive(key) {
+			return nil, errors.New("the store is unavailable")
+		}
+		return next(ctx, key)
+	})
+	k2, err := e.keeperOn(e.dir, fs.Wrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := k2.Recover(e.ctx)
+	if err != nil || len(rec.Waiting()) != 1 || len(rec.Said()) != 0 {
+		t.Fatalf("recovery while the store refuses the moment's point: %v %+v; want it waiting", err, rec)
+	}
+	mustContain(t, rec.Waiting()[0].Err.Error(), "making the point of its moment", "the store is unavailable", "nothing was removed, and the keeper tries again")
+	if _, err := e.bus.Get(e.ctx, "journal."+module+"."+local); err != nil {
+		t.Fatalf("the journal of the waiting restore: %v", err)
+	}
+	fs.OnCreate(nil)
+	rec, err = k2.Recover(e.ctx)
+	if err != nil || len(rec.Said()) != 1 {
+		t.Fatalf("recovery once the store takes it: %v %+v", err, rec)
+	}
+	mustContain(t, rec.Said()[0], "was completed")
+	if got := messagesOnly(e.kept()); got != want {
+		t.Errorf("recovered, the kept data differs from the moment:\n got: %s\nwant: %s", got, want)
+	}
+}
