@@ -149,6 +149,8 @@ func (k *Keeper) remakeMoment(ctx context.Context, j *journal) (*Point, error) {
 	if rel := pointRel(j.Module, j.Local, pm.ch.form, pm.fp); rel != j.Point {
 		return nil, fmt.Errorf("the moment planned again is %s, not %s as the journal names", rel, j.Point)
 	}
+	k.log.Warn("making the point of the moment an interrupted restore composed, from its base and segments", "module", j.Module, "local", j.Local,
+		"point", j.Point, "base", jm.Base)
 	made, err := k.writeMomentLocked(ctx, r, pm.ch, pm.base, pm.plan, pm.fp)
 	if err != nil {
 		return nil, err

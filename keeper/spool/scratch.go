@@ -64,7 +64,9 @@ func (s *Scratch) Create(ctx context.Context, key string) (store.Writer, error) 
 	if err != nil {
 		return nil, fmt.Errorf("making a scratch file in %s: %w", s.dir, err)
 	}
-	if err := os.Remove(f.Name()); err != nil {
+	// Gone already is as good: a keeper starting on the same directory
+	// removes what it finds there (OpenDir).
+	if err := os.Remove(f.Name()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		f.Close()
 		return nil, fmt.Errorf("unlinking the scratch file %s: %w", f.Name(), err)
 	}
