@@ -62,15 +62,15 @@ func TestCaptureCommand(t *testing.T) {
 		t.Errorf("list printed no row of the capture:\n%s", out)
 	}
 
-	// A restore to the window's end: the archive of that moment, composed
-	// in the serving keeper's spool directory and not kept, and how old
-	// the positions it set back were.
+	// A restore to the window's end (auto: the stream only gained since,
+	// so a delta, whose aside names the point of the moment: it is made),
+	// and how old the positions it set back were.
 	at := c.To.UTC().Format(time.RFC3339Nano)
 	code, out, errText = runArgs(t, "restore-kept", "billing", "ledger", "--at", at, "--why", "test", "--server", b.url)
 	if code != exitOK {
 		t.Fatalf("restore-kept --at %s: exit %d, stderr %s", at, code, errText)
 	}
-	mustContain(t, "restore-kept --at", out, "The archive of the moment "+at, "and it is not kept", "moment:    ", "sampled:   the consumer positions are those sampled", "aside:")
+	mustContain(t, "restore-kept --at", out, "The point of the moment "+at, "rolled back by delta", "moment:    ", "sampled:   the consumer positions are those sampled", "aside:")
 	// Outside the window: refused, naming it.
 	code, _, errText = runArgs(t, "restore-kept", "billing", "ledger", "--at", on.Add(-time.Hour).UTC().Format(time.RFC3339), "--why", "test", "--server", b.url)
 	if code != exitNotFound || !strings.Contains(errText, "the captured window is") {

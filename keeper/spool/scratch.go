@@ -169,7 +169,11 @@ func (s *Scratch) Close() error {
 	return first
 }
 
-// scratchSink writes an object's parts into its unlinked file.
+// scratchSink writes an object's parts into its unlinked file. It is a
+// store.PartReader: a part the archive's writer holds (a data entry's
+// header, until the entry's size is known) goes to the file at once and is
+// read back to be patched, instead of staying in memory for the whole
+// entry.
 type scratchSink struct {
 	s   *Scratch
 	key string
@@ -185,6 +189,14 @@ func (k *scratchSink) Part(_ context.Context, n int, data store.Blocks, _ [32]by
 		off += int64(len(b))
 	}
 	return nil
+}
+
+func (k *scratchSink) KeepPart(ctx context.Context, n int, data store.Blocks, sum [32]byte) error {
+	return k.Part(ctx, n, data, sum)
+}
+
+func (k *scratchSink) ReadPart(_ context.Context, n int, into store.Blocks) error {
+	return into.Fill(io.NewSectionReader(k.f, int64(n-1)*store.PartSize, int64(into.Len())))
 }
 
 func (k *scratchSink) Complete(ctx context.Context, _ int, size int64, sum string) (store.Info, error) {
