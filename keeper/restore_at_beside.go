@@ -17,7 +17,9 @@ import (
 // the other. That is so when every live stream of the kept data is
 // restored whole (method full, or auto where no live stream can be a
 // prefix of the moment: its first sequence is not the moment's), so the
-// aside takes every live stream whole, whatever the point holds.
+// aside takes every live stream whole, whatever the point holds. A keeper
+// with a spool directory composes the archive there instead of writing the
+// point (restore_at_scratch.go); the rest is the same.
 //
 // The order of steps holds: the aside's commit mark is written, and so
 // anything live removed, only once the point is written, checked as it was
@@ -26,7 +28,8 @@ import (
 // committed and is removed (a point that failed: nothing set aside or
 // removed; a plan that differs, as a stream found a prefix after all: the
 // restore goes on as if the point had been there, planned and set aside
-// anew).
+// anew; where the archive was composed, the point is then written into
+// the store, since a delta's aside names it).
 
 // momentNotMade is the error of a moment's point that could not be made:
 // nothing was set aside or removed.
