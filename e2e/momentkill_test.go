@@ -13,15 +13,16 @@ import (
 	"github.com/nats-keeper/nats-keeper/internal/sample"
 )
 
-// TestComposedMomentKeeperKilled: two served keepers; a restore to a
-// moment (method full) composes the moment's archive in the spool
-// directory of the keeper that runs it, which is killed (SIGKILL, by its
-// own step hook) once it removed a live stream. The other keeper takes the
-// restore up: it makes the point of the moment from the base and segments,
-// durably, and finishes the restore from it. The caller is told the
-// restore was cut short and finished; the kept data is as it was at the
-// moment; the point of the moment is in the store; nothing is left in the
-// spool directory.
+// TestComposedMomentKeeperKilled: two served keepers whose store is the
+// bus's own object store (not a local file store, so a restore to a moment
+// composes the moment's archive in the spool directory of the keeper that
+// runs it, instead of uploading its point); the one running a restore to
+// a moment (method full) is killed (SIGKILL, by its own step hook) once it
+// removed a live stream. The other keeper takes the restore up: it makes
+// the point of the moment from the base and segments, durably, and
+// finishes the restore from it. The caller is told the restore was cut
+// short and finished; the kept data is as it was at the moment; the point
+// of the moment is kept; nothing is left in the spool directory.
 func TestComposedMomentKeeperKilled(t *testing.T) {
 	const module, local = "mom", "kill"
 	tmp := t.TempDir()
@@ -30,8 +31,9 @@ func TestComposedMomentKeeperKilled(t *testing.T) {
 	ctx := context.Background()
 	names := sample.NamesOf(module, local)
 	crash := "NATS_KEEPER_CRASH_AT=removed:" + names.KVStream
-	a := startKeeper(t, srv.url(), dir, tmp, crash)
-	b := startKeeper(t, srv.url(), dir, tmp, crash)
+	storeArgs := []string{"--store", srv.url() + "/keeper-points"}
+	a := startKeeperArgs(t, srv.url(), dir, tmp, storeArgs, crash)
+	b := startKeeperArgs(t, srv.url(), dir, tmp, storeArgs, crash)
 	waitKeepers(t, nc, 2, a, b)
 	mustCall(t, nc, "capture-kept", map[string]any{"module": module, "local": local, "capture": "on", "caller": "e2e", "why": "a moment to go back to"})
 	began := time.Now()
@@ -83,7 +85,15 @@ func TestComposedMomentKeeperKilled(t *testing.T) {
 	if got, want := texts(now.Streams[0]), texts(was.Streams[0]); got != want {
 		t.Fatalf("the stream after the restore taken up differs from the moment:\n got: %s\nwant: %s", got, want)
 	}
-	if moments, _ := filepath.Glob(filepath.Join(dir, "points", module, local, "f*-at-*", "point.json")); len(moments) != 1 {
+	list := mustCall(t, nc, "list-kept", map[string]any{"module": module, "local": local})
+	points, _ := list.Body["points"].([]any)
+	var moments []string
+	for _, p := range points {
+		if fp, _ := p.(map[string]any)["fingerprint"].(string); strings.HasPrefix(fp, "at-") {
+			moments = append(moments, fp)
+		}
+	}
+	if len(moments) != 1 {
 		t.Errorf("the keeper that took the restore up made %d point(s) of the moment, want 1: %v", len(moments), moments)
 	}
 	ents, err := os.ReadDir(filepath.Join(dir, "spool"))

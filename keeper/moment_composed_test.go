@@ -19,9 +19,10 @@ import (
 )
 
 // withSpool gives the keeper the private spool directory dir, as serve
-// does (<dir>/spool).
+// does (<dir>/spool), and has it compose moments there whatever its store
+// (by default a keeper on a local file store writes the point).
 func withSpool(dir string) envOption {
-	return func(c *keeper.Config) { c.SpoolDir = dir }
+	return func(c *keeper.Config) { c.SpoolDir, c.ComposeMoments = dir, keeper.ComposeAlways }
 }
 
 // spoolEmpty fails t when the spool directory holds anything.
@@ -46,8 +47,9 @@ func momentPoints(t *testing.T, e *env) []string {
 	return points
 }
 
-// TestMomentComposedBesideTheAside: a keeper with a spool directory (every
-// served keeper) restores to a moment with method full without writing the
+// TestMomentComposedBesideTheAside: a keeper that composes moments in its
+// spool directory (by default a served keeper whose store is not a local
+// file store) restores to a moment with method full without writing the
 // moment's point: its archive is composed into the spool directory while
 // the live data is set aside, checked as composed, and restored from
 // there. No archive of a moment is created in the store, no point of it is
@@ -90,6 +92,19 @@ func TestMomentComposedBesideTheAside(t *testing.T) {
 			t.Errorf("round %d: a point of the moment was recorded: %v", round, p)
 		}
 		spoolEmpty(t, spool)
+	}
+	// The same keeper's default, on this local file store: the point.
+	k2, err := e.keeperOn(e.dir, func(c *keeper.Config) { c.SpoolDir = spool })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := k2.RestoreKept(e.ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, rep.Said, "The point of the moment")
+	if p := momentPoints(t, e); len(p) != 1 {
+		t.Errorf("a keeper on a local file store made %d point(s) of the moment, want 1", len(p))
 	}
 }
 
@@ -198,7 +213,7 @@ func crashAt(t *testing.T, e *env, hookOn *atomic.Bool, req keeper.Request, step
 // streams only gained messages since the moment, the restore rolls them
 // back by delta, whose aside holds their tails only and names the
 // moment's point for the rest: so that point is written into the store
-// (not composed), even by a keeper with a spool directory, and the aside
+// (not composed), even by a keeper that composes moments, and the aside
 // put back gives the live data as it was, exactly.
 func TestMomentForADeltaKeepsItsPoint(t *testing.T) {
 	spool := filepath.Join(t.TempDir(), "spool")

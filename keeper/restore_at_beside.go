@@ -86,7 +86,7 @@ func (k *Keeper) restoreMomentMade(ctx context.Context, r, rr Request, pm *plann
 		// have room for both before either begins (the spool directory
 		// for a point composed there).
 		stored, spooled := storedBytes(aside)+momentBytes(pm.base, pm.plan), k.spoolBound(aside)
-		if k.spoolDir != "" {
+		if k.compose {
 			stored, spooled = storedBytes(aside), spooled+momentBytes(pm.base, pm.plan)
 		}
 		if err := k.checkRoom(ctx, stored, spooled); err != nil {
@@ -186,7 +186,7 @@ func (k *Keeper) restoreMomentBeside(ctx context.Context, r, rr Request, pm *pla
 	}()
 	go func() {
 		defer close(written)
-		if k.spoolDir != "" {
+		if k.compose {
 			made, werr = k.composeMoment(wctx, r, pm)
 		} else {
 			made, werr = k.writeMomentLocked(wctx, r, pm.ch, pm.base, pm.plan, pm.fp)

@@ -27,8 +27,22 @@ import (
 // A keeper that takes the restore up and finds no point there makes it
 // then, from the same base and segments (remakeMoment), durably, before
 // it goes on; where it cannot, it puts the aside back, as for any point
-// gone. A keeper without a spool directory writes the moment's point into
-// the store first, as before.
+// gone. A keeper without a spool directory, or one that does not compose
+// (Config.ComposeMoments: by default, one on a local file store), writes the
+// moment's point into the store first, as before.
+
+// ComposeMode is where a restore to a moment puts the moment's archive
+// (Config.ComposeMoments).
+type ComposeMode int
+
+const (
+	// ComposeAuto composes where the store is not a local file store.
+	ComposeAuto ComposeMode = iota
+	// ComposeAlways composes wherever the keeper has a spool directory.
+	ComposeAlways
+	// ComposeNever writes the moment's point into the store.
+	ComposeNever
+)
 
 // journalMoment is the moment a restore composed rather than stored: what
 // makes its point again from the capture.
