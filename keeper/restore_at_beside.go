@@ -18,8 +18,9 @@ import (
 // restored whole (method full, or auto where no live stream can be a
 // prefix of the moment: its first sequence is not the moment's), so the
 // aside takes every live stream whole, whatever the point holds. A keeper
-// with a spool directory composes the archive there instead of writing the
-// point (restore_at_scratch.go); the rest is the same.
+// that composes moments (Config.ComposeMoments) composes the archive in its
+// spool directory instead of writing the point (restore_at_scratch.go);
+// the rest is the same.
 //
 // The order of steps holds: the aside's commit mark is written, and so
 // anything live removed, only once the point is written, checked as it was
