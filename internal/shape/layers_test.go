@@ -25,7 +25,7 @@ var layers = map[string][]string{
 	"keeper":            {"kept", "keeper/...", "transfer", "store", "busarchive", "agecrypt"},
 	"keeper/layout":     {"kept", "store"},
 	"keeper/archives":   {"kept", "keeper/layout", "store", "busarchive", "agecrypt"},
-	"keeper/spool":      {"busarchive"},
+	"keeper/spool":      {"busarchive", "store"},
 	"transfer":          {"kept", "keeper/layout", "keeper/archives", "store", "busarchive", "agecrypt"},
 	"verbs":             {"kept"},
 	"jsbus":             {"kept", "keeper", "internal/jsretry"},
