@@ -94,12 +94,9 @@ func (k *Keeper) composeMoment(ctx context.Context, r Request, pm *plannedMoment
 	if err != nil {
 		return nil, fmt.Errorf("composing the archive of the moment: %w, so nothing was set aside or removed", err)
 	}
-	pr := momentRequest(r, pm.ch, base, pm.fp)
+	p := k.pointRecord(momentRequest(r, pm.ch, base, pm.fp), rel, m, slices.Clone(pl.positions))
 	at := pl.at
-	p := &Point{Module: r.Module, Local: r.Local, Form: pr.Form, Fingerprint: pr.Fingerprint, CatchUp: pr.CatchUp,
-		Taken: k.now().UTC(), Caller: pr.Caller, Why: pr.Why, Dir: rel, Streams: streamSums(m),
-		Positions: slices.Clone(pl.positions), PositionCount: len(pl.positions), Format: RecordFormat, WrittenBy: k.version,
-		At: &at, Base: base.Dir, ArchiveSize: info.Size, ArchiveSum: info.Sum}
+	p.At, p.Base, p.ArchiveSize, p.ArchiveSum = &at, base.Dir, info.Size, info.Sum
 	a, err := archives.Open(ctx, sc, rel, p, k.abs(rel)+" (composed)", nil)
 	if err != nil {
 		return nil, fmt.Errorf("opening the composed archive of the moment: %w, so nothing was set aside or removed", err)
@@ -112,7 +109,7 @@ func (k *Keeper) composeMoment(ctx context.Context, r Request, pm *plannedMoment
 // again, says it cannot be made (its base or a segment gone or damaged, the
 // moment out of the window), not that it could not be made now.
 func momentGone(err error) bool {
-	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrDamaged) || errors.Is(err, store.ErrNotFound) || errors.Is(err, errMomentDiffers)
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrDamaged) || errors.Is(err, store.ErrNotFound)
 }
 
 // sameMoment checks that p, the moment's point made again, holds what jm

@@ -126,6 +126,18 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 	})
 }
 
+// pointRecord is the record of the point r names at rel, its archive's
+// manifest m, with positions: what commitPoint commits, and what a
+// composed moment's archive is described by (composeMoment).
+func (k *Keeper) pointRecord(r Request, rel string, m *busarchive.Manifest, positions []Position) *Point {
+	return &Point{
+		Module: r.Module, Local: r.Local, Form: r.Form, Fingerprint: r.Fingerprint, CatchUp: r.CatchUp,
+		Taken: k.now().UTC(), Caller: r.Caller, Why: r.Why, Dir: rel,
+		Streams: streamSums(m), Positions: positions, PositionCount: len(positions),
+		Format: RecordFormat, WrittenBy: k.version,
+	}
+}
+
 // commitPoint commits the point whose archive w holds (written, not yet
 // committed; the caller aborts it after) at rel, for verb: the earlier
 // point of the same form and fingerprint, made ready to set aside by e
@@ -138,12 +150,7 @@ func (k *Keeper) SnapshotKept(ctx context.Context, r Request) (*Reply, error) {
 func (k *Keeper) commitPoint(ctx context.Context, verb string, r Request, rel string, m *busarchive.Manifest, w store.Writer, ki *keyIndexes,
 	positions []Position, e *earlier, fail func(error) (*Reply, error), sentence func(*Point) string, marks ...func(*Point)) (*Reply, error) {
 	what := fmt.Sprintf("%s/%s f%d-%s", r.Module, r.Local, r.Form, r.Fingerprint)
-	point := &Point{
-		Module: r.Module, Local: r.Local, Form: r.Form, Fingerprint: r.Fingerprint, CatchUp: r.CatchUp,
-		Taken: k.now().UTC(), Caller: r.Caller, Why: r.Why, Dir: rel,
-		Streams: streamSums(m), Positions: positions, PositionCount: len(positions),
-		Format: RecordFormat, WrittenBy: k.version,
-	}
+	point := k.pointRecord(r, rel, m, positions)
 	for _, mark := range marks {
 		mark(point)
 	}
