@@ -100,18 +100,9 @@ func (r *run) measureBig(ctx context.Context) error {
 		if err := r.deleteStreams(ctx, big); err != nil {
 			return err
 		}
-		natsRestore := func() (Sample, error) {
-			return r.natsOp(ctx, "nats-restore", big, func(s string) []string {
-				return []string{"backup", "restore", "stream", backup(s), "--no-progress"}
-			})
-		}
-		n, err := natsRestore()
-		if cliRestoreRefused(err) {
-			log.Warn("the nats CLI's restore was refused by the server right after the streams were deleted; once more", "round", i+1, "err", err)
-			r.deleteStreamsIfThere(ctx, big)
-			time.Sleep(2 * time.Second)
-			n, err = natsRestore()
-		}
+		n, err := r.natsRestoreOp(ctx, "nats-restore", big, func(s string) []string {
+			return []string{"backup", "restore", "stream", backup(s), "--no-progress"}
+		})
 		if err != nil {
 			return fmt.Errorf("nats backup restore stream, round %d: %w", i+1, err)
 		}
@@ -183,6 +174,22 @@ func (r *run) keeperOp(ctx context.Context, k *keeperSvc, name string, op func(c
 // natsOp runs the nats CLI once per stream, one after the other, and sums
 // the costs (the peak RSS is the largest process's).
 func (r *run) natsOp(ctx context.Context, name string, streams []string, args func(stream string) []string) (Sample, error) {
+	return r.natsStreams(ctx, name, streams, args, false)
+}
+
+// natsRestoreOp is natsOp of a `nats backup restore stream` of each of
+// streams: a stream's restore the server refused in a way that says nothing
+// of the data (cliRestoreRefused) is tried again, that stream only, after
+// removing what it left, up to cliRestoreTries times. Only the attempt that
+// succeeded is timed.
+func (r *run) natsRestoreOp(ctx context.Context, name string, streams []string, args func(stream string) []string) (Sample, error) {
+	return r.natsStreams(ctx, name, streams, args, true)
+}
+
+// cliRestoreTries bounds the attempts of one stream's CLI restore.
+const cliRestoreTries = 5
+
+func (r *run) natsStreams(ctx context.Context, name string, streams []string, args func(stream string) []string, restore bool) (Sample, error) {
 	var s Sample
 	spids := r.serverPIDs()
 	rec := r.prof.start(name, r.cfg.Log, spids...) // the servers only: the CLI's process does not exist yet
@@ -192,29 +199,44 @@ func (r *run) natsOp(ctx context.Context, name string, streams []string, args fu
 		}
 	}()
 	for _, stream := range streams {
-		settle() // before args, which may remove the previous backup, as an operator would just before taking one
-		a := append([]string{"--server", r.url}, args(stream)...)
-		scpu0, err := cpuOf(spids)
+		one, err := r.natsOne(ctx, spids, stream, args)
+		for try := 1; restore && cliRestoreRefused(err) && try < cliRestoreTries; try++ {
+			r.cfg.Log.Warn("the nats CLI's restore was refused by the server in a way that says nothing of the data; that stream once more, the failed attempt not timed",
+				"stream", stream, "attempt", try, "of", cliRestoreTries, "err", err)
+			if err := r.clearStreams(ctx, []string{stream}); err != nil {
+				return s, err
+			}
+			time.Sleep(time.Duration(try) * time.Second)
+			one, err = r.natsOne(ctx, spids, stream, args)
+		}
 		if err != nil {
 			return s, err
 		}
-		t, err := runTimed(ctx, r.env, r.nats, a...)
-		if err != nil {
-			return s, err
-		}
-		scpu1, err := cpuOf(spids)
-		if err != nil {
-			return s, err
-		}
-		s.Wall += t.wall
-		s.ClientCPU += t.cpu
-		s.ClientSys += t.sys
-		s.PeakRSS = max(s.PeakRSS, t.peakRSS)
-		sc := sumCPU(scpu0, scpu1)
-		s.ServerCPU += sc.all
-		s.ServerSys += sc.sys
+		s = addSamples(s, one)
 	}
 	return s, nil
+}
+
+// natsOne runs the nats CLI once on stream, timed, with the servers' CPU
+// meanwhile.
+func (r *run) natsOne(ctx context.Context, spids []int, stream string, args func(stream string) []string) (Sample, error) {
+	var s Sample
+	settle() // before args, which may remove the previous backup, as an operator would just before taking one
+	a := append([]string{"--server", r.url}, args(stream)...)
+	scpu0, err := cpuOf(spids)
+	if err != nil {
+		return s, err
+	}
+	t, err := runTimed(ctx, r.env, r.nats, a...)
+	if err != nil {
+		return s, err
+	}
+	scpu1, err := cpuOf(spids)
+	if err != nil {
+		return s, err
+	}
+	sc := sumCPU(scpu0, scpu1)
+	return Sample{Wall: t.wall, ClientCPU: t.cpu, ClientSys: t.sys, PeakRSS: t.peakRSS, ServerCPU: sc.all, ServerSys: sc.sys}, nil
 }
 
 // settle writes every dirty page of the machine to disk before an operation
@@ -300,7 +322,7 @@ func waitConsumer(ctx context.Context, js jetstream.JetStream, stream, name stri
 
 // cliRestoreRefused reports whether a nats CLI restore failed in a way
 // seen right after the streams were deleted, on a loaded machine, that
-// says nothing of the data, so that it is tried once more (after removing
+// says nothing of the data, so that it is tried again (after removing
 // what it left):
 //   - the server refused a restore into a stream it had just deleted
 //     ("expected sequence does not match store", 10062): its removal had not

@@ -226,9 +226,10 @@ func (r *run) cliBackup(ctx context.Context, name string, streams []string) (Sam
 // cliRestore is `nats backup restore stream` of each of streams' backups.
 // The CLI waits --timeout for each chunk's acknowledgement, 5 s by default,
 // which a loaded machine passes while the server creates a stream's many
-// consumers (the consumers shape); a minute changes no speed.
+// consumers (the consumers shape); a minute changes no speed. A refused
+// restore is tried again (natsRestoreOp).
 func (r *run) cliRestore(ctx context.Context, name string, streams []string) (Sample, error) {
-	return r.natsOp(ctx, name, streams, func(s string) []string {
+	return r.natsRestoreOp(ctx, name, streams, func(s string) []string {
 		return []string{"--timeout", cliTimeout, "backup", "restore", "stream", r.backupDir(s), "--no-progress"}
 	})
 }

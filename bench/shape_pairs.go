@@ -123,7 +123,7 @@ func (r *run) keptPairs(ctx context.Context, sr *ShapeResult, k kept) error {
 		// refused is left out of the row, said in the notes, and the
 		// keeper's rounds go on.
 		if cliFailed == nil {
-			ns, err := r.cliRestoreOnce(ctx, sr.Shape+"-nats-restore", k.streams)
+			ns, err := r.cliRestore(ctx, sr.Shape+"-nats-restore", k.streams)
 			if err == nil {
 				err = r.checkSums(ctx, "nats backup restore stream", want, digest)
 			}
@@ -210,19 +210,6 @@ func (r *run) clearStreams(ctx context.Context, streams []string) error {
 		}
 	}
 	return nil
-}
-
-// cliRestoreOnce is cliRestore, once more after a refusal right after the
-// streams were removed (see measureBig).
-func (r *run) cliRestoreOnce(ctx context.Context, name string, streams []string) (Sample, error) {
-	s, err := r.cliRestore(ctx, name, streams)
-	if cliRestoreRefused(err) {
-		r.cfg.Log.Warn("the nats CLI's restore was refused by the server right after the streams were deleted; once more", "err", err)
-		r.deleteStreamsIfThere(ctx, streams)
-		time.Sleep(2 * time.Second)
-		s, err = r.cliRestore(ctx, name, streams)
-	}
-	return s, err
 }
 
 // rollbackPairs measures the rollback of k in rounds: restore-kept of its
@@ -320,19 +307,20 @@ func restoreFull(k *keeperSvc) func(context.Context, keeper.Request) (*keeper.Re
 func (r *run) rollbackByHand(ctx context.Context, shape string, streams []string, pointDir, asideDir func(string) string) (Sample, error) {
 	var ns Sample
 	for _, step := range []struct {
-		name string
-		args func(s string) []string
+		name    string
+		args    func(s string) []string
+		restore bool
 	}{
 		{"-nats-aside", func(s string) []string {
 			os.RemoveAll(asideDir(s))
 			return []string{"backup", "stream", s, asideDir(s), "--no-progress"}
-		}},
-		{"-nats-rm", func(s string) []string { return []string{"stream", "rm", "-f", s} }},
+		}, false},
+		{"-nats-rm", func(s string) []string { return []string{"stream", "rm", "-f", s} }, false},
 		{"-nats-restore", func(s string) []string {
 			return []string{"--timeout", cliTimeout, "backup", "restore", "stream", pointDir(s), "--no-progress"}
-		}},
+		}, true},
 	} {
-		one, err := r.natsOp(ctx, shape+step.name, streams, step.args)
+		one, err := r.natsStreams(ctx, shape+step.name, streams, step.args, step.restore)
 		if err != nil {
 			return Sample{}, fmt.Errorf("the rollback by hand: %w", err)
 		}
