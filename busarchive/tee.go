@@ -6,6 +6,8 @@ import (
 	"hash"
 	"io"
 	"sync/atomic"
+
+	"github.com/nats-keeper/nats-keeper/internal/lowprio"
 )
 
 // verifyBlocks is how many blocks of verifyBlock bytes one verification
@@ -75,15 +77,20 @@ func startHashTee(ctx context.Context, src blockSource, h hash.Hash, sides int) 
 		t.free <- &teeBlock{buf: src.newBlock()}
 	}
 	go t.read(ctx, src)
-	go func() {
+	// The hashing runs at a lower priority: during a restore the server
+	// restores a stream on one core and its writes and the keeper's reads
+	// share the other, so CPU the hashing takes is taken from the server;
+	// lowered, the kernel runs it when a core is otherwise idle (1 GiB
+	// restore: 0.79× → 0.75× of the nats CLI's time). It cannot starve: the
+	// hashing must keep up before a restore's end is sent.
+	lowprio.Go(func() {
 		defer close(t.hashed)
-		yieldThread()
 		for b := range t.toHash {
 			h.Write(b.data)
 			t.n += int64(len(b.data))
 			t.release(b)
 		}
-	}()
+	})
 	return t
 }
 

@@ -15,7 +15,7 @@ import (
 // gets its line.
 var layers = map[string][]string{
 	"kept":              {},
-	"busarchive":        {"kept"},
+	"busarchive":        {"kept", "internal/lowprio"},
 	"agecrypt":          {"store"},
 	"store":             {},
 	"store/filestore":   {"store"},
@@ -33,6 +33,7 @@ var layers = map[string][]string{
 	"internal/outbox":   {"kept", "keeper"},
 	"internal/metrics":  {"kept", "keeper", "verbs"},
 	"internal/privdir":  {},
+	"internal/lowprio":  {},
 	"internal/embedded": {},
 	"internal/sample":   {},
 	"internal/wiring":   {"*"},

@@ -1,6 +1,0 @@
-//go:build !linux
-
-package busarchive
-
-// yieldThread: thread priorities are left alone here.
-func yieldThread() {}
