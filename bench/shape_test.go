@@ -93,22 +93,8 @@ func TestShapes(t *testing.T) {
 // directory.
 func TestShapeTriesARefusedCLIRestoreAgain(t *testing.T) {
 	marks := t.TempDir()
-	wrap := func(real string) (string, error) {
-		p := filepath.Join(t.TempDir(), "nats")
-		script := "#!/bin/sh\nlast=''\nrestore=''\nfor a in \"$@\"; do [ \"$a\" = restore ] && restore=1; case \"$a\" in /*) last=\"$a\";; esac; done\n" +
-			"if [ -n \"$restore\" ]; then m='" + marks + "'/$(basename \"$last\"); if [ ! -e \"$m\" ]; then : > \"$m\"; echo 'nats: error: restore failed: nats: no responders available for request' >&2; exit 1; fi; fi\n" +
-			"exec '" + real + "' \"$@\"\n"
-		return p, os.WriteFile(p, []byte(script), 0o700)
-	}
-	res, err := Run(context.Background(), Config{Size: 4 << 20, Rounds: 2, SmallRounds: 2, Consumers: 20, Shapes: []string{ShapeConsumers},
-		Work: t.TempDir(), Command: "go test ./bench -run TestShapeTriesARefusedCLIRestoreAgain", WrapNatsCLI: wrap})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := res.Shapes[0]
-	if s.Failed != "" || len(s.Rows) != 3 {
-		t.Fatalf("failed: %q, %d rows; want not failed, 3 rows", s.Failed, len(s.Rows))
-	}
+	s := consumersShapeWrapped(t, "TestShapeTriesARefusedCLIRestoreAgain", "last=''\nrestore=''\nfor a in \"$@\"; do [ \"$a\" = restore ] && restore=1; case \"$a\" in /*) last=\"$a\";; esac; done\n"+
+		"if [ -n \"$restore\" ]; then m='"+marks+"'/$(basename \"$last\"); if [ ! -e \"$m\" ]; then : > \"$m\"; echo 'nats: error: restore failed: nats: no responders available for request' >&2; exit 1; fi; fi\n")
 	for _, row := range s.Rows {
 		if len(row.Pairs.Keeper) != 2 || len(row.Pairs.Nats) != 2 {
 			t.Errorf("%s: %d keeper and %d nats samples, want 2 and 2", row.Op, len(row.Pairs.Keeper), len(row.Pairs.Nats))
@@ -129,20 +115,8 @@ func TestShapeTriesARefusedCLIRestoreAgain(t *testing.T) {
 // the notes say what failed. The failure is injected by a wrapper around
 // the real CLI that fails every `backup restore`.
 func TestShapeGoesOnWhenTheCLIRestoreFails(t *testing.T) {
-	wrap := func(real string) (string, error) {
-		p := filepath.Join(t.TempDir(), "nats")
-		script := "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = restore ] && { echo 'injected: restore failed' >&2; exit 1; }; done\nexec '" + real + "' \"$@\"\n"
-		return p, os.WriteFile(p, []byte(script), 0o700)
-	}
-	res, err := Run(context.Background(), Config{Size: 4 << 20, Rounds: 2, SmallRounds: 2, Consumers: 20, Shapes: []string{ShapeConsumers},
-		Work: t.TempDir(), Command: "go test ./bench -run TestShapeGoesOnWhenTheCLIRestoreFails", WrapNatsCLI: wrap})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := res.Shapes[0]
-	if s.Failed != "" || len(s.Rows) != 3 {
-		t.Fatalf("failed: %q, %d rows; want not failed, 3 rows", s.Failed, len(s.Rows))
-	}
+	s := consumersShapeWrapped(t, "TestShapeGoesOnWhenTheCLIRestoreFails",
+		"for a in \"$@\"; do [ \"$a\" = restore ] && { echo 'injected: restore failed' >&2; exit 1; }; done\n")
 	for _, row := range s.Rows {
 		nats := 2
 		if strings.Contains(row.Op, "restore-kept") {
@@ -158,4 +132,26 @@ func TestShapeGoesOnWhenTheCLIRestoreFails(t *testing.T) {
 			t.Errorf("the notes lack %q: %s", want, notes)
 		}
 	}
+}
+
+// consumersShapeWrapped runs the consumers shape small, in two rounds, with
+// the real nats CLI behind a shell wrapper that runs script first (the
+// CLI's arguments in "$@"), and returns the shape, which must not have
+// stopped and must have its three rows.
+func consumersShapeWrapped(t *testing.T, test, script string) ShapeResult {
+	t.Helper()
+	wrap := func(real string) (string, error) {
+		p := filepath.Join(t.TempDir(), "nats")
+		return p, os.WriteFile(p, []byte("#!/bin/sh\n"+script+"exec '"+real+"' \"$@\"\n"), 0o700)
+	}
+	res, err := Run(context.Background(), Config{Size: 4 << 20, Rounds: 2, SmallRounds: 2, Consumers: 20, Shapes: []string{ShapeConsumers},
+		Work: t.TempDir(), Command: "go test ./bench -run " + test, WrapNatsCLI: wrap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Shapes[0]
+	if s.Failed != "" || len(s.Rows) != 3 {
+		t.Fatalf("failed: %q, %d rows; want not failed, 3 rows", s.Failed, len(s.Rows))
+	}
+	return s
 }

@@ -2,7 +2,6 @@ package busarchive
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"hash"
@@ -25,11 +24,12 @@ import (
 // point's own. (Decoding too took as much CPU as hashing, which a restore
 // takes from the server; Verify still decodes.)
 //
-// When a Verify of the same Archive read the entry whole before and found it
-// matching the manifest, the bytes are checked against the CRC-32C that
-// Verify noted instead of hashed with SHA-256 again (see reread.go): the
-// point is verified whole before a restore over live data, and then read
-// again to be sent.
+// When a Verify or a CheckedStreamData of the same Archive read the entry
+// whole before and found it matching the manifest, the bytes are checked
+// against the CRC-32C noted then instead of hashed with SHA-256 again (see
+// reread.go): the point is verified whole before a restore over live data,
+// and then read again to be sent; a moment's base is read once to compose
+// the moment's archive and check it, and again to send it.
 //
 // backup.json is checked in full before it returns: its problems are
 // returned here. Close the reader; Close stops the reading and waits for its
@@ -44,12 +44,13 @@ func (a *Archive) CheckedStreamData(ctx context.Context, stream string) (io.Read
 		return nil, errors.Join(problems...)
 	}
 	loc := a.entries[DataEntry(stream)]
-	c := &checkedReader{ctx: ctx, sm: sm}
+	c := &checkedReader{ctx: ctx, sm: sm, a: a}
 	if want, ok := a.verifiedCRC(stream); ok {
 		c.crc, c.wantCRC = crc32.New(castagnoli), want
 		c.h = c.crc
 	} else {
-		c.h = sha256.New()
+		c.vh = newVerifyHash()
+		c.h = c.vh
 	}
 	ctx, c.cancel = context.WithCancel(ctx)
 	c.t = startHashTee(ctx, a.dataSource(ctx, loc), c.h, 1)
@@ -82,7 +83,9 @@ type checkedReader struct {
 	sm     *StreamManifest
 	t      *hashTee
 	side   *teeSide
-	h      hash.Hash   // SHA-256, or crc
+	a      *Archive
+	h      hash.Hash   // vh, or crc
+	vh     *verifyHash // SHA-256 and CRC-32C: the CRC is noted on a once the SHA-256 matched
 	crc    hash.Hash32 // set when a Verify of the archive read the entry before: checked against wantCRC
 	cancel context.CancelFunc
 
@@ -148,6 +151,9 @@ func (c *checkedReader) check() error {
 	}
 	if len(problems) > 0 {
 		return errors.Join(problems...)
+	}
+	if c.vh != nil {
+		c.a.noteVerified(c.sm.Name, c.vh.crc.Sum32())
 	}
 	return io.EOF
 }

@@ -130,3 +130,49 @@ func TestCheckedStreamDataAfterNoteWritten(t *testing.T) {
 		t.Errorf("changed: error %q does not say %q", err, want)
 	}
 }
+
+// A checked read that found an entry whole vouches for it as a verification
+// does: a second checked read of the same Archive is held to the CRC-32C of
+// the first (a moment's base, read to compose and check the moment's archive,
+// then again to send it). A first read stopped part-way vouches for nothing.
+func TestCheckedStreamDataAfterACheckedRead(t *testing.T) {
+	b := checkedArchive(t)
+	const name = "streams/A/stream.arc.s2"
+	off, size := tartest.DataRange(t, b, name)
+	a, err := busarchive.Open(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func() ([]byte, error) {
+		r, err := a.CheckedStreamData(t.Context(), "A")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		return io.ReadAll(r)
+	}
+	// Stopped part-way: nothing noted, so a change is found by its SHA-256.
+	r, err := a.CheckedStreamData(t.Context(), "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(r, make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	b[off+size/2] ^= 0x40
+	if _, err := read(); err == nil || strings.Contains(err.Error(), "CRC-32C") {
+		t.Fatalf("after a read stopped part-way, a changed entry read: %v; want its SHA-256 to refuse it", err)
+	}
+	b[off+size/2] ^= 0x40
+	got, err := read()
+	if err != nil || !bytes.Equal(got, b[off:off+size]) {
+		t.Fatalf("first whole read: %d of %d bytes, %v", len(got), size, err)
+	}
+	b[off+size/2] ^= 0x40
+	_, err = read()
+	expectProblems(t, err, problem{name, busarchive.ErrChecksum})
+	if err == nil || !strings.Contains(err.Error(), "read again for the restore, its CRC-32C is") {
+		t.Errorf("second read of a changed entry: %v, want it held to the first read's CRC-32C", err)
+	}
+}

@@ -57,6 +57,11 @@ type ArchiveHead struct {
 	FirstTime, LastTime            int64 // unix ns; 0 when absent
 	Consumers                      int
 	Raw                            []byte // the entry as it is in the archive
+	// Stamp is the time (unix ns) a writer gives the head's and the
+	// consumers' entries: 0, the time of writing. Two writes of the same
+	// archive with the same Stamp are the same bytes (a moment composed
+	// again, see keeper/spool.Recomposed). Not read back.
+	Stamp int64
 }
 
 // maxMessageEntry bounds one message of an archive, its header block and

@@ -2,6 +2,7 @@ package busarchive
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,7 +54,7 @@ func NewStreamArchiveWriter(w io.Writer, head ArchiveHead) (*StreamArchiveWriter
 	// system as often; one core encodes over 1 GB/s.
 	zw := s2.NewWriter(w, s2.WriterConcurrency(1), s2.WriterBlockSize(1<<20))
 	sw := &StreamArchiveWriter{
-		zw: zw, aw: archive.NewWriter(zw), head: head, now: time.Now().UnixNano(),
+		zw: zw, aw: archive.NewWriter(zw), head: head, now: cmp.Or(head.Stamp, time.Now().UnixNano()),
 		consumersLeft: head.Consumers, lastSeq: head.FirstSeq - 1,
 	}
 	sw.head.Raw = raw

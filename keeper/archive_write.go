@@ -37,7 +37,8 @@ func (k *Keeper) writeArchive(ctx context.Context, rel string, streams []string,
 }
 
 // writeArchiveInto is writeArchive into st, encrypted when seal (the
-// keeper's Config.Seal; a scratch store's archive is never encrypted).
+// keeper's Config.Seal; a composed moment's archive, written nowhere, is never
+// encrypted).
 func (k *Keeper) writeArchiveInto(ctx context.Context, st store.Store, seal bool, rel string, streams []string, take streamSource, serverVersion string, parallel int, p Progress,
 	amend ...func(*busarchive.Writer) error) (*busarchive.Manifest, store.Writer, error) {
 	key := archiveKey(rel)

@@ -63,12 +63,11 @@ const (
 	pointAsWritten = "verified as this restore wrote it (the point of the moment): each stream's archive decoded message by message and held to its manifest " +
 		"before the point was committed, before anything was set aside or removed; not read whole again, and each stream's data checked " +
 		"against its manifest's SHA-256 as the restore read it for the server"
-	// pointComposed: a moment's archive this restore composed into its
-	// spool directory and did not store (restore_at_scratch.go), checked
-	// as it composed it.
-	pointComposed = "verified as this restore composed it (the archive of the moment, composed from its base and segments and not stored): each stream's archive " +
-		"decoded message by message and held to its manifest before anything was set aside or removed; each stream's data checked against its manifest's " +
-		"SHA-256 and the CRC-32C of the bytes composed as the restore read it for the server"
+	// pointComposed: a moment's archive this restore composed and did not
+	// store (restore_at_composed.go), checked as it composed it.
+	pointComposed = "verified as this restore composed it (the archive of the moment, composed from its base and segments and written nowhere): each stream's archive " +
+		"decoded message by message and held to its manifest before anything was set aside or removed; each stream's data composed again as the restore read it " +
+		"for the server and held to the CRC-32C of the bytes checked"
 	// pointAsRead: none of the kept data was live; checked stream by
 	// stream as the restore read it.
 	pointAsRead = "none of the kept data was live, so nothing could be touched; each stream's data was checked " +

@@ -60,7 +60,7 @@ type journal struct {
 	Delta     []deltaStream `json:"delta,omitempty"`
 	WrittenBy string        `json:"written-by,omitempty"`
 	// Moment is the moment whose archive the restore composed and did not
-	// store (restore_at_scratch.go): a keeper that takes the restore up
+	// store (restore_at_composed.go): a keeper that takes the restore up
 	// makes the point at Point from it first (remakeMoment).
 	Moment *journalMoment `json:"moment,omitempty"`
 

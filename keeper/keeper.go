@@ -72,16 +72,13 @@ type Config struct {
 	// taking several streams at once spools the ones whose turn in the
 	// archive has not come, beyond a memory budget the keeper shares
 	// (package keeper/spool); made 0700 if missing. "": every snapshot takes its
-	// streams one at a time. A restore to a moment may compose the moment's
-	// archive there (ComposeMoments).
+	// streams one at a time.
 	SpoolDir string
-	// ComposeMoments says where a restore to a moment over live data puts
-	// the moment's archive (restore_at_scratch.go): ComposeAuto composes it
-	// in SpoolDir where the store is not a local file store (writing the
-	// moment's point there is an upload and a download of the whole kept
-	// data), and writes the point into a local file store, where composing
-	// measured no faster (BENCHMARKS.md); ComposeAlways composes wherever
-	// SpoolDir is set; ComposeNever always writes the point.
+	// ComposeMoments says whether a restore to a moment over live data
+	// composes the moment's archive, checked, and composes it again as it
+	// restores it, writing nothing of it (ComposeAuto, the default;
+	// restore_at_composed.go), or writes the moment's point into the store
+	// and restores that (ComposeNever).
 	ComposeMoments ComposeMode
 	// AsideWarnAfter is the age after which an aside is flagged by
 	// list-kept and WarnWaiting: it waits for a person. 0 means
@@ -132,7 +129,7 @@ type Keeper struct {
 	// spoolDir and spools: where and with what memory a snapshot spools
 	// the streams it takes at once (package keeper/spool)
 	spoolDir string
-	compose  bool // a restore to a moment composes its archive in spoolDir (Config.ComposeMoments)
+	compose  bool // a restore to a moment composes its archive (Config.ComposeMoments)
 	spools   *spool.Budget
 	// asideWarnAfter: asides older than this wait for a person
 	asideWarnAfter time.Duration
@@ -205,13 +202,8 @@ func New(ctx context.Context, cfg Config) (*Keeper, error) {
 			return nil, fmt.Errorf("keeper: %w", err)
 		}
 		k.spoolDir, k.spools = cfg.SpoolDir, spool.NewBudget(spool.Memory, spool.Chunk, spool.HeadPatience)
-		switch cfg.ComposeMoments {
-		case ComposeAlways:
-			k.compose = true
-		case ComposeAuto:
-			k.compose = cfg.Store.Describe().Kind != "file"
-		}
 	}
+	k.compose = cfg.ComposeMoments == ComposeAuto
 	k.own = slices.Clone(cfg.OwnStreams)
 	k.freeMargin = cfg.FreeMargin
 	k.trackedDeletes = maxTrackedDeletes

@@ -19,6 +19,12 @@ import (
 	"github.com/nats-keeper/nats-keeper/store"
 )
 
+// writesMoments has the keeper write a moment's point into the store, not
+// compose it (keeper.ComposeNever): the path the tests of a point written
+// beside the aside follow (a keeper composes by default,
+// moment_composed_test.go).
+func writesMoments(c *keeper.Config) { c.ComposeMoments = keeper.ComposeNever }
+
 // asideArchive reports whether key is the archive of an aside.
 func asideArchive(key string) bool {
 	return strings.HasPrefix(key, "aside/") && strings.HasSuffix(key, "/bus.tar")
@@ -32,7 +38,7 @@ func asideArchive(key string) bool {
 // was written, and the kept data is as it was at the moment.
 func TestMomentWrittenBesideTheAside(t *testing.T) {
 	fs := &fault.Store{}
-	e := newAutoEnv(t, fs.Wrap)
+	e := newAutoEnv(t, fs.Wrap, writesMoments)
 	at, want := e.captureMoment()
 	beside := holdMomentUntilAside(fs)
 	req := keeper.Request{Module: module, Local: local, At: at.Format(time.RFC3339Nano), Method: kept.MethodFull, Caller: "test", Why: "a moment beside"}
@@ -85,7 +91,7 @@ func holdMomentUntilAside(fs *fault.Store) *atomic.Bool {
 // was at the point.
 func TestIncrementalPointWrittenBesideTheAside(t *testing.T) {
 	fs := &fault.Store{}
-	e := newAutoEnv(t, fs.Wrap)
+	e := newAutoEnv(t, fs.Wrap, writesMoments)
 	want := e.incrementalPointChanged()
 	beside := holdMomentUntilAside(fs)
 	r := req(1, "incremental")
@@ -111,7 +117,7 @@ func TestIncrementalPointWrittenBesideTheAside(t *testing.T) {
 // is removed, the point not committed, the bus unchanged.
 func TestMomentBesideRefusedAsWritten(t *testing.T) {
 	fs := &fault.Store{}
-	e := newAutoEnv(t, fs.Wrap)
+	e := newAutoEnv(t, fs.Wrap, writesMoments)
 	at, want := e.captureMoment()
 	flipped := flipAMomentChunk(fs)
 	before := e.kept()

@@ -19,10 +19,9 @@ import (
 )
 
 // withSpool gives the keeper the private spool directory dir, as serve
-// does (<dir>/spool), and has it compose moments there whatever its store
-// (by default a keeper on a local file store writes the point).
+// does (<dir>/spool): a composed moment must leave nothing there either.
 func withSpool(dir string) envOption {
-	return func(c *keeper.Config) { c.SpoolDir, c.ComposeMoments = dir, keeper.ComposeAlways }
+	return func(c *keeper.Config) { c.SpoolDir = dir }
 }
 
 // spoolEmpty fails t when the spool directory holds anything.
@@ -47,15 +46,15 @@ func momentPoints(t *testing.T, e *env) []string {
 	return points
 }
 
-// TestMomentComposedBesideTheAside: a keeper that composes moments in its
-// spool directory (by default a served keeper whose store is not a local
-// file store) restores to a moment with method full without writing the
-// moment's point: its archive is composed into the spool directory while
-// the live data is set aside, checked as composed, and restored from
-// there. No archive of a moment is created in the store, no point of it is
-// recorded, the spool directory is empty after, the kept data is as it
-// was at the moment, the evidence says how the archive was checked, and the
-// reply says that nothing of it is kept. The same moment restores again.
+// TestMomentComposedBesideTheAside: a keeper (by default) restores to a
+// moment with method full without writing the moment's point: its archive
+// is composed while the live data is set aside, checked as composed, and
+// composed again as it is restored. No archive of a moment is created in
+// the store, no point of it is recorded, nothing is left in the spool
+// directory, the kept data is as it was at the moment, the evidence says
+// how the archive was checked, and the reply says that nothing of it is
+// kept. The same moment restores again. A keeper that does not compose
+// moments makes the point.
 func TestMomentComposedBesideTheAside(t *testing.T) {
 	spool := filepath.Join(t.TempDir(), "spool")
 	fs := &fault.Store{}
@@ -93,8 +92,8 @@ func TestMomentComposedBesideTheAside(t *testing.T) {
 		}
 		spoolEmpty(t, spool)
 	}
-	// The same keeper's default, on this local file store: the point.
-	k2, err := e.keeperOn(e.dir, func(c *keeper.Config) { c.SpoolDir = spool })
+	// A keeper that does not compose moments makes the point.
+	k2, err := e.keeperOn(e.dir, func(c *keeper.Config) { c.SpoolDir, c.ComposeMoments = spool, keeper.ComposeNever })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +103,7 @@ func TestMomentComposedBesideTheAside(t *testing.T) {
 	}
 	mustContain(t, rep.Said, "The point of the moment")
 	if p := momentPoints(t, e); len(p) != 1 {
-		t.Errorf("a keeper on a local file store made %d point(s) of the moment, want 1", len(p))
+		t.Errorf("a keeper that does not compose moments made %d point(s) of the moment, want 1", len(p))
 	}
 }
 
@@ -288,5 +287,63 @@ func TestCrashAfterAComposedMomentStoreFailsOnRecovery(t *testing.T) {
 	mustContain(t, rec.Said()[0], "was completed")
 	if got := messagesOnly(e.kept()); got != want {
 		t.Errorf("recovered, the kept data differs from the moment:\n got: %s\nwant: %s", got, want)
+	}
+}
+
+// TestComposedMomentBaseChangedBeforeItsSecondComposition: the base's bytes
+// change in the store after the restore composed and checked the moment's
+// archive and before it composes it again for the server (a disk or a
+// store that returns other bytes the second time). The second composition
+// is held to what was checked: the restore fails, saying the data changed,
+// and the live data it set aside is put back whole.
+func TestComposedMomentBaseChangedBeforeItsSecondComposition(t *testing.T) {
+	var flip atomic.Pointer[func()]
+	e := newAutoEnv(t, withSpool(filepath.Join(t.TempDir(), "spool")), func(c *keeper.Config) {
+		c.StepHook = func(s string) {
+			if s != "journal-written" {
+				return
+			}
+			if f := flip.Swap(nil); f != nil {
+				(*f)()
+			}
+		}
+	})
+	at, _ := e.captureMoment()
+	live := e.kept()
+	bases, err := filepath.Glob(filepath.Join(e.dir, "points", module, local, "*-capture-*", "bus.tar"))
+	if err != nil || len(bases) == 0 {
+		t.Fatalf("no base archive in the store (%v)", err)
+	}
+	flipped := false
+	change := func() {
+		for _, path := range bases {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			b[len(b)/2] ^= 0x20
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		flipped = true
+	}
+	flip.Store(&change)
+	req := keeper.Request{Module: module, Local: local, At: at.Format(time.RFC3339Nano), Method: kept.MethodFull, Caller: "test", Why: "a moment composed"}
+	_, err = e.k.RestoreKept(e.ctx, req)
+	if !flipped {
+		t.Fatal("the restore never wrote its journal: the base was not changed")
+	}
+	if err == nil {
+		t.Fatal("the restore succeeded from a base changed since its moment was checked")
+	}
+	mustContain(t, err.Error(), "changed in the store since", "put back")
+	if got, wantLive := messagesOnly(e.kept()), messagesOnly(live); got != wantLive {
+		t.Errorf("after the failed restore, the kept data differs from what was live:\n got: %s\nwant: %s", got, wantLive)
+	}
+	if p := momentPoints(t, e); len(p) != 0 {
+		t.Errorf("a point of the moment was recorded: %v", p)
 	}
 }

@@ -12,14 +12,16 @@ import (
 	"github.com/nats-keeper/nats-keeper/kept"
 )
 
-// TestMomentNeedsRoomForItsPoint: a restore to a moment writes the point of
-// the moment and, beside it, the aside of the live data. A store with room
-// for the aside alone refuses it up front, before either is begun: nothing
-// is written, set aside or removed. One that restores by delta writes the
-// point first, and a store without room for it refuses the same way.
+// TestMomentNeedsRoomForItsPoint: a keeper that writes the point of a
+// moment (ComposeNever) writes it and, beside it, the aside of the live
+// data. A store with room for the aside alone refuses it up front, before
+// either is begun: nothing is written, set aside or removed. One that
+// restores by delta writes the point first, and a store without room for
+// it refuses the same way. A keeper that composes the moment (the default)
+// writes the aside only, so room for the aside is enough.
 func TestMomentNeedsRoomForItsPoint(t *testing.T) {
 	var ds *diskStore
-	e := newAutoEnv(t, func(c *keeper.Config) { ds = newDiskStore(c, 1<<40, false) })
+	e := newAutoEnv(t, writesMoments, func(c *keeper.Config) { ds = newDiskStore(c, 1<<40, false) })
 	at, _ := e.captureMoment()
 	before := messagesOnly(e.kept())
 	var stored int64
@@ -57,8 +59,19 @@ func TestMomentNeedsRoomForItsPoint(t *testing.T) {
 			}
 		}
 	}
+	aside := stored + stored/20 + keeper.RoomMargin + 1 // the aside fits
+	composing, err := e.keeperOn(e.dir, func(c *keeper.Config) { newDiskStore(c, aside, false) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := keeper.Request{Module: module, Local: local, At: at.Format(time.RFC3339Nano), Method: kept.MethodFull, Caller: "test", Why: "room for the aside"}
+	rep, err := composing.RestoreKept(e.ctx, req)
+	if err != nil {
+		t.Fatalf("composed, with room for the aside: %v", err)
+	}
+	mustContain(t, rep.Said, "it was written nowhere")
 	ds.free = 1 << 40
-	req := keeper.Request{Module: module, Local: local, At: at.Format(time.RFC3339Nano), Method: kept.MethodFull, Caller: "test", Why: "room"}
+	req.Why = "room"
 	if _, err := e.k.RestoreKept(e.ctx, req); err != nil {
 		t.Fatalf("with room: %v", err)
 	}

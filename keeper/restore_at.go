@@ -22,10 +22,11 @@ import (
 // known before it: restore_at_beside.go) and the archive restored by the
 // usual path.
 //
-// A keeper with a spool directory restoring over live data composes the
-// archive there and keeps nothing of it; its journal names the moment, so
+// A keeper restoring over live data (by default) composes the archive,
+// and composes it again as it restores it, writing nothing of it; its
+// journal names the moment, so
 // a keeper taking the restore up makes the moment's point first
-// (restore_at_scratch.go). Otherwise the archive is written into a point
+// (restore_at_composed.go). Otherwise the archive is written into a point
 // of its own, points/<module>/<local>/f<form>-at-<moment>, which stays, so
 // the same moment restores again without being made again (verified then
 // beside the set-aside, as any point); prune-kept removes it as any point.

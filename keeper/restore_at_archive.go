@@ -10,7 +10,7 @@ import (
 )
 
 // The archive of a moment, written into the store as its point
-// (writeMomentLocked) or composed into a scratch store (composeMoment).
+// (writeMomentLocked) or composed, written nowhere (composeMoment).
 
 // writeMomentArchive writes the archive of the moment pl, from base and
 // its segments, at rel in st (encrypted when seal), checked as it is
@@ -18,13 +18,18 @@ import (
 // (checkedAsWritten). A write or a check that failed leaves nothing; the
 // write's failure is told by failed, the check's as checkedAsWritten
 // tells it.
-func (k *Keeper) writeMomentArchive(ctx context.Context, st store.Store, seal bool, r Request, base *Point, pl *momentPlan, rel string,
+//
+// bases is the base's archive opened, when the caller holds it open (a
+// composed moment reads it again); nil: it is opened here.
+func (k *Keeper) writeMomentArchive(ctx context.Context, st store.Store, seal bool, r Request, base *Point, bases *openedArchive, pl *momentPlan, rel string,
 	failed func(error) error) (*busarchive.Manifest, store.Writer, *madePoint, error) {
-	bases, err := k.openArchive(ctx, base.Dir, base)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("opening the base %s: %w", base.Dir, err)
+	if bases == nil {
+		var err error
+		if bases, err = k.openArchive(ctx, base.Dir, base); err != nil {
+			return nil, nil, nil, fmt.Errorf("opening the base %s: %w", base.Dir, err)
+		}
+		defer bases.Close()
 	}
-	defer bases.Close()
 	checks := newMomentChecks(k.now())
 	defer checks.stop()
 	take := checks.source(func(ctx context.Context, stream string, data, meta io.Writer) error {

@@ -18,9 +18,9 @@ import (
 // restored whole (method full, or auto where no live stream can be a
 // prefix of the moment: its first sequence is not the moment's), so the
 // aside takes every live stream whole, whatever the point holds. A keeper
-// that composes moments (Config.ComposeMoments) composes the archive in its
-// spool directory instead of writing the point (restore_at_scratch.go);
-// the rest is the same.
+// that composes moments (Config.ComposeMoments, by default) composes the
+// archive instead of writing the point (restore_at_composed.go); the rest
+// is the same.
 //
 // The order of steps holds: the aside's commit mark is written, and so
 // anything live removed, only once the point is written, checked as it was
@@ -84,11 +84,11 @@ func (k *Keeper) restoreMomentMade(ctx context.Context, r, rr Request, pm *plann
 	var made *madePoint
 	if ok {
 		// The point and the aside are written together: the store must
-		// have room for both before either begins (the spool directory
-		// for a point composed there).
+		// have room for both before either begins (for the aside only
+		// where the moment is composed, and written nowhere).
 		stored, spooled := storedBytes(aside)+momentBytes(pm.base, pm.plan), k.spoolBound(aside)
 		if k.compose {
-			stored, spooled = storedBytes(aside), spooled+momentBytes(pm.base, pm.plan)
+			stored = storedBytes(aside)
 		}
 		if err := k.checkRoom(ctx, stored, spooled); err != nil {
 			return nil, momentNotMade{err}

@@ -33,13 +33,14 @@ type madePoint struct {
 	checked                *busarchive.Report
 	checkBegan, checkEnded time.Time
 	crcs                   map[string]uint32 // each stream's data as written (StreamCheck.CRC)
-	// arch, scratch and moment are set when the archive was composed into
-	// a scratch store and not stored (composeMoment): Point is then a
+	// arch, recomposed, bases and moment are set when the archive was
+	// composed and not stored (composeMoment): Point is then a
 	// record no store holds, arch its archive, and moment what makes it
 	// again (the journal's).
-	arch    *openedArchive
-	scratch *spool.Scratch
-	moment  *journalMoment
+	arch       *openedArchive
+	recomposed *spool.Recomposed
+	bases      *openedArchive // the base the composed archive is composed from again
+	moment     *journalMoment
 }
 
 // momentChecks is the check of each stream of a moment's point as it is

@@ -40,14 +40,14 @@ type plannedMoment struct {
 	fp   string
 	said string
 	// composed: its restore composed the moment's archive and made no
-	// point (restore_at_scratch.go); composedSaid says so.
+	// point (restore_at_composed.go); composedSaid says so.
 	composed bool
 }
 
 // composedSaid is what a restore that composed the moment pm's archive
 // says of it, in place of pm.said.
 func (pm *plannedMoment) composedSaid() string {
-	return fmt.Sprintf("The archive of the moment %s was %s It was checked as it was composed and restored from the keeper's spool directory, and it is not kept: "+
+	return fmt.Sprintf("The archive of the moment %s was %s It was checked as it was composed, and composed again as it was restored, each stream held to what was checked; it was written nowhere and it is not kept: "+
 		"a dry run of this restore makes the point of the moment, %s.", pm.mo.label, momentComposedSaid(pm.ch, pm.plan), pointRel(pm.base.Module, pm.base.Local, pm.ch.form, pm.fp))
 }
 

@@ -27,6 +27,12 @@ func (k *storeView) writeMomentStream(ctx context.Context, pl *momentPlan, ms *m
 		first = 1
 		head = busarchive.ArchiveHead{FirstSeq: first, LastSeq: max(last, first-1)}
 	}
+	if !pl.at.IsZero() {
+		// The moment's time on the head's and consumers' entries, not the
+		// time of writing: composed again for a restore, the archive must be
+		// the same bytes (restore_at_composed.go).
+		head.Stamp = pl.at.UnixNano()
+	}
 	var consumers []Position
 	for _, p := range pl.positions {
 		if p.Stream == ms.name {

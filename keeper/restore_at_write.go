@@ -38,7 +38,7 @@ func (k *Keeper) writeMomentLocked(ctx context.Context, r Request, ch *chain, ba
 	nothingEarlier := make(chan struct{})
 	close(nothingEarlier)
 	e := &earlier{done: nothingEarlier, cancel: func() {}}
-	m, w, made, err := k.writeMomentArchive(ctx, k.store, k.seal != nil, r, base, pl, rel, func(err error) error {
+	m, w, made, err := k.writeMomentArchive(ctx, k.store, k.seal != nil, r, base, nil, pl, rel, func(err error) error {
 		return fmt.Errorf("writing the point of the moment: %w, so no point was written", err)
 	})
 	if err != nil {

@@ -18,7 +18,7 @@ type restorePlan struct {
 	pointRel string
 	arch     *openedArchive // the point's archive, opened once; nil for aside-only
 	// moment is set when the point is a moment's archive composed, not
-	// stored (restore_at_scratch.go): the journal names it.
+	// stored (restore_at_composed.go): the journal names it.
 	moment   *journalMoment
 	manifest *busarchive.Manifest
 	live     []StreamInfo // what will be set aside and removed

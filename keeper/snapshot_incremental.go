@@ -275,7 +275,7 @@ func (k *Keeper) restoreIncremental(ctx context.Context, r Request, p *Point) (*
 		return nil, err
 	}
 	if pm.composed {
-		rep.Said = fmt.Sprintf("%s is incremental: its archive was composed from its base and segments, checked as it was composed and restored from the keeper's spool directory, and it is not kept.%s %s",
+		rep.Said = fmt.Sprintf("%s is incremental: its archive was composed from its base and segments, checked as it was composed, composed again as it was restored and written nowhere, and it is not kept.%s %s",
 			pointName(p), untrackedSaid(pm.plan), rep.Said)
 		return rep, nil
 	}

@@ -57,11 +57,11 @@ as nats backup restore's do: an R3 point restores into a single server with
 --at-seq STREAM=N (repeatable) as it was when each stream named ended at
 sequence N, from its capture (see capture): the archive of the moment is
 composed from the newest base before it and its segments, checked as it is
-composed, and restored as any point. A keeper whose store is not a local
-file store composes it in its spool directory and keeps nothing of it; on
-a local file store, and in a dry run, it is made into the point of the
-moment, which stays. A moment outside the captured window is refused,
-naming the window.
+composed, and restored as any point. Over live data it is composed again
+as it is restored, held to what was checked, and written nowhere; in a dry
+run, or where the restore is planned only from the moment's point, it is
+made into the point of the moment, which stays. A moment outside the
+captured window is refused, naming the window.
 They take no --form, --before, --from or --aside-only.`,
 		Args: args(2, 2),
 		RunE: func(cmd *cobra.Command, a []string) error {

@@ -2,11 +2,13 @@
 // the archive is busy with another stream's: in memory, from a budget that
 // every spool of a keeper shares, then in an unlinked file of the keeper's
 // private spool directory. It owns that budget, the spool directory's
-// hygiene (OpenDir) and the order in which the bytes come back out.
+// hygiene (OpenDir) and the order in which the bytes come back out. It also
+// holds a restore to a moment's archive between its two compositions
+// (Recomposed), in memory, all of it but its streams' data.
 //
-// It imports the standard library, x/sys/unix, busarchive (for the bound
-// of a stream's backup.json) and the store's interface and part writer
-// (Scratch) only; the keeper engine imports it, never the other way round.
+// It imports the standard library, busarchive (for the bound
+// of a stream's backup.json) and the store's interface (Recomposed) only;
+// the keeper engine imports it, never the other way round.
 package spool
 
 import (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -14,32 +15,36 @@ import (
 
 // A restore to a moment whose point is not made yet, beside the set-aside
 // of the live data (restore_at_beside.go), does not write that point into
-// the store: it composes the moment's archive into a scratch store, an
-// unlinked file of the keeper's spool directory written through the page
-// cache and never synced (spool.Scratch), checks it as it is written (as
-// the moment's point's write does), and restores from it. The store's disk
-// then takes the aside only, as for a full restore, instead of the aside
-// and a second archive of the same size; nothing of the composition is
-// left once the restore ends, or after a crash.
+// the store: it composes the moment's archive once, checked as it is
+// written (as the moment's point's write is), into a store that keeps all
+// of it but its streams' data (spool.Recomposed: tar headers, backup.json
+// files, the manifest), and then composes each stream's data again, from
+// the same base and segments, as the restore reads it for the server; that
+// read is held to the CRC-32C of the first composition, so the server is
+// sent the very bytes that were checked, or the restore fails and the
+// aside is put back. The base is read twice, the second time checked
+// against the CRC-32C of the first read. The store takes the aside only,
+// as for a full restore, instead of the aside and a second archive of the
+// same size (on a remote store, its upload and download); nothing of the
+// composition is written anywhere.
 //
 // What must outlive a crash is the moment itself: the journal names the
 // moment's point (where it would be made) and the moment (journalMoment).
 // A keeper that takes the restore up and finds no point there makes it
 // then, from the same base and segments (remakeMoment), durably, before
 // it goes on; where it cannot, it puts the aside back, as for any point
-// gone. A keeper without a spool directory, or one that does not compose
-// (Config.ComposeMoments: by default, one on a local file store), writes the
-// moment's point into the store first, as before.
+// gone. A keeper configured not to compose (Config.ComposeMoments:
+// ComposeNever) writes the moment's point into the store first, as a dry
+// run, method logical and a restore into absent kept data always do.
 
-// ComposeMode is where a restore to a moment puts the moment's archive
-// (Config.ComposeMoments).
+// ComposeMode is whether a restore to a moment composes the moment's
+// archive or writes its point (Config.ComposeMoments).
 type ComposeMode int
 
 const (
-	// ComposeAuto composes where the store is not a local file store.
+	// ComposeAuto composes the archive of a moment restored over live
+	// data with a plan known before it is written (restore_at_beside.go).
 	ComposeAuto ComposeMode = iota
-	// ComposeAlways composes wherever the keeper has a spool directory.
-	ComposeAlways
 	// ComposeNever writes the moment's point into the store.
 	ComposeNever
 )
@@ -71,19 +76,37 @@ func momentOf(pm *plannedMoment, p *Point) *journalMoment {
 	return jm
 }
 
-// composeMoment composes the archive of the moment pm into a scratch
-// store, checked as it is written, and opens it: a madePoint whose record
-// is not stored (composed). Its caller closes it (closeComposed).
+// composeMoment composes the archive of the moment pm, checked as it is
+// written, into a store that keeps all of it but its streams' data
+// (spool.Recomposed), and opens it there: a madePoint whose record is not
+// stored (composed). Each stream's data is composed again, from the same
+// base and segments, as the restore reads it for the server; the read
+// checks it against the CRC-32C of the first composition. Its caller closes
+// it (closeComposed).
 func (k *Keeper) composeMoment(ctx context.Context, r Request, pm *plannedMoment) (_ *madePoint, err error) {
 	base, pl := pm.base, pm.plan
 	rel := pointRel(r.Module, r.Local, pm.ch.form, pm.fp)
-	sc := spool.NewScratch(k.spoolDir)
+	// The base stays open for the second composition: its data, read whole
+	// and found matching its manifest by the first, is then checked against
+	// the CRC-32C of that read rather than hashed again.
+	bases, err := k.openArchive(ctx, base.Dir, base)
+	if err != nil {
+		return nil, fmt.Errorf("composing the archive of the moment: opening the base %s: %w, so nothing was set aside or removed", base.Dir, err)
+	}
+	var order []string // each data entry's stream, in the order written
+	sc := spool.NewRecomposed(func(ctx context.Context, entry int, w io.Writer) error {
+		if entry >= len(order) {
+			return fmt.Errorf("the composed archive holds no data entry %d", entry)
+		}
+		return k.writeMomentStream(ctx, pl, pl.streams[order[entry]], bases, w, io.Discard)
+	})
 	defer func() {
 		if err != nil {
 			sc.Close()
+			bases.Close()
 		}
 	}()
-	m, w, made, err := k.writeMomentArchive(ctx, sc, false, r, base, pl, rel, func(err error) error {
+	m, w, made, err := k.writeMomentArchive(ctx, sc, false, r, base, bases, pl, rel, func(err error) error {
 		return fmt.Errorf("composing the archive of the moment: %w, so nothing was set aside or removed", err)
 	})
 	if err != nil {
@@ -94,6 +117,12 @@ func (k *Keeper) composeMoment(ctx context.Context, r Request, pm *plannedMoment
 	if err != nil {
 		return nil, fmt.Errorf("composing the archive of the moment: %w, so nothing was set aside or removed", err)
 	}
+	for _, ms := range m.Streams {
+		order = append(order, ms.Name)
+	}
+	if n := sc.DataEntries(); n != len(order) {
+		return nil, fmt.Errorf("composing the archive of the moment: it holds %d data entries for %d streams, so nothing was set aside or removed", n, len(order))
+	}
 	p := k.pointRecord(momentRequest(r, pm.ch, base, pm.fp), rel, m, slices.Clone(pl.positions))
 	at := pl.at
 	p.At, p.Base, p.ArchiveSize, p.ArchiveSum = &at, base.Dir, info.Size, info.Sum
@@ -101,7 +130,7 @@ func (k *Keeper) composeMoment(ctx context.Context, r Request, pm *plannedMoment
 	if err != nil {
 		return nil, fmt.Errorf("opening the composed archive of the moment: %w, so nothing was set aside or removed", err)
 	}
-	made.Point, made.arch, made.scratch, made.moment = p, a, sc, momentOf(pm, p)
+	made.Point, made.arch, made.recomposed, made.bases, made.moment = p, a, sc, bases, momentOf(pm, p)
 	return made, nil
 }
 
@@ -130,10 +159,11 @@ func sameMoment(jm *journalMoment, p *Point) error {
 
 // closeComposed drops the composed archive of made, if it is one.
 func (made *madePoint) closeComposed() {
-	if made != nil && made.scratch != nil {
+	if made != nil && made.recomposed != nil {
 		made.arch.Close()
-		made.scratch.Close()
-		made.arch, made.scratch = nil, nil
+		made.recomposed.Close()
+		made.bases.Close()
+		made.arch, made.recomposed, made.bases = nil, nil, nil
 	}
 }
 
