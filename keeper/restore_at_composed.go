@@ -95,8 +95,8 @@ func (k *Keeper) composeMoment(ctx context.Context, r Request, pm *plannedMoment
 	}
 	var order []string // each data entry's stream, in the order written
 	sc := spool.NewRecomposed(func(ctx context.Context, entry int, w io.Writer) error {
-		if entry >= len(order) {
-			return fmt.Errorf("the composed archive holds no data entry %d", entry)
+		if entry >= len(order) || pl.streams[order[entry]] == nil {
+			return fmt.Errorf("the composed archive holds no data entry %d of the moment's streams", entry)
 		}
 		return k.writeMomentStream(ctx, pl, pl.streams[order[entry]], bases, w, io.Discard)
 	})
