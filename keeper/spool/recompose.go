@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -41,6 +42,10 @@ type Recomposed struct {
 	obj    *recomposedObject
 	closed bool
 }
+
+// composeBuffer is how much of a composition is handed to its reader at
+// a time.
+const composeBuffer = 1 << 20
 
 // keptEdge is how much of each end of a data entry is kept: Open's scan
 // reads ahead of a header by up to 64 KiB (busarchive's scanMaxBlock).
@@ -359,7 +364,16 @@ func (o *recomposedObject) composed(ctx context.Context, i int, n int64) io.Read
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pw.CloseWithError(o.s.compose(ctx, i, pw))
+		// Buffered: the composer writes chunk by chunk (a base's s2 chunks
+		// one Write each), and each Write into the pipe is a handoff to
+		// the reader; a megabyte at a time costs the reader's goroutine
+		// far fewer switches.
+		bw := bufio.NewWriterSize(pw, composeBuffer)
+		err := o.s.compose(ctx, i, bw)
+		if err == nil {
+			err = bw.Flush()
+		}
+		pw.CloseWithError(err)
 	}()
 	return &composedReader{pr: pr, left: n, cancel: cancel, done: done}
 }

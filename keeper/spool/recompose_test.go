@@ -50,9 +50,9 @@ func (s recomposedStream) meta() []byte {
 		s.name, s.name, s.n, s.n*(s.size+40), s.n)
 }
 
-// Three streams: one far over the kept edges, one under one edge, one
-// between.
-var recomposedStreams = []recomposedStream{{"BIG", 600, 1024, 1}, {"TINY", 3, 10, 2}, {"MID", 90, 1024, 3}}
+// Three streams: one far over the kept edges and over the buffer a
+// composition is handed over in, one under one edge, one between.
+var recomposedStreams = []recomposedStream{{"BIG", 1600, 1024, 1}, {"TINY", 3, 10, 2}, {"MID", 90, 1024, 3}}
 
 // writeRecomposed writes the test archive into a Recomposed store whose
 // compose is compose, and opens it.
