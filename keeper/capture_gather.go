@@ -25,6 +25,10 @@ type gathered struct {
 	fresh []string      // the streams that gained messages
 	held  map[string][]busarchive.ArchivedMessage
 	times *roundTimes
+	// When the round began, and how long it waited for its positions
+	// sample (not the bus's work on its messages).
+	began   time.Time
+	sampled time.Duration
 }
 
 // gather reads the next segment from the bus: each stream from where the
@@ -32,7 +36,7 @@ type gathered struct {
 // segment's bytes.
 func (c *capturer) gather(ctx context.Context) (*gathered, error) {
 	k, settings := c.k, c.rec.Settings
-	g := &gathered{times: newRoundTimes(), held: map[string][]busarchive.ArchivedMessage{}}
+	g := &gathered{times: newRoundTimes(), held: map[string][]busarchive.ArchivedMessage{}, began: time.Now()}
 	g.seg = &segment{Chain: c.chain.rel, Base: c.chain.base, N: c.n + 1, Began: k.now().UTC(), WrittenBy: k.version}
 	for _, f := range c.follows {
 		info, err := k.bus.Stream(ctx, f.name)
@@ -53,9 +57,11 @@ func (c *capturer) gather(ctx context.Context) (*gathered, error) {
 		g.infos = append(g.infos, info)
 	}
 	g.times.lap("info")
+	sampling := time.Now()
 	if err := c.positions(ctx, g.seg, c.cut, time.Duration(settings.SegmentEvery)); err != nil {
 		return nil, err
 	}
+	g.sampled = time.Since(sampling)
 	g.times.lap("sample")
 	if err := c.readFresh(ctx, g, settings.SegmentBytes); err != nil {
 		return nil, err

@@ -72,6 +72,7 @@ func (c *capturer) put(ctx context.Context, g *gathered) (more bool, err error) 
 	}
 	times.lap("record")
 	c.committed(seg, sampled, looked)
+	c.lastTook = time.Since(g.began) - g.sampled
 	err = c.mark(ctx, c.n, seg.Reached)
 	times.lap("mark")
 	k.log.Debug("segment committed", append([]any{"kept", c.kept(), "n", seg.N, "bytes", seg.ArchiveSize, "cut", seg.Cut,
@@ -85,6 +86,10 @@ func (c *capturer) put(ctx context.Context, g *gathered) (more bool, err error) 
 func (c *capturer) committed(seg *segment, sampled []byte, looked []deletesSeen) {
 	c.n, c.sampled, c.cut = seg.N, sampled, nil
 	c.lastSample, c.lastSampleAt = seg.Positions, seg.PositionsAt
+	c.lastRead = 0
+	for _, ss := range seg.Streams {
+		c.lastRead += ss.Bytes
+	}
 	if seg.Cut {
 		c.cut = seg
 	}

@@ -79,6 +79,9 @@ type capturer struct {
 	lastSample   []Position
 	lastSampleAt time.Time
 	sampling     *sampleJob
+	lastRead     uint64        // the bytes the last committed segment read
+	lastTook     time.Duration // and how long its round took, its sample's wait aside
+	yield        yielder       // how long a capture behind rests between rounds
 }
 
 // follow is where the capture of one stream stands.
@@ -126,8 +129,14 @@ func (c *capturer) run(ctx context.Context) error {
 		c.pause = 0
 		// Rounds begin every segment-every, however long one took (a
 		// message then waits at most that and one round to be held); a
-		// segment cut at its bytes goes on at once.
-		if wait := time.Duration(c.rec.Settings.SegmentEvery) - time.Since(began); !more && wait > 0 {
+		// segment cut at its bytes goes on at once, or after a rest when
+		// the bus slowed its round (yielder).
+		every := time.Duration(c.rec.Settings.SegmentEvery)
+		wait := every - time.Since(began)
+		if more {
+			wait = c.yield.rest(c.lastTook, c.lastRead, every)
+		}
+		if wait > 0 {
 			select {
 			case <-ctx.Done():
 				return context.Cause(ctx)

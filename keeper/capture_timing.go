@@ -20,3 +20,46 @@ func (t *roundTimes) lap(name string) {
 	t.steps = append(t.steps, name, now.Sub(t.last).Round(100*time.Microsecond))
 	t.last = now
 }
+
+// A capture that is behind its streams (its segments cut at their bytes)
+// goes on at once, and on a busy bus its reads then take the time the
+// writers would have had: the server delivers each message to it as it
+// stores the writers' next. So after a cut round it rests for twice the
+// time the round lost to that other work, the round's time beyond what
+// its bytes took in the fastest cut rounds seen lately (yieldWindow of
+// them, and the window before), at most segment-every. On a bus with room
+// a round loses nothing and the capture reads on at once; behind a burst
+// of writes its share of the bus falls to about a third of what it was,
+// and it catches up once the burst is over.
+const (
+	yieldWindow = 64
+	yieldFactor = 2
+)
+
+// yielder is where a capture keeps the fastest time a byte of a cut
+// round took: in this window of cut rounds and in the one before.
+type yielder struct {
+	best, before float64 // nanoseconds a byte; 0: none yet
+	rounds       int
+}
+
+// rest is how long to rest after a cut round that read n bytes in took,
+// at most most.
+func (y *yielder) rest(took time.Duration, n uint64, most time.Duration) time.Duration {
+	if n == 0 || took <= 0 {
+		return 0
+	}
+	per := float64(took) / float64(n)
+	if y.best == 0 || per < y.best {
+		y.best = per
+	}
+	fastest := y.best
+	if y.before > 0 && y.before < fastest {
+		fastest = y.before
+	}
+	if y.rounds++; y.rounds == yieldWindow {
+		y.before, y.best, y.rounds = y.best, 0, 0
+	}
+	lost := took - time.Duration(fastest*float64(n))
+	return min(max(yieldFactor*lost, 0), most)
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"time"
 
 	"github.com/nats-keeper/nats-keeper/kept"
 )
@@ -44,6 +45,12 @@ func (x *restoreRun) finishEvidence(ctx context.Context) (*Evidence, error) {
 		}
 	}
 	ev.Conclude(x.now())
+	steps := make([]any, 0, 2*len(ev.Steps)+2)
+	steps = append(steps, "kept", j.Module+"/"+j.Local)
+	for _, s := range ev.Steps {
+		steps = append(steps, s.Step, s.Ended.Sub(s.Started).Round(time.Millisecond))
+	}
+	x.log.Debug("the restore's steps", steps...)
 	if ev.Dir == "" {
 		return ev, errors.New("it has no place in the store")
 	}
