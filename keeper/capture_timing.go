@@ -24,16 +24,16 @@ func (t *roundTimes) lap(name string) {
 // A capture that is behind its streams (its segments cut at their bytes)
 // goes on at once, and on a busy bus its reads then take the time the
 // writers would have had: the server delivers each message to it as it
-// stores the writers' next. So after a cut round it rests for twice the
-// time the round lost to that other work, the round's time beyond what
+// stores the writers' next. So after a cut round it rests for three times
+// the time the round lost to that other work, the round's time beyond what
 // its bytes took in the fastest cut rounds seen lately (yieldWindow of
 // them, and the window before), at most segment-every. On a bus with room
 // a round loses nothing and the capture reads on at once; behind a burst
-// of writes its share of the bus falls to about a third of what it was,
+// of writes its share of the bus falls to about a quarter of what it was,
 // and it catches up once the burst is over.
 const (
 	yieldWindow = 64
-	yieldFactor = 2
+	yieldFactor = 3
 )
 
 // yielder is where a capture keeps the fastest time a byte of a cut

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// A capture behind its streams rests after a cut round for twice the time
+// A capture behind its streams rests after a cut round for three times the time
 // the round lost against the fastest cut rounds of this window and the one
 // before, never longer than segment-every; a round as fast as those rests
 // not at all, and the fastest of a window is forgotten two windows on.
@@ -19,11 +19,11 @@ func TestYieldRestsWhatTheBusTookFromTheRound(t *testing.T) {
 	if got := y.rest(80*time.Millisecond, 8*mib, every); got != 0 {
 		t.Fatalf("a round as fast as the fastest rests %v, want 0", got)
 	}
-	if got := y.rest(200*time.Millisecond, 8*mib, every); got != 240*time.Millisecond {
-		t.Fatalf("a round 120ms slower rests %v, want 240ms", got)
+	if got := y.rest(200*time.Millisecond, 8*mib, every); got != 360*time.Millisecond {
+		t.Fatalf("a round 120ms slower rests %v, want 360ms", got)
 	}
-	if got := y.rest(100*time.Millisecond, 4*mib, every); got != 120*time.Millisecond {
-		t.Fatalf("half the bytes in 100ms (60ms lost) rests %v, want 120ms", got)
+	if got := y.rest(100*time.Millisecond, 4*mib, every); got != 180*time.Millisecond {
+		t.Fatalf("half the bytes in 100ms (60ms lost) rests %v, want 180ms", got)
 	}
 	if got := y.rest(900*time.Millisecond, 8*mib, every); got != every {
 		t.Fatalf("a round 820ms slower rests %v, want segment-every, %v", got, every)
