@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -233,7 +234,39 @@ func viewFixture(t testing.TB, js jetstream.JetStream) *fxView {
 		}
 		v.floors = append(v.floors, fmt.Sprintf("%s/%s ack_floor=%d delivered=%d pending=%d", fxStream, c, ci.AckFloor.Stream, ci.Delivered.Stream, ci.NumPending))
 	}
+	dropViewConsumers(t, js)
 	return v
+}
+
+// dropViewConsumers deletes the consumers the view's own reads left (the
+// KV watcher's and each object get's ordered consumer, which the server
+// removes on its own a while later): a snapshot taken next would hold
+// them, and the view of the server it is restored into would list them
+// beside the fixture's durables.
+func dropViewConsumers(t testing.TB, js jetstream.JetStream) {
+	t.Helper()
+	ctx := testCtx(t)
+	for _, name := range fxStreams {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lister := s.ListConsumers(ctx)
+		var ephemeral []string
+		for ci := range lister.Info() {
+			if ci.Config.Durable == "" {
+				ephemeral = append(ephemeral, ci.Name)
+			}
+		}
+		if err := lister.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range ephemeral {
+			if err := s.DeleteConsumer(ctx, c); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				t.Fatalf("deleting the view's consumer %s on %s: %v", c, name, err)
+			}
+		}
+	}
 }
 
 // checkFixtureShape fails unless v is the fixture as makeFixture made it, so

@@ -29,9 +29,11 @@ type NamedEntry struct {
 // more's: nothing here counts them; a verification of the archive does.
 //
 // base is read to its end; its integrity is its reader's to check (a
-// checked reader fails a read of damaged bytes). Memory: the chunks that
-// hold base's head, at most maxSpliceHead, and three chunks.
-func SpliceStreamArchive(w io.Writer, head ArchiveHead, consumers []NamedEntry, base io.Reader, more func(put func(ArchivedMessage) error) error) error {
+// checked reader fails a read of damaged bytes). baseSize is its length
+// (0: not known). Memory: the chunks that hold base's head, at most
+// maxSpliceHead, and one chunk; three near base's end (spliceEnd), or
+// throughout when baseSize is not known.
+func SpliceStreamArchive(w io.Writer, head ArchiveHead, consumers []NamedEntry, base io.Reader, baseSize int64, more func(put func(ArchivedMessage) error) error) error {
 	hw, err := NewStreamArchiveWriter(w, head)
 	if err != nil {
 		return err
@@ -49,7 +51,7 @@ func SpliceStreamArchive(w io.Writer, head ArchiveHead, consumers []NamedEntry, 
 	if err := hw.zw.Close(); err != nil { // no sentinel: the messages follow
 		return fmt.Errorf("writing the stream archive's head: %w", err)
 	}
-	after, err := passBase(w, base)
+	after, err := passBase(w, base, baseSize)
 	if err != nil {
 		return fmt.Errorf("passing the base archive's messages through: %w", err)
 	}
@@ -60,9 +62,19 @@ func SpliceStreamArchive(w io.Writer, head ArchiveHead, consumers []NamedEntry, 
 // its consumer entries) SpliceStreamArchive holds.
 const maxSpliceHead = 64 << 20
 
+// spliceEnd is how near base's end, beyond twice its largest data chunk,
+// passBase begins to hold data chunks back: room for what may follow the
+// last data chunk (an s2 index, padding). Further from the end, at least
+// two data chunks follow any chunk read, and the end sentinel, in the last
+// two, is not in it. Should base end otherwise, the sentinel is found
+// passed through, and the splice fails (passBase's end).
+const spliceEnd = 1 << 20
+
 // passBase writes base's messages to w as s2 chunks, and returns base's
-// head's last sequence.
-func passBase(w io.Writer, r io.Reader) (uint64, error) {
+// head's last sequence. size is base's length (0: not known).
+func passBase(w io.Writer, r io.Reader, size int64) (uint64, error) {
+	cr := &countingReader{r: r}
+	r = cr
 	var plain []byte
 	var start int
 	var last uint64
@@ -85,6 +97,7 @@ func passBase(w io.Writer, r io.Reader) (uint64, error) {
 	rest := plain[start:] // decoded bytes still to write, before the chunks held
 	var held [][]byte     // raw data chunks held back: the sentinel is in the last two
 	var spare []byte      // a chunk written, its memory read into again
+	largest := 0
 	for {
 		chunk, err := readRawChunk(r, spare)
 		spare = nil
@@ -98,7 +111,9 @@ func passBase(w io.Writer, r io.Reader) (uint64, error) {
 			continue // stream identifiers, the index, padding: not needed between data chunks
 		}
 		held = append(held, chunk)
-		if len(held) <= 2 {
+		largest = max(largest, len(chunk))
+		far := size > 0 && size-cr.n > 2*int64(largest)+spliceEnd
+		if len(held) <= 2 && !far {
 			continue
 		}
 		if err := encodeS2(w, rest); err != nil {
@@ -119,9 +134,22 @@ func passBase(w io.Writer, r io.Reader) (uint64, error) {
 	}
 	sentinel := entryBytes(nil, "", 0, 0, nil, nil)
 	if !bytes.HasSuffix(rest, sentinel) {
-		return 0, errors.New("it does not end with the end-of-backup sentinel")
+		return 0, fmt.Errorf("it does not end with the end-of-backup sentinel in its last two data chunks (of its %d bytes; "+
+			"an s2 stream with more than %d bytes after its last data chunk cannot be spliced)", cr.n, spliceEnd)
 	}
 	return last, encodeS2(w, rest[:len(rest)-len(sentinel)])
+}
+
+// countingReader counts what is read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // headEnd is where base's messages begin in plain, its first decoded
@@ -197,7 +225,7 @@ func encodeS2(w io.Writer, plain []byte) error {
 // appendMessages writes to w, as an s2 stream of its own, the messages
 // more puts, each above after and at most last, then the end sentinel.
 func appendMessages(w io.Writer, after, last uint64, more func(put func(ArchivedMessage) error) error) error {
-	zw := s2.NewWriter(w)
+	zw := s2.NewWriter(w, s2.WriterConcurrency(1)) // a segment's messages: one block at a time is enough, and holds one
 	var buf []byte
 	put := func(m ArchivedMessage) error {
 		switch {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/nats-keeper/nats-keeper/busarchive"
@@ -42,7 +43,7 @@ func TestSpliceStreamArchive(t *testing.T) {
 	head := busarchive.ArchiveHead{FirstSeq: 1, LastSeq: base.msgs + 9, Msgs: uint64(len(want)), Bytes: 12345, Consumers: 1}
 	consumer := []busarchive.NamedEntry{{Name: "c", Entry: []byte(`{"config":{"durable_name":"c","ack_policy":"explicit"},"state":{"delivered":{"consumer_seq":0,"stream_seq":0},"ack_floor":{"consumer_seq":0,"stream_seq":0}}}`)}}
 	var out bytes.Buffer
-	err := busarchive.SpliceStreamArchive(&out, head, consumer, bytes.NewReader(raw.Bytes()), func(put func(busarchive.ArchivedMessage) error) error {
+	err := busarchive.SpliceStreamArchive(&out, head, consumer, bytes.NewReader(raw.Bytes()), int64(raw.Len()), func(put func(busarchive.ArchivedMessage) error) error {
 		for _, m := range more {
 			if err := put(m); err != nil {
 				return err
@@ -89,4 +90,62 @@ func dataChunks(b []byte) int {
 		b = b[min(len(b), 4+size):]
 	}
 	return n
+}
+
+// TestSpliceHoldsChunksOnlyNearTheEnd: told the base's size, a splice
+// passes each chunk on as it is read until it nears the end, and writes the
+// very bytes it writes holding three throughout (size not known). A base
+// with more than a splice allows after its last data chunk (here 4 MiB of
+// padding) is refused, its sentinel passed through, rather than spliced
+// wrong; not told its size, it is spliced.
+func TestSpliceHoldsChunksOnlyNearTheEnd(t *testing.T) {
+	base := synth{name: "A", msgs: 8_000, size: 1000, seed: 12}
+	var raw bytes.Buffer
+	if err := base.writeData(&raw); err != nil {
+		t.Fatal(err)
+	}
+	head := busarchive.ArchiveHead{FirstSeq: 1, LastSeq: base.msgs + 1, Msgs: base.msgs + 1, Bytes: 1, Stamp: 1}
+	splice := func(b []byte, size int64) ([]byte, error) {
+		var out bytes.Buffer
+		err := busarchive.SpliceStreamArchive(&out, head, nil, bytes.NewReader(b), size, func(put func(busarchive.ArchivedMessage) error) error {
+			return put(busarchive.ArchivedMessage{Seq: base.msgs + 1, Time: 1, Subject: "A.new", Data: []byte("new")})
+		})
+		return out.Bytes(), err
+	}
+	held, err := splice(raw.Bytes(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	passed, err := splice(raw.Bytes(), int64(raw.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(held, passed) {
+		i := 0
+		for i < len(held) && i < len(passed) && held[i] == passed[i] {
+			i++
+		}
+		t.Fatalf("told the base's size, the splice wrote %d bytes that differ from the %d it writes holding chunks back, from byte %d", len(passed), len(held), i)
+	}
+
+	padded := append(bytes.Clone(raw.Bytes()), padding(4<<20)...)
+	if _, err := splice(padded, 0); err != nil {
+		t.Fatalf("a padded base not told its size: %v", err)
+	}
+	_, err = splice(padded, int64(len(padded)))
+	if err == nil || !strings.Contains(err.Error(), "does not end with the end-of-backup sentinel in its last two data chunks") {
+		t.Fatalf("a base with 4 MiB of padding after its last data chunk, told its size: %v; want it refused", err)
+	}
+}
+
+// padding is n bytes of s2 padding chunks (type 0xfe), each under 16 MiB.
+func padding(n int) []byte {
+	var b []byte
+	for n > 0 {
+		k := min(n-4, 1<<20)
+		b = append(b, 0xfe, byte(k), byte(k>>8), byte(k>>16))
+		b = append(b, make([]byte, k)...)
+		n -= 4 + k
+	}
+	return b
 }

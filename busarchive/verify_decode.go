@@ -50,7 +50,8 @@ func decodeStream(ctx context.Context, stream string, r io.Reader, stopped func(
 			break
 		}
 		if item == itemState {
-			d.state = &dec.state
+			st := dec.state // a copy: the decoder and its buffers go once the stream is decoded
+			d.state = &st
 		}
 		dec.tally(item, &d.rep)
 		if item == itemMessage {

@@ -72,6 +72,7 @@ func (c *StreamCheck) Write(p []byte) (int, error) { return c.pipe.write(p) }
 func (c *StreamCheck) Close() error {
 	c.pipe.close()
 	<-c.done
+	c.pipe.release()
 	return nil
 }
 
@@ -168,6 +169,18 @@ func (p *checkPipe) close() {
 	}
 	p.fill = nil
 	close(p.full)
+}
+
+// release lets go of the blocks once the writer closed and the reader is
+// done: a check is held until every stream of its archive is written, and
+// its blocks would be held with it. Safe twice.
+func (p *checkPipe) release() {
+	p.fill, p.held, p.cur = nil, nil, nil
+	for len(p.free) > 0 {
+		<-p.free
+	}
+	for range p.full { // closed by close
+	}
 }
 
 // Read is the reader's side: the bytes written, in order, then io.EOF.

@@ -74,7 +74,11 @@ func (k *storeView) writeMomentPassed(ctx context.Context, pl *momentPlan, ms *m
 		return false, err
 	}
 	defer r.Close()
-	if err := busarchive.SpliceStreamArchive(data, head, entries, r, each); err != nil {
+	var baseSize int64 // the base's data entry: the splice holds its chunks back only near its end
+	if sm := bases.Manifest().Stream(ms.name); sm != nil && len(sm.Entries) > 0 {
+		baseSize = sm.Entries[0].Size
+	}
+	if err := busarchive.SpliceStreamArchive(data, head, entries, r, baseSize, each); err != nil {
 		return false, err
 	}
 	if _, err := io.Copy(io.Discard, r); err != nil { // to its end, so its checksum is checked

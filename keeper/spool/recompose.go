@@ -44,8 +44,11 @@ type Recomposed struct {
 }
 
 // composeBuffer is how much of a composition is handed to its reader at
-// a time.
-const composeBuffer = 1 << 20
+// a time: small writes gathered (tar headers, re-encoded chunks, the
+// segments' messages); a base's chunk, a megabyte, goes through in one or
+// two. A quarter of a megabyte, since under the keeper's soft memory limit
+// every megabyte held while a restore runs is garbage collected for.
+const composeBuffer = 256 << 10
 
 // keptEdge is how much of each end of a data entry is kept: Open's scan
 // reads ahead of a header by up to 64 KiB (busarchive's scanMaxBlock).
@@ -197,9 +200,15 @@ func (w *recomposedWriter) Write(p []byte) (int, error) {
 			p = p[take:]
 			continue
 		}
-		w.tail = append(w.tail, p...)
-		if len(w.tail) > 2*keptEdge {
-			w.tail = append(w.tail[:0], w.tail[len(w.tail)-keptEdge:]...)
+		// The tail never grows past three edges, however large a write
+		// (a base's chunk is a megabyte).
+		if len(p) >= keptEdge {
+			w.tail = append(w.tail[:0], p[len(p)-keptEdge:]...)
+		} else {
+			w.tail = append(w.tail, p...)
+			if len(w.tail) > 2*keptEdge {
+				w.tail = append(w.tail[:0], w.tail[len(w.tail)-keptEdge:]...)
+			}
 		}
 		w.size += int64(len(p))
 		p = nil
@@ -366,8 +375,8 @@ func (o *recomposedObject) composed(ctx context.Context, i int, n int64) io.Read
 		defer close(done)
 		// Buffered: the composer writes chunk by chunk (a base's s2 chunks
 		// one Write each), and each Write into the pipe is a handoff to
-		// the reader; a megabyte at a time costs the reader's goroutine
-		// far fewer switches.
+		// the reader; what is gathered at a time costs the reader's
+		// goroutine far fewer switches.
 		bw := bufio.NewWriterSize(pw, composeBuffer)
 		err := o.s.compose(ctx, i, bw)
 		if err == nil {
