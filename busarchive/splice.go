@@ -62,12 +62,14 @@ func SpliceStreamArchive(w io.Writer, head ArchiveHead, consumers []NamedEntry, 
 // its consumer entries) SpliceStreamArchive holds.
 const maxSpliceHead = 64 << 20
 
-// spliceEnd is how near base's end, beyond twice its largest data chunk,
-// passBase begins to hold data chunks back: room for what may follow the
-// last data chunk (an s2 index, padding). Further from the end, at least
-// two data chunks follow any chunk read, and the end sentinel, in the last
-// two, is not in it. Should base end otherwise, the sentinel is found
-// passed through, and the splice fails (passBase's end).
+// spliceEnd is how near base's end, beyond twice its largest data chunk so
+// far, passBase begins to hold data chunks back: room for what may follow
+// the last data chunk (an s2 index, padding). A chunk passed on further
+// from the end holds none of the end sentinel: it would hold some only
+// were it the last data chunk, or the one before a last too small to
+// hold the sentinel alone, and then more than spliceEnd bytes that are
+// not data would follow the last data chunk; base ending so, what is held
+// at its end does not end with the sentinel, and the splice fails.
 const spliceEnd = 1 << 20
 
 // passBase writes base's messages to w as s2 chunks, and returns base's
