@@ -24,16 +24,19 @@ func (t *roundTimes) lap(name string) {
 // A capture that is behind its streams (its segments cut at their bytes)
 // goes on at once, and on a busy bus its reads then take the time the
 // writers would have had: the server delivers each message to it as it
-// stores the writers' next. So after a cut round it rests for three times
-// the time the round lost to that other work, the round's time beyond what
-// its bytes took in the fastest cut rounds seen lately (yieldWindow of
-// them, and the window before), at most segment-every. On a bus with room
-// a round loses nothing and the capture reads on at once; behind a burst
-// of writes its share of the bus falls to about a quarter of what it was,
-// and it catches up once the burst is over.
+// stores the writers' next. So after a cut round it rests for the time the
+// round lost to that other work (its time beyond what its bytes took in the
+// fastest cut rounds seen lately: yieldWindow of them, and the window
+// before) times how many times slower than those it was, at most
+// yieldMost segment-everys. A round the bus slowed a little rests a
+// little (under a writer of 20 MB/s, a round of 90 ms against 60 rests 45
+// ms); behind a burst of writes (350 ms against 65) it rests a second and
+// a half, and reads about a sixth of what it read without resting; on a
+// bus with room a round loses nothing, and a capture behind catches up at
+// full speed.
 const (
 	yieldWindow = 64
-	yieldFactor = 3
+	yieldMost   = 3
 )
 
 // yielder is where a capture keeps the fastest time a byte of a cut
@@ -44,8 +47,8 @@ type yielder struct {
 }
 
 // rest is how long to rest after a cut round that read n bytes in took,
-// at most most.
-func (y *yielder) rest(took time.Duration, n uint64, most time.Duration) time.Duration {
+// at most yieldMost times every.
+func (y *yielder) rest(took time.Duration, n uint64, every time.Duration) time.Duration {
 	if n == 0 || took <= 0 {
 		return 0
 	}
@@ -61,5 +64,9 @@ func (y *yielder) rest(took time.Duration, n uint64, most time.Duration) time.Du
 		y.before, y.best, y.rounds = y.best, 0, 0
 	}
 	lost := took - time.Duration(fastest*float64(n))
-	return min(max(yieldFactor*lost, 0), most)
+	if lost <= 0 {
+		return 0
+	}
+	slower := per / fastest
+	return min(time.Duration(float64(lost)*slower), yieldMost*every)
 }

@@ -5,34 +5,33 @@ import (
 	"time"
 )
 
-// A capture behind its streams rests after a cut round for three times the time
-// the round lost against the fastest cut rounds of this window and the one
-// before, never longer than segment-every; a round as fast as those rests
-// not at all, and the fastest of a window is forgotten two windows on.
+// A capture behind its streams rests after a cut round for the time the
+// round lost against the fastest cut rounds of this window and the one
+// before, times how many times slower it was, never longer than three
+// segment-everys; a round as fast as those rests not at all, and the
+// fastest of a window is forgotten two windows on.
 func TestYieldRestsWhatTheBusTookFromTheRound(t *testing.T) {
 	const mib = 1 << 20
 	every := time.Second
 	var y yielder
-	if got := y.rest(80*time.Millisecond, 8*mib, every); got != 0 {
-		t.Fatalf("the first cut round rests %v, want 0 (nothing to compare it with)", got)
-	}
-	if got := y.rest(80*time.Millisecond, 8*mib, every); got != 0 {
-		t.Fatalf("a round as fast as the fastest rests %v, want 0", got)
-	}
-	if got := y.rest(200*time.Millisecond, 8*mib, every); got != 360*time.Millisecond {
-		t.Fatalf("a round 120ms slower rests %v, want 360ms", got)
-	}
-	if got := y.rest(100*time.Millisecond, 4*mib, every); got != 180*time.Millisecond {
-		t.Fatalf("half the bytes in 100ms (60ms lost) rests %v, want 180ms", got)
-	}
-	if got := y.rest(900*time.Millisecond, 8*mib, every); got != every {
-		t.Fatalf("a round 820ms slower rests %v, want segment-every, %v", got, every)
-	}
-	if got := y.rest(0, 8*mib, every); got != 0 {
-		t.Fatalf("a round of no time rests %v", got)
-	}
-	if got := y.rest(time.Second, 0, every); got != 0 {
-		t.Fatalf("a round of no bytes rests %v", got)
+	for _, tc := range []struct {
+		took time.Duration
+		n    uint64
+		want time.Duration
+		why  string
+	}{
+		{80 * time.Millisecond, 8 * mib, 0, "the first cut round (nothing to compare it with)"},
+		{80 * time.Millisecond, 8 * mib, 0, "a round as fast as the fastest"},
+		{120 * time.Millisecond, 8 * mib, 60 * time.Millisecond, "a round 1.5 times slower, 40ms lost"},
+		{320 * time.Millisecond, 8 * mib, 960 * time.Millisecond, "a round 4 times slower, 240ms lost"},
+		{80 * time.Millisecond, 4 * mib, 80 * time.Millisecond, "half the bytes in 80ms: twice slower, 40ms lost"},
+		{800 * time.Millisecond, 8 * mib, 3 * every, "a round 10 times slower: three segment-everys at most"},
+		{0, 8 * mib, 0, "a round of no time"},
+		{time.Second, 0, 0, "a round of no bytes"},
+	} {
+		if got := y.rest(tc.took, tc.n, every); got != tc.want {
+			t.Fatalf("%s: rests %v, want %v", tc.why, got, tc.want)
+		}
 	}
 
 	// The bus gets slower for good: two windows on, its new pace is the
