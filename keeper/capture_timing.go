@@ -31,7 +31,7 @@ func (t *roundTimes) lap(name string) {
 // yieldMost segment-everys. A round the bus slowed a little rests a
 // little (under a writer of 20 MB/s, a round of 90 ms against 60 rests 45
 // ms); behind a burst of writes (350 ms against 65) it rests a second and
-// a half, and reads about a sixth of what it read without resting; on a
+// a half, and reads about a fifth of what it read without resting; on a
 // bus with room a round loses nothing, and a capture behind catches up at
 // full speed.
 const (
